@@ -1,3 +1,239 @@
+//! The `xdpool` binary: parses the command line and prints results. All output to the
+//! user is here; the library logs through `tracing`.
+
+use clap::Parser;
+use std::io::{BufRead, BufReader};
+use std::process::{Command as Process, Stdio};
+use std::time::{Duration, Instant};
+use xdpool::cli::{BenchWhich, Cli, Command, DemoArgs, EngineArg, GenArgs, LabAction, RunArgs, StatsArgs, XdpModeArg};
+use xdpool::config::{Config, XdpModeConfig};
+use xdpool::exit::{ExitCode, Fatal};
+
 fn main() {
-    println!("xdpool: under construction");
+    let cli = Cli::parse();
+    // netlink-packet-route warns about attributes newer than itself on every dump.
+    let directives = format!("{},netlink_packet_route=error", cli.log);
+    let filter = tracing_subscriber::EnvFilter::try_new(&directives).unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
+    use std::io::IsTerminal;
+    tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr)
+        .with_ansi(std::io::stderr().is_terminal())
+        .with_target(false)
+        .init();
+    let result = match cli.command {
+        Command::Run(args) => cmd_run(args),
+        Command::Lab { action } => cmd_lab(action),
+        Command::Gen(args) => cmd_gen(args),
+        Command::Stats(args) => cmd_stats(args),
+        Command::Bench { which } => cmd_bench(which),
+        Command::Demo(args) => cmd_demo(args),
+    };
+    match result {
+        Ok(()) => std::process::exit(0),
+        Err(f) => {
+            eprintln!("xdpool: {}", f.message);
+            std::process::exit(f.code as i32);
+        }
+    }
+}
+
+fn cmd_run(args: RunArgs) -> Result<(), Fatal> {
+    let cfg = Config::load(&args.config).map_err(|e| Fatal::new(ExitCode::Usage, e.to_string()))?;
+    let opts = xdpool::run::RunOptions {
+        duration: args.duration.map(Duration::from_secs_f64),
+        summary_json: args.summary_json,
+        xdp_mode: args.xdp_mode.map(|m| match m {
+            XdpModeArg::Native => XdpModeConfig::Native,
+            XdpModeArg::Skb => XdpModeConfig::Skb,
+        }),
+        no_reattach: args.no_reattach,
+        quiet: args.quiet,
+        ready_line: args.ready_line,
+    };
+    let summary = xdpool::run::run(&cfg, &opts)?;
+    println!("{}", xdpool::run::summary_text(&summary));
+    if !summary.accounting_ok {
+        return Err(Fatal::new(ExitCode::Failure, "frame accounting mismatch (see the summary): please report this"));
+    }
+    if summary.workers.iter().any(|w| w.inflight_at_destroy > 0) {
+        return Err(Fatal::new(ExitCode::StalledShutdown, "frames were still in flight at shutdown (see the warnings above)"));
+    }
+    Ok(())
+}
+
+fn cmd_lab(action: LabAction) -> Result<(), Fatal> {
+    use xdpool::lab::{Lab, LabConfig};
+    xdpool::exit::require_privileges("xdpool lab")?;
+    match action {
+        LabAction::Up { queues, prefix } => {
+            let cfg = LabConfig { prefix, queues: Some(queues), ..LabConfig::default() };
+            let st = Lab::up(&cfg).map_err(|e| Fatal::new(ExitCode::Failure, e.to_string()))?;
+            if st.already_up {
+                println!("lab already up (nothing changed):");
+            } else {
+                println!("lab up:");
+            }
+            for side in [&st.a, &st.b] {
+                println!(
+                    "  netns {:<12} dev {:<8} ifindex {:<4} mac {} {} {} queues rx {} tx {}",
+                    side.netns,
+                    side.dev,
+                    side.ifindex,
+                    xdpool::lab::format_mac(&side.mac),
+                    side.ipv4,
+                    side.ipv6,
+                    side.rx_queues,
+                    side.tx_queues
+                );
+            }
+            Ok(())
+        }
+        LabAction::Down { prefix } => {
+            let existed = Lab::down(&prefix).map_err(|e| Fatal::new(ExitCode::Failure, e.to_string()))?;
+            println!("{}", if existed { "lab down" } else { "no lab to remove" });
+            Ok(())
+        }
+    }
+}
+
+fn gen_config(args: &GenArgs) -> Result<xdpool::gen::GenConfig, Fatal> {
+    use xdpool::gen::{Engine, GenConfig};
+    let usage = |e: String| Fatal::new(ExitCode::Usage, e);
+    let mut cfg = GenConfig::default_lab();
+    cfg.netns = Some(args.netns.clone());
+    cfg.dev = args.dev.clone();
+    cfg.count = Some(args.count);
+    cfg.duration = Some(Duration::from_secs_f64(args.duration));
+    cfg.size = args.size as usize;
+    cfg.ipv6 = args.ipv6;
+    cfg.rate_pps = args.rate;
+    cfg.cores = args.cores.clone();
+    cfg.dst_ports = args.dst_ports.parse().map_err(|e| usage(format!("--dst-ports: {e}")))?;
+    cfg.src_ports = args.src_ports.parse().map_err(|e| usage(format!("--src-ports: {e}")))?;
+    cfg.engine = match args.engine {
+        EngineArg::Live => Engine::Live,
+        EngineArg::Pktgen => Engine::Pktgen,
+    };
+    Ok(cfg)
+}
+
+fn cmd_gen(args: GenArgs) -> Result<(), Fatal> {
+    xdpool::exit::require_privileges("xdpool gen")?;
+    let cfg = gen_config(&args)?;
+    let report = xdpool::gen::run(&cfg).map_err(|e| Fatal::new(ExitCode::Failure, e.to_string()))?;
+    println!("{}", report.summary());
+    if let Some(path) = &args.json {
+        let text = serde_json::to_string_pretty(&report).expect("report serializes");
+        std::fs::write(path, text).map_err(|e| Fatal::new(ExitCode::Failure, format!("cannot write {}: {e}", path.display())))?;
+    }
+    Ok(())
+}
+
+fn cmd_stats(args: StatsArgs) -> Result<(), Fatal> {
+    let snap = xdpool::stats::control::query(&args.socket).map_err(|e| Fatal::new(ExitCode::Failure, e.to_string()))?;
+    if args.json {
+        println!("{}", serde_json::to_string_pretty(&snap).expect("serializes"));
+    } else {
+        let pps = 0.0;
+        println!("{}", xdpool::run::live_line(&snap, snap["uptime_s"].as_f64().unwrap_or(0.0), pps));
+        for (name, labels, value) in xdpool::stats::flatten(&snap) {
+            let l: Vec<String> = labels.iter().map(|(k, v)| format!("{k}={v}")).collect();
+            println!("{name}{}{} {value}", if l.is_empty() { "" } else { " " }, l.join(","));
+        }
+    }
+    Ok(())
+}
+
+fn cmd_bench(which: BenchWhich) -> Result<(), Fatal> {
+    match which {
+        BenchWhich::Pool { json } => {
+            let report = pool::bench::run(&pool::bench::BenchConfig::default());
+            if json {
+                println!("{}", serde_json::to_string_pretty(&report).expect("serializes"));
+            } else {
+                println!("{}", report.table());
+            }
+            Ok(())
+        }
+        BenchWhich::Throughput(_) => Err(Fatal::new(ExitCode::Failure, "the throughput sweep is not built yet (issue \"pktgen throughput runs\"); use `xdpool gen` against `xdpool run` meanwhile")),
+    }
+}
+
+/// `make run`: lab up, `xdpool run` in a child, traffic from the generator, summary,
+/// lab down (also when something fails).
+fn cmd_demo(args: DemoArgs) -> Result<(), Fatal> {
+    use xdpool::lab::{Lab, LabConfig};
+    xdpool::exit::require_privileges("xdpool demo")?;
+    let cfg = Config::load(&args.config).map_err(|e| Fatal::new(ExitCode::Usage, e.to_string()))?;
+    let st = Lab::up(&LabConfig::default()).map_err(|e| Fatal::new(ExitCode::Failure, e.to_string()))?;
+    println!("demo: lab {} ({} {} in {}) <-> ({} {} in {})", if st.already_up { "was already up" } else { "up" }, st.a.dev, st.a.ipv4, st.a.netns, st.b.dev, st.b.ipv4, st.b.netns);
+    let result = demo_inner(&args, &cfg);
+    match Lab::down(&LabConfig::default().prefix) {
+        Ok(_) => println!("demo: lab down"),
+        Err(e) => eprintln!("xdpool: lab down failed: {e}; run `xdpool lab down`"),
+    }
+    result
+}
+
+fn demo_inner(args: &DemoArgs, _cfg: &Config) -> Result<(), Fatal> {
+    let exe = std::env::current_exe().map_err(|e| Fatal::new(ExitCode::Failure, format!("cannot find my own binary: {e}")))?;
+    let summary_path = std::env::temp_dir().join(format!("xdpool-demo-{}.json", std::process::id()));
+    let mut child = Process::new(&exe)
+        .args(["run", "--config"])
+        .arg(&args.config)
+        .args(["--duration", "60", "--ready-line", "--summary-json"])
+        .arg(&summary_path)
+        .stdout(Stdio::piped())
+        .spawn()
+        .map_err(|e| Fatal::new(ExitCode::Failure, format!("cannot start `xdpool run`: {e}")))?;
+    let pid = nix::unistd::Pid::from_raw(child.id() as i32);
+    let mut out = BufReader::new(child.stdout.take().expect("piped"));
+    let mut line = String::new();
+    let ready = out.read_line(&mut line).map(|n| n > 0 && line.trim() == "ready").unwrap_or(false);
+    if !ready {
+        let _ = nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGTERM);
+        let status = child.wait().ok().and_then(|s| s.code()).unwrap_or(1);
+        return Err(Fatal::new(ExitCode::Failure, format!("`xdpool run` did not start (exit {status}); see its message above")));
+    }
+    println!("demo: xdpool attached; sending {} frames of {} bytes", args.count, args.size);
+    let gen_args = GenArgs {
+        netns: "xdpool-a".into(),
+        dev: "xdpa0".into(),
+        count: args.count,
+        size: args.size,
+        duration: 20.0,
+        rate: None,
+        ipv6: false,
+        dst_ports: "9".into(),
+        src_ports: "1024".into(),
+        cores: vec![0],
+        engine: EngineArg::Live,
+        json: None,
+    };
+    let gen = gen_config(&gen_args).and_then(|c| xdpool::gen::run(&c).map_err(|e| Fatal::new(ExitCode::Failure, e.to_string())));
+    std::thread::sleep(Duration::from_millis(1500));
+    let _ = nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGINT);
+    let rest: Vec<String> = out.lines().map_while(Result::ok).collect();
+    let deadline = Instant::now() + Duration::from_secs(10);
+    let status = loop {
+        if let Ok(Some(s)) = child.try_wait() {
+            break Some(s);
+        }
+        if Instant::now() > deadline {
+            let _ = child.kill();
+            break child.wait().ok();
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    for l in rest {
+        println!("{l}");
+    }
+    let report = gen?;
+    println!("demo: generator: {}", report.summary());
+    let _ = std::fs::remove_file(&summary_path);
+    match status.and_then(|s| s.code()) {
+        Some(0) => Ok(()),
+        code => Err(Fatal::new(ExitCode::Failure, format!("`xdpool run` ended with {code:?}"))),
+    }
 }

@@ -1,0 +1,50 @@
+# xdpool — set-up, build, test, demo and benchmarks.
+# The README's two commands are `make run` and `make test`.
+SHELL := /bin/bash
+CLANG_VERSION := 19
+APT_PACKAGES := clang-$(CLANG_VERSION) llvm-$(CLANG_VERSION) libbpf-dev libelf-dev zlib1g-dev linux-libc-dev iproute2 pkg-config
+XDPOOL := target/release/xdpool
+LOOM_TARGET := target/loom
+# Loom: bounded preemptions keep the model checks within minutes on 2 cores.
+LOOM_MAX_PREEMPTIONS ?= 2
+
+.PHONY: setup build test test-unit test-loom run bench pktgen clean-lab check-root
+
+check-root:
+	@if [ "$$(id -u)" != 0 ]; then echo "xdpool: this target needs root (it installs packages, loads XDP programs and creates network namespaces); run it with sudo" >&2; exit 1; fi
+
+# Idempotent: installs only what is missing, mounts bpffs only when absent.
+setup: check-root
+	@missing=""; for p in $(APT_PACKAGES); do dpkg -s $$p >/dev/null 2>&1 || missing="$$missing $$p"; done; \
+	if [ -n "$$missing" ]; then \
+	  echo "setup: installing$$missing"; \
+	  export DEBIAN_FRONTEND=noninteractive; apt-get update -q && apt-get install -y -q --no-install-recommends $$missing; \
+	else echo "setup: system packages present"; fi
+	@if ! mountpoint -q /sys/fs/bpf; then mkdir -p /sys/fs/bpf && mount -t bpf bpf /sys/fs/bpf && echo "setup: mounted bpffs on /sys/fs/bpf"; \
+	else echo "setup: bpffs mounted"; fi
+
+build:
+	XDPOOL_CLANG=clang-$(CLANG_VERSION) cargo build --release --workspace
+	@echo "built: $(XDPOOL) (XDP objects are embedded in it)"
+
+test: setup test-unit test-loom
+
+# All unit and integration tests; the root ones create and remove their own namespaces.
+test-unit:
+	XDPOOL_CLANG=clang-$(CLANG_VERSION) cargo test --workspace -- --test-threads=1
+
+test-loom:
+	RUSTFLAGS="--cfg loom" LOOM_MAX_PREEMPTIONS=$(LOOM_MAX_PREEMPTIONS) CARGO_TARGET_DIR=$(LOOM_TARGET) \
+	  cargo test -p pool --release --test 'loom_*'
+
+run: setup build
+	$(XDPOOL) demo
+
+bench: build
+	$(XDPOOL) bench pool
+
+pktgen: setup build
+	$(XDPOOL) bench throughput --plot out/throughput.svg --json out/throughput.json
+
+clean-lab: check-root
+	-$(XDPOOL) lab down

@@ -1,0 +1,418 @@
+//! `xdpool bench pool`: the recycler's micro-benchmark, after the kernel's
+//! `bench_page_pool_simple`, with naive free lists measured in the same run.
+
+use crate::{PoolConfig, PoolOwner, Region, RegionConfig, Topology};
+use crossbeam_queue::ArrayQueue;
+use serde::Serialize;
+use std::hint::black_box;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Instant;
+
+/// Benchmark settings.
+#[derive(Debug, Clone, Serialize)]
+pub struct BenchConfig {
+    /// Elements per measurement.
+    pub iterations: u64,
+    /// Measurements per test; the fastest is reported (noise on a shared machine only
+    /// ever adds time).
+    pub repeats: u32,
+    /// Frames in the benchmark region.
+    pub frames: u32,
+    /// Chunk size.
+    pub chunk_size: u32,
+    /// CPUs for the cross-thread test (allocating, freeing).
+    pub cross_cpus: (usize, usize),
+}
+
+impl Default for BenchConfig {
+    fn default() -> Self {
+        BenchConfig { iterations: 5_000_000, repeats: 5, frames: 4096, chunk_size: 2048, cross_cpus: (0, 1) }
+    }
+}
+
+impl BenchConfig {
+    /// A tiny run for tests.
+    pub fn quick() -> Self {
+        BenchConfig { iterations: 20_000, repeats: 1, ..Default::default() }
+    }
+}
+
+/// One test's figures.
+#[derive(Debug, Clone, Serialize)]
+pub struct BenchResult {
+    /// Test name (kernel names where they exist).
+    pub name: String,
+    /// Elements measured.
+    pub elements: u64,
+    /// TSC cycles per element.
+    pub cycles: f64,
+    /// Nanoseconds per element.
+    pub ns: f64,
+}
+
+/// A target from the issue and whether this run met it.
+#[derive(Debug, Clone, Serialize)]
+pub struct TargetCheck {
+    /// What is checked.
+    pub target: String,
+    /// The measured value, in the target's unit.
+    pub measured: f64,
+    /// The limit.
+    pub limit: f64,
+    /// Met or missed.
+    pub met: bool,
+}
+
+/// What the machine looked like during the run.
+#[derive(Debug, Clone, Serialize)]
+pub struct MachineState {
+    /// CPU model.
+    pub cpu_model: String,
+    /// CPUs available to the process.
+    pub cpus: usize,
+    /// TSC frequency measured against the monotonic clock.
+    pub tsc_ghz: f64,
+    /// /proc/loadavg at the start.
+    pub loadavg: String,
+    /// Kernel release.
+    pub kernel: String,
+    /// Whether the cross-thread test could pin its threads.
+    pub pinned: bool,
+}
+
+/// The whole run.
+#[derive(Debug, Clone, Serialize)]
+pub struct BenchReport {
+    /// Settings used.
+    pub config: BenchConfig,
+    /// Machine state.
+    pub machine: MachineState,
+    /// Results in run order.
+    pub results: Vec<BenchResult>,
+    /// Targets from the issue.
+    pub targets: Vec<TargetCheck>,
+}
+
+impl BenchReport {
+    /// Figures of a test by name.
+    pub fn get(&self, name: &str) -> Option<&BenchResult> {
+        self.results.iter().find(|r| r.name == name)
+    }
+
+    /// A table to paste into an issue note.
+    pub fn table(&self) -> String {
+        let m = &self.machine;
+        let mut s = format!(
+            "pool bench: {} | {} CPUs | TSC {:.3} GHz | kernel {} | load {} | {} x {} elements, best of {}\n",
+            m.cpu_model, m.cpus, m.tsc_ghz, m.kernel, m.loadavg.trim(), self.config.repeats, self.config.iterations, self.config.repeats
+        );
+        s += &format!("{:<28} {:>12} {:>10} {:>10}\n", "test", "elements", "cycles", "ns");
+        for r in &self.results {
+            s += &format!("{:<28} {:>12} {:>10.1} {:>10.2}\n", r.name, r.elements, r.cycles, r.ns);
+        }
+        s += "\ntargets:\n";
+        for t in &self.targets {
+            s += &format!(
+                "  {:<52} {:>9.2} (limit {:>6.2}) {}\n",
+                t.target,
+                t.measured,
+                t.limit,
+                if t.met { "met" } else { "MISSED" }
+            );
+        }
+        s
+    }
+}
+
+#[cfg(target_arch = "x86_64")]
+#[inline(always)]
+fn tsc() -> u64 {
+    // SAFETY: rdtsc has no preconditions on x86_64; it only reads the time stamp counter.
+    #[allow(unused_unsafe)]
+    unsafe {
+        core::arch::x86_64::_rdtsc()
+    }
+}
+
+#[cfg(not(target_arch = "x86_64"))]
+#[inline(always)]
+fn tsc() -> u64 {
+    // No portable cycle counter: count nanoseconds (tsc_ghz then reads 1.0).
+    static START: std::sync::OnceLock<Instant> = std::sync::OnceLock::new();
+    START.get_or_init(Instant::now).elapsed().as_nanos() as u64
+}
+
+fn tsc_ghz() -> f64 {
+    let (t0, c0) = (Instant::now(), tsc());
+    std::thread::sleep(std::time::Duration::from_millis(50));
+    let (t1, c1) = (Instant::now(), tsc());
+    (c1 - c0) as f64 / (t1 - t0).as_nanos() as f64
+}
+
+fn pin_to_cpu(cpu: usize) -> bool {
+    // SAFETY: cpu_set_t is plain data; zeroed is its empty set.
+    let mut set: libc::cpu_set_t = unsafe { std::mem::zeroed() };
+    if cpu >= libc::CPU_SETSIZE as usize {
+        return false;
+    }
+    // SAFETY: cpu is below CPU_SETSIZE, so the bit is inside `set`.
+    unsafe { libc::CPU_SET(cpu, &mut set) };
+    // SAFETY: pid 0 is the calling thread; the set pointer and size are valid.
+    unsafe { libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &set) == 0 }
+}
+
+struct Runner {
+    cfg: BenchConfig,
+    ghz: f64,
+    results: Vec<BenchResult>,
+}
+
+impl Runner {
+    /// Time `body(n)`, which processes `n` iterations of `per_iter` elements each.
+    fn measure(&mut self, name: &str, per_iter: u64, mut body: impl FnMut(u64)) {
+        let n = self.cfg.iterations;
+        body(n / 10 + 1); // warm up
+        let mut best = u64::MAX;
+        for _ in 0..self.cfg.repeats.max(1) {
+            let c0 = tsc();
+            body(n);
+            best = best.min(tsc() - c0);
+        }
+        let elements = n * per_iter;
+        let cycles = best as f64 / elements as f64;
+        tracing::debug!(name, cycles, "bench test done");
+        self.results.push(BenchResult { name: name.into(), elements, cycles, ns: cycles / self.ghz });
+    }
+}
+
+/// Run every test and check the targets.
+pub fn run(cfg: &BenchConfig) -> BenchReport {
+    let ghz = tsc_ghz();
+    let mut r = Runner { cfg: cfg.clone(), ghz, results: Vec::new() };
+    let region = || {
+        Region::new(RegionConfig {
+            frames: cfg.frames,
+            chunk_size: cfg.chunk_size,
+            hugepages: false,
+            topology: Topology::single_node(),
+        })
+        .expect("benchmark region")
+    };
+
+    r.measure("for_loop", 1, |n| {
+        for i in 0..n {
+            black_box(i);
+        }
+    });
+    let counter = AtomicU64::new(0);
+    r.measure("atomic_inc", 1, |n| {
+        for _ in 0..n {
+            counter.fetch_add(1, Ordering::Relaxed);
+        }
+    });
+    let lock = Mutex::new(0u64);
+    r.measure("lock", 1, |n| {
+        for _ in 0..n {
+            *lock.lock().unwrap() += 1;
+        }
+    });
+
+    let reg = region();
+    let mut pool = PoolOwner::new(&reg, PoolConfig::default());
+    r.measure("fast_path", 1, |n| {
+        for _ in 0..n {
+            let f = pool.alloc().expect("frame");
+            pool.recycle(black_box(f));
+        }
+    });
+    r.measure("unsplit_with_frag_support", 1, |n| {
+        for _ in 0..n {
+            let f = pool.alloc().expect("frame");
+            pool.recycle_unified(black_box(f));
+        }
+    });
+    let chunk = cfg.chunk_size;
+    r.measure("frag_whole", 1, |n| {
+        for _ in 0..n {
+            let f = pool.alloc_frag(chunk).expect("frag");
+            pool.release_frag(black_box(f));
+        }
+    });
+    r.measure("frag_4", 4, |n| {
+        for _ in 0..n {
+            let a = pool.alloc_frag(chunk / 4).expect("frag");
+            let b = pool.alloc_frag(chunk / 4).expect("frag");
+            let c = pool.alloc_frag(chunk / 4).expect("frag");
+            let d = pool.alloc_frag(chunk / 4).expect("frag");
+            pool.release_frag(black_box(a));
+            pool.release_frag(black_box(b));
+            pool.release_frag(black_box(c));
+            pool.release_frag(black_box(d));
+        }
+    });
+    pool.frag_drain();
+    let remote = pool.remote();
+    r.measure("ring", 1, |n| {
+        for _ in 0..n {
+            let f = pool.alloc().expect("frame");
+            remote.recycle(black_box(f));
+        }
+    });
+    r.measure("slow", 1, |n| {
+        for _ in 0..n {
+            let f = pool.alloc().expect("frame");
+            pool.release_to_global(black_box(f));
+        }
+    });
+    drop(pool);
+
+    let pinned = cross_thread(&mut r, region());
+
+    let naive = Mutex::new((0..cfg.frames).collect::<Vec<u32>>());
+    r.measure("naive_mutex_vec", 1, |n| {
+        for _ in 0..n {
+            let i = naive.lock().unwrap().pop().expect("index");
+            naive.lock().unwrap().push(black_box(i));
+        }
+    });
+    let q = ArrayQueue::new(cfg.frames as usize);
+    for i in 0..cfg.frames {
+        let _ = q.push(i);
+    }
+    r.measure("naive_crossbeam_arrayqueue", 1, |n| {
+        for _ in 0..n {
+            let i = q.pop().expect("index");
+            let _ = q.push(black_box(i));
+        }
+    });
+
+    let machine = MachineState {
+        cpu_model: std::fs::read_to_string("/proc/cpuinfo")
+            .ok()
+            .and_then(|s| s.lines().find(|l| l.starts_with("model name")).map(|l| l.split(':').nth(1).unwrap_or("").trim().to_string()))
+            .unwrap_or_else(|| "unknown".into()),
+        cpus: std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1),
+        tsc_ghz: ghz,
+        loadavg: std::fs::read_to_string("/proc/loadavg").unwrap_or_default(),
+        kernel: std::fs::read_to_string("/proc/sys/kernel/osrelease").unwrap_or_default().trim().to_string(),
+        pinned,
+    };
+    let targets = targets(&r.results);
+    BenchReport { config: cfg.clone(), machine, results: r.results, targets }
+}
+
+/// Alloc on one pinned thread, free (through the return ring) on another. Frames
+/// travel in batches of 64 so the hand-off itself costs little per element.
+fn cross_thread(r: &mut Runner, reg: Arc<Region>) -> bool {
+    const BATCH: usize = 64;
+    let (alloc_cpu, free_cpu) = r.cfg.cross_cpus;
+    let to_free: Arc<ArrayQueue<Vec<crate::Frame>>> = Arc::new(ArrayQueue::new(8));
+    let empties: Arc<ArrayQueue<Vec<crate::Frame>>> = Arc::new(ArrayQueue::new(16));
+    for _ in 0..12 {
+        let _ = empties.push(Vec::with_capacity(BATCH));
+    }
+    let stop = Arc::new(AtomicBool::new(false));
+    let (tx_remote, rx_remote) = std::sync::mpsc::channel();
+    let pinned_free = Arc::new(AtomicBool::new(false));
+    let freer = {
+        let (to_free, empties, stop, pinned_free) = (to_free.clone(), empties.clone(), stop.clone(), pinned_free.clone());
+        std::thread::spawn(move || {
+            pinned_free.store(pin_to_cpu(free_cpu), Ordering::Relaxed);
+            let remote: crate::PoolRemote = rx_remote.recv().expect("remote handle");
+            loop {
+                match to_free.pop() {
+                    Some(mut batch) => {
+                        for f in batch.drain(..) {
+                            remote.recycle(f);
+                        }
+                        let _ = empties.push(batch);
+                    }
+                    None if stop.load(Ordering::Acquire) => break,
+                    None => std::hint::spin_loop(),
+                }
+            }
+        })
+    };
+    let mask = {
+        // SAFETY: cpu_set_t is plain data; zeroed is its empty set.
+        let mut set: libc::cpu_set_t = unsafe { std::mem::zeroed() };
+        // SAFETY: pid 0 = this thread; the pointer and size describe `set`.
+        let ok = unsafe { libc::sched_getaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &mut set) } == 0;
+        ok.then_some(set)
+    };
+    let pinned = pin_to_cpu(alloc_cpu);
+    let mut pool = PoolOwner::new(&reg, PoolConfig { ring_size: 4096, ..Default::default() });
+    tx_remote.send(pool.remote()).expect("freer thread alive");
+    r.measure("cross_thread", BATCH as u64, |n| {
+        for _ in 0..n {
+            let mut batch = loop {
+                match empties.pop() {
+                    Some(b) => break b,
+                    None => std::hint::spin_loop(),
+                }
+            };
+            while batch.len() < BATCH {
+                match pool.alloc() {
+                    Some(f) => batch.push(f),
+                    None => std::hint::spin_loop(),
+                }
+            }
+            let mut b = batch;
+            while let Err(back) = to_free.push(b) {
+                b = back;
+                std::hint::spin_loop();
+            }
+        }
+    });
+    stop.store(true, Ordering::Release);
+    let _ = freer.join();
+    drop(pool);
+    if let Some(set) = mask {
+        // SAFETY: restoring this thread's own previous mask.
+        unsafe { libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &set) };
+    }
+    pinned && pinned_free.load(Ordering::Relaxed)
+}
+
+fn targets(res: &[BenchResult]) -> Vec<TargetCheck> {
+    let get = |n: &str| res.iter().find(|r| r.name == n).map(|r| (r.cycles, r.ns)).unwrap_or((f64::NAN, f64::NAN));
+    let (_, fast) = get("fast_path");
+    let (_, mutex) = get("naive_mutex_vec");
+    let (_, ring) = get("ring");
+    let (_, slow) = get("slow");
+    let (cross, _) = get("cross_thread");
+    let (_, whole) = get("frag_whole");
+    let (_, unsplit) = get("unsplit_with_frag_support");
+    let t = |target: &str, measured: f64, limit: f64| TargetCheck { target: target.into(), measured, limit, met: measured <= limit };
+    vec![
+        t("fast_path ns", fast, 2.0),
+        t("naive_mutex_vec / fast_path (at least 5x: shown as 5/ratio)", 5.0 / (mutex / fast), 1.0),
+        t("ring ns", ring, 8.0),
+        t("slow ns", slow, 25.0),
+        t("cross_thread cycles per element", cross, 100.0),
+        t("frag_whole / fast_path", whole / fast, 1.3),
+        t("unsplit_with_frag_support - fast_path ns", unsplit - fast, 0.3),
+    ]
+}
+
+#[cfg(all(test, not(loom)))]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn quick_run_reports_every_test_and_target() {
+        let rep = run(&BenchConfig { iterations: 5_000, repeats: 1, frames: 1024, ..Default::default() });
+        for name in [
+            "for_loop", "atomic_inc", "lock", "fast_path", "unsplit_with_frag_support", "frag_whole", "frag_4", "ring",
+            "slow", "cross_thread", "naive_mutex_vec", "naive_crossbeam_arrayqueue",
+        ] {
+            let r = rep.get(name).unwrap_or_else(|| panic!("{name} missing"));
+            assert!(r.cycles > 0.0 && r.ns > 0.0, "{name}: {r:?}");
+        }
+        assert_eq!(rep.get("frag_4").unwrap().elements, 4 * 5_000);
+        assert_eq!(rep.targets.len(), 7);
+        let table = rep.table();
+        assert!(table.contains("fast_path") && table.contains("targets"));
+    }
+}

@@ -1,0 +1,217 @@
+//! Per-frame metadata (the `struct page` of a UMEM chunk) and the tokens handed out
+//! for frames and frags.
+
+use crate::sync::{AtomicU32, AtomicU64};
+use serde::Serialize;
+
+/// Where a frame is: the owner map's vocabulary.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[repr(u8)]
+pub enum Location {
+    /// On a global per-node free list.
+    Free = 0,
+    /// In a pool's owner-only alloc cache.
+    Cached = 1,
+    /// In a pool's return ring.
+    Ring = 2,
+    /// Handed to the kernel through a fill ring.
+    Fill = 3,
+    /// Handed to the kernel through a TX ring.
+    Tx = 4,
+    /// Held by the application (a `Frame`, or the frags of a chunk).
+    Application = 5,
+}
+
+impl Location {
+    pub(crate) fn from_bits(b: u8) -> Location {
+        match b {
+            0 => Location::Free,
+            1 => Location::Cached,
+            2 => Location::Ring,
+            3 => Location::Fill,
+            4 => Location::Tx,
+            _ => Location::Application,
+        }
+    }
+
+    /// True where the pool, not a user, holds the frame.
+    pub fn is_released(self) -> bool {
+        matches!(self, Location::Free | Location::Cached | Location::Ring)
+    }
+}
+
+/// Owner slot meaning "no pool" (frames on a global list).
+pub(crate) const NO_OWNER: u32 = 0x00FF_FFFF;
+
+/// Bias a frag chunk's count starts at, so that handing out frags needs no atomic.
+pub(crate) const FRAG_BIAS: u32 = 1 << 30;
+
+/// Frame state packed in one word: generation (signature) | owner slot | location.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct State(pub u64);
+
+impl State {
+    #[inline]
+    pub(crate) fn new(gen: u32, owner: u32, loc: Location) -> State {
+        State(((gen as u64) << 32) | (((owner & NO_OWNER) as u64) << 8) | loc as u64)
+    }
+    #[inline]
+    pub(crate) fn gen(self) -> u32 {
+        (self.0 >> 32) as u32
+    }
+    #[inline]
+    pub(crate) fn owner(self) -> u32 {
+        ((self.0 >> 8) as u32) & NO_OWNER
+    }
+    #[inline]
+    pub(crate) fn loc(self) -> Location {
+        Location::from_bits(self.0 as u8)
+    }
+    #[inline]
+    pub(crate) fn with(self, owner: u32, loc: Location) -> State {
+        State::new(self.gen(), owner, loc)
+    }
+}
+
+/// Metadata of one chunk. `state` is written only by whoever holds the frame (or the
+/// structure the frame sits in), so plain (Relaxed) stores suffice; hand-over between
+/// threads is ordered by the ring or lock that carries the index.
+#[derive(Debug)]
+pub(crate) struct FrameMeta {
+    pub(crate) state: AtomicU64,
+    /// `pp_ref_count`: 1 for an unsplit frame, N (or biased) for a split one.
+    pub(crate) refcount: AtomicU32,
+    /// References of a split chunk that sit in a TX ring.
+    pub(crate) tx_refs: AtomicU32,
+    pub(crate) node: u32,
+}
+
+impl FrameMeta {
+    pub(crate) fn new(node: u32) -> FrameMeta {
+        FrameMeta {
+            state: AtomicU64::new(State::new(0, NO_OWNER, Location::Free).0),
+            refcount: AtomicU32::new(1),
+            tx_refs: AtomicU32::new(0),
+            node,
+        }
+    }
+}
+
+/// An owned token for one whole chunk, held by the application. Not `Clone`: a chunk
+/// has exactly one token. It carries the generation it was handed out with, which is
+/// checked on return (a stale or foreign token is counted as misuse, not trusted).
+/// Dropping a `Frame` instead of returning it leaks the chunk (it stays inflight).
+#[must_use = "a dropped Frame is leaked until the region goes; recycle it"]
+#[derive(Debug, PartialEq, Eq)]
+pub struct Frame {
+    pub(crate) idx: u32,
+    pub(crate) gen: u32,
+    pub(crate) region: u16,
+    pub(crate) shift: u8,
+}
+
+impl Frame {
+    /// Chunk index in the region.
+    pub fn index(&self) -> u32 {
+        self.idx
+    }
+    /// UMEM address (offset from the region's start) of the chunk.
+    pub fn addr(&self) -> u64 {
+        (self.idx as u64) << self.shift
+    }
+    /// Chunk size in bytes.
+    pub fn chunk_size(&self) -> u32 {
+        1 << self.shift
+    }
+}
+
+/// An owned reference to a piece of a chunk. Not `Clone`: more references are taken
+/// with `PoolOwner::ref_frag`, which only accepts a `Frag`, so a pool reference can
+/// only ever be taken on memory the pool handed out.
+#[must_use = "a dropped Frag leaks its reference; release it"]
+#[derive(Debug, PartialEq, Eq)]
+pub struct Frag {
+    pub(crate) idx: u32,
+    pub(crate) offset: u32,
+    pub(crate) len: u32,
+    pub(crate) region: u16,
+    pub(crate) shift: u8,
+}
+
+impl Frag {
+    /// Index of the chunk this piece is in.
+    pub fn frame_index(&self) -> u32 {
+        self.idx
+    }
+    /// Offset of the piece inside its chunk.
+    pub fn offset(&self) -> u32 {
+        self.offset
+    }
+    /// Length of the piece.
+    pub fn len(&self) -> u32 {
+        self.len
+    }
+    /// True for an empty piece (never handed out by the pool).
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+    /// UMEM address of the piece.
+    pub fn addr(&self) -> u64 {
+        ((self.idx as u64) << self.shift) + self.offset as u64
+    }
+}
+
+/// What `PoolOwner::alloc_sized` returns: a whole chunk or a frag, chosen by size.
+#[must_use = "a dropped Buf is leaked; recycle or release it"]
+#[derive(Debug, PartialEq, Eq)]
+pub enum Buf {
+    /// A whole chunk (size above half a chunk).
+    Whole(Frame),
+    /// A piece of a shared chunk.
+    Frag(Frag),
+}
+
+impl Buf {
+    /// UMEM address of the buffer.
+    pub fn addr(&self) -> u64 {
+        match self {
+            Buf::Whole(f) => f.addr(),
+            Buf::Frag(f) => f.addr(),
+        }
+    }
+    /// Usable length: the chunk size or the frag's length.
+    pub fn len(&self) -> u32 {
+        match self {
+            Buf::Whole(f) => f.chunk_size(),
+            Buf::Frag(f) => f.len,
+        }
+    }
+    /// Never true for a buffer the pool handed out.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn state_packs_and_unpacks() {
+        let s = State::new(0xDEAD_BEEF, 0x12_3456, Location::Tx);
+        assert_eq!(s.gen(), 0xDEAD_BEEF);
+        assert_eq!(s.owner(), 0x12_3456);
+        assert_eq!(s.loc(), Location::Tx);
+        let t = s.with(NO_OWNER, Location::Free);
+        assert_eq!((t.gen(), t.owner(), t.loc()), (0xDEAD_BEEF, NO_OWNER, Location::Free));
+        for l in 0..6u8 {
+            assert_eq!(Location::from_bits(l) as u8, l);
+        }
+    }
+
+    #[test]
+    fn tokens_are_small() {
+        assert!(std::mem::size_of::<Frame>() <= 12);
+        assert!(std::mem::size_of::<Option<Frame>>() <= 16);
+    }
+}

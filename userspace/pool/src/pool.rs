@@ -1,0 +1,821 @@
+//! One pool per worker: the owner-only alloc cache, refill from the return ring, the
+//! global slow path, recycling, frags, kernel hand-off tracking and teardown.
+
+use crate::error::{FrameError, PoolError};
+use crate::frame::{Buf, Frag, Frame, Location, State, FRAG_BIAS, NO_OWNER};
+use crate::region::Region;
+use crate::ring::{PushError, ReturnRing};
+use crate::stats::{snapshot, OwnerCounters, PoolStats, RemoteCounters};
+use crate::sync::Ordering;
+use crate::Accounting;
+use crossbeam_utils::CachePadded;
+use std::marker::PhantomData;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+/// Entries in the owner cache (the kernel's PP_ALLOC_CACHE_SIZE).
+pub const CACHE_SIZE: usize = 128;
+/// Frags are handed out in multiples of this many bytes.
+pub const FRAG_ALIGN: u32 = 64;
+
+/// Per-pool settings.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PoolConfig {
+    /// Id used in stats and logs.
+    pub id: u32,
+    /// Node whose frames this pool keeps; others are waived on refill.
+    pub preferred_node: u32,
+    /// Return ring capacity (rounded up to a power of two).
+    pub ring_size: u32,
+    /// Frames moved per refill or slow-path take (at most `CACHE_SIZE`).
+    pub bulk: u32,
+}
+
+impl Default for PoolConfig {
+    fn default() -> Self {
+        PoolConfig { id: 0, preferred_node: 0, ring_size: 1024, bulk: 64 }
+    }
+}
+
+/// The part of a pool other threads see: return ring and counters.
+pub(crate) struct PoolShared {
+    pub(crate) id: u32,
+    pub(crate) slot: u32,
+    pub(crate) ring: ReturnRing,
+    pub(crate) owner: CachePadded<OwnerCounters>,
+    pub(crate) remote: CachePadded<RemoteCounters>,
+}
+
+impl PoolShared {
+    fn stats(&self) -> PoolStats {
+        snapshot(self.id, &self.owner, &self.remote, self.ring.pushed(), self.ring.is_closed())
+    }
+}
+
+struct FragCursor {
+    idx: u32,
+    offset: u32,
+    users: u32,
+}
+
+/// The owner's handle: alloc and direct recycle. Neither `Send` nor `Sync`, so the
+/// cache can only be touched by the thread that created it.
+pub struct PoolOwner {
+    cache_len: usize,
+    cache: [u32; CACHE_SIZE],
+    region: Arc<Region>,
+    shared: Arc<PoolShared>,
+    slot: u32,
+    tag: u16,
+    shift: u8,
+    node: u32,
+    bulk: usize,
+    frag: Option<FragCursor>,
+    torn_down: bool,
+    _owner_thread_only: PhantomData<*const ()>,
+}
+
+/// Return path for other threads, plus read-only stats. `Send + Sync + Clone`.
+#[derive(Clone)]
+pub struct PoolRemote {
+    region: Arc<Region>,
+    shared: Arc<PoolShared>,
+}
+
+/// What `PoolOwner::destroy` did, and a handle to wait for frames still out.
+#[must_use = "check inflight, or wait() for the frames still out"]
+pub struct DestroyReport {
+    /// Pool id.
+    pub pool_id: u32,
+    /// Frames moved from the cache (and the open frag chunk) to the global lists.
+    pub released_cached: u32,
+    /// Frames drained from the return ring to the global lists.
+    pub released_ring: u32,
+    /// Frames still out (application, fill or TX rings) at destroy time.
+    pub inflight: u64,
+    region: Arc<Region>,
+    shared: Arc<PoolShared>,
+}
+
+impl std::fmt::Debug for DestroyReport {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("DestroyReport")
+            .field("pool_id", &self.pool_id)
+            .field("released_cached", &self.released_cached)
+            .field("released_ring", &self.released_ring)
+            .field("inflight", &self.inflight)
+            .finish()
+    }
+}
+
+impl DestroyReport {
+    /// Frames of the destroyed pool still out now.
+    pub fn inflight_now(&self) -> u64 {
+        self.shared.stats().inflight
+    }
+
+    /// One retry (page_pool_release_retry): returns the inflight count and warns,
+    /// naming the pool, while it is not zero.
+    pub fn retry(&self) -> u64 {
+        let n = self.inflight_now();
+        if n != 0 {
+            tracing::warn!(pool = self.pool_id, inflight = n, "stalled pool shutdown: pool {}: {} inflight", self.pool_id, n);
+        }
+        n
+    }
+
+    /// Retry until every frame came back or `timeout` passed (warning about once a
+    /// second). The memory stays valid either way; late returns go to global lists.
+    pub fn wait(&self, timeout: Duration) -> Result<(), PoolError> {
+        let start = Instant::now();
+        let mut next_warn = start;
+        loop {
+            let n = self.inflight_now();
+            if n == 0 {
+                return Ok(());
+            }
+            if start.elapsed() >= timeout {
+                return Err(PoolError::StalledShutdown { pool: self.pool_id, inflight: n });
+            }
+            if Instant::now() >= next_warn {
+                self.retry();
+                next_warn += Duration::from_secs(1);
+            }
+            std::thread::sleep(Duration::from_millis(1));
+        }
+    }
+
+    /// Region accounting after the destroy.
+    pub fn accounting(&self) -> Accounting {
+        self.region.accounting()
+    }
+}
+
+impl PoolOwner {
+    /// Create a pool on the calling thread (which becomes its owner).
+    pub fn new(region: &Arc<Region>, cfg: PoolConfig) -> PoolOwner {
+        let mut node = cfg.preferred_node;
+        if node >= region.nodes() {
+            tracing::warn!(pool = cfg.id, node, nodes = region.nodes(), "preferred node does not exist; using node 0");
+            node = 0;
+        }
+        let shared = region.register_pool(|slot| {
+            Arc::new(PoolShared {
+                id: cfg.id,
+                slot,
+                ring: ReturnRing::new(cfg.ring_size as usize),
+                owner: CachePadded::new(OwnerCounters::default()),
+                remote: CachePadded::new(RemoteCounters::default()),
+            })
+        });
+        PoolOwner {
+            cache_len: 0,
+            cache: [0; CACHE_SIZE],
+            slot: shared.slot,
+            region: region.clone(),
+            shared,
+            tag: region.tag(),
+            shift: region.shift(),
+            node,
+            bulk: (cfg.bulk as usize).clamp(1, CACHE_SIZE),
+            frag: None,
+            torn_down: false,
+            _owner_thread_only: PhantomData,
+        }
+    }
+
+    /// Handle for other threads.
+    pub fn remote(&self) -> PoolRemote {
+        PoolRemote { region: self.region.clone(), shared: self.shared.clone() }
+    }
+    /// Pool id.
+    pub fn id(&self) -> u32 {
+        self.shared.id
+    }
+    /// The region the pool allocates from.
+    pub fn region(&self) -> &Arc<Region> {
+        &self.region
+    }
+    /// Frames in the owner cache now.
+    pub fn cached(&self) -> usize {
+        self.cache_len
+    }
+    /// Counter snapshot.
+    pub fn stats(&self) -> PoolStats {
+        self.shared.stats()
+    }
+    /// Region-wide accounting.
+    pub fn accounting(&self) -> Accounting {
+        self.region.accounting()
+    }
+
+    // ---- alloc -------------------------------------------------------------------
+
+    /// Fast path: pop the owner cache. Empty cache: refill from the return ring, then
+    /// the global list. `None` when every frame is out.
+    #[inline]
+    pub fn alloc(&mut self) -> Option<Frame> {
+        let idx = self.alloc_index()?;
+        Some(self.hand_out(idx, Location::Application))
+    }
+
+    #[inline]
+    fn alloc_index(&mut self) -> Option<u32> {
+        if self.cache_len > 0 {
+            self.cache_len -= 1;
+            self.shared.owner.alloc_fast.inc();
+            return Some(self.cache[self.cache_len]);
+        }
+        self.alloc_index_cold()
+    }
+
+    #[inline]
+    fn hand_out(&self, idx: u32, loc: Location) -> Frame {
+        let gen = self.region.state(idx).gen().wrapping_add(1);
+        self.region.set_state(idx, State::new(gen, self.slot, loc));
+        Frame { idx, gen, region: self.tag, shift: self.shift }
+    }
+
+    #[cold]
+    #[inline(never)]
+    fn alloc_index_cold(&mut self) -> Option<u32> {
+        if self.refill_from_ring() {
+            self.shared.owner.alloc_refill.inc();
+        } else if self.take_from_global() {
+            self.shared.owner.alloc_slow.inc();
+        } else {
+            self.shared.owner.alloc_failed.inc();
+            return None;
+        }
+        self.cache_len -= 1;
+        Some(self.cache[self.cache_len])
+    }
+
+    /// Move up to `bulk` frames from the return ring to the cache, waiving frames of
+    /// other nodes to their node's global list. True if the cache got frames.
+    fn refill_from_ring(&mut self) -> bool {
+        let mut taken = 0;
+        while taken < self.bulk && self.cache_len < CACHE_SIZE {
+            let Some(idx) = self.shared.ring.pop() else { break };
+            taken += 1;
+            if self.region.meta[idx as usize].node != self.node {
+                self.shared.owner.alloc_waive.inc();
+                self.to_global(idx);
+                continue;
+            }
+            self.cache_push(idx);
+        }
+        if taken == 0 {
+            self.shared.owner.alloc_empty.inc();
+        }
+        self.cache_len > 0
+    }
+
+    /// Slow path: a bulk from the preferred node's global list, other nodes after.
+    fn take_from_global(&mut self) -> bool {
+        let mut buf = [0u32; CACHE_SIZE];
+        let nodes = self.region.nodes();
+        for k in 0..nodes {
+            let node = (self.node + k) % nodes;
+            let n = self.region.global_take(node, &mut buf[..self.bulk]);
+            if n > 0 {
+                self.shared.owner.hold.add(n as u64);
+                for &idx in buf[..n].iter().rev() {
+                    self.cache_push(idx);
+                }
+                return true;
+            }
+        }
+        false
+    }
+
+    #[inline]
+    fn cache_push(&mut self, idx: u32) {
+        self.region.set_state(idx, self.region.state(idx).with(self.slot, Location::Cached));
+        self.cache[self.cache_len] = idx;
+        self.cache_len += 1;
+    }
+
+    /// `chunks` frames at once for a jumbo / multi-buffer packet, straight from the
+    /// global lists (counted as `alloc_slow_high_order`); all or nothing.
+    pub fn alloc_high_order(&mut self, chunks: u32) -> Option<Vec<Frame>> {
+        if chunks == 0 || chunks > self.region.frames() {
+            return None;
+        }
+        let mut idxs = vec![0u32; chunks as usize];
+        let mut got = 0;
+        let nodes = self.region.nodes();
+        for k in 0..nodes {
+            got += self.region.global_take((self.node + k) % nodes, &mut idxs[got..]);
+            if got == idxs.len() {
+                break;
+            }
+        }
+        if got < idxs.len() {
+            for &idx in &idxs[..got] {
+                self.region.global_put(idx);
+            }
+            self.shared.owner.alloc_failed.inc();
+            return None;
+        }
+        self.shared.owner.alloc_slow_high_order.inc();
+        self.shared.owner.hold.add(got as u64);
+        Some(idxs.into_iter().map(|idx| self.hand_out(idx, Location::Application)).collect())
+    }
+
+    // ---- recycle -----------------------------------------------------------------
+
+    /// Direct recycle from the owner: cache; full cache: return ring; full ring:
+    /// global list. A stale or foreign token is counted and dropped.
+    #[inline]
+    pub fn recycle(&mut self, f: Frame) {
+        let Some(st) = self.check_held(&f) else { return };
+        if st.owner() != self.slot {
+            self.adopt(st.owner());
+        }
+        self.recycle_index(f.idx);
+    }
+
+    /// Same as `recycle`, but through the unified frag reference count (what a frame
+    /// costs when frag support is on); used by the benchmark to price that support.
+    #[inline]
+    pub fn recycle_unified(&mut self, f: Frame) {
+        let Some(st) = self.check_held(&f) else { return };
+        if st.owner() != self.slot {
+            self.adopt(st.owner());
+        }
+        if self.unref(f.idx) {
+            self.recycle_index(f.idx);
+        }
+    }
+
+    /// The frame leaves the pool for the global list (page_pool's "release page").
+    pub fn release_to_global(&mut self, f: Frame) {
+        let Some(st) = self.check_held(&f) else { return };
+        if st.owner() != self.slot {
+            self.adopt(st.owner());
+        }
+        self.to_global(f.idx);
+    }
+
+    #[inline]
+    fn recycle_index(&mut self, idx: u32) {
+        if self.cache_len < CACHE_SIZE {
+            self.cache_push(idx);
+            self.shared.owner.recycle_cached.inc();
+            return;
+        }
+        self.recycle_cache_full(idx);
+    }
+
+    #[cold]
+    #[inline(never)]
+    fn recycle_cache_full(&mut self, idx: u32) {
+        self.shared.owner.recycle_cache_full.inc();
+        self.region.set_state(idx, self.region.state(idx).with(self.slot, Location::Ring));
+        match self.shared.ring.push(idx) {
+            Ok(()) => {}
+            Err(PushError::Full(idx)) => {
+                self.shared.remote.ring_full.inc();
+                self.to_global(idx);
+            }
+            Err(PushError::Closed(idx)) => self.to_global(idx),
+        }
+    }
+
+    fn to_global(&self, idx: u32) {
+        self.shared.owner.release.inc();
+        self.region.global_put(idx);
+    }
+
+    /// The frame came from another pool: it moves to this one.
+    #[cold]
+    fn adopt(&self, old: u32) {
+        self.shared.owner.hold.inc();
+        release_on(&self.region, old);
+    }
+
+    #[inline]
+    fn check_held(&self, f: &Frame) -> Option<State> {
+        if self.region.check_token(f.region, f.idx, f.addr()).is_err() {
+            self.shared.owner.foreign_addr.inc();
+            tracing::warn!(pool = self.shared.id, addr = f.addr(), "frame from another region returned; dropped");
+            return None;
+        }
+        let st = self.region.state(f.idx);
+        if st.gen() != f.gen || st.loc() != Location::Application {
+            self.shared.owner.double_release.inc();
+            tracing::warn!(pool = self.shared.id, frame = f.idx, where_ = ?st.loc(), "frame released twice; dropped");
+            return None;
+        }
+        Some(st)
+    }
+
+    /// Drop one reference; true when it was the last (count is back to 1).
+    #[inline]
+    fn unref(&self, idx: u32) -> bool {
+        let last = unref_one(&self.region, idx);
+        if !last {
+            self.shared.owner.released_refcnt.inc();
+        }
+        last
+    }
+
+    // ---- frags -------------------------------------------------------------------
+
+    /// A piece of `size` bytes (rounded up to `FRAG_ALIGN`). Pieces of more than half
+    /// a chunk get a whole, unsplit chunk (count 1); smaller ones are packed, the
+    /// chunk's count biased so that handing them out needs no atomic.
+    pub fn alloc_frag(&mut self, size: u32) -> Option<Frag> {
+        let chunk = self.region.chunk_size();
+        if size == 0 || size > chunk {
+            return None;
+        }
+        if size * 2 > chunk {
+            let idx = self.alloc_index()?;
+            let _whole = self.hand_out(idx, Location::Application);
+            return Some(self.frag_token(idx, 0, size));
+        }
+        let size = size.div_ceil(FRAG_ALIGN) * FRAG_ALIGN;
+        if let Some(c) = &mut self.frag {
+            if c.offset + size <= chunk {
+                let (idx, offset) = (c.idx, c.offset);
+                c.offset += size;
+                c.users += 1;
+                return Some(self.frag_token(idx, offset, size));
+            }
+            self.frag_drain();
+        }
+        let idx = self.alloc_index()?;
+        let _split = self.hand_out(idx, Location::Application);
+        self.region.meta[idx as usize].refcount.store(FRAG_BIAS, Ordering::Relaxed);
+        self.frag = Some(FragCursor { idx, offset: size, users: 1 });
+        Some(self.frag_token(idx, 0, size))
+    }
+
+    /// Whole chunk or frag by size, like the kernel's `page_pool_alloc()`.
+    pub fn alloc_sized(&mut self, size: u32) -> Option<Buf> {
+        let chunk = self.region.chunk_size();
+        if size == 0 || size > chunk {
+            return None;
+        }
+        if size * 2 > chunk {
+            return self.alloc().map(Buf::Whole);
+        }
+        self.alloc_frag(size).map(Buf::Frag)
+    }
+
+    fn frag_token(&self, idx: u32, offset: u32, len: u32) -> Frag {
+        Frag { idx, offset, len, region: self.tag, shift: self.shift }
+    }
+
+    /// Stop packing into the open chunk: remove the unused bias. If every piece was
+    /// already released the chunk is recycled here.
+    pub fn frag_drain(&mut self) {
+        let Some(c) = self.frag.take() else { return };
+        let meta = &self.region.meta[c.idx as usize];
+        let unused = FRAG_BIAS - c.users;
+        if meta.refcount.fetch_sub(unused, Ordering::AcqRel) == unused {
+            meta.refcount.store(1, Ordering::Relaxed);
+            self.recycle_index(c.idx);
+        }
+    }
+
+    /// Release one frag reference; the last one recycles the chunk into this pool.
+    pub fn release_frag(&mut self, f: Frag) {
+        if self.region.check_token(f.region, f.idx, f.addr()).is_err() {
+            self.shared.owner.foreign_addr.inc();
+            tracing::warn!(pool = self.shared.id, addr = f.addr(), "frag from another region released; dropped");
+            return;
+        }
+        if self.unref(f.idx) {
+            let st = self.region.state(f.idx);
+            if st.owner() != self.slot {
+                self.adopt(st.owner());
+            }
+            self.recycle_index(f.idx);
+        }
+    }
+
+    /// Another reference to the same piece (clone, mirror, coalesce). Takes a `Frag`,
+    /// so it can only reference memory a pool handed out.
+    ///
+    /// # Panics
+    /// If the frag is from another region (a programming error, counted first).
+    pub fn ref_frag(&self, f: &Frag) -> Frag {
+        if self.region.check_token(f.region, f.idx, f.addr()).is_err() {
+            self.shared.owner.foreign_addr.inc();
+            panic!("ref_frag on a frag of another region (addr {:#x})", f.addr());
+        }
+        self.region.meta[f.idx as usize].refcount.fetch_add(1, Ordering::Relaxed);
+        self.frag_token(f.idx, f.offset, f.len)
+    }
+
+    // ---- kernel hand-off -----------------------------------------------------------
+
+    /// Allocate up to `out.len()` frames for the fill ring, mark them FILL and write
+    /// their UMEM addresses. Returns how many were written.
+    pub fn fill_bulk(&mut self, out: &mut [u64]) -> usize {
+        for (n, slot) in out.iter_mut().enumerate() {
+            let Some(idx) = self.alloc_index() else { return n };
+            let f = self.hand_out(idx, Location::Fill);
+            *slot = f.addr();
+        }
+        out.len()
+    }
+
+    /// An RX descriptor: the frame moves FILL -> application. `addr` may point past
+    /// the chunk start (headroom). Rejected (and counted): foreign addresses, lengths
+    /// crossing the chunk, frames not in this pool's fill ring.
+    pub fn take_rx(&mut self, addr: u64, len: u32) -> Result<Frame, FrameError> {
+        let idx = match self.region.check_addr(addr, len) {
+            Ok(i) => i,
+            Err(e) => {
+                self.shared.owner.foreign_addr.inc();
+                return Err(e);
+            }
+        };
+        let st = self.region.state(idx);
+        if st.loc() != Location::Fill || st.owner() != self.slot {
+            self.shared.owner.not_in_fill.inc();
+            return Err(FrameError::NotInFill { addr, location: st.loc() });
+        }
+        Ok(self.hand_out(idx, Location::Application))
+    }
+
+    /// Hand a frame to TX; returns the descriptor address (chunk base + `offset`).
+    /// A bad `offset` recycles the frame and returns the error.
+    pub fn give_tx(&mut self, f: Frame, offset: u32) -> Result<u64, FrameError> {
+        let Some(st) = self.check_held(&f) else {
+            return Err(FrameError::DoubleRelease { addr: f.addr() });
+        };
+        if st.owner() != self.slot {
+            self.adopt(st.owner());
+        }
+        if offset >= self.region.chunk_size() {
+            let addr = f.addr() + offset as u64;
+            self.recycle_index(f.idx);
+            return Err(FrameError::OutOfChunk { addr, len: 0 });
+        }
+        self.region.set_state(f.idx, st.with(self.slot, Location::Tx));
+        Ok(f.addr() + offset as u64)
+    }
+
+    /// Hand a frag's reference to TX; returns its address. Several TX descriptors may
+    /// share a chunk; each completion drops one reference.
+    pub fn give_tx_frag(&mut self, f: Frag) -> Result<u64, FrameError> {
+        if self.region.check_token(f.region, f.idx, f.addr()).is_err() {
+            self.shared.owner.foreign_addr.inc();
+            return Err(FrameError::Foreign { addr: f.addr() });
+        }
+        let meta = &self.region.meta[f.idx as usize];
+        if meta.refcount.load(Ordering::Acquire) == 1 {
+            // The only reference: the whole chunk is in TX.
+            let st = self.region.state(f.idx);
+            if st.owner() != self.slot {
+                self.adopt(st.owner());
+            }
+            self.region.set_state(f.idx, st.with(self.slot, Location::Tx));
+        } else {
+            meta.tx_refs.fetch_add(1, Ordering::Relaxed);
+        }
+        Ok(f.addr())
+    }
+
+    /// A TX completion: drop the TX ring's reference (recycle when last). Rejected and
+    /// counted: foreign addresses, frames not in TX (double completion included).
+    pub fn take_completion(&mut self, addr: u64) -> Result<(), FrameError> {
+        let idx = match self.region.check_addr(addr, 0) {
+            Ok(i) => i,
+            Err(e) => {
+                self.shared.owner.foreign_addr.inc();
+                return Err(e);
+            }
+        };
+        let st = self.region.state(idx);
+        if st.loc() == Location::Tx {
+            if st.owner() != self.slot {
+                self.adopt(st.owner());
+            }
+            self.recycle_index(idx);
+            return Ok(());
+        }
+        let meta = &self.region.meta[idx as usize];
+        let mut cur = meta.tx_refs.load(Ordering::Relaxed);
+        while cur > 0 {
+            match meta.tx_refs.compare_exchange_weak(cur, cur - 1, Ordering::Relaxed, Ordering::Relaxed) {
+                Ok(_) => {
+                    if self.unref(idx) {
+                        let st = self.region.state(idx);
+                        if st.owner() != self.slot {
+                            self.adopt(st.owner());
+                        }
+                        self.recycle_index(idx);
+                    }
+                    return Ok(());
+                }
+                Err(now) => cur = now,
+            }
+        }
+        if st.loc().is_released() {
+            self.shared.owner.double_release.inc();
+            return Err(FrameError::DoubleRelease { addr });
+        }
+        self.shared.owner.not_in_tx.inc();
+        Err(FrameError::NotInTx { addr, location: st.loc() })
+    }
+
+    /// The device is gone: every frame this pool had in a fill or TX ring (and every
+    /// frag reference it had in TX) goes back to the global lists. Returns how many
+    /// descriptors were reclaimed.
+    pub fn reclaim_kernel(&mut self) -> u32 {
+        let mut n = 0;
+        for idx in 0..self.region.frames() {
+            let st = self.region.state(idx);
+            if st.owner() != self.slot {
+                continue;
+            }
+            match st.loc() {
+                Location::Fill | Location::Tx => {
+                    self.to_global(idx);
+                    n += 1;
+                }
+                Location::Application => {
+                    let k = self.region.meta[idx as usize].tx_refs.swap(0, Ordering::Relaxed);
+                    for _ in 0..k {
+                        n += 1;
+                        if self.unref(idx) {
+                            self.to_global(idx);
+                        }
+                    }
+                }
+                _ => {}
+            }
+        }
+        if n > 0 {
+            tracing::info!(pool = self.shared.id, reclaimed = n, "reclaimed frames from the kernel's rings");
+        }
+        n
+    }
+
+    // ---- teardown ----------------------------------------------------------------
+
+    /// Release the cache and the return ring to the global lists and close the ring:
+    /// later returns from any thread go to the global lists. Frames still out stay
+    /// valid; the report says how many and can wait for them (warning while they stay
+    /// out). Call `reclaim_kernel` first if the socket is gone.
+    pub fn destroy(mut self) -> DestroyReport {
+        let (released_cached, released_ring) = self.teardown();
+        let inflight = self.shared.stats().inflight;
+        let report = DestroyReport {
+            pool_id: self.shared.id,
+            released_cached,
+            released_ring,
+            inflight,
+            region: self.region.clone(),
+            shared: self.shared.clone(),
+        };
+        if inflight != 0 {
+            report.retry();
+        }
+        report
+    }
+
+    fn teardown(&mut self) -> (u32, u32) {
+        if self.torn_down {
+            return (0, 0);
+        }
+        self.torn_down = true;
+        self.frag_drain();
+        // Refuse new ring entries, so this drain is the last one.
+        let region = &self.region;
+        let shared = &self.shared;
+        let ring = shared.ring.close_and_drain(|idx| {
+            shared.owner.release.inc();
+            region.global_put(idx);
+        }) as u32;
+        let cached = self.cache_len as u32;
+        while self.cache_len > 0 {
+            self.cache_len -= 1;
+            self.to_global(self.cache[self.cache_len]);
+        }
+        tracing::debug!(pool = self.shared.id, cached, ring, "pool torn down");
+        (cached, ring)
+    }
+}
+
+impl Drop for PoolOwner {
+    fn drop(&mut self) {
+        self.teardown();
+    }
+}
+
+impl std::fmt::Debug for PoolOwner {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("PoolOwner").field("id", &self.shared.id).field("cached", &self.cache_len).finish()
+    }
+}
+
+impl std::fmt::Debug for PoolRemote {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("PoolRemote").field("id", &self.shared.id).finish()
+    }
+}
+
+/// The pool in `slot` lost a frame to another pool or the global list.
+fn release_on(region: &Region, slot: u32) {
+    if slot == NO_OWNER {
+        return;
+    }
+    if let Some(p) = region.pool_by_slot(slot) {
+        p.remote.release.inc();
+    }
+}
+
+/// Drop one reference on a chunk. The plain load first: an unsplit chunk (count 1)
+/// pays no read-modify-write. True when it was the last reference.
+#[inline]
+fn unref_one(region: &Region, idx: u32) -> bool {
+    let rc = &region.meta[idx as usize].refcount;
+    if rc.load(Ordering::Acquire) == 1 {
+        return true;
+    }
+    if rc.fetch_sub(1, Ordering::AcqRel) == 1 {
+        rc.store(1, Ordering::Relaxed);
+        return true;
+    }
+    false
+}
+
+impl PoolRemote {
+    /// Return a frame from any thread: into the return ring, or (full ring, destroyed
+    /// pool) the global list.
+    pub fn recycle(&self, f: Frame) {
+        if self.region.check_token(f.region, f.idx, f.addr()).is_err() {
+            self.shared.remote.foreign_addr.inc();
+            tracing::warn!(pool = self.shared.id, addr = f.addr(), "frame from another region returned; dropped");
+            return;
+        }
+        let st = self.region.state(f.idx);
+        if st.gen() != f.gen || st.loc() != Location::Application {
+            self.shared.remote.double_release.inc();
+            tracing::warn!(pool = self.shared.id, frame = f.idx, "frame released twice; dropped");
+            return;
+        }
+        self.push_or_global(f.idx, st);
+    }
+
+    /// Release a frag reference from any thread; the last one returns the chunk.
+    pub fn release_frag(&self, f: Frag) {
+        if self.region.check_token(f.region, f.idx, f.addr()).is_err() {
+            self.shared.remote.foreign_addr.inc();
+            tracing::warn!(pool = self.shared.id, addr = f.addr(), "frag from another region released; dropped");
+            return;
+        }
+        if unref_one(&self.region, f.idx) {
+            let st = self.region.state(f.idx);
+            self.push_or_global(f.idx, st);
+        } else {
+            self.shared.remote.released_refcnt.inc();
+        }
+    }
+
+    fn push_or_global(&self, idx: u32, st: State) {
+        let slot = self.shared.slot;
+        if st.owner() != slot {
+            self.shared.remote.hold.inc();
+            release_on(&self.region, st.owner());
+        }
+        self.region.set_state(idx, st.with(slot, Location::Ring));
+        match self.shared.ring.push(idx) {
+            Ok(()) => {}
+            Err(PushError::Full(idx)) => {
+                self.shared.remote.ring_full.inc();
+                self.shared.remote.release.inc();
+                self.region.global_put(idx);
+            }
+            Err(PushError::Closed(idx)) => {
+                self.shared.remote.after_destroy.inc();
+                self.shared.remote.release.inc();
+                self.region.global_put(idx);
+            }
+        }
+    }
+
+    /// Counter snapshot.
+    pub fn stats(&self) -> PoolStats {
+        self.shared.stats()
+    }
+    /// Region-wide accounting.
+    pub fn accounting(&self) -> Accounting {
+        self.region.accounting()
+    }
+    /// Pool id.
+    pub fn id(&self) -> u32 {
+        self.shared.id
+    }
+    /// True once the owner destroyed (or dropped) the pool.
+    pub fn is_destroyed(&self) -> bool {
+        self.shared.ring.is_closed()
+    }
+}

@@ -1,0 +1,218 @@
+//! The command line (clap derive).
+
+use clap::{Args, Parser, Subcommand, ValueEnum};
+use std::path::PathBuf;
+
+/// xdpool: an AF_XDP userspace packet processor with a page_pool-style frame recycler.
+///
+/// An XDP program steers the frames your rules match into AF_XDP sockets; pinned worker
+/// threads process them from one UMEM whose frames are recycled like the kernel's
+/// page_pool. Everything else passes to the kernel.
+///
+/// Quick start (as root): `xdpool lab up`, then `xdpool run --config configs/lab.toml`,
+/// and in another shell `xdpool gen --count 100000`; or `make run` for all of it.
+#[derive(Debug, Parser)]
+#[command(name = "xdpool", version, propagate_version = true)]
+pub struct Cli {
+    /// Log filter (tracing syntax), e.g. `debug` or `xdpool=trace`. Default: info.
+    #[arg(long, global = true, default_value = "info")]
+    pub log: String,
+    /// What to do.
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+/// Subcommands.
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Attach to an interface and process frames until Ctrl-C or --duration.
+    Run(RunArgs),
+    /// Create or remove the built-in veth lab (two namespaces, 198.18.0.0/15).
+    Lab {
+        /// up or down.
+        #[command(subcommand)]
+        action: LabAction,
+    },
+    /// Send a bounded number of UDP frames (the lab's generator side by default).
+    Gen(GenArgs),
+    /// Ask a running instance for its stats over its control socket.
+    Stats(StatsArgs),
+    /// Benchmarks: the recycler's micro-benchmark, or a throughput sweep on the lab.
+    Bench {
+        /// Which benchmark.
+        #[command(subcommand)]
+        which: BenchWhich,
+    },
+    /// The demo behind `make run`: lab up, run for a few seconds under generated
+    /// traffic, print the summary, lab down.
+    Demo(DemoArgs),
+}
+
+/// `xdpool run`
+#[derive(Debug, Args)]
+pub struct RunArgs {
+    /// TOML config file (see configs/lab.toml and the README).
+    #[arg(long, short)]
+    pub config: PathBuf,
+    /// Stop after this many seconds (default: run until Ctrl-C).
+    #[arg(long)]
+    pub duration: Option<f64>,
+    /// Also write the end summary as JSON to this file.
+    #[arg(long)]
+    pub summary_json: Option<PathBuf>,
+    /// Override the config's XDP attach mode.
+    #[arg(long, value_enum)]
+    pub xdp_mode: Option<XdpModeArg>,
+    /// Exit (code 8) when the device goes away instead of waiting for it to return.
+    #[arg(long)]
+    pub no_reattach: bool,
+    /// No live line (the summary is still printed).
+    #[arg(long)]
+    pub quiet: bool,
+    /// Print a line to stdout once the program is attached and workers run (for scripts).
+    #[arg(long)]
+    pub ready_line: bool,
+}
+
+/// XDP attach mode on the command line.
+#[derive(Debug, Clone, Copy, ValueEnum, PartialEq, Eq)]
+pub enum XdpModeArg {
+    /// Driver mode.
+    Native,
+    /// Generic (skb) mode.
+    Skb,
+}
+
+/// `xdpool lab up|down`
+#[derive(Debug, Subcommand)]
+pub enum LabAction {
+    /// Create the lab (a no-op that says so when it exists).
+    Up {
+        /// RX/TX queues on each veth end.
+        #[arg(long, default_value_t = 1)]
+        queues: u32,
+        /// Name prefix of the namespaces (`PREFIX-a`, `PREFIX-b`).
+        #[arg(long, default_value = "xdpool")]
+        prefix: String,
+    },
+    /// Remove the lab's namespaces (and with them the veth pair).
+    Down {
+        /// Name prefix of the namespaces.
+        #[arg(long, default_value = "xdpool")]
+        prefix: String,
+    },
+}
+
+/// Generator engine.
+#[derive(Debug, Clone, Copy, ValueEnum, PartialEq, Eq)]
+pub enum EngineArg {
+    /// BPF_PROG_RUN with live frames (ndo_xdp_xmit, kernel speed).
+    Live,
+    /// The kernel's pktgen through /proc/net/pktgen (where the kernel has it).
+    Pktgen,
+}
+
+/// `xdpool gen`
+#[derive(Debug, Args)]
+pub struct GenArgs {
+    /// Namespace to send from.
+    #[arg(long, default_value = "xdpool-a")]
+    pub netns: String,
+    /// Device to send from (its peer receives).
+    #[arg(long, default_value = "xdpa0")]
+    pub dev: String,
+    /// Frames to send in all.
+    #[arg(long, default_value_t = 100_000)]
+    pub count: u64,
+    /// Frame size in bytes (without FCS), 60..=1514.
+    #[arg(long, default_value_t = 64)]
+    pub size: u32,
+    /// Stop after this many seconds even if --count is not reached.
+    #[arg(long, default_value_t = 30.0)]
+    pub duration: f64,
+    /// Frames per second in all (default: as fast as possible).
+    #[arg(long)]
+    pub rate: Option<u64>,
+    /// Send IPv6 instead of IPv4.
+    #[arg(long)]
+    pub ipv6: bool,
+    /// UDP destination port or range (`9` or `9-16`).
+    #[arg(long, default_value = "9")]
+    pub dst_ports: String,
+    /// UDP source port or range; a range spreads flows over queues.
+    #[arg(long, default_value = "1024")]
+    pub src_ports: String,
+    /// Cores to send from, one thread each (comma list). Default: core 0.
+    #[arg(long, value_delimiter = ',', default_value = "0")]
+    pub cores: Vec<usize>,
+    /// Engine.
+    #[arg(long, value_enum, default_value = "live")]
+    pub engine: EngineArg,
+    /// Write the report as JSON here.
+    #[arg(long)]
+    pub json: Option<PathBuf>,
+}
+
+/// `xdpool stats`
+#[derive(Debug, Args)]
+pub struct StatsArgs {
+    /// Control socket of the running instance.
+    #[arg(long, default_value = crate::config::DEFAULT_CONTROL_SOCKET)]
+    pub socket: PathBuf,
+    /// Print JSON instead of a table.
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// `xdpool bench ...`
+#[derive(Debug, Subcommand)]
+pub enum BenchWhich {
+    /// The recycler micro-benchmark (mirrors the kernel's bench_page_pool_simple).
+    Pool {
+        /// Print JSON instead of the table.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Throughput sweep on the lab: ceiling (in-kernel XDP_DROP), rxdrop, l2fwd per size.
+    Throughput(ThroughputArgs),
+}
+
+/// `xdpool bench throughput`
+#[derive(Debug, Args)]
+pub struct ThroughputArgs {
+    /// Frame sizes to sweep.
+    #[arg(long, value_delimiter = ',', default_value = "64,128,256,512,1024,1500")]
+    pub sizes: Vec<u32>,
+    /// Repetitions per point (median and spread are reported).
+    #[arg(long, default_value_t = 3)]
+    pub reps: u32,
+    /// Frames per measurement.
+    #[arg(long, default_value_t = 2_000_000)]
+    pub count: u64,
+    /// Write the results as JSON.
+    #[arg(long)]
+    pub json: Option<PathBuf>,
+    /// Write a plot (SVG).
+    #[arg(long)]
+    pub plot: Option<PathBuf>,
+    /// Generator core.
+    #[arg(long, default_value_t = 0)]
+    pub gen_core: usize,
+    /// Worker core.
+    #[arg(long, default_value_t = 1)]
+    pub worker_core: usize,
+}
+
+/// `xdpool demo`
+#[derive(Debug, Args)]
+pub struct DemoArgs {
+    /// Frames to send.
+    #[arg(long, default_value_t = 1_000_000)]
+    pub count: u64,
+    /// Frame size.
+    #[arg(long, default_value_t = 64)]
+    pub size: u32,
+    /// Config for the receiving side.
+    #[arg(long, default_value = "configs/lab.toml")]
+    pub config: PathBuf,
+}

@@ -1,0 +1,215 @@
+//! Network namespaces by name (`/run/netns/NAME`, as `ip netns add` makes them).
+//!
+//! We switch the *current thread* with `setns(2)` instead of using `ip netns exec`:
+//! the latter remounts /sys and hides the bpf filesystem, setns does neither. A
+//! namespace is per thread, so [`NetnsGuard`] is `!Send`: it must be dropped on the
+//! thread that entered.
+use std::ffi::CString;
+use std::fs::File;
+use std::marker::PhantomData;
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+use std::path::PathBuf;
+
+use nix::sched::{setns, CloneFlags};
+
+/// Directory where iproute2 keeps named network namespaces.
+pub const NETNS_RUN_DIR: &str = "/run/netns";
+
+/// Errors from namespace and interface operations.
+#[derive(Debug, thiserror::Error)]
+pub enum NetnsError {
+    /// The named namespace does not exist (or cannot be opened).
+    #[error("cannot open network namespace {name:?} at {path}: {source}; create it first (`xdpool lab up`) or check the name")]
+    Open {
+        /// Namespace name.
+        name: String,
+        /// Path that was opened.
+        path: PathBuf,
+        /// Underlying error.
+        source: std::io::Error,
+    },
+    /// The current thread's namespace could not be opened (to return to it later).
+    #[error("cannot open this thread's network namespace: {0}; is /proc mounted?")]
+    Current(std::io::Error),
+    /// `setns` failed, usually for lack of CAP_SYS_ADMIN.
+    #[error("setns into network namespace {name:?} failed: {source}; run as root")]
+    Setns {
+        /// Namespace name (or "original" when returning).
+        name: String,
+        /// Underlying error.
+        source: nix::Error,
+    },
+    /// No interface of that name in the namespace.
+    #[error("no interface {dev:?} in network namespace {netns}; check `ip -n {netns} link` (is the lab up?)")]
+    NoSuchInterface {
+        /// Interface name.
+        dev: String,
+        /// Namespace name, or "current".
+        netns: String,
+    },
+    /// An ethtool ioctl failed.
+    #[error("ethtool {what} on {dev:?} failed: {source}; run as root, and check the device exists")]
+    Ethtool {
+        /// What was being set.
+        what: &'static str,
+        /// Interface name.
+        dev: String,
+        /// Underlying error.
+        source: std::io::Error,
+    },
+}
+
+/// Path of a named namespace.
+pub fn netns_path(name: &str) -> PathBuf {
+    PathBuf::from(NETNS_RUN_DIR).join(name)
+}
+
+/// Whether a named namespace exists.
+pub fn exists(name: &str) -> bool {
+    netns_path(name).exists()
+}
+
+/// While alive, the current thread is inside another network namespace; on drop it
+/// returns to the namespace it came from. Not `Send`: namespaces are per thread.
+#[derive(Debug)]
+pub struct NetnsGuard {
+    original: File,
+    name: String,
+    _not_send: PhantomData<*const ()>,
+}
+
+impl NetnsGuard {
+    /// Name of the namespace this guard entered.
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+}
+
+impl Drop for NetnsGuard {
+    fn drop(&mut self) {
+        if let Err(e) = setns(&self.original, CloneFlags::CLONE_NEWNET) {
+            // Nothing sane to do but report: the thread stays in the lab namespace.
+            tracing::error!(netns = %self.name, error = %e, "could not return to the original network namespace");
+        }
+    }
+}
+
+/// Moves the current thread into the named namespace until the guard drops.
+pub fn enter(name: &str) -> Result<NetnsGuard, NetnsError> {
+    let path = netns_path(name);
+    let target = File::open(&path).map_err(|source| NetnsError::Open { name: name.to_string(), path, source })?;
+    let original = File::open("/proc/thread-self/ns/net").map_err(NetnsError::Current)?;
+    setns(&target, CloneFlags::CLONE_NEWNET).map_err(|source| NetnsError::Setns { name: name.to_string(), source })?;
+    Ok(NetnsGuard { original, name: name.to_string(), _not_send: PhantomData })
+}
+
+/// Moves the current thread into the named namespace for good (for worker threads
+/// that live there). `None` leaves the thread where it is.
+pub fn enter_forever(name: Option<&str>) -> Result<(), NetnsError> {
+    if let Some(name) = name {
+        std::mem::forget(enter(name)?);
+    }
+    Ok(())
+}
+
+/// Runs `f` with the current thread inside the named namespace, then returns.
+pub fn in_netns<T>(name: &str, f: impl FnOnce() -> T) -> Result<T, NetnsError> {
+    let _guard = enter(name)?;
+    Ok(f())
+}
+
+/// Interface index of `dev` in the current thread's namespace.
+pub fn ifindex(dev: &str) -> Result<u32, NetnsError> {
+    nix::net::if_::if_nametoindex(dev)
+        .map_err(|_| NetnsError::NoSuchInterface { dev: dev.to_string(), netns: "current".to_string() })
+}
+
+/// Interface index of `dev` inside the named namespace (`None`: the current one).
+pub fn ifindex_in(netns: Option<&str>, dev: &str) -> Result<u32, NetnsError> {
+    match netns {
+        None => ifindex(dev),
+        Some(ns) => in_netns(ns, || ifindex(dev))?.map_err(|_| NetnsError::NoSuchInterface {
+            dev: dev.to_string(),
+            netns: ns.to_string(),
+        }),
+    }
+}
+
+const SIOCETHTOOL: libc::c_ulong = 0x8946;
+const ETHTOOL_SGRO: u32 = 0x0000_002c;
+const ETHTOOL_GGRO: u32 = 0x0000_002b;
+
+#[repr(C)]
+struct EthtoolValue {
+    cmd: u32,
+    data: u32,
+}
+
+/// `struct ifreq` with the `ifr_data` member of its union (40 bytes on 64-bit).
+#[repr(C)]
+struct IfreqData {
+    name: [libc::c_char; libc::IFNAMSIZ],
+    data: *mut libc::c_void,
+    _pad: [u8; 16],
+}
+const _: () = assert!(std::mem::size_of::<IfreqData>() == std::mem::size_of::<libc::ifreq>());
+
+fn ethtool_value(dev: &str, cmd: u32, data: u32, what: &'static str) -> Result<u32, NetnsError> {
+    let err = |source| NetnsError::Ethtool { what, dev: dev.to_string(), source };
+    let cname = CString::new(dev).map_err(|_| err(std::io::ErrorKind::InvalidInput.into()))?;
+    if cname.as_bytes().len() >= libc::IFNAMSIZ {
+        return Err(err(std::io::ErrorKind::InvalidInput.into()));
+    }
+    // SAFETY: plain socket(2) call; the result is checked before use.
+    let fd = unsafe { libc::socket(libc::AF_INET, libc::SOCK_DGRAM | libc::SOCK_CLOEXEC, 0) };
+    if fd < 0 {
+        return Err(err(std::io::Error::last_os_error()));
+    }
+    // SAFETY: fd is a fresh, valid descriptor that nothing else owns.
+    let sock = unsafe { OwnedFd::from_raw_fd(fd) };
+    let mut value = EthtoolValue { cmd, data };
+    let mut req = IfreqData {
+        name: [0; libc::IFNAMSIZ],
+        data: (&mut value as *mut EthtoolValue).cast(),
+        _pad: [0; 16],
+    };
+    for (dst, src) in req.name.iter_mut().zip(cname.as_bytes()) {
+        *dst = *src as libc::c_char;
+    }
+    // SAFETY: req is a valid ifreq whose ifr_data points at `value`, which outlives
+    // the call; SIOCETHTOOL reads and writes only those two objects.
+    let rc = unsafe { libc::ioctl(sock.as_raw_fd(), SIOCETHTOOL as _, &mut req as *mut IfreqData) };
+    if rc < 0 {
+        return Err(err(std::io::Error::last_os_error()));
+    }
+    Ok(value.data)
+}
+
+/// Turns GRO on or off for `dev` in the current namespace (ethtool's `-K DEV gro`).
+pub fn set_gro(dev: &str, on: bool) -> Result<(), NetnsError> {
+    ethtool_value(dev, ETHTOOL_SGRO, u32::from(on), "set gro").map(|_| ())
+}
+
+/// Whether GRO is on for `dev` in the current namespace.
+pub fn gro(dev: &str) -> Result<bool, NetnsError> {
+    ethtool_value(dev, ETHTOOL_GGRO, 0, "get gro").map(|v| v != 0)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn missing_namespace_is_a_named_error() {
+        let err = enter("xdpool-no-such-namespace-for-test").unwrap_err();
+        assert!(matches!(err, NetnsError::Open { .. }), "{err}");
+        assert!(err.to_string().contains("xdpool lab up"));
+    }
+
+    #[test]
+    fn loopback_has_an_index_and_unknown_names_do_not() {
+        assert!(ifindex("lo").unwrap() >= 1);
+        let err = ifindex("xdpnonexist0").unwrap_err();
+        assert!(matches!(err, NetnsError::NoSuchInterface { .. }));
+    }
+}

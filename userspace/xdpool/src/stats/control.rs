@@ -1,0 +1,152 @@
+//! The control socket: a unix stream socket, mode 0600, owned by the running user.
+//! A client writes one command line (`stats`) and reads one JSON document back.
+
+use super::SnapshotFn;
+use std::io::{BufRead, BufReader, Read, Write};
+use std::os::unix::fs::{DirBuilderExt, PermissionsExt};
+use std::os::unix::net::{UnixListener, UnixStream};
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+/// Errors of the control socket.
+#[derive(Debug, thiserror::Error)]
+pub enum ControlError {
+    /// Another instance already serves this path.
+    #[error("{0} is in use by a running xdpool; stop it, or set stats.control_socket to another path")]
+    InUse(PathBuf),
+    /// Nothing listens at the path.
+    #[error("no xdpool is running at {path} ({source}); start one with `xdpool run --config ...`, or pass --socket PATH")]
+    NotRunning {
+        /// Socket path.
+        path: PathBuf,
+        /// Cause.
+        source: std::io::Error,
+    },
+    /// Any other I/O failure.
+    #[error("control socket {path}: {source}")]
+    Io {
+        /// Socket path.
+        path: PathBuf,
+        /// Cause.
+        source: std::io::Error,
+    },
+}
+
+/// A listening control socket; removes its file when dropped.
+pub struct ControlServer {
+    path: PathBuf,
+    stop: Arc<AtomicBool>,
+    thread: Option<std::thread::JoinHandle<()>>,
+}
+
+impl ControlServer {
+    /// Creates the socket (parent directory 0700 if it is created, socket 0600) and
+    /// serves snapshots from a thread.
+    pub fn start(path: &Path, snapshot: SnapshotFn) -> Result<ControlServer, ControlError> {
+        let io = |source| ControlError::Io { path: path.to_path_buf(), source };
+        if let Some(dir) = path.parent() {
+            if !dir.exists() {
+                std::fs::DirBuilder::new().recursive(true).mode(0o700).create(dir).map_err(io)?;
+            }
+        }
+        if path.exists() {
+            if UnixStream::connect(path).is_ok() {
+                return Err(ControlError::InUse(path.to_path_buf()));
+            }
+            std::fs::remove_file(path).map_err(io)?; // stale, from a killed instance
+        }
+        // Create with a restrictive umask so there is no window with a wider mode.
+        // SAFETY: umask only swaps the process file-mode mask; it touches no memory.
+        let old = unsafe { libc::umask(0o177) };
+        let bound = UnixListener::bind(path);
+        // SAFETY: as above, restoring the previous mask.
+        unsafe { libc::umask(old) };
+        let listener = bound.map_err(io)?;
+        std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o600)).map_err(io)?;
+        listener.set_nonblocking(true).map_err(io)?;
+        let stop = Arc::new(AtomicBool::new(false));
+        let stop2 = stop.clone();
+        let thread = std::thread::Builder::new()
+            .name("xdpool-control".into())
+            .spawn(move || {
+                while !stop2.load(Ordering::Relaxed) {
+                    match listener.accept() {
+                        Ok((stream, _)) => {
+                            let _ = serve_one(stream, &snapshot);
+                        }
+                        Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => std::thread::sleep(Duration::from_millis(50)),
+                        Err(_) => std::thread::sleep(Duration::from_millis(200)),
+                    }
+                }
+            })
+            .map_err(io)?;
+        Ok(ControlServer { path: path.to_path_buf(), stop, thread: Some(thread) })
+    }
+
+    /// The socket path.
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+}
+
+fn serve_one(stream: UnixStream, snapshot: &SnapshotFn) -> std::io::Result<()> {
+    stream.set_nonblocking(false)?;
+    stream.set_read_timeout(Some(Duration::from_secs(2)))?;
+    let mut line = String::new();
+    BufReader::new(stream.try_clone()?).read_line(&mut line)?;
+    let mut stream = stream;
+    match line.trim() {
+        "stats" => {
+            let body = serde_json::to_string(&snapshot()).unwrap_or_else(|e| format!("{{\"error\":\"{e}\"}}"));
+            stream.write_all(body.as_bytes())
+        }
+        other => stream.write_all(format!("{{\"error\":\"unknown command `{other}`: the only command is `stats`\"}}").as_bytes()),
+    }
+}
+
+impl Drop for ControlServer {
+    fn drop(&mut self) {
+        self.stop.store(true, Ordering::Relaxed);
+        if let Some(t) = self.thread.take() {
+            let _ = t.join();
+        }
+        let _ = std::fs::remove_file(&self.path);
+    }
+}
+
+/// Asks the instance at `path` for its snapshot.
+pub fn query(path: &Path) -> Result<serde_json::Value, ControlError> {
+    let mut s = UnixStream::connect(path).map_err(|source| ControlError::NotRunning { path: path.to_path_buf(), source })?;
+    let io = |source| ControlError::Io { path: path.to_path_buf(), source };
+    s.set_read_timeout(Some(Duration::from_secs(5))).map_err(io)?;
+    s.write_all(b"stats\n").map_err(io)?;
+    let mut body = String::new();
+    s.read_to_string(&mut body).map_err(io)?;
+    serde_json::from_str(&body).map_err(|e| io(std::io::Error::new(std::io::ErrorKind::InvalidData, e)))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::os::unix::fs::MetadataExt;
+
+    #[test]
+    fn socket_is_0600_and_answers() {
+        let dir = std::env::temp_dir().join(format!("xdpool-ctl-{}", std::process::id()));
+        let path = dir.join("x.sock");
+        let snap: SnapshotFn = Arc::new(|| serde_json::json!({"total": {"rx_packets": 9}}));
+        let server = ControlServer::start(&path, snap.clone()).unwrap();
+        let meta = std::fs::metadata(&path).unwrap();
+        assert_eq!(meta.mode() & 0o777, 0o600);
+        // SAFETY: geteuid has no preconditions.
+        assert_eq!(meta.uid(), unsafe { libc::geteuid() });
+        assert_eq!(query(&path).unwrap()["total"]["rx_packets"], 9);
+        assert!(matches!(ControlServer::start(&path, snap), Err(ControlError::InUse(_))));
+        drop(server);
+        assert!(!path.exists());
+        assert!(matches!(query(&path), Err(ControlError::NotRunning { .. })));
+        let _ = std::fs::remove_dir(&dir);
+    }
+}

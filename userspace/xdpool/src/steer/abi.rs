@@ -1,0 +1,216 @@
+//! Rust mirror of `xdp-prog/xdpool.h`: map value layouts and constants.
+//!
+//! Layouts are asserted at compile time; a unit test parses the header text so a
+//! constant changed on one side only fails `cargo test`.
+
+use core::mem::{offset_of, size_of};
+
+/// Rules per bank (`XDPOOL_MAX_RULES`).
+pub const MAX_RULES: usize = 64;
+/// Rule banks in the `rules` map (`XDPOOL_RULE_BANKS`).
+pub const RULE_BANKS: usize = 2;
+/// Entries in the `xsks` XSKMAP (`XDPOOL_MAX_QUEUES`).
+pub const MAX_QUEUES: u32 = 64;
+/// IPv6 extension headers the program skips (`XDPOOL_MAX_IPV6_EXT`).
+pub const MAX_IPV6_EXT: u32 = 6;
+
+/// Rule flag: the rule is in use (`XDPOOL_RULE_ENABLED`).
+pub const RULE_ENABLED: u32 = 1;
+/// Rule flag: match the IP protocol (`XDPOOL_MATCH_PROTO`).
+pub const MATCH_PROTO: u32 = 2;
+/// Rule flag: match the UDP/TCP destination port range (`XDPOOL_MATCH_DST_PORT`).
+pub const MATCH_DST_PORT: u32 = 4;
+/// Rule flag: match the destination prefix (`XDPOOL_MATCH_DST_ADDR`).
+pub const MATCH_DST_ADDR: u32 = 8;
+
+/// Action: redirect to the AF_XDP socket of the receive queue.
+pub const ACTION_STEER: u8 = 1;
+/// Action: pass to the kernel stack.
+pub const ACTION_PASS: u8 = 2;
+/// Action: drop.
+pub const ACTION_DROP: u8 = 3;
+
+/// `dst_family` for IPv4.
+pub const FAMILY_IPV4: u8 = 4;
+/// `dst_family` for IPv6.
+pub const FAMILY_IPV6: u8 = 6;
+
+/// Counter index: redirected to an AF_XDP socket.
+pub const CNT_STEERED: u32 = 0;
+/// Counter index: matched a steer rule, but no socket in the queue's XSKMAP slot.
+pub const CNT_NO_SOCKET: u32 = 1;
+/// Counter index: passed to the kernel (pass rule or no rule matched).
+pub const CNT_PASSED: u32 = 2;
+/// Counter index: dropped by a drop rule.
+pub const CNT_DROPPED: u32 = 3;
+/// Counter index: malformed, passed to the kernel.
+pub const CNT_MALFORMED: u32 = 4;
+/// Number of counters.
+pub const CNT_NR: u32 = 5;
+
+/// `struct xdpool_rule`: one entry of the `rules` map.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct RuleAbi {
+    /// `RULE_ENABLED | MATCH_*`.
+    pub flags: u32,
+    /// `ACTION_*`.
+    pub action: u8,
+    /// IP protocol (IPv6: final next header).
+    pub proto: u8,
+    /// `FAMILY_IPV4` or `FAMILY_IPV6` when `MATCH_DST_ADDR` is set.
+    pub dst_family: u8,
+    /// Padding, zero.
+    pub pad0: u8,
+    /// Lowest destination port, host order.
+    pub port_min: u16,
+    /// Highest destination port (inclusive), host order.
+    pub port_max: u16,
+    /// Reserved, zero.
+    pub reserved: u32,
+    /// Destination address, network order, already masked (IPv4: word 0).
+    pub dst_addr: [u32; 4],
+    /// Destination mask, network order.
+    pub dst_mask: [u32; 4],
+}
+
+/// `struct xdpool_config`: the single entry of the `config` map.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct ConfigAbi {
+    /// Live rule bank, 0 or 1.
+    pub rule_bank: u32,
+    /// Reserved, zero.
+    pub reserved: u32,
+}
+
+/// `XDPOOL_RULE_SIZE`.
+pub const RULE_SIZE: usize = 48;
+/// `XDPOOL_CONFIG_SIZE`.
+pub const CONFIG_SIZE: usize = 8;
+
+const _: () = assert!(size_of::<RuleAbi>() == RULE_SIZE);
+const _: () = assert!(offset_of!(RuleAbi, flags) == 0);
+const _: () = assert!(offset_of!(RuleAbi, action) == 4);
+const _: () = assert!(offset_of!(RuleAbi, proto) == 5);
+const _: () = assert!(offset_of!(RuleAbi, dst_family) == 6);
+const _: () = assert!(offset_of!(RuleAbi, pad0) == 7);
+const _: () = assert!(offset_of!(RuleAbi, port_min) == 8);
+const _: () = assert!(offset_of!(RuleAbi, port_max) == 10);
+const _: () = assert!(offset_of!(RuleAbi, reserved) == 12);
+const _: () = assert!(offset_of!(RuleAbi, dst_addr) == 16);
+const _: () = assert!(offset_of!(RuleAbi, dst_mask) == 32);
+const _: () = assert!(size_of::<ConfigAbi>() == CONFIG_SIZE);
+const _: () = assert!(offset_of!(ConfigAbi, rule_bank) == 0);
+const _: () = assert!(offset_of!(ConfigAbi, reserved) == 4);
+
+// SAFETY: both are #[repr(C)], contain only integers, and have no implicit
+// padding (sizes and offsets asserted above), so every bit pattern is valid and
+// no uninitialised byte is ever copied to the kernel.
+unsafe impl aya::Pod for RuleAbi {}
+// SAFETY: as above.
+unsafe impl aya::Pod for ConfigAbi {}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::collections::HashMap;
+
+    const HEADER: &str = include_str!("../../../../xdp-prog/xdpool.h");
+
+    fn header_defines() -> HashMap<String, u64> {
+        HEADER
+            .lines()
+            .filter_map(|line| {
+                let mut words = line.split_whitespace();
+                if words.next()? != "#define" {
+                    return None;
+                }
+                let name = words.next()?;
+                let value = words.next()?.parse().ok()?;
+                Some((name.to_string(), value))
+            })
+            .collect()
+    }
+
+    /// (name, offset) for every field of `struct name`, from its `/* offset N */` comments.
+    fn header_offsets(name: &str) -> Vec<(String, usize)> {
+        let start = HEADER.find(&format!("struct {name} {{")).expect("struct in header");
+        let body = &HEADER[start..];
+        let body = &body[..body.find("};").expect("struct end")];
+        body.lines()
+            .filter_map(|line| {
+                let (decl, comment) = line.split_once("/* offset ")?;
+                let offset = comment.split(|c: char| !c.is_ascii_digit()).next()?.parse().ok()?;
+                let field = decl.trim().trim_end_matches(';').split_whitespace().last()?;
+                let field = field.split('[').next()?.to_string();
+                Some((field, offset))
+            })
+            .collect()
+    }
+
+    #[test]
+    fn header_constants_match_rust() {
+        let d = header_defines();
+        let expect: &[(&str, u64)] = &[
+            ("XDPOOL_MAX_RULES", MAX_RULES as u64),
+            ("XDPOOL_RULE_BANKS", RULE_BANKS as u64),
+            ("XDPOOL_MAX_QUEUES", MAX_QUEUES.into()),
+            ("XDPOOL_MAX_IPV6_EXT", MAX_IPV6_EXT.into()),
+            ("XDPOOL_RULE_ENABLED", RULE_ENABLED.into()),
+            ("XDPOOL_MATCH_PROTO", MATCH_PROTO.into()),
+            ("XDPOOL_MATCH_DST_PORT", MATCH_DST_PORT.into()),
+            ("XDPOOL_MATCH_DST_ADDR", MATCH_DST_ADDR.into()),
+            ("XDPOOL_ACTION_STEER", ACTION_STEER.into()),
+            ("XDPOOL_ACTION_PASS", ACTION_PASS.into()),
+            ("XDPOOL_ACTION_DROP", ACTION_DROP.into()),
+            ("XDPOOL_FAMILY_IPV4", FAMILY_IPV4.into()),
+            ("XDPOOL_FAMILY_IPV6", FAMILY_IPV6.into()),
+            ("XDPOOL_CNT_STEERED", CNT_STEERED.into()),
+            ("XDPOOL_CNT_NO_SOCKET", CNT_NO_SOCKET.into()),
+            ("XDPOOL_CNT_PASSED", CNT_PASSED.into()),
+            ("XDPOOL_CNT_DROPPED", CNT_DROPPED.into()),
+            ("XDPOOL_CNT_MALFORMED", CNT_MALFORMED.into()),
+            ("XDPOOL_CNT_NR", CNT_NR.into()),
+            ("XDPOOL_RULE_SIZE", RULE_SIZE as u64),
+            ("XDPOOL_CONFIG_SIZE", CONFIG_SIZE as u64),
+        ];
+        for (name, value) in expect {
+            assert_eq!(d.get(*name), Some(value), "{name} differs between xdpool.h and abi.rs");
+        }
+        // Every numeric define in the header is mirrored here.
+        let mirrored: Vec<&str> = expect.iter().map(|(n, _)| *n).collect();
+        for name in d.keys() {
+            assert!(mirrored.contains(&name.as_str()), "{name} in xdpool.h has no Rust mirror");
+        }
+    }
+
+    #[test]
+    fn header_struct_offsets_match_rust() {
+        let rule = header_offsets("xdpool_rule");
+        let expect_rule = [
+            ("flags", offset_of!(RuleAbi, flags)),
+            ("action", offset_of!(RuleAbi, action)),
+            ("proto", offset_of!(RuleAbi, proto)),
+            ("dst_family", offset_of!(RuleAbi, dst_family)),
+            ("pad0", offset_of!(RuleAbi, pad0)),
+            ("port_min", offset_of!(RuleAbi, port_min)),
+            ("port_max", offset_of!(RuleAbi, port_max)),
+            ("reserved", offset_of!(RuleAbi, reserved)),
+            ("dst_addr", offset_of!(RuleAbi, dst_addr)),
+            ("dst_mask", offset_of!(RuleAbi, dst_mask)),
+        ];
+        let expect_rule: Vec<(String, usize)> =
+            expect_rule.iter().map(|(n, o)| (n.to_string(), *o)).collect();
+        assert_eq!(rule, expect_rule);
+
+        let config = header_offsets("xdpool_config");
+        assert_eq!(
+            config,
+            vec![
+                ("rule_bank".to_string(), offset_of!(ConfigAbi, rule_bank)),
+                ("reserved".to_string(), offset_of!(ConfigAbi, reserved)),
+            ]
+        );
+    }
+}

@@ -1,0 +1,382 @@
+//! Loading the XDP programs of `xdp-prog/xdpool.bpf.c`, filling their rule map,
+//! attaching them through a bpf_link and reading their counters.
+//!
+//! `xdpool_steer` sends frames that match a [`Rule`] to the AF_XDP socket of their
+//! receive queue; `xdpool_ceiling` counts and drops everything (the in-kernel
+//! ceiling for throughput runs). Both attach with `BPF_LINK_CREATE` only, never
+//! a netlink attachment, so a process that dies leaves no program behind.
+
+pub mod abi;
+mod error;
+mod link;
+mod netlink;
+mod rule;
+
+use std::os::fd::{AsFd, OwnedFd, RawFd};
+use std::time::Duration;
+
+use aya::maps::{Array, MapData, PerCpuArray, PerCpuValues, XskMap};
+use aya::programs::{TestRun, TestRunOptions, Xdp};
+use aya::Ebpf;
+use serde::{Deserialize, Serialize};
+
+pub use error::SteerError;
+pub use netlink::xdp_program_on;
+pub use rule::{Rule, RuleAction, RuleMatch};
+
+use abi::{ConfigAbi, RuleAbi};
+
+/// The object built from `xdp-prog/xdpool.bpf.c` by build.rs.
+static OBJECT: &[u8] = aya::include_bytes_aligned!(concat!(env!("OUT_DIR"), "/xdpool.bpf.o"));
+
+const STEER_PROG: &str = "xdpool_steer";
+const CEILING_PROG: &str = "xdpool_ceiling";
+
+/// `XDP_FLAGS_SKB_MODE` and `XDP_FLAGS_DRV_MODE` from `linux/if_link.h`.
+const XDP_FLAGS_SKB_MODE: u32 = 1 << 1;
+const XDP_FLAGS_DRV_MODE: u32 = 1 << 2;
+
+/// Where the kernel runs the XDP program.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize, clap::ValueEnum)]
+#[serde(rename_all = "lowercase")]
+pub enum XdpAttachMode {
+    /// In the driver (fast; the driver must support XDP).
+    #[default]
+    Native,
+    /// Generic XDP on the skb path (works everywhere, slower).
+    Skb,
+}
+
+impl XdpAttachMode {
+    fn flags(self) -> u32 {
+        match self {
+            XdpAttachMode::Native => XDP_FLAGS_DRV_MODE,
+            XdpAttachMode::Skb => XDP_FLAGS_SKB_MODE,
+        }
+    }
+
+    fn name(self) -> &'static str {
+        match self {
+            XdpAttachMode::Native => "native",
+            XdpAttachMode::Skb => "skb",
+        }
+    }
+}
+
+impl std::fmt::Display for XdpAttachMode {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+/// The steering program's counters, summed over CPUs.
+///
+/// Every frame the program sees increments exactly one of them.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize)]
+pub struct XdpCounters {
+    /// Redirected into an AF_XDP socket.
+    pub steered: u64,
+    /// Matched a steer rule, but no socket was registered for the queue (passed).
+    pub no_socket: u64,
+    /// Passed to the kernel by a pass rule or because no rule matched.
+    pub passed: u64,
+    /// Dropped by a drop rule.
+    pub dropped: u64,
+    /// Malformed headers; passed to the kernel, never steered.
+    pub malformed: u64,
+}
+
+impl XdpCounters {
+    /// All frames the program has seen.
+    pub fn total(&self) -> u64 {
+        self.steered + self.no_socket + self.passed + self.dropped + self.malformed
+    }
+}
+
+/// True when an error chain ends in EPERM or EACCES.
+fn is_permission_error(mut err: &(dyn std::error::Error + 'static)) -> bool {
+    loop {
+        if let Some(io) = err.downcast_ref::<std::io::Error>() {
+            if matches!(io.raw_os_error(), Some(libc::EPERM) | Some(libc::EACCES)) {
+                return true;
+            }
+        }
+        match err.source() {
+            Some(next) => err = next,
+            None => return false,
+        }
+    }
+}
+
+/// Loads the embedded object (maps created) and one program in it.
+fn load_program(name: &'static str) -> Result<Ebpf, SteerError> {
+    let mut ebpf = Ebpf::load(OBJECT).map_err(|e| {
+        if is_permission_error(&e) {
+            SteerError::NotPermitted { what: "creating BPF maps" }
+        } else {
+            SteerError::Object(e)
+        }
+    })?;
+    let prog = xdp_mut(&mut ebpf, name)?;
+    prog.load().map_err(|source| {
+        if is_permission_error(&source) {
+            SteerError::NotPermitted { what: "loading the XDP program" }
+        } else {
+            SteerError::Program { name, source }
+        }
+    })?;
+    tracing::debug!(program = name, "XDP program loaded");
+    Ok(ebpf)
+}
+
+fn xdp_mut<'a>(ebpf: &'a mut Ebpf, name: &'static str) -> Result<&'a mut Xdp, SteerError> {
+    ebpf.program_mut(name)
+        .ok_or(SteerError::MissingInObject { what: "program", name })?
+        .try_into()
+        .map_err(|source| SteerError::Program { name, source })
+}
+
+fn xdp<'a>(ebpf: &'a Ebpf, name: &'static str) -> Result<&'a Xdp, SteerError> {
+    ebpf.program(name)
+        .ok_or(SteerError::MissingInObject { what: "program", name })?
+        .try_into()
+        .map_err(|source| SteerError::Program { name, source })
+}
+
+fn map_mut<'a>(ebpf: &'a mut Ebpf, name: &'static str) -> Result<&'a mut aya::maps::Map, SteerError> {
+    ebpf.map_mut(name).ok_or(SteerError::MissingInObject { what: "map", name })
+}
+
+fn map<'a>(ebpf: &'a Ebpf, name: &'static str) -> Result<&'a aya::maps::Map, SteerError> {
+    ebpf.map(name).ok_or(SteerError::MissingInObject { what: "map", name })
+}
+
+/// Sum over CPUs of entry `index` of a per-CPU `u64` array.
+fn percpu_sum(ebpf: &Ebpf, name: &'static str, index: u32) -> Result<u64, SteerError> {
+    let array: PerCpuArray<&MapData, u64> =
+        PerCpuArray::try_from(map(ebpf, name)?).map_err(|source| SteerError::Map { name, source })?;
+    let values = array.get(&index, 0).map_err(|source| SteerError::Map { name, source })?;
+    Ok(values.iter().sum())
+}
+
+/// A bpf_link attachment; dropping it detaches the program.
+#[derive(Debug)]
+struct Attachment {
+    ifindex: u32,
+    link: OwnedFd,
+}
+
+/// Attaches `prog` through a bpf_link, mapping the kernel's answers to what the user should do.
+fn attach_link(prog: &Xdp, ifindex: u32, mode: XdpAttachMode) -> Result<Attachment, SteerError> {
+    // Also proves the interface exists in this network namespace.
+    if let Some(prog_id) = xdp_program_on(ifindex)? {
+        return Err(SteerError::AlreadyAttached { ifindex, prog_id: Some(prog_id) });
+    }
+    let prog_fd = prog.fd().map_err(|source| SteerError::Program { name: STEER_PROG, source })?;
+    match link::xdp_link_create(prog_fd.as_fd(), ifindex, mode.flags()) {
+        Ok(link) => {
+            tracing::info!(ifindex, %mode, "XDP program attached through bpf_link");
+            Ok(Attachment { ifindex, link })
+        }
+        Err(source) => Err(match source.raw_os_error() {
+            Some(libc::EPERM) | Some(libc::EACCES) => SteerError::NotPermitted { what: "attaching XDP" },
+            Some(libc::ENODEV) => SteerError::InterfaceMissing { ifindex },
+            Some(libc::EBUSY) | Some(libc::EEXIST) => {
+                SteerError::AlreadyAttached { ifindex, prog_id: xdp_program_on(ifindex).ok().flatten() }
+            }
+            _ if mode == XdpAttachMode::Native => SteerError::ModeRefused { ifindex, mode: mode.name(), source },
+            _ => SteerError::Attach { ifindex, source },
+        }),
+    }
+}
+
+/// Shortest input `BPF_PROG_TEST_RUN` accepts for XDP (an Ethernet header).
+pub const TEST_RUN_MIN_FRAME: usize = 14;
+
+/// Runs an XDP program `repeat` times on `frame` with `BPF_PROG_TEST_RUN`;
+/// returns the last XDP action and the kernel's mean time per run.
+fn test_run_xdp(prog: &Xdp, frame: &[u8], repeat: u32) -> Result<(u32, Duration), SteerError> {
+    // The kernel refuses shorter input with EINVAL (also when the bytes are
+    // moved into XDP metadata); name that instead of a bare EINVAL.
+    if frame.len() < TEST_RUN_MIN_FRAME {
+        return Err(SteerError::FrameTooShortForTestRun { len: frame.len(), min: TEST_RUN_MIN_FRAME });
+    }
+    let opts = TestRunOptions { data_in: Some(frame), repeat: repeat.max(1), ..TestRunOptions::default() };
+    let result = prog.test_run(opts).map_err(|e| {
+        if is_permission_error(&e) {
+            SteerError::NotPermitted { what: "BPF_PROG_TEST_RUN" }
+        } else {
+            SteerError::TestRun(e)
+        }
+    })?;
+    Ok((result.return_value, result.duration))
+}
+
+/// The loaded steering program, its maps and (when attached) its bpf_link.
+#[derive(Debug)]
+pub struct Steering {
+    ebpf: Ebpf,
+    attachment: Option<Attachment>,
+    /// Bank of the `rules` map the program reads.
+    live_bank: u32,
+    rule_count: usize,
+}
+
+impl Steering {
+    /// Loads `xdpool_steer` from the embedded object. No rule is set: every
+    /// frame passes until [`Steering::set_rules`] is called.
+    pub fn load() -> Result<Self, SteerError> {
+        let ebpf = load_program(STEER_PROG)?;
+        Ok(Steering { ebpf, attachment: None, live_bank: 0, rule_count: 0 })
+    }
+
+    /// Replaces the rule list while the program runs, without reloading.
+    ///
+    /// The new list is written into the idle bank and made live with one word
+    /// write, so a frame sees either the old or the new list. Rule hit counters
+    /// restart from zero for the new list.
+    pub fn set_rules(&mut self, rules: &[Rule]) -> Result<(), SteerError> {
+        let entries = rule::encode_rules(rules)?;
+        let next = 1 - self.live_bank;
+        {
+            let mut map: Array<&mut MapData, RuleAbi> = Array::try_from(map_mut(&mut self.ebpf, "rules")?)
+                .map_err(|source| SteerError::Map { name: "rules", source })?;
+            let base = next * abi::MAX_RULES as u32;
+            for (i, entry) in entries.iter().enumerate() {
+                map.set(base + i as u32, entry, 0).map_err(|source| SteerError::Map { name: "rules", source })?;
+            }
+        }
+        {
+            let mut hits: PerCpuArray<&mut MapData, u64> =
+                PerCpuArray::try_from(map_mut(&mut self.ebpf, "rule_hits")?)
+                    .map_err(|source| SteerError::Map { name: "rule_hits", source })?;
+            let cpus = aya::util::nr_cpus()
+                .map_err(|(what, source)| SteerError::Kernel { what, source })?;
+            for i in 0..abi::MAX_RULES as u32 {
+                let zero = PerCpuValues::try_from(vec![0u64; cpus])
+                    .map_err(|source| SteerError::Kernel { what: "per-CPU values", source })?;
+                hits.set(i, zero, 0).map_err(|source| SteerError::Map { name: "rule_hits", source })?;
+            }
+        }
+        let mut config: Array<&mut MapData, ConfigAbi> = Array::try_from(map_mut(&mut self.ebpf, "config")?)
+            .map_err(|source| SteerError::Map { name: "config", source })?;
+        config
+            .set(0, ConfigAbi { rule_bank: next, reserved: 0 }, 0)
+            .map_err(|source| SteerError::Map { name: "config", source })?;
+        self.live_bank = next;
+        self.rule_count = rules.len();
+        tracing::info!(rules = rules.len(), bank = next, "steering rules set");
+        Ok(())
+    }
+
+    /// Attaches to `ifindex` through a bpf_link (never netlink), so the program
+    /// goes away with this process.
+    pub fn attach(&mut self, ifindex: u32, mode: XdpAttachMode) -> Result<(), SteerError> {
+        if let Some(a) = &self.attachment {
+            return Err(SteerError::AttachedHere { ifindex: a.ifindex });
+        }
+        let prog = xdp(&self.ebpf, STEER_PROG)?;
+        self.attachment = Some(attach_link(prog, ifindex, mode)?);
+        Ok(())
+    }
+
+    /// Detaches from the interface (closes the bpf_link).
+    pub fn detach(&mut self) -> Result<(), SteerError> {
+        let attachment = self.attachment.take().ok_or(SteerError::NotAttached)?;
+        tracing::info!(ifindex = attachment.ifindex, "XDP program detached");
+        drop(attachment.link);
+        Ok(())
+    }
+
+    /// Interface the program is attached to, if any.
+    pub fn attached_to(&self) -> Option<u32> {
+        self.attachment.as_ref().map(|a| a.ifindex)
+    }
+
+    /// Kernel id of the loaded program (what [`xdp_program_on`] reports once attached).
+    pub fn program_id(&self) -> Result<u32, SteerError> {
+        let prog = xdp(&self.ebpf, STEER_PROG)?;
+        prog.info().map(|i| i.id()).map_err(|source| SteerError::Program { name: STEER_PROG, source })
+    }
+
+    /// Steers frames of receive queue `queue` to the AF_XDP socket `fd`.
+    pub fn register_xsk(&mut self, queue: u32, fd: RawFd) -> Result<(), SteerError> {
+        let mut xsks = self.xsk_map(queue)?;
+        xsks.set(queue, fd, 0).map_err(|source| SteerError::Xsk { queue, source })
+    }
+
+    /// Removes the socket of `queue`; its frames then fall back to the kernel (`no_socket`).
+    pub fn unregister_xsk(&mut self, queue: u32) -> Result<(), SteerError> {
+        let mut xsks = self.xsk_map(queue)?;
+        xsks.unset(queue).map_err(|source| SteerError::Xsk { queue, source })
+    }
+
+    fn xsk_map(&mut self, queue: u32) -> Result<XskMap<&mut MapData>, SteerError> {
+        if queue >= abi::MAX_QUEUES {
+            return Err(SteerError::QueueOutOfRange { queue, max: abi::MAX_QUEUES });
+        }
+        XskMap::try_from(map_mut(&mut self.ebpf, "xsks")?).map_err(|source| SteerError::Map { name: "xsks", source })
+    }
+
+    /// The program's counters, summed over CPUs.
+    pub fn counters(&self) -> Result<XdpCounters, SteerError> {
+        let get = |index| percpu_sum(&self.ebpf, "counters", index);
+        Ok(XdpCounters {
+            steered: get(abi::CNT_STEERED)?,
+            no_socket: get(abi::CNT_NO_SOCKET)?,
+            passed: get(abi::CNT_PASSED)?,
+            dropped: get(abi::CNT_DROPPED)?,
+            malformed: get(abi::CNT_MALFORMED)?,
+        })
+    }
+
+    /// Frames matched by each rule of the current list, in list order.
+    pub fn rule_hits(&self) -> Result<Vec<u64>, SteerError> {
+        (0..self.rule_count as u32).map(|i| percpu_sum(&self.ebpf, "rule_hits", i)).collect()
+    }
+
+    /// Runs the program once on `frame` (`BPF_PROG_TEST_RUN`, queue 0) and returns
+    /// the XDP action (`XDP_DROP` = 1, `XDP_PASS` = 2, `XDP_REDIRECT` = 4).
+    /// Counters move exactly as for a received frame.
+    pub fn test_run(&self, frame: &[u8]) -> Result<u32, SteerError> {
+        test_run_xdp(xdp(&self.ebpf, STEER_PROG)?, frame, 1).map(|(action, _)| action)
+    }
+
+    /// Runs the program `repeat` times on `frame` in the kernel; returns the XDP
+    /// action and the kernel-measured mean time per run. Counters move `repeat` times.
+    pub fn test_run_timed(&self, frame: &[u8], repeat: u32) -> Result<(u32, Duration), SteerError> {
+        test_run_xdp(xdp(&self.ebpf, STEER_PROG)?, frame, repeat)
+    }
+}
+
+/// The `xdpool_ceiling` program: counts every frame and drops it.
+#[derive(Debug)]
+pub struct Ceiling {
+    ebpf: Ebpf,
+    attachment: Option<Attachment>,
+}
+
+impl Ceiling {
+    /// Loads the program without attaching it.
+    pub fn load() -> Result<Self, SteerError> {
+        Ok(Ceiling { ebpf: load_program(CEILING_PROG)?, attachment: None })
+    }
+
+    /// Loads the program and attaches it to `ifindex` through a bpf_link.
+    pub fn load_and_attach(ifindex: u32, mode: XdpAttachMode) -> Result<Self, SteerError> {
+        let mut ceiling = Self::load()?;
+        let prog = xdp(&ceiling.ebpf, CEILING_PROG)?;
+        ceiling.attachment = Some(attach_link(prog, ifindex, mode)?);
+        Ok(ceiling)
+    }
+
+    /// Frames counted and dropped so far, summed over CPUs.
+    pub fn dropped(&self) -> Result<u64, SteerError> {
+        percpu_sum(&self.ebpf, "ceiling_frames", 0)
+    }
+
+    /// Runs the program once on `frame` (`BPF_PROG_TEST_RUN`); returns the XDP action.
+    pub fn test_run(&self, frame: &[u8]) -> Result<u32, SteerError> {
+        test_run_xdp(xdp(&self.ebpf, CEILING_PROG)?, frame, 1).map(|(action, _)| action)
+    }
+}

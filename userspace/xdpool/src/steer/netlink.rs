@@ -1,0 +1,67 @@
+//! Asks rtnetlink which XDP program a device runs.
+
+use std::io;
+
+use netlink_packet_core::{NetlinkHeader, NetlinkMessage, NetlinkPayload, NLM_F_REQUEST};
+use netlink_packet_route::link::{LinkAttribute, LinkMessage, LinkXdp};
+use netlink_packet_route::RouteNetlinkMessage;
+use netlink_sys::{protocols::NETLINK_ROUTE, Socket, SocketAddr};
+
+use super::error::SteerError;
+
+/// Id of the XDP program attached to `ifindex` in any mode, if any.
+///
+/// Sees programs attached both through bpf_link and through plain netlink,
+/// so it is the check for "no stale program left behind".
+pub fn xdp_program_on(ifindex: u32) -> Result<Option<u32>, SteerError> {
+    let mut link = LinkMessage::default();
+    link.header.index = ifindex;
+    let mut header = NetlinkHeader::default();
+    header.flags = NLM_F_REQUEST;
+    header.sequence_number = 1;
+    let mut request = NetlinkMessage::new(header, NetlinkPayload::from(RouteNetlinkMessage::GetLink(link)));
+    request.finalize();
+    let mut buf = vec![0u8; request.buffer_len()];
+    request.serialize(&mut buf);
+
+    let mut socket = Socket::new(NETLINK_ROUTE).map_err(SteerError::Netlink)?;
+    socket.bind_auto().map_err(SteerError::Netlink)?;
+    socket.connect(&SocketAddr::new(0, 0)).map_err(SteerError::Netlink)?;
+    socket.send(&buf, 0).map_err(SteerError::Netlink)?;
+    let (reply, _) = socket.recv_from_full().map_err(SteerError::Netlink)?;
+
+    let message = NetlinkMessage::<RouteNetlinkMessage>::deserialize(&reply)
+        .map_err(|e| SteerError::Netlink(io::Error::new(io::ErrorKind::InvalidData, e.to_string())))?;
+    match message.payload {
+        NetlinkPayload::InnerMessage(RouteNetlinkMessage::NewLink(link)) => Ok(prog_id(&link.attributes)),
+        NetlinkPayload::Error(e) => match e.code {
+            Some(code) if code.get() == -libc::ENODEV => Err(SteerError::InterfaceMissing { ifindex }),
+            _ => Err(SteerError::Netlink(e.to_io())),
+        },
+        other => Err(SteerError::Netlink(io::Error::new(
+            io::ErrorKind::InvalidData,
+            format!("unexpected rtnetlink reply {other:?}"),
+        ))),
+    }
+}
+
+fn prog_id(attributes: &[LinkAttribute]) -> Option<u32> {
+    let xdp = attributes.iter().find_map(|a| match a {
+        LinkAttribute::Xdp(x) => Some(x),
+        _ => None,
+    })?;
+    // IFLA_XDP_PROG_ID is present when exactly one mode is in use; otherwise
+    // take the first of the per-mode ids.
+    xdp.iter()
+        .find_map(|x| match x {
+            LinkXdp::ProgId(id) => Some(*id),
+            _ => None,
+        })
+        .or_else(|| {
+            xdp.iter().find_map(|x| match x {
+                LinkXdp::DrvProgId(id) | LinkXdp::SkbProgId(id) | LinkXdp::HwProgId(id) => Some(*id),
+                _ => None,
+            })
+        })
+        .filter(|id| *id != 0)
+}

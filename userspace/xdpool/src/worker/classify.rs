@@ -1,0 +1,153 @@
+//! Per-frame action lookup in userspace, mirroring the XDP program's first-match rules.
+//!
+//! When every rule that steers to userspace has the same action (the common case),
+//! no frame is parsed; otherwise the frame is parsed with [`crate::wire`] and the
+//! first matching rule's action is taken, as the XDP program did.
+
+use crate::config::{Action, ValidRule};
+use crate::wire;
+use std::net::IpAddr;
+
+/// Finds the action for a frame that the XDP program steered to us.
+#[derive(Debug, Clone)]
+pub struct Classifier {
+    rules: Vec<ValidRule>,
+    uniform: Option<Action>,
+}
+
+impl Classifier {
+    /// Builds the lookup from the config's rules.
+    pub fn new(rules: Vec<ValidRule>) -> Classifier {
+        let mut userspace = rules.iter().filter(|r| r.action.reaches_userspace()).map(|r| r.action);
+        let first = userspace.next();
+        let uniform = match first {
+            Some(a) if userspace.all(|b| b == a) => Some(a),
+            None => Some(Action::Drop),
+            _ => None,
+        };
+        Classifier { rules, uniform }
+    }
+
+    /// Whether every steered frame gets the same action.
+    #[inline]
+    pub fn is_uniform(&self) -> bool {
+        self.uniform.is_some()
+    }
+
+    /// The action when uniform (drop otherwise).
+    #[inline]
+    pub fn uniform(&self) -> Action {
+        self.uniform.unwrap_or(Action::Drop)
+    }
+
+    /// The action of the first rule matching `frame`; drop when none matches or the
+    /// frame does not parse (the XDP program never steers those).
+    pub fn classify(&self, frame: &[u8]) -> Action {
+        if let Some(a) = self.uniform {
+            return a;
+        }
+        let Ok(p) = wire::parse(frame) else { return Action::Drop };
+        for r in &self.rules {
+            if matches(r, &p) {
+                return if r.action.reaches_userspace() { r.action } else { Action::Drop };
+            }
+        }
+        Action::Drop
+    }
+}
+
+impl Action {
+    /// Whether frames under this action are steered to a worker.
+    pub fn reaches_userspace(self) -> bool {
+        matches!(self, Action::Drop | Action::L2fwd)
+    }
+}
+
+fn matches(r: &ValidRule, p: &wire::Parsed) -> bool {
+    if let Some(proto) = r.proto {
+        if p.ip_proto() != Some(proto) {
+            return false;
+        }
+    }
+    if let Some((lo, hi)) = r.dst_port {
+        match p.dst_port() {
+            Some(port) if (lo..=hi).contains(&port) => {}
+            _ => return false,
+        }
+    }
+    if let Some((net, len)) = r.dst {
+        match p.dst_ip() {
+            Some(addr) if in_prefix(addr, net, len) => {}
+            _ => return false,
+        }
+    }
+    true
+}
+
+fn in_prefix(addr: IpAddr, net: IpAddr, len: u8) -> bool {
+    match (addr, net) {
+        (IpAddr::V4(a), IpAddr::V4(n)) => {
+            let mask = if len == 0 { 0 } else { u32::MAX << (32 - len as u32) };
+            u32::from(a) & mask == u32::from(n) & mask
+        }
+        (IpAddr::V6(a), IpAddr::V6(n)) => {
+            let mask = if len == 0 { 0 } else { u128::MAX << (128 - len as u32) };
+            u128::from(a) & mask == u128::from(n) & mask
+        }
+        _ => false,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn udp_frame(dport: u16, dst: [u8; 4]) -> Vec<u8> {
+        let mut f = vec![0u8; 14 + 20 + 8 + 18];
+        f[12] = 0x08;
+        f[14] = 0x45;
+        let ip_len = (20 + 8 + 18) as u16;
+        f[16..18].copy_from_slice(&ip_len.to_be_bytes());
+        f[22] = 64;
+        f[23] = 17;
+        f[26..30].copy_from_slice(&[198, 18, 0, 1]);
+        f[30..34].copy_from_slice(&dst);
+        f[34..36].copy_from_slice(&1024u16.to_be_bytes());
+        f[36..38].copy_from_slice(&dport.to_be_bytes());
+        f[38..40].copy_from_slice(&(8u16 + 18).to_be_bytes());
+        f
+    }
+
+    fn rule(proto: Option<u8>, port: Option<(u16, u16)>, dst: Option<(&str, u8)>, action: Action) -> ValidRule {
+        ValidRule { proto, dst_port: port, dst: dst.map(|(a, l)| (a.parse().unwrap(), l)), action }
+    }
+
+    #[test]
+    fn uniform_skips_parsing() {
+        let c = Classifier::new(vec![rule(Some(17), Some((9, 9)), None, Action::L2fwd), rule(None, None, None, Action::Pass)]);
+        assert!(c.is_uniform());
+        assert_eq!(c.classify(&[]), Action::L2fwd);
+    }
+
+    #[test]
+    fn first_match_wins() {
+        let c = Classifier::new(vec![
+            rule(Some(17), Some((9, 9)), None, Action::L2fwd),
+            rule(Some(17), None, Some(("198.18.0.0", 15)), Action::Drop),
+        ]);
+        assert!(!c.is_uniform());
+        assert_eq!(c.classify(&udp_frame(9, [198, 18, 0, 2])), Action::L2fwd);
+        assert_eq!(c.classify(&udp_frame(10, [198, 18, 0, 2])), Action::Drop);
+        assert_eq!(c.classify(&udp_frame(10, [198, 20, 0, 2])), Action::Drop, "no match: drop");
+        assert_eq!(c.classify(&[1, 2, 3]), Action::Drop, "unparsable: drop");
+    }
+
+    #[test]
+    fn prefixes() {
+        assert!(in_prefix("198.19.3.4".parse().unwrap(), "198.18.0.0".parse().unwrap(), 15));
+        assert!(!in_prefix("198.20.0.1".parse().unwrap(), "198.18.0.0".parse().unwrap(), 15));
+        assert!(in_prefix("2001:2::5".parse().unwrap(), "2001:2::".parse().unwrap(), 48));
+        assert!(in_prefix("10.0.0.1".parse().unwrap(), "0.0.0.0".parse().unwrap(), 0));
+        assert!(!in_prefix("10.0.0.1".parse().unwrap(), "::".parse().unwrap(), 0));
+    }
+}

@@ -1,0 +1,408 @@
+//! Pinned worker threads: one per queue, each owning its socket, its rings and its
+//! pool. Loop: reap completions -> refill the fill ring -> take an RX batch -> act ->
+//! TX -> wake the kernel when it asks. Counters are single-writer: kept in locals and
+//! published with plain stores once per batch (no atomic read-modify-write).
+
+pub mod classify;
+
+use crate::config::{Action, WaitMode};
+use crate::xsk::{Wakeup, XdpDesc, XdpStatistics, XskSocket};
+use classify::Classifier;
+use pool::{PoolConfig, PoolOwner, PoolRemote, PoolStats, Region};
+use serde::Serialize;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+/// Largest batch a worker handles at once.
+pub const MAX_BATCH: usize = 256;
+
+/// What a worker is told to do.
+#[derive(Debug, Clone)]
+pub struct WorkerSpec {
+    /// Queue served.
+    pub queue: u32,
+    /// Core to pin to (`None`: not pinned).
+    pub core: Option<usize>,
+    /// Descriptors per batch.
+    pub batch: usize,
+    /// How to wait when idle.
+    pub mode: WaitMode,
+    /// Per-frame action.
+    pub classifier: Classifier,
+    /// Fill ring size (the worker keeps it full).
+    pub fill_size: u32,
+}
+
+macro_rules! counters {
+    ($(#[$m:meta])* $name:ident, $snap:ident { $($(#[$fm:meta])* $f:ident),* $(,)? }) => {
+        $(#[$m])*
+        #[derive(Default)]
+        pub struct $name { $($(#[$fm])* pub $f: AtomicU64,)* }
+        /// A plain copy of the counters.
+        #[derive(Debug, Clone, Copy, Default, Serialize, PartialEq, Eq)]
+        pub struct $snap { $($(#[$fm])* pub $f: u64,)* }
+        impl $name {
+            /// Reads every counter.
+            pub fn snapshot(&self) -> $snap { $snap { $($f: self.$f.load(Ordering::Relaxed),)* } }
+            fn publish(&self, s: &$snap) { $(self.$f.store(s.$f, Ordering::Relaxed);)* }
+        }
+        impl std::ops::AddAssign for $snap {
+            fn add_assign(&mut self, o: $snap) { $(self.$f += o.$f;)* }
+        }
+    };
+}
+
+counters!(
+    /// A worker's counters, written by the worker only.
+    WorkerCounters, WorkerCountersSnapshot {
+    /// Frames received.
+    rx_packets,
+    /// Bytes received.
+    rx_bytes,
+    /// Frames dropped by the `drop` action (rxdrop).
+    action_drop,
+    /// Frames queued for TX by `l2fwd`.
+    tx_packets,
+    /// Bytes queued for TX.
+    tx_bytes,
+    /// TX completions reaped.
+    tx_completed,
+    /// l2fwd frames dropped because the TX ring was full.
+    tx_ring_full_drop,
+    /// RX descriptors the recycler rejected (not a frame we gave the kernel).
+    rx_rejected,
+    /// Frames too short to swap MACs (l2fwd), dropped.
+    rx_too_short,
+    /// Completion addresses the recycler rejected (not in TX).
+    completion_rejected,
+    /// Descriptors put on the fill ring.
+    fill_produced,
+    /// Times the fill ring could not be topped up because the pool was empty.
+    fill_pool_empty,
+    /// Wake-up syscalls made.
+    wakeups,
+    /// Loop iterations that found nothing to do.
+    idle_loops,
+});
+
+/// State a worker shares with the control thread.
+pub struct WorkerShared {
+    /// Queue served.
+    pub queue: u32,
+    /// Core pinned to, if any.
+    pub core: Option<usize>,
+    /// Counters.
+    pub counters: WorkerCounters,
+    /// The pool's remote handle, set once the worker has built its pool.
+    pub pool: Mutex<Option<PoolRemote>>,
+    /// Last XDP_STATISTICS read (refreshed about every 100 ms by the worker).
+    pub xsk_stats: Mutex<XdpStatistics>,
+    /// Ring validation errors (refreshed with the stats).
+    pub ring_errors: Mutex<crate::xsk::RingErrors>,
+    /// Set when a wake-up reported the device gone.
+    pub device_gone: AtomicBool,
+}
+
+impl WorkerShared {
+    /// Fresh shared state for a queue.
+    pub fn new(queue: u32, core: Option<usize>) -> Arc<WorkerShared> {
+        Arc::new(WorkerShared {
+            queue,
+            core,
+            counters: WorkerCounters::default(),
+            pool: Mutex::new(None),
+            xsk_stats: Mutex::new(XdpStatistics::default()),
+            ring_errors: Mutex::new(Default::default()),
+            device_gone: AtomicBool::new(false),
+        })
+    }
+
+    /// The pool's stats, once the worker has started.
+    pub fn pool_stats(&self) -> Option<PoolStats> {
+        self.pool.lock().unwrap_or_else(|p| p.into_inner()).as_ref().map(|r| r.stats())
+    }
+}
+
+/// How a worker ended.
+#[derive(Debug, Clone, Serialize)]
+pub struct WorkerExit {
+    /// Queue served.
+    pub queue: u32,
+    /// Frames drained from the RX ring after the stop.
+    pub drained_rx: u64,
+    /// Frames taken back from the kernel's hands (fill and TX rings).
+    pub reclaimed: u32,
+    /// Frames still out when the pool was destroyed (0 unless the application holds some).
+    pub inflight_at_destroy: u64,
+    /// Final counters.
+    pub counters: WorkerCountersSnapshot,
+    /// Final pool stats.
+    pub pool: PoolStats,
+    /// Final kernel socket stats.
+    pub xsk: XdpStatistics,
+}
+
+/// Pins the calling thread to `core`.
+pub fn pin_to_core(core: usize) -> nix::Result<()> {
+    let mut set = nix::sched::CpuSet::new();
+    set.set(core)?;
+    nix::sched::sched_setaffinity(nix::unistd::Pid::from_raw(0), &set)
+}
+
+/// Runs a worker until `stop` is set; then drains RX, reclaims every frame the kernel
+/// held, destroys the pool and returns what happened. Context: the worker's own thread
+/// (the pool owner is created here and never leaves it).
+pub fn run(mut sock: XskSocket, region: Arc<Region>, spec: WorkerSpec, shared: Arc<WorkerShared>, stop: Arc<AtomicBool>) -> WorkerExit {
+    if let Some(core) = spec.core {
+        if let Err(e) = pin_to_core(core) {
+            tracing::warn!(queue = spec.queue, core, error = %e, "could not pin worker; running unpinned");
+        }
+    }
+    let node = spec.core.map(|c| region.topology().node_of_cpu(c as u32)).unwrap_or(0);
+    let mut pool = PoolOwner::new(&region, PoolConfig { id: spec.queue, preferred_node: node, ..PoolConfig::default() });
+    *shared.pool.lock().unwrap_or_else(|p| p.into_inner()) = Some(pool.remote());
+    let mut w = Worker {
+        batch: spec.batch.clamp(1, MAX_BATCH),
+        spec,
+        c: WorkerCountersSnapshot::default(),
+        in_fill: 0,
+        addrs: [0; MAX_BATCH],
+        descs: [XdpDesc::default(); MAX_BATCH],
+        tx: Vec::with_capacity(MAX_BATCH),
+        region: region.clone(),
+    };
+    let mut last_stats = Instant::now();
+    while !stop.load(Ordering::Relaxed) {
+        let busy = w.step(&mut sock, &mut pool, &shared);
+        shared.counters.publish(&w.c);
+        if last_stats.elapsed() >= Duration::from_millis(100) {
+            last_stats = Instant::now();
+            refresh_stats(&sock, &shared);
+        }
+        if !busy {
+            w.c.idle_loops += 1;
+            w.idle(&sock);
+        }
+    }
+    // Stop: the XDP program is detached by now, so nothing new arrives. Take what the
+    // RX ring still holds (valid frames), reap completions, then reclaim the rest.
+    let mut drained = 0u64;
+    let deadline = Instant::now() + Duration::from_millis(200);
+    loop {
+        let got = w.drain_rx(&mut sock, &mut pool) + w.reap(&mut sock, &mut pool);
+        drained += got as u64;
+        if got == 0 && Instant::now() >= deadline {
+            break;
+        }
+        if got == 0 {
+            std::thread::sleep(Duration::from_millis(10));
+        }
+    }
+    let _ = drained;
+    let reclaimed = pool.reclaim_kernel();
+    refresh_stats(&sock, &shared);
+    shared.counters.publish(&w.c);
+    let pool_stats = pool.stats();
+    let xsk = sock.statistics().unwrap_or_default();
+    drop(sock);
+    let report = pool.destroy();
+    WorkerExit {
+        queue: w.spec.queue,
+        drained_rx: drained,
+        reclaimed,
+        inflight_at_destroy: report.inflight,
+        counters: w.c,
+        pool: pool_stats,
+        xsk,
+    }
+}
+
+fn refresh_stats(sock: &XskSocket, shared: &WorkerShared) {
+    if let Ok(s) = sock.statistics() {
+        *shared.xsk_stats.lock().unwrap_or_else(|p| p.into_inner()) = s;
+    }
+    *shared.ring_errors.lock().unwrap_or_else(|p| p.into_inner()) = sock.ring_errors();
+}
+
+struct Worker {
+    spec: WorkerSpec,
+    batch: usize,
+    c: WorkerCountersSnapshot,
+    /// Frames we put on the fill ring that have not come back through RX.
+    in_fill: u32,
+    addrs: [u64; MAX_BATCH],
+    descs: [XdpDesc; MAX_BATCH],
+    tx: Vec<XdpDesc>,
+    region: Arc<Region>,
+}
+
+impl Worker {
+    /// One pass of the loop; returns whether anything moved.
+    #[inline]
+    fn step(&mut self, sock: &mut XskSocket, pool: &mut PoolOwner, shared: &WorkerShared) -> bool {
+        let reaped = self.reap(sock, pool);
+        self.refill(sock, pool);
+        let got = self.receive(sock, pool);
+        if !self.tx.is_empty() {
+            self.transmit(sock, pool);
+        }
+        if (reaped > 0 || self.c.tx_packets > self.c.tx_completed) && sock.tx().needs_wakeup() {
+            self.kick_tx(sock, shared);
+        }
+        if sock.fill().needs_wakeup() {
+            self.c.wakeups += 1;
+            if let Ok(Wakeup::DeviceGone { .. }) | Err(_) = sock.wakeup_rx() {
+                shared.device_gone.store(true, Ordering::Relaxed);
+            }
+        }
+        got > 0 || reaped > 0
+    }
+
+    fn kick_tx(&mut self, sock: &XskSocket, shared: &WorkerShared) {
+        self.c.wakeups += 1;
+        match sock.wakeup_tx() {
+            Ok(Wakeup::DeviceGone { .. }) | Err(_) => shared.device_gone.store(true, Ordering::Relaxed),
+            _ => {}
+        }
+    }
+
+    /// Completions: TX frames the kernel is done with go back to the pool.
+    fn reap(&mut self, sock: &mut XskSocket, pool: &mut PoolOwner) -> usize {
+        let n = sock.completion().consume(&mut self.addrs[..self.batch]);
+        for &addr in &self.addrs[..n] {
+            match pool.take_completion(addr) {
+                Ok(()) => self.c.tx_completed += 1,
+                Err(_) => self.c.completion_rejected += 1,
+            }
+        }
+        n
+    }
+
+    /// Tops the fill ring up to its size, in batches.
+    fn refill(&mut self, sock: &mut XskSocket, pool: &mut PoolOwner) {
+        let mut room = self.spec.fill_size.saturating_sub(self.in_fill) as usize;
+        while room >= self.batch.min(room.max(1)) && room > 0 {
+            let want = room.min(MAX_BATCH);
+            let got = pool.fill_bulk(&mut self.addrs[..want]);
+            if got == 0 {
+                self.c.fill_pool_empty += 1;
+                return;
+            }
+            let put = sock.fill().produce(&self.addrs[..got]);
+            if put < got {
+                // The ring had less room than we counted: give the rest back.
+                for &addr in &self.addrs[put..got] {
+                    if let Ok(f) = pool.take_rx(addr, 0) {
+                        pool.recycle(f);
+                    }
+                }
+            }
+            self.in_fill += put as u32;
+            self.c.fill_produced += put as u64;
+            room -= got;
+            if put < got {
+                return;
+            }
+        }
+    }
+
+    /// One RX batch, each frame through its action.
+    fn receive(&mut self, sock: &mut XskSocket, pool: &mut PoolOwner) -> usize {
+        let n = sock.rx().consume(&mut self.descs[..self.batch]);
+        self.in_fill = self.in_fill.saturating_sub(n as u32);
+        for i in 0..n {
+            let d = self.descs[i];
+            let frame = match pool.take_rx(d.addr, d.len) {
+                Ok(f) => f,
+                Err(_) => {
+                    self.c.rx_rejected += 1;
+                    continue;
+                }
+            };
+            self.c.rx_packets += 1;
+            self.c.rx_bytes += d.len as u64;
+            let action = if self.spec.classifier.is_uniform() {
+                self.spec.classifier.uniform()
+            } else {
+                let bytes = self.region.frame_bytes(d.addr, d.len).unwrap_or(&[]);
+                self.spec.classifier.classify(bytes)
+            };
+            match action {
+                Action::L2fwd => {
+                    let offset = (d.addr - frame.addr()) as u32;
+                    let Some(bytes) = self.region.frame_bytes(d.addr, d.len) else {
+                        pool.recycle(frame);
+                        self.c.rx_rejected += 1;
+                        continue;
+                    };
+                    if bytes.len() < 12 {
+                        pool.recycle(frame);
+                        self.c.rx_too_short += 1;
+                        continue;
+                    }
+                    let mut macs = [0u8; 12];
+                    macs[..6].copy_from_slice(&bytes[6..12]);
+                    macs[6..].copy_from_slice(&bytes[..6]);
+                    if self.region.write_frame(&frame, offset, &macs).is_err() {
+                        pool.recycle(frame);
+                        self.c.rx_rejected += 1;
+                        continue;
+                    }
+                    match pool.give_tx(frame, offset) {
+                        Ok(addr) => self.tx.push(XdpDesc { addr, len: d.len, options: 0 }),
+                        Err(_) => self.c.rx_rejected += 1,
+                    }
+                }
+                _ => {
+                    self.c.action_drop += 1;
+                    pool.recycle(frame);
+                }
+            }
+        }
+        n
+    }
+
+    fn transmit(&mut self, sock: &mut XskSocket, pool: &mut PoolOwner) {
+        let put = sock.tx().produce(&self.tx);
+        for d in &self.tx[..put] {
+            self.c.tx_packets += 1;
+            self.c.tx_bytes += d.len as u64;
+        }
+        for d in &self.tx[put..] {
+            // TX ring full: the frame never reached the kernel; take it back.
+            let _ = pool.take_completion(d.addr);
+            self.c.tx_ring_full_drop += 1;
+        }
+        self.tx.clear();
+    }
+
+    /// After the stop: everything the RX ring still holds is processed as a drop.
+    fn drain_rx(&mut self, sock: &mut XskSocket, pool: &mut PoolOwner) -> usize {
+        let n = sock.rx().consume(&mut self.descs[..MAX_BATCH]);
+        self.in_fill = self.in_fill.saturating_sub(n as u32);
+        for d in &self.descs[..n] {
+            match pool.take_rx(d.addr, d.len) {
+                Ok(f) => {
+                    self.c.rx_packets += 1;
+                    self.c.rx_bytes += d.len as u64;
+                    self.c.action_drop += 1;
+                    pool.recycle(f);
+                }
+                Err(_) => self.c.rx_rejected += 1,
+            }
+        }
+        n
+    }
+
+    fn idle(&mut self, sock: &XskSocket) {
+        match self.spec.mode {
+            WaitMode::Spin | WaitMode::BusyPoll => std::hint::spin_loop(),
+            WaitMode::Poll => {
+                use nix::poll::{poll, PollFd, PollFlags, PollTimeout};
+                let mut fds = [PollFd::new(sock.fd(), PollFlags::POLLIN)];
+                let _ = poll(&mut fds, PollTimeout::from(5u8));
+            }
+        }
+    }
+}

@@ -1,0 +1,21 @@
+//! AF_XDP sockets, UMEM registration and the four rings, over `libc`.
+//!
+//! - [`Umem`]: registers caller-provided memory (the recycler's) with the kernel.
+//! - [`XskSocket`]: a socket bound to (ifindex, queue) with its fill, completion, RX
+//!   and TX rings; later sockets share the UMEM with their own fill/completion rings.
+//! - [`FillRing`], [`CompletionRing`], [`RxRing`], [`TxRing`]: batched SPSC rings.
+//! - [`desc`]: validation of every index and descriptor the kernel hands us; failures
+//!   are counted in [`RingErrors`] and dropped, never dereferenced.
+
+pub mod desc;
+mod error;
+mod ring;
+mod socket;
+mod sys;
+mod umem;
+
+pub use desc::{BadDesc, RingErrors, UmemLayout, XdpDesc, XDP_PACKET_HEADROOM};
+pub use error::XskError;
+pub use ring::{CompletionRing, FillRing, HeapRingPeer, RxRing, TxRing};
+pub use socket::{RingsMut, SocketConfig, Wakeup, XdpStatistics, XskSocket};
+pub use umem::{validate_ring_size, Umem, UmemConfig, MAX_RING_SIZE};

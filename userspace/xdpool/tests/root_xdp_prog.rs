@@ -1,0 +1,511 @@
+//! The XDP programs under the real verifier and `BPF_PROG_TEST_RUN` (root only).
+//!
+//! Frames are built by hand so that each malformation is exactly the one named.
+//! No frame is sent anywhere; only `attach_*` creates a network namespace (with
+//! a veth pair wholly inside it) and removes it on drop.
+
+use std::net::IpAddr;
+
+use xdpool::steer::{xdp_program_on, Ceiling, TEST_RUN_MIN_FRAME, Rule, RuleAction, RuleMatch, SteerError, Steering, XdpAttachMode, XdpCounters};
+
+const XDP_DROP: u32 = 1;
+const XDP_PASS: u32 = 2;
+
+const ETH_P_IP: u16 = 0x0800;
+const ETH_P_IPV6: u16 = 0x86dd;
+const ETH_P_ARP: u16 = 0x0806;
+const ETH_P_8021Q: u16 = 0x8100;
+const ETH_P_8021AD: u16 = 0x88a8;
+const UDP: u8 = 17;
+const TCP: u8 = 6;
+
+fn skip_unless_root() -> bool {
+    // SAFETY: geteuid has no preconditions.
+    if unsafe { libc::geteuid() } != 0 {
+        println!("skipped: needs root");
+        return true;
+    }
+    false
+}
+
+// ---- frame builders ------------------------------------------------------
+
+/// Ethernet header with the given VLAN tag protocol ids (outer first).
+fn eth(tpids: &[u16], ethertype: u16) -> Vec<u8> {
+    let mut f = vec![0x02, 0, 0, 0, 0, 2, 0x02, 0, 0, 0, 0, 1];
+    for (i, tpid) in tpids.iter().enumerate() {
+        f.extend_from_slice(&tpid.to_be_bytes());
+        f.extend_from_slice(&(100 + i as u16).to_be_bytes()); // TCI: VLAN id
+    }
+    f.extend_from_slice(&ethertype.to_be_bytes());
+    f
+}
+
+fn udp(dport: u16, payload: usize) -> Vec<u8> {
+    let mut h = Vec::new();
+    h.extend_from_slice(&40000u16.to_be_bytes());
+    h.extend_from_slice(&dport.to_be_bytes());
+    h.extend_from_slice(&((8 + payload) as u16).to_be_bytes());
+    h.extend_from_slice(&[0, 0]);
+    h.resize(8 + payload, 0xab);
+    h
+}
+
+fn tcp(dport: u16, data_offset_words: u8) -> Vec<u8> {
+    let mut h = vec![0u8; 20];
+    h[0..2].copy_from_slice(&40000u16.to_be_bytes());
+    h[2..4].copy_from_slice(&dport.to_be_bytes());
+    h[12] = data_offset_words << 4;
+    h[13] = 0x02; // SYN
+    h
+}
+
+/// IPv4 header (IHL 5, total length correct) followed by `l4`.
+fn ipv4(proto: u8, dst: [u8; 4], l4: &[u8]) -> Vec<u8> {
+    let mut h = vec![0u8; 20];
+    h[0] = 0x45;
+    h[2..4].copy_from_slice(&((20 + l4.len()) as u16).to_be_bytes());
+    h[8] = 64;
+    h[9] = proto;
+    h[12..16].copy_from_slice(&[198, 18, 0, 1]);
+    h[16..20].copy_from_slice(&dst);
+    h.extend_from_slice(l4);
+    h
+}
+
+/// IPv6 header (payload length correct) followed by `rest`.
+fn ipv6(next: u8, dst: &str, rest: &[u8]) -> Vec<u8> {
+    let dst: std::net::Ipv6Addr = dst.parse().unwrap();
+    let mut h = vec![0u8; 40];
+    h[0] = 0x60;
+    h[4..6].copy_from_slice(&(rest.len() as u16).to_be_bytes());
+    h[6] = next;
+    h[7] = 64;
+    h[8..24].copy_from_slice(&"2001:db8::1".parse::<std::net::Ipv6Addr>().unwrap().octets());
+    h[24..40].copy_from_slice(&dst.octets());
+    h.extend_from_slice(rest);
+    h
+}
+
+/// A hop-by-hop / routing / destination-options header of `8 * units` bytes.
+fn ext_opts(next: u8, units: u8) -> Vec<u8> {
+    let mut h = vec![0u8; 8 * units as usize];
+    h[0] = next;
+    h[1] = units - 1;
+    h
+}
+
+fn ext_frag(next: u8, offset_units: u16) -> Vec<u8> {
+    let mut h = vec![0u8; 8];
+    h[0] = next;
+    h[2..4].copy_from_slice(&(offset_units << 3).to_be_bytes());
+    h[4..8].copy_from_slice(&7u32.to_be_bytes());
+    h
+}
+
+fn cat(parts: &[&[u8]]) -> Vec<u8> {
+    parts.concat()
+}
+
+fn v4_udp(dst: [u8; 4], dport: u16) -> Vec<u8> {
+    cat(&[&eth(&[], ETH_P_IP), &ipv4(UDP, dst, &udp(dport, 4))])
+}
+
+fn v6_udp(dst: &str, dport: u16) -> Vec<u8> {
+    cat(&[&eth(&[], ETH_P_IPV6), &ipv6(UDP, dst, &udp(dport, 4))])
+}
+
+fn arp() -> Vec<u8> {
+    cat(&[&eth(&[], ETH_P_ARP), &[0u8; 28]])
+}
+
+fn fields(proto: Option<u8>, dst_port: Option<(u16, u16)>, dst_prefix: Option<(&str, u8)>) -> RuleMatch {
+    RuleMatch::Fields {
+        proto,
+        dst_port,
+        dst_prefix: dst_prefix.map(|(a, l)| (a.parse::<IpAddr>().unwrap(), l)),
+    }
+}
+
+fn rule(matcher: RuleMatch, action: RuleAction) -> Rule {
+    Rule { matcher, action }
+}
+
+fn loaded(rules: &[Rule]) -> Steering {
+    let mut s = Steering::load().expect("xdpool_steer must pass the verifier and load");
+    s.set_rules(rules).expect("set_rules");
+    s
+}
+
+// ---- BPF_PROG_TEST_RUN ---------------------------------------------------
+
+#[test]
+fn each_rule_kind_matches_its_frames_and_the_rest_passes() {
+    if skip_unless_root() {
+        return;
+    }
+    let s = loaded(&[
+        rule(fields(Some(TCP), None, None), RuleAction::Steer),
+        rule(fields(None, Some((9000, 9099)), None), RuleAction::Steer),
+        rule(fields(None, None, Some(("198.19.0.0", 16))), RuleAction::Pass),
+        rule(fields(None, None, Some(("2001:db8:1::", 48))), RuleAction::Drop),
+    ]);
+    let tcp80 = cat(&[&eth(&[], ETH_P_IP), &ipv4(TCP, [198, 18, 0, 2], &tcp(80, 5))]);
+    // Empty XSKMAP: steer rules fall back to XDP_PASS and count no_socket.
+    assert_eq!(s.test_run(&tcp80).unwrap(), XDP_PASS);
+    assert_eq!(s.test_run(&v4_udp([198, 18, 0, 2], 9050)).unwrap(), XDP_PASS);
+    assert_eq!(s.test_run(&v4_udp([198, 18, 0, 2], 9100)).unwrap(), XDP_PASS); // no rule
+    assert_eq!(s.test_run(&v4_udp([198, 19, 5, 5], 53)).unwrap(), XDP_PASS); // pass rule
+    assert_eq!(s.test_run(&v6_udp("2001:db8:1::5", 53)).unwrap(), XDP_DROP);
+    assert_eq!(s.test_run(&v6_udp("2001:db8:2::5", 53)).unwrap(), XDP_PASS); // no rule
+    assert_eq!(s.test_run(&arp()).unwrap(), XDP_PASS); // no rule
+
+    assert_eq!(s.rule_hits().unwrap(), vec![1, 1, 1, 1]);
+    let c = s.counters().unwrap();
+    assert_eq!(c, XdpCounters { steered: 0, no_socket: 2, passed: 4, dropped: 1, malformed: 0 });
+    assert_eq!(c.total(), 7);
+}
+
+#[test]
+fn combined_fields_must_all_match_and_first_match_wins() {
+    if skip_unless_root() {
+        return;
+    }
+    let s = loaded(&[
+        rule(fields(Some(UDP), Some((53, 53)), Some(("198.18.0.0", 15))), RuleAction::Drop),
+        rule(Rule::all(RuleAction::Pass).matcher, RuleAction::Pass),
+        rule(Rule::all(RuleAction::Drop).matcher, RuleAction::Drop), // shadowed
+    ]);
+    assert_eq!(s.test_run(&v4_udp([198, 19, 255, 1], 53)).unwrap(), XDP_DROP);
+    assert_eq!(s.test_run(&v4_udp([198, 20, 0, 1], 53)).unwrap(), XDP_PASS); // outside /15
+    assert_eq!(s.test_run(&v4_udp([198, 18, 0, 1], 54)).unwrap(), XDP_PASS); // port
+    let tcp53 = cat(&[&eth(&[], ETH_P_IP), &ipv4(TCP, [198, 18, 0, 1], &tcp(53, 5))]);
+    assert_eq!(s.test_run(&tcp53).unwrap(), XDP_PASS); // protocol
+    assert_eq!(s.rule_hits().unwrap(), vec![1, 3, 0]);
+    let c = s.counters().unwrap();
+    assert_eq!((c.dropped, c.passed, c.malformed, c.no_socket), (1, 3, 0, 0));
+}
+
+#[test]
+fn match_all_steers_every_well_formed_frame() {
+    if skip_unless_root() {
+        return;
+    }
+    let s = loaded(&[Rule::all(RuleAction::Steer)]);
+    for frame in [v4_udp([198, 18, 0, 2], 1), v6_udp("2001:db8::2", 2), arp()] {
+        assert_eq!(s.test_run(&frame).unwrap(), XDP_PASS, "no socket registered: fallback is XDP_PASS");
+    }
+    assert_eq!(s.rule_hits().unwrap(), vec![3]);
+    assert_eq!(s.counters().unwrap(), XdpCounters { no_socket: 3, ..Default::default() });
+}
+
+#[test]
+fn vlan_single_and_double_tagged_frames_match() {
+    if skip_unless_root() {
+        return;
+    }
+    let s = loaded(&[rule(fields(Some(UDP), Some((9000, 9000)), None), RuleAction::Drop)]);
+    let l3 = ipv4(UDP, [198, 18, 0, 2], &udp(9000, 10));
+    let single = cat(&[&eth(&[ETH_P_8021Q], ETH_P_IP), &l3]);
+    let double = cat(&[&eth(&[ETH_P_8021AD, ETH_P_8021Q], ETH_P_IP), &l3]);
+    let double_v6 = cat(&[&eth(&[ETH_P_8021AD, ETH_P_8021Q], ETH_P_IPV6), &ipv6(UDP, "2001:db8::9", &udp(9000, 0))]);
+    assert_eq!(s.test_run(&single).unwrap(), XDP_DROP);
+    assert_eq!(s.test_run(&double).unwrap(), XDP_DROP);
+    assert_eq!(s.test_run(&double_v6).unwrap(), XDP_DROP);
+    // A tag cut in half is malformed.
+    let cut_tag = eth(&[ETH_P_8021Q], ETH_P_IP);
+    assert_eq!(s.test_run(&cut_tag[..16]).unwrap(), XDP_PASS);
+    // Only the outer tag present, the inner one cut.
+    let cut_inner = eth(&[ETH_P_8021AD, ETH_P_8021Q], ETH_P_IP);
+    assert_eq!(s.test_run(&cut_inner[..20]).unwrap(), XDP_PASS);
+    assert_eq!(s.rule_hits().unwrap(), vec![3]);
+    let c = s.counters().unwrap();
+    assert_eq!((c.dropped, c.malformed, c.passed), (3, 2, 0));
+}
+
+#[test]
+fn ipv6_extension_headers_are_skipped_to_the_port() {
+    if skip_unless_root() {
+        return;
+    }
+    const HOPOPTS: u8 = 0;
+    const ROUTING: u8 = 43;
+    const FRAGMENT: u8 = 44;
+    const DSTOPTS: u8 = 60;
+    let s = loaded(&[rule(fields(Some(UDP), Some((5000, 5000)), None), RuleAction::Drop)]);
+    let chain = cat(&[
+        &ext_opts(DSTOPTS, 1),
+        &ext_opts(ROUTING, 3),
+        &ext_opts(FRAGMENT, 2),
+        &ext_frag(UDP, 0), // first fragment: UDP header follows
+        &udp(5000, 16),
+    ]);
+    let frame = cat(&[&eth(&[], ETH_P_IPV6), &ipv6(HOPOPTS, "2001:db8::7", &chain)]);
+    assert_eq!(s.test_run(&frame).unwrap(), XDP_DROP);
+
+    // A non-first fragment has no UDP header: the port rule cannot match.
+    let later = cat(&[&ext_frag(UDP, 100), &[0u8; 16]]);
+    let frame = cat(&[&eth(&[], ETH_P_IPV6), &ipv6(FRAGMENT, "2001:db8::7", &later)]);
+    assert_eq!(s.test_run(&frame).unwrap(), XDP_PASS);
+
+    // An extension header running past the payload is malformed.
+    let frame = cat(&[&eth(&[], ETH_P_IPV6), &ipv6(HOPOPTS, "2001:db8::7", &ext_opts(UDP, 1)[..6])]);
+    assert_eq!(s.test_run(&frame).unwrap(), XDP_PASS);
+
+    assert_eq!(s.rule_hits().unwrap(), vec![1]);
+    let c = s.counters().unwrap();
+    assert_eq!((c.dropped, c.passed, c.malformed), (1, 1, 1));
+}
+
+#[test]
+fn ipv4_options_and_fragments() {
+    if skip_unless_root() {
+        return;
+    }
+    let s = loaded(&[
+        rule(fields(Some(UDP), Some((7000, 7000)), None), RuleAction::Drop),
+        rule(fields(Some(UDP), None, None), RuleAction::Pass),
+    ]);
+    // IHL 7: 8 bytes of options (NOPs + EOL) before UDP.
+    let mut l3 = ipv4(UDP, [198, 18, 0, 3], &udp(7000, 4));
+    l3[0] = 0x47;
+    l3.splice(20..20, [1u8, 1, 1, 1, 1, 1, 1, 0]);
+    let len = l3.len() as u16;
+    l3[2..4].copy_from_slice(&len.to_be_bytes());
+    assert_eq!(s.test_run(&cat(&[&eth(&[], ETH_P_IP), &l3])).unwrap(), XDP_DROP);
+
+    // Non-first fragment: protocol known, ports not; falls to the proto rule.
+    let mut frag = ipv4(UDP, [198, 18, 0, 3], &udp(7000, 4));
+    frag[6..8].copy_from_slice(&100u16.to_be_bytes());
+    assert_eq!(s.test_run(&cat(&[&eth(&[], ETH_P_IP), &frag])).unwrap(), XDP_PASS);
+
+    // Ethernet padding after a short IP packet is fine.
+    let padded = cat(&[&v4_udp([198, 18, 0, 3], 7000), &[0u8; 20]]);
+    assert_eq!(s.test_run(&padded).unwrap(), XDP_DROP);
+
+    assert_eq!(s.rule_hits().unwrap(), vec![2, 1]);
+    assert_eq!(s.counters().unwrap().malformed, 0);
+}
+
+#[test]
+fn malformed_frames_are_counted_and_passed_never_steered() {
+    if skip_unless_root() {
+        return;
+    }
+    let s = loaded(&[Rule::all(RuleAction::Steer)]);
+    let valid = v4_udp([198, 18, 0, 2], 9000);
+    let mut bad: Vec<(String, Vec<u8>)> = Vec::new();
+    // The kernel's test run refuses input shorter than an Ethernet header (the
+    // empty frame included) before the program runs: named error, no counter moves.
+    for len in 0..TEST_RUN_MIN_FRAME {
+        match s.test_run(&valid[..len]) {
+            Err(SteerError::FrameTooShortForTestRun { len: l, min: 14 }) => assert_eq!(l, len),
+            r => panic!("{len}-byte frame: expected FrameTooShortForTestRun, got {r:?}"),
+        }
+    }
+    assert_eq!(s.counters().unwrap().total(), 0);
+    // Every other truncation: Ethernet only, IP header cut, IP total length lying.
+    for len in TEST_RUN_MIN_FRAME..valid.len() {
+        bad.push((format!("udp frame cut to {len} bytes"), valid[..len].to_vec()));
+    }
+    let mut ihl4 = valid.clone();
+    ihl4[14] = 0x44;
+    bad.push(("IHL 4".into(), ihl4));
+    let mut long_total = valid.clone();
+    long_total[16..18].copy_from_slice(&200u16.to_be_bytes());
+    bad.push(("IPv4 total length beyond the frame".into(), long_total));
+    let mut short_total = valid.clone();
+    short_total[16..18].copy_from_slice(&12u16.to_be_bytes());
+    bad.push(("IPv4 total length below the header".into(), short_total));
+    let mut udp_len = valid.clone();
+    udp_len[38..40].copy_from_slice(&100u16.to_be_bytes());
+    bad.push(("UDP length beyond the IP payload".into(), udp_len));
+    let mut udp_len_small = valid.clone();
+    udp_len_small[38..40].copy_from_slice(&4u16.to_be_bytes());
+    bad.push(("UDP length below 8".into(), udp_len_small));
+    for doff in [0u8, 4] {
+        let f = cat(&[&eth(&[], ETH_P_IP), &ipv4(TCP, [198, 18, 0, 2], &tcp(80, doff))]);
+        bad.push((format!("TCP data offset {doff}"), f));
+    }
+    let f = cat(&[&eth(&[], ETH_P_IP), &ipv4(TCP, [198, 18, 0, 2], &tcp(80, 15))]);
+    bad.push(("TCP data offset past the packet".into(), f));
+    let mut v6_long = v6_udp("2001:db8::2", 9000);
+    v6_long[18..20].copy_from_slice(&500u16.to_be_bytes());
+    bad.push(("IPv6 payload length beyond the frame".into(), v6_long));
+    let v6 = v6_udp("2001:db8::2", 9000);
+    bad.push(("IPv6 header cut".into(), v6[..14 + 39].to_vec()));
+    let mut v4_version = valid.clone();
+    v4_version[14] = 0x65;
+    bad.push(("IPv4 ethertype with version 6".into(), v4_version));
+
+    for (what, frame) in &bad {
+        assert_eq!(s.test_run(frame).unwrap(), XDP_PASS, "{what}");
+    }
+    let c = s.counters().unwrap();
+    assert_eq!(c, XdpCounters { malformed: bad.len() as u64, ..Default::default() }, "{c:?}");
+    assert_eq!(s.rule_hits().unwrap(), vec![0]);
+
+    // The same rule does take the valid frame.
+    assert_eq!(s.test_run(&valid).unwrap(), XDP_PASS);
+    assert_eq!(s.rule_hits().unwrap(), vec![1]);
+    assert_eq!(s.counters().unwrap().no_socket, 1);
+}
+
+#[test]
+fn rules_change_at_run_time_without_reload() {
+    if skip_unless_root() {
+        return;
+    }
+    let mut s = loaded(&[Rule::all(RuleAction::Drop)]);
+    let frame = v4_udp([198, 18, 0, 2], 9000);
+    assert_eq!(s.test_run(&frame).unwrap(), XDP_DROP);
+    s.set_rules(&[rule(fields(None, Some((1, 10)), None), RuleAction::Drop), Rule::all(RuleAction::Pass)])
+        .unwrap();
+    assert_eq!(s.test_run(&frame).unwrap(), XDP_PASS);
+    assert_eq!(s.rule_hits().unwrap(), vec![0, 1], "hit counters restart with a new list");
+    s.set_rules(&[]).unwrap();
+    assert_eq!(s.test_run(&frame).unwrap(), XDP_PASS);
+    assert_eq!(s.rule_hits().unwrap(), Vec::<u64>::new());
+    s.set_rules(&[Rule::all(RuleAction::Drop)]).unwrap(); // back to bank 0 over stale entries
+    assert_eq!(s.test_run(&frame).unwrap(), XDP_DROP);
+    assert_eq!(s.counters().unwrap(), XdpCounters { dropped: 2, passed: 2, ..Default::default() });
+}
+
+#[test]
+fn ceiling_program_loads_counts_and_drops() {
+    if skip_unless_root() {
+        return;
+    }
+    let ceiling = Ceiling::load().expect("xdpool_ceiling must pass the verifier");
+    assert_eq!(ceiling.dropped().unwrap(), 0);
+    for frame in [v4_udp([198, 18, 0, 2], 9), arp(), vec![0u8; 14], vec![0u8; 1500]] {
+        assert_eq!(ceiling.test_run(&frame).unwrap(), XDP_DROP);
+    }
+    assert_eq!(ceiling.dropped().unwrap(), 4);
+}
+
+#[test]
+fn xsk_registration_checks_queue_and_fd() {
+    if skip_unless_root() {
+        return;
+    }
+    let mut s = loaded(&[]);
+    assert!(matches!(s.register_xsk(64, 0), Err(SteerError::QueueOutOfRange { queue: 64, max: 64 })));
+    // A file descriptor that is not an AF_XDP socket is refused by the kernel.
+    let not_a_socket = std::fs::File::open("/dev/null").unwrap();
+    use std::os::fd::AsRawFd;
+    assert!(matches!(s.register_xsk(0, not_a_socket.as_raw_fd()), Err(SteerError::Xsk { queue: 0, .. })));
+}
+
+// ---- attaching (network namespace with a veth pair inside it) -------------
+
+/// A network namespace holding a veth pair; deleted on drop, even on panic.
+struct NetnsGuard {
+    name: String,
+}
+
+impl NetnsGuard {
+    fn new(tag: &str) -> Self {
+        let name = format!("xdpool-steer-{tag}-{}", std::process::id());
+        let guard = NetnsGuard { name };
+        guard.ip(&["netns", "add", &guard.name]);
+        guard.ip(&["-n", &guard.name, "link", "add", "xsv0", "type", "veth", "peer", "name", "xsv1"]);
+        guard.ip(&["-n", &guard.name, "link", "set", "xsv0", "up"]);
+        guard.ip(&["-n", &guard.name, "link", "set", "xsv1", "up"]);
+        guard
+    }
+
+    fn ip(&self, args: &[&str]) {
+        let out = std::process::Command::new("ip").args(args).output().expect("run ip");
+        assert!(out.status.success(), "ip {args:?}: {}", String::from_utf8_lossy(&out.stderr));
+    }
+
+    /// Runs `f` on a thread that has entered the namespace.
+    fn run<T: Send + 'static>(&self, f: impl FnOnce() -> T + Send + 'static) -> T {
+        let path = format!("/run/netns/{}", self.name);
+        std::thread::spawn(move || {
+            let ns = std::fs::File::open(&path).expect("open netns");
+            nix::sched::setns(ns, nix::sched::CloneFlags::CLONE_NEWNET).expect("setns");
+            f()
+        })
+        .join()
+        .expect("namespace thread panicked")
+    }
+}
+
+impl Drop for NetnsGuard {
+    fn drop(&mut self) {
+        let _ = std::process::Command::new("ip").args(["netns", "del", &self.name]).status();
+    }
+}
+
+fn ifindex(name: &str) -> u32 {
+    nix::net::if_::if_nametoindex(name).expect("interface in namespace")
+}
+
+#[test]
+fn attach_uses_a_bpf_link_and_leaves_nothing_behind() {
+    if skip_unless_root() {
+        return;
+    }
+    let ns = NetnsGuard::new("attach");
+    ns.run(|| {
+        let xsv0 = ifindex("xsv0");
+        assert_eq!(xdp_program_on(xsv0).unwrap(), None);
+
+        let mut s = loaded(&[Rule::all(RuleAction::Steer)]);
+        s.attach(xsv0, XdpAttachMode::Native).expect("native XDP on veth");
+        let id = s.program_id().unwrap();
+        assert_eq!(xdp_program_on(xsv0).unwrap(), Some(id));
+        assert!(matches!(s.attach(xsv0, XdpAttachMode::Native), Err(SteerError::AttachedHere { .. })));
+
+        // A second loader finds the device busy and is told so.
+        let mut other = loaded(&[]);
+        match other.attach(xsv0, XdpAttachMode::Native) {
+            Err(SteerError::AlreadyAttached { prog_id, .. }) => assert_eq!(prog_id, Some(id)),
+            r => panic!("expected AlreadyAttached, got {r:?}"),
+        }
+        match other.attach(999_999, XdpAttachMode::Skb) {
+            Err(e @ SteerError::InterfaceMissing { ifindex: 999_999 }) => {
+                assert!(e.to_string().contains("ip link"), "{e}")
+            }
+            r => panic!("expected InterfaceMissing, got {r:?}"),
+        }
+
+        s.detach().unwrap();
+        assert_eq!(xdp_program_on(xsv0).unwrap(), None);
+        assert!(matches!(s.detach(), Err(SteerError::NotAttached)));
+
+        // Generic mode, then dropping the owner (as a dying process would) detaches.
+        other.attach(xsv0, XdpAttachMode::Skb).expect("skb XDP on veth");
+        assert_eq!(xdp_program_on(xsv0).unwrap(), Some(other.program_id().unwrap()));
+        drop(other);
+        assert_eq!(xdp_program_on(xsv0).unwrap(), None);
+
+        let ceiling = Ceiling::load_and_attach(xsv0, XdpAttachMode::Native).expect("ceiling attaches");
+        assert!(xdp_program_on(xsv0).unwrap().is_some());
+        drop(ceiling);
+        assert_eq!(xdp_program_on(xsv0).unwrap(), None);
+    });
+}
+
+#[test]
+fn all_64_rules_are_walked_and_repeated_runs_count_each_frame() {
+    if skip_unless_root() {
+        return;
+    }
+    // 63 rules that miss, the 64th matches: the whole bounded loop runs.
+    let mut rules: Vec<Rule> = (0..63u16)
+        .map(|i| rule(fields(Some(UDP), Some((100 + i, 100 + i)), None), RuleAction::Steer))
+        .collect();
+    rules.push(rule(fields(None, None, Some(("198.18.0.0", 15))), RuleAction::Drop));
+    let s = loaded(&rules);
+    let (action, per_run) = s.test_run_timed(&v4_udp([198, 18, 0, 2], 9), 1000).unwrap();
+    assert_eq!(action, XDP_DROP);
+    assert!(per_run.as_nanos() > 0);
+    let hits = s.rule_hits().unwrap();
+    assert_eq!(hits.len(), 64);
+    assert_eq!(hits[63], 1000);
+    assert!(hits[..63].iter().all(|h| *h == 0));
+    assert_eq!(s.counters().unwrap(), XdpCounters { dropped: 1000, ..Default::default() });
+}

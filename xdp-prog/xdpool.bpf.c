@@ -1,0 +1,331 @@
+// SPDX-License-Identifier: GPL-2.0
+/*
+ * xdpool_steer: parse Ethernet / VLAN / IPv4 / IPv6 / UDP / TCP with bounds
+ * checks, match the rules userspace wrote into the `rules` map (first match
+ * wins) and steer, pass or drop. See xdpool.h for the map layout and the
+ * exact semantics (malformed frames are counted and passed, never steered).
+ *
+ * xdpool_ceiling: counts every frame and drops it; the in-kernel ceiling for
+ * throughput runs.
+ */
+#include <linux/bpf.h>
+#include <linux/if_ether.h>
+#include <linux/in.h>
+#include <linux/ip.h>
+#include <linux/ipv6.h>
+#include <linux/tcp.h>
+#include <linux/udp.h>
+#include <bpf/bpf_helpers.h>
+#include <bpf/bpf_endian.h>
+
+#include "xdpool.h"
+
+struct {
+	__uint(type, BPF_MAP_TYPE_XSKMAP);
+	__uint(max_entries, XDPOOL_MAX_QUEUES);
+	__type(key, __u32);
+	__type(value, __u32);
+} xsks SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, XDPOOL_MAX_RULES * XDPOOL_RULE_BANKS);
+	__type(key, __u32);
+	__type(value, struct xdpool_rule);
+} rules SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, struct xdpool_config);
+} config SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, XDPOOL_CNT_NR);
+	__type(key, __u32);
+	__type(value, __u64);
+} counters SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, XDPOOL_MAX_RULES);
+	__type(key, __u32);
+	__type(value, __u64);
+} rule_hits SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, __u64);
+} ceiling_frames SEC(".maps");
+
+/* Not exported by the uapi headers. */
+struct vlan_hdr {
+	__be16 tci;
+	__be16 encap_proto;
+};
+
+struct ipv6_frag {
+	__u8 nexthdr;
+	__u8 reserved;
+	__be16 frag_off;
+	__be32 identification;
+};
+
+#define PARSE_OK 0
+#define PARSE_MALFORMED -1
+
+/* What the rules can look at; plain values, no packet pointers. */
+struct parsed {
+	__u32 daddr[4]; /* network order; IPv4 in word 0 */
+	__u16 dport;    /* host order, valid when has_ports */
+	__u8 family;    /* 0 (not IP), XDPOOL_FAMILY_IPV4, XDPOOL_FAMILY_IPV6 */
+	__u8 proto;
+	__u8 has_ports;
+};
+
+static __always_inline void count(__u32 idx)
+{
+	__u64 *v = bpf_map_lookup_elem(&counters, &idx);
+
+	if (v)
+		*v += 1;
+}
+
+static __always_inline int parse_l4(void *l4, __u32 l4_len, void *data_end,
+				    struct parsed *p)
+{
+	if (p->proto == IPPROTO_UDP) {
+		struct udphdr *uh = l4;
+		__u32 ulen;
+
+		if (l4_len < sizeof(*uh) || (void *)(uh + 1) > data_end)
+			return PARSE_MALFORMED;
+		ulen = bpf_ntohs(uh->len);
+		if (ulen < sizeof(*uh) || ulen > l4_len)
+			return PARSE_MALFORMED;
+		p->dport = bpf_ntohs(uh->dest);
+		p->has_ports = 1;
+	} else if (p->proto == IPPROTO_TCP) {
+		struct tcphdr *th = l4;
+		__u32 doff;
+
+		if (l4_len < sizeof(*th) || (void *)(th + 1) > data_end)
+			return PARSE_MALFORMED;
+		doff = th->doff;
+		if (doff < 5 || doff * 4 > l4_len)
+			return PARSE_MALFORMED;
+		p->dport = bpf_ntohs(th->dest);
+		p->has_ports = 1;
+	}
+	return PARSE_OK;
+}
+
+static __always_inline int parse_ipv4(void *l3, void *data_end, struct parsed *p)
+{
+	struct iphdr *iph = l3;
+	__u32 hlen, tot_len;
+
+	if ((void *)(iph + 1) > data_end)
+		return PARSE_MALFORMED;
+	if (iph->version != 4 || iph->ihl < 5)
+		return PARSE_MALFORMED;
+	hlen = iph->ihl * 4;
+	tot_len = bpf_ntohs(iph->tot_len);
+	/* A total length beyond the frame is a lie; shorter (padding) is fine. */
+	if (tot_len < hlen || l3 + tot_len > data_end)
+		return PARSE_MALFORMED;
+	p->family = XDPOOL_FAMILY_IPV4;
+	p->proto = iph->protocol;
+	p->daddr[0] = iph->daddr;
+	/* Non-first fragments carry no L4 header. */
+	if (iph->frag_off & bpf_htons(0x1fff))
+		return PARSE_OK;
+	return parse_l4(l3 + hlen, tot_len - hlen, data_end, p);
+}
+
+static __always_inline int parse_ipv6(void *l3, void *data_end, struct parsed *p)
+{
+	struct ipv6hdr *ip6 = l3;
+	void *cursor = ip6 + 1;
+	__u32 remaining;
+	__u8 nexthdr;
+
+	if ((void *)(ip6 + 1) > data_end)
+		return PARSE_MALFORMED;
+	if (ip6->version != 6)
+		return PARSE_MALFORMED;
+	remaining = bpf_ntohs(ip6->payload_len);
+	if (cursor + remaining > data_end)
+		return PARSE_MALFORMED;
+	p->family = XDPOOL_FAMILY_IPV6;
+	p->daddr[0] = ip6->daddr.in6_u.u6_addr32[0];
+	p->daddr[1] = ip6->daddr.in6_u.u6_addr32[1];
+	p->daddr[2] = ip6->daddr.in6_u.u6_addr32[2];
+	p->daddr[3] = ip6->daddr.in6_u.u6_addr32[3];
+	nexthdr = ip6->nexthdr;
+
+#pragma unroll
+	for (int i = 0; i < XDPOOL_MAX_IPV6_EXT; i++) {
+		if (nexthdr == IPPROTO_HOPOPTS || nexthdr == IPPROTO_ROUTING ||
+		    nexthdr == IPPROTO_DSTOPTS) {
+			struct ipv6_opt_hdr *oh = cursor;
+			__u32 len;
+
+			if ((void *)(oh + 1) > data_end)
+				return PARSE_MALFORMED;
+			len = ((__u32)oh->hdrlen + 1) * 8;
+			if (len > remaining)
+				return PARSE_MALFORMED;
+			nexthdr = oh->nexthdr;
+			cursor += len;
+			remaining -= len;
+		} else if (nexthdr == IPPROTO_FRAGMENT) {
+			struct ipv6_frag *fh = cursor;
+
+			if (remaining < sizeof(*fh) || (void *)(fh + 1) > data_end)
+				return PARSE_MALFORMED;
+			nexthdr = fh->nexthdr;
+			cursor += sizeof(*fh);
+			remaining -= sizeof(*fh);
+			if (fh->frag_off & bpf_htons(0xfff8)) {
+				/* Non-first fragment: no L4 header follows. */
+				p->proto = nexthdr;
+				return PARSE_OK;
+			}
+		} else {
+			break;
+		}
+	}
+	/* More extension headers than we skip: L4 stays unknown (no ports). */
+	p->proto = nexthdr;
+	return parse_l4(cursor, remaining, data_end, p);
+}
+
+static __always_inline int parse_frame(struct xdp_md *ctx, struct parsed *p)
+{
+	void *data = (void *)(long)ctx->data;
+	void *data_end = (void *)(long)ctx->data_end;
+	struct ethhdr *eth = data;
+	void *cursor;
+	__be16 h_proto;
+
+	if ((void *)(eth + 1) > data_end)
+		return PARSE_MALFORMED;
+	h_proto = eth->h_proto;
+	cursor = eth + 1;
+
+#pragma unroll
+	for (int i = 0; i < 2; i++) {
+		struct vlan_hdr *vh = cursor;
+
+		if (h_proto != bpf_htons(ETH_P_8021Q) && h_proto != bpf_htons(ETH_P_8021AD))
+			break;
+		if ((void *)(vh + 1) > data_end)
+			return PARSE_MALFORMED;
+		h_proto = vh->encap_proto;
+		cursor = vh + 1;
+	}
+
+	if (h_proto == bpf_htons(ETH_P_IP))
+		return parse_ipv4(cursor, data_end, p);
+	if (h_proto == bpf_htons(ETH_P_IPV6))
+		return parse_ipv6(cursor, data_end, p);
+	return PARSE_OK;
+}
+
+static __always_inline int rule_matches(const struct xdpool_rule *r, const struct parsed *p)
+{
+	__u32 flags = r->flags;
+
+	if (flags & XDPOOL_MATCH_PROTO) {
+		if (p->family == 0 || p->proto != r->proto)
+			return 0;
+	}
+	if (flags & XDPOOL_MATCH_DST_PORT) {
+		if (!p->has_ports || p->dport < r->port_min || p->dport > r->port_max)
+			return 0;
+	}
+	if (flags & XDPOOL_MATCH_DST_ADDR) {
+		if (p->family != r->dst_family)
+			return 0;
+		if ((p->daddr[0] & r->dst_mask[0]) != r->dst_addr[0])
+			return 0;
+		if (p->family == XDPOOL_FAMILY_IPV6 &&
+		    ((p->daddr[1] & r->dst_mask[1]) != r->dst_addr[1] ||
+		     (p->daddr[2] & r->dst_mask[2]) != r->dst_addr[2] ||
+		     (p->daddr[3] & r->dst_mask[3]) != r->dst_addr[3]))
+			return 0;
+	}
+	return 1;
+}
+
+static __always_inline int apply_action(struct xdp_md *ctx, __u8 action)
+{
+	long ret;
+
+	switch (action) {
+	case XDPOOL_ACTION_STEER:
+		/* An empty XSKMAP slot makes the helper return the fallback. */
+		ret = bpf_redirect_map(&xsks, ctx->rx_queue_index, XDP_PASS);
+		count(ret == XDP_REDIRECT ? XDPOOL_CNT_STEERED : XDPOOL_CNT_NO_SOCKET);
+		return ret;
+	case XDPOOL_ACTION_DROP:
+		count(XDPOOL_CNT_DROPPED);
+		return XDP_DROP;
+	default:
+		count(XDPOOL_CNT_PASSED);
+		return XDP_PASS;
+	}
+}
+
+SEC("xdp")
+int xdpool_steer(struct xdp_md *ctx)
+{
+	struct parsed p = {};
+	struct xdpool_config *cfg;
+	__u32 zero = 0, base = 0;
+
+	if (parse_frame(ctx, &p) != PARSE_OK) {
+		count(XDPOOL_CNT_MALFORMED);
+		return XDP_PASS;
+	}
+
+	cfg = bpf_map_lookup_elem(&config, &zero);
+	if (cfg && cfg->rule_bank == 1)
+		base = XDPOOL_MAX_RULES;
+
+	for (__u32 i = 0; i < XDPOOL_MAX_RULES; i++) {
+		__u32 key = base + i;
+		struct xdpool_rule *r = bpf_map_lookup_elem(&rules, &key);
+		__u64 *hits;
+
+		if (!r || !(r->flags & XDPOOL_RULE_ENABLED))
+			break;
+		if (!rule_matches(r, &p))
+			continue;
+		hits = bpf_map_lookup_elem(&rule_hits, &i);
+		if (hits)
+			*hits += 1;
+		return apply_action(ctx, r->action);
+	}
+
+	count(XDPOOL_CNT_PASSED);
+	return XDP_PASS;
+}
+
+SEC("xdp")
+int xdpool_ceiling(struct xdp_md *ctx)
+{
+	__u32 zero = 0;
+	__u64 *frames = bpf_map_lookup_elem(&ceiling_frames, &zero);
+
+	if (frames)
+		*frames += 1;
+	return XDP_DROP;
+}
+
+char LICENSE[] SEC("license") = "GPL";

@@ -1,0 +1,92 @@
+/* SPDX-License-Identifier: GPL-2.0 OR MIT */
+/*
+ * Shared between xdpool.bpf.c and userspace (userspace/xdpool/src/steer/abi.rs
+ * mirrors every struct and constant here; a unit test parses this file so the
+ * two cannot drift). Keep every constant a plain `#define NAME <decimal>`.
+ *
+ * Maps (BTF-defined in xdpool.bpf.c):
+ *   xsks            XSKMAP, XDPOOL_MAX_QUEUES entries, key = rx queue index
+ *   rules           ARRAY of struct xdpool_rule, two banks of XDPOOL_MAX_RULES;
+ *                   bank N occupies [N * XDPOOL_MAX_RULES, (N + 1) * XDPOOL_MAX_RULES)
+ *   config          ARRAY, 1 entry, struct xdpool_config (which bank is live)
+ *   counters        PERCPU_ARRAY of __u64, XDPOOL_CNT_NR entries (XDPOOL_CNT_*)
+ *   rule_hits       PERCPU_ARRAY of __u64, XDPOOL_MAX_RULES entries, by rule position
+ *   ceiling_frames  PERCPU_ARRAY of __u64, 1 entry (xdpool_ceiling only)
+ *
+ * Semantics of xdpool_steer:
+ *   - Rules in the live bank are tried in order; the first enabled rule that
+ *     matches wins. The list ends at the first rule without XDPOOL_RULE_ENABLED.
+ *   - A rule with no XDPOOL_MATCH_* bit matches every well-formed frame (also
+ *     non-IP). Each set bit adds a condition (logical AND).
+ *   - Frames that match no rule are passed to the kernel (counted `passed`).
+ *   - Malformed frames (truncated Ethernet/VLAN/IP/extension/L4 headers, IPv4
+ *     IHL < 5, IPv4 total length or IPv6 payload length larger than the frame,
+ *     UDP length outside [8, IP payload], TCP data offset < 5 or beyond the IP
+ *     payload) are counted `malformed` and PASSED to the kernel, never steered,
+ *     never counted as a rule hit: the kernel stack decides what to do with them.
+ *   - IPv4 non-first fragments and IPv6 non-first fragments carry no L4 header:
+ *     they can match protocol and address conditions, never a port condition.
+ *   - Every frame increments exactly one of steered, no_socket, passed, dropped,
+ *     malformed, so their sum is the number of frames seen.
+ */
+#ifndef XDPOOL_H
+#define XDPOOL_H
+
+#include <linux/types.h>
+
+#define XDPOOL_MAX_RULES 64
+#define XDPOOL_RULE_BANKS 2
+#define XDPOOL_MAX_QUEUES 64
+/* IPv6 extension headers skipped before giving up on finding L4. */
+#define XDPOOL_MAX_IPV6_EXT 6
+
+/* xdpool_rule.flags */
+#define XDPOOL_RULE_ENABLED 1
+#define XDPOOL_MATCH_PROTO 2
+#define XDPOOL_MATCH_DST_PORT 4
+#define XDPOOL_MATCH_DST_ADDR 8
+
+/* xdpool_rule.action */
+#define XDPOOL_ACTION_STEER 1
+#define XDPOOL_ACTION_PASS 2
+#define XDPOOL_ACTION_DROP 3
+
+/* xdpool_rule.dst_family */
+#define XDPOOL_FAMILY_IPV4 4
+#define XDPOOL_FAMILY_IPV6 6
+
+/* Indices into the counters map. */
+#define XDPOOL_CNT_STEERED 0
+#define XDPOOL_CNT_NO_SOCKET 1
+#define XDPOOL_CNT_PASSED 2
+#define XDPOOL_CNT_DROPPED 3
+#define XDPOOL_CNT_MALFORMED 4
+#define XDPOOL_CNT_NR 5
+
+/*
+ * One steering rule. Ports are in host byte order (inclusive range);
+ * dst_addr and dst_mask are in network byte order, dst_addr already masked.
+ * An IPv4 address uses word 0 only.
+ */
+struct xdpool_rule {
+	__u32 flags;      /* offset 0 */
+	__u8 action;      /* offset 4 */
+	__u8 proto;       /* offset 5: IP protocol / IPv6 final next header */
+	__u8 dst_family;  /* offset 6 */
+	__u8 pad0;        /* offset 7 */
+	__u16 port_min;   /* offset 8 */
+	__u16 port_max;   /* offset 10 */
+	__u32 reserved;   /* offset 12 */
+	__u32 dst_addr[4]; /* offset 16 */
+	__u32 dst_mask[4]; /* offset 32 */
+};
+#define XDPOOL_RULE_SIZE 48
+
+/* Live configuration; userspace writes rules into the idle bank, then flips. */
+struct xdpool_config {
+	__u32 rule_bank; /* offset 0 */
+	__u32 reserved;  /* offset 4 */
+};
+#define XDPOOL_CONFIG_SIZE 8
+
+#endif /* XDPOOL_H */
