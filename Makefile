@@ -31,7 +31,7 @@ test: setup test-unit test-loom
 
 # All unit and integration tests; the root ones create and remove their own namespaces.
 test-unit:
-	XDPOOL_CLANG=clang-$(CLANG_VERSION) cargo test --workspace -- --test-threads=1
+	XDPOOL_CLANG=clang-$(CLANG_VERSION) cargo test --workspace --release -- --test-threads=1
 
 test-loom:
 	RUSTFLAGS="--cfg loom" LOOM_MAX_PREEMPTIONS=$(LOOM_MAX_PREEMPTIONS) CARGO_TARGET_DIR=$(LOOM_TARGET) \

@@ -170,8 +170,12 @@ struct Runner {
 
 impl Runner {
     /// Time `body(n)`, which processes `n` iterations of `per_iter` elements each.
-    fn measure(&mut self, name: &str, per_iter: u64, mut body: impl FnMut(u64)) {
-        let n = self.cfg.iterations;
+    fn measure(&mut self, name: &str, per_iter: u64, body: impl FnMut(u64)) {
+        self.measure_n(name, self.cfg.iterations, per_iter, body)
+    }
+
+    fn measure_n(&mut self, name: &str, n: u64, per_iter: u64, mut body: impl FnMut(u64)) {
+        let n = n.max(1);
         body(n / 10 + 1); // warm up
         let mut best = u64::MAX;
         for _ in 0..self.cfg.repeats.max(1) {
@@ -344,7 +348,8 @@ fn cross_thread(r: &mut Runner, reg: Arc<Region>) -> bool {
     let pinned = pin_to_cpu(alloc_cpu);
     let mut pool = PoolOwner::new(&reg, PoolConfig { ring_size: 4096, ..Default::default() });
     tx_remote.send(pool.remote()).expect("freer thread alive");
-    r.measure("cross_thread", BATCH as u64, |n| {
+    let batches = r.cfg.iterations / BATCH as u64;
+    r.measure_n("cross_thread", batches, BATCH as u64, |n| {
         for _ in 0..n {
             let mut batch = loop {
                 match empties.pop() {
@@ -412,6 +417,7 @@ mod tests {
         }
         assert_eq!(rep.get("frag_4").unwrap().elements, 4 * 5_000);
         assert_eq!(rep.targets.len(), 7);
+        assert_eq!(rep.get("cross_thread").unwrap().elements, 5_000 / 64 * 64);
         let table = rep.table();
         assert!(table.contains("fast_path") && table.contains("targets"));
     }

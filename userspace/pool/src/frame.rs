@@ -3,6 +3,7 @@
 
 use crate::sync::{AtomicU32, AtomicU64};
 use serde::Serialize;
+use std::num::NonZeroU8;
 
 /// Where a frame is: the owner map's vocabulary.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
@@ -81,8 +82,6 @@ pub(crate) struct FrameMeta {
     pub(crate) state: AtomicU64,
     /// `pp_ref_count`: 1 for an unsplit frame, N (or biased) for a split one.
     pub(crate) refcount: AtomicU32,
-    /// References of a split chunk that sit in a TX ring.
-    pub(crate) tx_refs: AtomicU32,
     pub(crate) node: u32,
 }
 
@@ -91,7 +90,6 @@ impl FrameMeta {
         FrameMeta {
             state: AtomicU64::new(State::new(0, NO_OWNER, Location::Free).0),
             refcount: AtomicU32::new(1),
-            tx_refs: AtomicU32::new(0),
             node,
         }
     }
@@ -107,7 +105,8 @@ pub struct Frame {
     pub(crate) idx: u32,
     pub(crate) gen: u32,
     pub(crate) region: u16,
-    pub(crate) shift: u8,
+    /// Non-zero (chunks are 2048 or 4096 bytes), so `Option<Frame>` needs no tag.
+    pub(crate) shift: NonZeroU8,
 }
 
 impl Frame {
@@ -117,11 +116,11 @@ impl Frame {
     }
     /// UMEM address (offset from the region's start) of the chunk.
     pub fn addr(&self) -> u64 {
-        (self.idx as u64) << self.shift
+        (self.idx as u64) << self.shift.get()
     }
     /// Chunk size in bytes.
     pub fn chunk_size(&self) -> u32 {
-        1 << self.shift
+        1 << self.shift.get()
     }
 }
 
@@ -132,10 +131,11 @@ impl Frame {
 #[derive(Debug, PartialEq, Eq)]
 pub struct Frag {
     pub(crate) idx: u32,
-    pub(crate) offset: u32,
-    pub(crate) len: u32,
+    pub(crate) gen: u32,
+    pub(crate) offset: u16,
+    pub(crate) len: u16,
     pub(crate) region: u16,
-    pub(crate) shift: u8,
+    pub(crate) shift: NonZeroU8,
 }
 
 impl Frag {
@@ -145,11 +145,11 @@ impl Frag {
     }
     /// Offset of the piece inside its chunk.
     pub fn offset(&self) -> u32 {
-        self.offset
+        self.offset as u32
     }
     /// Length of the piece.
     pub fn len(&self) -> u32 {
-        self.len
+        self.len as u32
     }
     /// True for an empty piece (never handed out by the pool).
     pub fn is_empty(&self) -> bool {
@@ -157,7 +157,7 @@ impl Frag {
     }
     /// UMEM address of the piece.
     pub fn addr(&self) -> u64 {
-        ((self.idx as u64) << self.shift) + self.offset as u64
+        ((self.idx as u64) << self.shift.get()) + self.offset as u64
     }
 }
 
@@ -183,7 +183,7 @@ impl Buf {
     pub fn len(&self) -> u32 {
         match self {
             Buf::Whole(f) => f.chunk_size(),
-            Buf::Frag(f) => f.len,
+            Buf::Frag(f) => f.len as u32,
         }
     }
     /// Never true for a buffer the pool handed out.
@@ -211,7 +211,8 @@ mod tests {
 
     #[test]
     fn tokens_are_small() {
-        assert!(std::mem::size_of::<Frame>() <= 12);
+        // Small enough to travel in two registers, Option included.
         assert!(std::mem::size_of::<Option<Frame>>() <= 16);
+        assert!(std::mem::size_of::<Option<Frag>>() <= 16);
     }
 }

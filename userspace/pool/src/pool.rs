@@ -9,6 +9,7 @@ use crate::stats::{snapshot, OwnerCounters, PoolStats, RemoteCounters};
 use crate::sync::Ordering;
 use crate::Accounting;
 use crossbeam_utils::CachePadded;
+use std::collections::HashMap;
 use std::marker::PhantomData;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -54,6 +55,7 @@ impl PoolShared {
 
 struct FragCursor {
     idx: u32,
+    gen: u32,
     offset: u32,
     users: u32,
 }
@@ -62,15 +64,23 @@ struct FragCursor {
 /// cache can only be touched by the thread that created it.
 pub struct PoolOwner {
     cache_len: usize,
-    cache: [u32; CACHE_SIZE],
+    /// Entries are `generation << 32 | index`, so popping needs no metadata load.
+    cache: [u64; CACHE_SIZE],
+    /// Hot counters live here (registers in a tight loop) and are published to the
+    /// shared counters on every cold path and by `publish_stats`.
+    hot_alloc_fast: u64,
+    hot_recycle_cached: u64,
     region: Arc<Region>,
     shared: Arc<PoolShared>,
     slot: u32,
     tag: u16,
-    shift: u8,
+    shift: std::num::NonZeroU8,
     node: u32,
     bulk: usize,
     frag: Option<FragCursor>,
+    /// References of split chunks this pool put in its TX ring (chunk -> count). A TX
+    /// ring belongs to one pool, so its references are counted here, owner-only.
+    tx_frags: HashMap<u32, u32>,
     torn_down: bool,
     _owner_thread_only: PhantomData<*const ()>,
 }
@@ -171,14 +181,17 @@ impl PoolOwner {
         PoolOwner {
             cache_len: 0,
             cache: [0; CACHE_SIZE],
+            hot_alloc_fast: 0,
+            hot_recycle_cached: 0,
             slot: shared.slot,
             region: region.clone(),
             shared,
             tag: region.tag(),
-            shift: region.shift(),
+            shift: std::num::NonZeroU8::new(region.shift()).expect("chunk shift is at least 11"),
             node,
             bulk: (cfg.bulk as usize).clamp(1, CACHE_SIZE),
             frag: None,
+            tx_frags: HashMap::new(),
             torn_down: false,
             _owner_thread_only: PhantomData,
         }
@@ -200,13 +213,22 @@ impl PoolOwner {
     pub fn cached(&self) -> usize {
         self.cache_len
     }
-    /// Counter snapshot.
+    /// Counter snapshot (publishes the hot counters first).
     pub fn stats(&self) -> PoolStats {
+        self.publish_stats();
         self.shared.stats()
     }
     /// Region-wide accounting.
     pub fn accounting(&self) -> Accounting {
         self.region.accounting()
+    }
+
+    /// Make the fast-path counters (`alloc_fast`, `recycle_cached`) visible to
+    /// `PoolRemote::stats`. Cold paths do it too; a worker calls it once per batch.
+    #[inline]
+    pub fn publish_stats(&self) {
+        self.shared.owner.alloc_fast.set(self.hot_alloc_fast);
+        self.shared.owner.recycle_cached.set(self.hot_recycle_cached);
     }
 
     // ---- alloc -------------------------------------------------------------------
@@ -215,30 +237,33 @@ impl PoolOwner {
     /// the global list. `None` when every frame is out.
     #[inline]
     pub fn alloc(&mut self) -> Option<Frame> {
-        let idx = self.alloc_index()?;
-        Some(self.hand_out(idx, Location::Application))
+        let e = self.alloc_entry()?;
+        Some(self.hand_out(e, Location::Application))
     }
 
     #[inline]
-    fn alloc_index(&mut self) -> Option<u32> {
+    fn alloc_entry(&mut self) -> Option<u64> {
         if self.cache_len > 0 {
             self.cache_len -= 1;
-            self.shared.owner.alloc_fast.inc();
+            self.hot_alloc_fast += 1;
             return Some(self.cache[self.cache_len]);
         }
-        self.alloc_index_cold()
+        self.alloc_entry_cold()
     }
 
+    /// Give out a cache entry: new generation, new location; no metadata load.
     #[inline]
-    fn hand_out(&self, idx: u32, loc: Location) -> Frame {
-        let gen = self.region.state(idx).gen().wrapping_add(1);
+    fn hand_out(&self, entry: u64, loc: Location) -> Frame {
+        let idx = entry as u32;
+        let gen = ((entry >> 32) as u32).wrapping_add(1);
         self.region.set_state(idx, State::new(gen, self.slot, loc));
         Frame { idx, gen, region: self.tag, shift: self.shift }
     }
 
     #[cold]
     #[inline(never)]
-    fn alloc_index_cold(&mut self) -> Option<u32> {
+    fn alloc_entry_cold(&mut self) -> Option<u64> {
+        self.publish_stats();
         if self.refill_from_ring() {
             self.shared.owner.alloc_refill.inc();
         } else if self.take_from_global() {
@@ -263,7 +288,8 @@ impl PoolOwner {
                 self.to_global(idx);
                 continue;
             }
-            self.cache_push(idx);
+            let gen = self.region.state(idx).gen();
+            self.cache_push(idx, gen);
         }
         if taken == 0 {
             self.shared.owner.alloc_empty.inc();
@@ -281,7 +307,8 @@ impl PoolOwner {
             if n > 0 {
                 self.shared.owner.hold.add(n as u64);
                 for &idx in buf[..n].iter().rev() {
-                    self.cache_push(idx);
+                    let gen = self.region.state(idx).gen();
+                    self.cache_push(idx, gen);
                 }
                 return true;
             }
@@ -289,10 +316,11 @@ impl PoolOwner {
         false
     }
 
+    /// Caller checked there is room.
     #[inline]
-    fn cache_push(&mut self, idx: u32) {
-        self.region.set_state(idx, self.region.state(idx).with(self.slot, Location::Cached));
-        self.cache[self.cache_len] = idx;
+    fn cache_push(&mut self, idx: u32, gen: u32) {
+        self.region.set_state(idx, State::new(gen, self.slot, Location::Cached));
+        self.cache[self.cache_len] = ((gen as u64) << 32) | idx as u64;
         self.cache_len += 1;
     }
 
@@ -320,7 +348,11 @@ impl PoolOwner {
         }
         self.shared.owner.alloc_slow_high_order.inc();
         self.shared.owner.hold.add(got as u64);
-        Some(idxs.into_iter().map(|idx| self.hand_out(idx, Location::Application)).collect())
+        Some(
+            idxs.into_iter()
+                .map(|idx| self.hand_out(((self.region.state(idx).gen() as u64) << 32) | idx as u64, Location::Application))
+                .collect(),
+        )
     }
 
     // ---- recycle -----------------------------------------------------------------
@@ -329,23 +361,43 @@ impl PoolOwner {
     /// global list. A stale or foreign token is counted and dropped.
     #[inline]
     pub fn recycle(&mut self, f: Frame) {
+        if self.is_mine_in_app(&f) {
+            self.recycle_index(f.idx, f.gen);
+        } else {
+            self.recycle_checked(f);
+        }
+    }
+
+    /// The common case in one compare: this region, this pool, the current token.
+    #[inline]
+    fn is_mine_in_app(&self, f: &Frame) -> bool {
+        f.region == self.tag
+            && (f.idx as usize) < self.region.meta.len()
+            && self.region.state(f.idx) == State::new(f.gen, self.slot, Location::Application)
+    }
+
+    #[cold]
+    #[inline(never)]
+    fn recycle_checked(&mut self, f: Frame) {
         let Some(st) = self.check_held(&f) else { return };
         if st.owner() != self.slot {
             self.adopt(st.owner());
         }
-        self.recycle_index(f.idx);
+        self.recycle_index(f.idx, f.gen);
     }
 
     /// Same as `recycle`, but through the unified frag reference count (what a frame
     /// costs when frag support is on); used by the benchmark to price that support.
     #[inline]
     pub fn recycle_unified(&mut self, f: Frame) {
-        let Some(st) = self.check_held(&f) else { return };
-        if st.owner() != self.slot {
-            self.adopt(st.owner());
+        if !self.is_mine_in_app(&f) {
+            let Some(st) = self.check_held(&f) else { return };
+            if st.owner() != self.slot {
+                self.adopt(st.owner());
+            }
         }
         if self.unref(f.idx) {
-            self.recycle_index(f.idx);
+            self.recycle_index(f.idx, f.gen);
         }
     }
 
@@ -358,11 +410,12 @@ impl PoolOwner {
         self.to_global(f.idx);
     }
 
+    /// A frame this pool holds goes to the cache (or ring, or global list).
     #[inline]
-    fn recycle_index(&mut self, idx: u32) {
+    fn recycle_index(&mut self, idx: u32, gen: u32) {
         if self.cache_len < CACHE_SIZE {
-            self.cache_push(idx);
-            self.shared.owner.recycle_cached.inc();
+            self.cache_push(idx, gen);
+            self.hot_recycle_cached += 1;
             return;
         }
         self.recycle_cache_full(idx);
@@ -371,6 +424,7 @@ impl PoolOwner {
     #[cold]
     #[inline(never)]
     fn recycle_cache_full(&mut self, idx: u32) {
+        self.publish_stats();
         self.shared.owner.recycle_cache_full.inc();
         self.region.set_state(idx, self.region.state(idx).with(self.slot, Location::Ring));
         match self.shared.ring.push(idx) {
@@ -426,31 +480,38 @@ impl PoolOwner {
     /// A piece of `size` bytes (rounded up to `FRAG_ALIGN`). Pieces of more than half
     /// a chunk get a whole, unsplit chunk (count 1); smaller ones are packed, the
     /// chunk's count biased so that handing them out needs no atomic.
+    #[inline(always)]
     pub fn alloc_frag(&mut self, size: u32) -> Option<Frag> {
         let chunk = self.region.chunk_size();
         if size == 0 || size > chunk {
             return None;
         }
         if size * 2 > chunk {
-            let idx = self.alloc_index()?;
-            let _whole = self.hand_out(idx, Location::Application);
-            return Some(self.frag_token(idx, 0, size));
+            let e = self.alloc_entry()?;
+            let f = self.hand_out(e, Location::Application);
+            return Some(self.frag_token(f.idx, f.gen, 0, size));
         }
+        self.alloc_frag_packed(size)
+    }
+
+    #[inline(never)]
+    fn alloc_frag_packed(&mut self, size: u32) -> Option<Frag> {
+        let chunk = self.region.chunk_size();
         let size = size.div_ceil(FRAG_ALIGN) * FRAG_ALIGN;
         if let Some(c) = &mut self.frag {
             if c.offset + size <= chunk {
-                let (idx, offset) = (c.idx, c.offset);
+                let (idx, gen, offset) = (c.idx, c.gen, c.offset);
                 c.offset += size;
                 c.users += 1;
-                return Some(self.frag_token(idx, offset, size));
+                return Some(self.frag_token(idx, gen, offset, size));
             }
             self.frag_drain();
         }
-        let idx = self.alloc_index()?;
-        let _split = self.hand_out(idx, Location::Application);
-        self.region.meta[idx as usize].refcount.store(FRAG_BIAS, Ordering::Relaxed);
-        self.frag = Some(FragCursor { idx, offset: size, users: 1 });
-        Some(self.frag_token(idx, 0, size))
+        let e = self.alloc_entry()?;
+        let f = self.hand_out(e, Location::Application);
+        self.region.meta[f.idx as usize].refcount.store(FRAG_BIAS, Ordering::Relaxed);
+        self.frag = Some(FragCursor { idx: f.idx, gen: f.gen, offset: size, users: 1 });
+        Some(self.frag_token(f.idx, f.gen, 0, size))
     }
 
     /// Whole chunk or frag by size, like the kernel's `page_pool_alloc()`.
@@ -465,8 +526,9 @@ impl PoolOwner {
         self.alloc_frag(size).map(Buf::Frag)
     }
 
-    fn frag_token(&self, idx: u32, offset: u32, len: u32) -> Frag {
-        Frag { idx, offset, len, region: self.tag, shift: self.shift }
+    fn frag_token(&self, idx: u32, gen: u32, offset: u32, len: u32) -> Frag {
+        // offset and len are below the chunk size (at most 4096).
+        Frag { idx, gen, offset: offset as u16, len: len as u16, region: self.tag, shift: self.shift }
     }
 
     /// Stop packing into the open chunk: remove the unused bias. If every piece was
@@ -477,24 +539,40 @@ impl PoolOwner {
         let unused = FRAG_BIAS - c.users;
         if meta.refcount.fetch_sub(unused, Ordering::AcqRel) == unused {
             meta.refcount.store(1, Ordering::Relaxed);
-            self.recycle_index(c.idx);
+            self.recycle_index(c.idx, c.gen);
         }
     }
 
     /// Release one frag reference; the last one recycles the chunk into this pool.
+    #[inline(always)]
     pub fn release_frag(&mut self, f: Frag) {
-        if self.region.check_token(f.region, f.idx, f.addr()).is_err() {
-            self.shared.owner.foreign_addr.inc();
-            tracing::warn!(pool = self.shared.id, addr = f.addr(), "frag from another region released; dropped");
-            return;
+        if f.region != self.tag || f.idx as usize >= self.region.meta.len() {
+            return self.foreign_frag(f);
         }
         if self.unref(f.idx) {
-            let st = self.region.state(f.idx);
-            if st.owner() != self.slot {
-                self.adopt(st.owner());
+            if self.region.state(f.idx) == State::new(f.gen, self.slot, Location::Application) {
+                self.recycle_index(f.idx, f.gen);
+            } else {
+                self.recycle_adopted_chunk(f.idx);
             }
-            self.recycle_index(f.idx);
         }
+    }
+
+    #[cold]
+    #[inline(never)]
+    fn foreign_frag(&self, f: Frag) {
+        self.shared.owner.foreign_addr.inc();
+        tracing::warn!(pool = self.shared.id, addr = f.addr(), "frag from another region released; dropped");
+    }
+
+    #[cold]
+    #[inline(never)]
+    fn recycle_adopted_chunk(&mut self, idx: u32) {
+        let st = self.region.state(idx);
+        if st.owner() != self.slot {
+            self.adopt(st.owner());
+        }
+        self.recycle_index(idx, st.gen());
     }
 
     /// Another reference to the same piece (clone, mirror, coalesce). Takes a `Frag`,
@@ -508,7 +586,7 @@ impl PoolOwner {
             panic!("ref_frag on a frag of another region (addr {:#x})", f.addr());
         }
         self.region.meta[f.idx as usize].refcount.fetch_add(1, Ordering::Relaxed);
-        self.frag_token(f.idx, f.offset, f.len)
+        Frag { ..*f }
     }
 
     // ---- kernel hand-off -----------------------------------------------------------
@@ -517,8 +595,8 @@ impl PoolOwner {
     /// their UMEM addresses. Returns how many were written.
     pub fn fill_bulk(&mut self, out: &mut [u64]) -> usize {
         for (n, slot) in out.iter_mut().enumerate() {
-            let Some(idx) = self.alloc_index() else { return n };
-            let f = self.hand_out(idx, Location::Fill);
+            let Some(e) = self.alloc_entry() else { return n };
+            let f = self.hand_out(e, Location::Fill);
             *slot = f.addr();
         }
         out.len()
@@ -540,7 +618,7 @@ impl PoolOwner {
             self.shared.owner.not_in_fill.inc();
             return Err(FrameError::NotInFill { addr, location: st.loc() });
         }
-        Ok(self.hand_out(idx, Location::Application))
+        Ok(self.hand_out(((st.gen() as u64) << 32) | idx as u64, Location::Application))
     }
 
     /// Hand a frame to TX; returns the descriptor address (chunk base + `offset`).
@@ -554,7 +632,7 @@ impl PoolOwner {
         }
         if offset >= self.region.chunk_size() {
             let addr = f.addr() + offset as u64;
-            self.recycle_index(f.idx);
+            self.recycle_index(f.idx, f.gen);
             return Err(FrameError::OutOfChunk { addr, len: 0 });
         }
         self.region.set_state(f.idx, st.with(self.slot, Location::Tx));
@@ -577,7 +655,7 @@ impl PoolOwner {
             }
             self.region.set_state(f.idx, st.with(self.slot, Location::Tx));
         } else {
-            meta.tx_refs.fetch_add(1, Ordering::Relaxed);
+            *self.tx_frags.entry(f.idx).or_insert(0) += 1;
         }
         Ok(f.addr())
     }
@@ -593,29 +671,23 @@ impl PoolOwner {
             }
         };
         let st = self.region.state(idx);
-        if st.loc() == Location::Tx {
-            if st.owner() != self.slot {
-                self.adopt(st.owner());
-            }
-            self.recycle_index(idx);
+        if st.loc() == Location::Tx && st.owner() == self.slot {
+            self.recycle_index(idx, st.gen());
             return Ok(());
         }
-        let meta = &self.region.meta[idx as usize];
-        let mut cur = meta.tx_refs.load(Ordering::Relaxed);
-        while cur > 0 {
-            match meta.tx_refs.compare_exchange_weak(cur, cur - 1, Ordering::Relaxed, Ordering::Relaxed) {
-                Ok(_) => {
-                    if self.unref(idx) {
-                        let st = self.region.state(idx);
-                        if st.owner() != self.slot {
-                            self.adopt(st.owner());
-                        }
-                        self.recycle_index(idx);
-                    }
-                    return Ok(());
-                }
-                Err(now) => cur = now,
+        if let Some(refs) = self.tx_frags.get_mut(&idx) {
+            *refs -= 1;
+            if *refs == 0 {
+                self.tx_frags.remove(&idx);
             }
+            if self.unref(idx) {
+                let st = self.region.state(idx);
+                if st.owner() != self.slot {
+                    self.adopt(st.owner());
+                }
+                self.recycle_index(idx, st.gen());
+            }
+            return Ok(());
         }
         if st.loc().is_released() {
             self.shared.owner.double_release.inc();
@@ -635,21 +707,21 @@ impl PoolOwner {
             if st.owner() != self.slot {
                 continue;
             }
-            match st.loc() {
-                Location::Fill | Location::Tx => {
-                    self.to_global(idx);
-                    n += 1;
-                }
-                Location::Application => {
-                    let k = self.region.meta[idx as usize].tx_refs.swap(0, Ordering::Relaxed);
-                    for _ in 0..k {
-                        n += 1;
-                        if self.unref(idx) {
-                            self.to_global(idx);
-                        }
+            if matches!(st.loc(), Location::Fill | Location::Tx) {
+                self.to_global(idx);
+                n += 1;
+            }
+        }
+        for (idx, refs) in std::mem::take(&mut self.tx_frags) {
+            for _ in 0..refs {
+                n += 1;
+                if self.unref(idx) {
+                    let st = self.region.state(idx);
+                    if st.owner() != self.slot {
+                        self.adopt(st.owner());
                     }
+                    self.to_global(idx);
                 }
-                _ => {}
             }
         }
         if n > 0 {
@@ -686,6 +758,7 @@ impl PoolOwner {
             return (0, 0);
         }
         self.torn_down = true;
+        self.publish_stats();
         self.frag_drain();
         // Refuse new ring entries, so this drain is the last one.
         let region = &self.region;
@@ -697,7 +770,7 @@ impl PoolOwner {
         let cached = self.cache_len as u32;
         while self.cache_len > 0 {
             self.cache_len -= 1;
-            self.to_global(self.cache[self.cache_len]);
+            self.to_global(self.cache[self.cache_len] as u32);
         }
         tracing::debug!(pool = self.shared.id, cached, ring, "pool torn down");
         (cached, ring)
@@ -734,12 +807,18 @@ fn release_on(region: &Region, slot: u32) {
 
 /// Drop one reference on a chunk. The plain load first: an unsplit chunk (count 1)
 /// pays no read-modify-write. True when it was the last reference.
-#[inline]
+#[inline(always)]
 fn unref_one(region: &Region, idx: u32) -> bool {
     let rc = &region.meta[idx as usize].refcount;
     if rc.load(Ordering::Acquire) == 1 {
         return true;
     }
+    unref_shared(rc)
+}
+
+/// A split chunk: the read-modify-write only frags pay for.
+#[inline(never)]
+fn unref_shared(rc: &crate::sync::AtomicU32) -> bool {
     if rc.fetch_sub(1, Ordering::AcqRel) == 1 {
         rc.store(1, Ordering::Relaxed);
         return true;

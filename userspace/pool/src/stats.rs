@@ -22,6 +22,11 @@ impl Counter {
     pub(crate) fn get(&self) -> u64 {
         self.0.load(Ordering::Relaxed)
     }
+    /// Caller must be the single writer.
+    #[inline(always)]
+    pub(crate) fn set(&self, v: u64) {
+        self.0.store(v, Ordering::Relaxed);
+    }
 }
 
 /// A counter any thread may bump.

@@ -135,7 +135,8 @@ fn exhaustion_gives_none_and_counts() {
     let mut out = [0u64; 4];
     assert_eq!(p.fill_bulk(&mut out), 0);
     let d = delta(&s0, &p.stats());
-    assert_eq!(d, vec![("alloc_empty", 4), ("alloc_failed", 5)]);
+    // high order goes straight to the global lists: no ring look, so no `empty`
+    assert_eq!(d, vec![("alloc_empty", 3), ("alloc_failed", 4)]);
     assert_eq!(ok(&r).application, 64);
     for f in held {
         p.recycle(f);

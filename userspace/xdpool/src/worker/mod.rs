@@ -8,7 +8,7 @@ pub mod classify;
 use crate::config::{Action, WaitMode};
 use crate::xsk::{Wakeup, XdpDesc, XdpStatistics, XskSocket};
 use classify::Classifier;
-use pool::{PoolConfig, PoolOwner, PoolRemote, PoolStats, Region};
+use pool::{Frame, PoolConfig, PoolOwner, PoolRemote, PoolStats, Region};
 use serde::Serialize;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
@@ -32,6 +32,9 @@ pub struct WorkerSpec {
     pub classifier: Classifier,
     /// Fill ring size (the worker keeps it full).
     pub fill_size: u32,
+    /// Frames the application keeps per socket (0: none). They stay held across a
+    /// device loss and are returned, checked unchanged, once a new socket runs.
+    pub hold_frames: usize,
 }
 
 macro_rules! counters {
@@ -84,9 +87,34 @@ counters!(
     wakeups,
     /// Loop iterations that found nothing to do.
     idle_loops,
+    /// Frames drained from RX rings when a socket was given up.
+    drained_rx,
+    /// Descriptors reclaimed from the kernel's rings when a socket was given up.
+    reclaimed,
+    /// Sockets this worker has run on.
+    socket_attaches,
+    /// Sockets this worker has given up (device loss, stop).
+    socket_releases,
+    /// Frames the application holds now (`--hold-frames`).
+    held,
+    /// Frames the application has taken to hold, in total.
+    held_taken,
+    /// Held frames returned to the pool after a re-attach (or at the stop).
+    held_returned,
+    /// Held frames re-read after a socket was given up, bytes unchanged.
+    held_verified,
+    /// Held frames whose bytes changed or could not be read (must stay 0).
+    held_corrupt,
 });
 
 /// State a worker shares with the control thread.
+///
+/// Besides counters, this is how the control thread moves a worker between sockets
+/// when the device goes away and comes back: it offers a socket with
+/// [`WorkerShared::offer_socket`], and asks for it back with
+/// [`WorkerShared::request_release`]; the worker answers by draining, reclaiming and
+/// closing it ([`WorkerShared::has_socket`] turns false). The pool stays alive across
+/// sockets, so frames the application holds stay valid and counters continue.
 pub struct WorkerShared {
     /// Queue served.
     pub queue: u32,
@@ -100,8 +128,15 @@ pub struct WorkerShared {
     pub xsk_stats: Mutex<XdpStatistics>,
     /// Ring validation errors (refreshed with the stats).
     pub ring_errors: Mutex<crate::xsk::RingErrors>,
-    /// Set when a wake-up reported the device gone.
+    /// Set when a wake-up or SO_ERROR reported the device gone; cleared by the
+    /// control thread when it has handled it.
     pub device_gone: AtomicBool,
+    /// A socket waiting for the worker to take it.
+    incoming: Mutex<Option<XskSocket>>,
+    /// Asked by the control thread: give the current socket up.
+    release: AtomicBool,
+    /// Whether the worker is running on a socket now.
+    has_socket: AtomicBool,
 }
 
 impl WorkerShared {
@@ -115,12 +150,43 @@ impl WorkerShared {
             xsk_stats: Mutex::new(XdpStatistics::default()),
             ring_errors: Mutex::new(Default::default()),
             device_gone: AtomicBool::new(false),
+            incoming: Mutex::new(None),
+            release: AtomicBool::new(false),
+            has_socket: AtomicBool::new(false),
         })
     }
 
     /// The pool's stats, once the worker has started.
     pub fn pool_stats(&self) -> Option<PoolStats> {
         self.pool.lock().unwrap_or_else(|p| p.into_inner()).as_ref().map(|r| r.stats())
+    }
+
+    /// Hands a freshly bound socket to the worker, which refills its fill ring and
+    /// starts on it. A socket offered earlier and not yet taken is returned.
+    pub fn offer_socket(&self, sock: XskSocket) -> Option<XskSocket> {
+        self.release.store(false, Ordering::SeqCst);
+        self.incoming.lock().unwrap_or_else(|p| p.into_inner()).replace(sock)
+    }
+
+    /// Asks the worker to give its socket up (drain RX, reap, close, reclaim). A
+    /// socket offered but not yet taken is dropped here.
+    pub fn request_release(&self) {
+        drop(self.incoming.lock().unwrap_or_else(|p| p.into_inner()).take());
+        self.release.store(true, Ordering::SeqCst);
+    }
+
+    /// Whether the worker runs on a socket now (false once a release is done).
+    pub fn has_socket(&self) -> bool {
+        self.has_socket.load(Ordering::SeqCst)
+    }
+
+    /// Whether a socket is offered and not yet taken.
+    pub fn socket_pending(&self) -> bool {
+        self.incoming.lock().unwrap_or_else(|p| p.into_inner()).is_some()
+    }
+
+    fn take_offered(&self) -> Option<XskSocket> {
+        self.incoming.lock().unwrap_or_else(|p| p.into_inner()).take()
     }
 }
 
@@ -129,17 +195,18 @@ impl WorkerShared {
 pub struct WorkerExit {
     /// Queue served.
     pub queue: u32,
-    /// Frames drained from the RX ring after the stop.
+    /// Frames drained from the RX ring after the stop (all socket teardowns).
     pub drained_rx: u64,
-    /// Frames taken back from the kernel's hands (fill and TX rings).
-    pub reclaimed: u32,
-    /// Frames still out when the pool was destroyed (0 unless the application holds some).
+    /// Frames taken back from the kernel's hands (fill and TX rings), all teardowns.
+    pub reclaimed: u64,
+    /// Frames still out when the pool was destroyed and the wait timed out (0 unless
+    /// someone outside the worker holds frames).
     pub inflight_at_destroy: u64,
     /// Final counters.
     pub counters: WorkerCountersSnapshot,
     /// Final pool stats.
     pub pool: PoolStats,
-    /// Final kernel socket stats.
+    /// Final kernel socket stats (of the last socket).
     pub xsk: XdpStatistics,
 }
 
@@ -150,10 +217,16 @@ pub fn pin_to_core(core: usize) -> nix::Result<()> {
     nix::sched::sched_setaffinity(nix::unistd::Pid::from_raw(0), &set)
 }
 
-/// Runs a worker until `stop` is set; then drains RX, reclaims every frame the kernel
-/// held, destroys the pool and returns what happened. Context: the worker's own thread
-/// (the pool owner is created here and never leaves it).
-pub fn run(mut sock: XskSocket, region: Arc<Region>, spec: WorkerSpec, shared: Arc<WorkerShared>, stop: Arc<AtomicBool>) -> WorkerExit {
+/// How long a worker waits for frames still out when its pool is destroyed.
+pub const DESTROY_WAIT: Duration = Duration::from_millis(500);
+
+/// Runs a worker until `stop` is set, on whatever socket the control thread offers
+/// through `shared` (none at first is fine: it waits). On each release and at the
+/// end it drains RX, reaps completions, closes the socket and reclaims every frame
+/// the kernel held; at the end it destroys the pool and returns what happened.
+/// Context: the worker's own thread (the pool owner is created here and never
+/// leaves it).
+pub fn run(region: Arc<Region>, spec: WorkerSpec, shared: Arc<WorkerShared>, stop: Arc<AtomicBool>) -> WorkerExit {
     if let Some(core) = spec.core {
         if let Err(e) = pin_to_core(core) {
             tracing::warn!(queue = spec.queue, core, error = %e, "could not pin worker; running unpinned");
@@ -170,57 +243,83 @@ pub fn run(mut sock: XskSocket, region: Arc<Region>, spec: WorkerSpec, shared: A
         addrs: [0; MAX_BATCH],
         descs: [XdpDesc::default(); MAX_BATCH],
         tx: Vec::with_capacity(MAX_BATCH),
+        held: Vec::new(),
         region: region.clone(),
     };
+    let mut sock: Option<XskSocket> = None;
+    let mut last_xsk = XdpStatistics::default();
     let mut last_stats = Instant::now();
     while !stop.load(Ordering::Relaxed) {
-        let busy = w.step(&mut sock, &mut pool, &shared);
+        let Some(s) = sock.as_mut() else {
+            match shared.take_offered() {
+                Some(s) => {
+                    sock = Some(s);
+                    w.start_on_socket(sock.as_mut().expect("just set"), &mut pool);
+                    shared.has_socket.store(true, Ordering::SeqCst);
+                }
+                None => std::thread::sleep(Duration::from_millis(1)),
+            }
+            shared.counters.publish(&w.c);
+            continue;
+        };
+        if shared.release.load(Ordering::SeqCst) {
+            last_xsk = w.give_up_socket(sock.take().expect("running on a socket"), &mut pool, &shared);
+            shared.has_socket.store(false, Ordering::SeqCst);
+            shared.counters.publish(&w.c);
+            continue;
+        }
+        let busy = w.step(s, &mut pool, &shared);
         shared.counters.publish(&w.c);
         if last_stats.elapsed() >= Duration::from_millis(100) {
             last_stats = Instant::now();
-            refresh_stats(&sock, &shared);
+            refresh_stats(s, &shared);
         }
         if !busy {
             w.c.idle_loops += 1;
-            w.idle(&sock);
+            w.idle(s);
         }
     }
-    // Stop: the XDP program is detached by now, so nothing new arrives. Take what the
-    // RX ring still holds (valid frames), reap completions, then reclaim the rest.
-    let mut drained = 0u64;
-    let deadline = Instant::now() + Duration::from_millis(200);
-    loop {
-        let got = w.drain_rx(&mut sock, &mut pool) + w.reap(&mut sock, &mut pool);
-        drained += got as u64;
-        if got == 0 && Instant::now() >= deadline {
-            break;
-        }
-        if got == 0 {
-            std::thread::sleep(Duration::from_millis(10));
-        }
+    if let Some(s) = sock.take() {
+        last_xsk = w.give_up_socket(s, &mut pool, &shared);
+        shared.has_socket.store(false, Ordering::SeqCst);
     }
-    let _ = drained;
-    let reclaimed = pool.reclaim_kernel();
-    refresh_stats(&sock, &shared);
+    drop(shared.take_offered());
+    // The application's frames go back before the pool goes.
+    w.release_held(&mut pool);
     shared.counters.publish(&w.c);
     let pool_stats = pool.stats();
-    let xsk = sock.statistics().unwrap_or_default();
-    drop(sock);
     let report = pool.destroy();
+    let mut inflight_at_destroy = report.inflight;
+    if inflight_at_destroy > 0 {
+        if let Err(e) = report.wait(DESTROY_WAIT) {
+            inflight_at_destroy = report.inflight_now();
+            tracing::warn!(error = %e, "stalled shutdown: pool {}, {} inflight", w.spec.queue, inflight_at_destroy);
+        } else {
+            inflight_at_destroy = 0;
+        }
+    }
     WorkerExit {
         queue: w.spec.queue,
-        drained_rx: drained,
-        reclaimed,
-        inflight_at_destroy: report.inflight,
+        drained_rx: w.c.drained_rx,
+        reclaimed: w.c.reclaimed,
+        inflight_at_destroy,
         counters: w.c,
         pool: pool_stats,
-        xsk,
+        xsk: last_xsk,
     }
 }
 
 fn refresh_stats(sock: &XskSocket, shared: &WorkerShared) {
     if let Ok(s) = sock.statistics() {
         *shared.xsk_stats.lock().unwrap_or_else(|p| p.into_inner()) = s;
+    }
+    // SO_ERROR is ENETDOWN once after the device went away: the second signal
+    // besides the wake-ups (poll() reports nothing).
+    if let Ok(Some(e)) = sock.so_error() {
+        if matches!(e.raw_os_error(), Some(libc::ENETDOWN) | Some(libc::ENXIO)) {
+            tracing::info!(queue = shared.queue, error = %e, "SO_ERROR reports the device gone");
+            shared.device_gone.store(true, Ordering::Relaxed);
+        }
     }
     *shared.ring_errors.lock().unwrap_or_else(|p| p.into_inner()) = sock.ring_errors();
 }
@@ -234,7 +333,22 @@ struct Worker {
     addrs: [u64; MAX_BATCH],
     descs: [XdpDesc; MAX_BATCH],
     tx: Vec<XdpDesc>,
+    /// Frames the application keeps (`hold_frames`).
+    held: Vec<Held>,
     region: Arc<Region>,
+}
+
+/// A frame the application keeps, with what it read from it.
+struct Held {
+    frame: Frame,
+    addr: u64,
+    len: u32,
+    digest: u64,
+}
+
+/// FNV-1a over a frame's bytes: enough to notice that someone wrote into it.
+fn digest(bytes: &[u8]) -> u64 {
+    bytes.iter().fold(0xcbf2_9ce4_8422_2325u64, |h, &b| (h ^ b as u64).wrapping_mul(0x0100_0000_01b3))
 }
 
 impl Worker {
@@ -354,6 +468,12 @@ impl Worker {
                         Err(_) => self.c.rx_rejected += 1,
                     }
                 }
+                _ if self.held.len() < self.spec.hold_frames => {
+                    let bytes = self.region.frame_bytes(d.addr, d.len).unwrap_or(&[]);
+                    self.held.push(Held { digest: digest(bytes), frame, addr: d.addr, len: d.len });
+                    self.c.held_taken += 1;
+                    self.c.held = self.held.len() as u64;
+                }
                 _ => {
                     self.c.action_drop += 1;
                     pool.recycle(frame);
@@ -375,6 +495,75 @@ impl Worker {
             self.c.tx_ring_full_drop += 1;
         }
         self.tx.clear();
+    }
+
+    /// A new socket: nothing of ours is in its rings yet. Fill it, then return what
+    /// the application held across the loss (checked unchanged).
+    #[cold]
+    fn start_on_socket(&mut self, sock: &mut XskSocket, pool: &mut PoolOwner) {
+        self.in_fill = 0;
+        self.tx.clear();
+        self.refill(sock, pool);
+        self.c.socket_attaches += 1;
+        self.release_held(pool);
+        tracing::info!(queue = self.spec.queue, fill = self.in_fill, "worker running on a new socket");
+    }
+
+    /// Gives the socket up: take what the RX ring still holds (valid frames) and the
+    /// completions, close the socket, then reclaim every frame the kernel held. The
+    /// XDP program is detached (or the device gone) by now, so nothing new arrives.
+    #[cold]
+    fn give_up_socket(&mut self, mut sock: XskSocket, pool: &mut PoolOwner, shared: &WorkerShared) -> XdpStatistics {
+        let deadline = Instant::now() + Duration::from_millis(200);
+        let mut quiet = 0;
+        while quiet < 3 && Instant::now() < deadline {
+            let got = self.drain_rx(&mut sock, pool) + self.reap(&mut sock, pool);
+            self.c.drained_rx += got as u64;
+            if got == 0 {
+                quiet += 1;
+                std::thread::sleep(Duration::from_millis(2));
+            } else {
+                quiet = 0;
+            }
+        }
+        refresh_stats(&sock, shared);
+        let xsk = sock.statistics().unwrap_or_default();
+        // Closed before the reclaim: from here on the kernel holds none of our frames.
+        drop(sock);
+        let reclaimed = pool.reclaim_kernel();
+        self.c.reclaimed += reclaimed as u64;
+        self.in_fill = 0;
+        self.c.socket_releases += 1;
+        self.verify_held();
+        tracing::info!(queue = self.spec.queue, reclaimed, held = self.held.len(), "socket given up; kernel frames reclaimed");
+        xsk
+    }
+
+    /// Re-reads every held frame: the memory must still be mapped and unchanged.
+    fn verify_held(&mut self) {
+        for h in &self.held {
+            match self.region.frame_bytes(h.addr, h.len) {
+                Some(bytes) if digest(bytes) == h.digest => self.c.held_verified += 1,
+                _ => {
+                    self.c.held_corrupt += 1;
+                    tracing::error!(queue = self.spec.queue, addr = h.addr, "a held frame changed while the device was away");
+                }
+            }
+        }
+    }
+
+    /// The application returns every frame it held.
+    fn release_held(&mut self, pool: &mut PoolOwner) {
+        if self.held.is_empty() {
+            return;
+        }
+        self.verify_held();
+        let n = self.held.len() as u64;
+        for h in self.held.drain(..) {
+            pool.recycle(h.frame);
+        }
+        self.c.held_returned += n;
+        self.c.held = 0;
     }
 
     /// After the stop: everything the RX ring still holds is processed as a drop.

@@ -1,0 +1,21 @@
+//! Ctrl-C for the sweep: SIGINT and SIGTERM set a flag that the sweep checks between
+//! measurements, so the lab is always torn down and child processes stopped.
+use std::sync::atomic::{AtomicBool, Ordering};
+
+static STOP: AtomicBool = AtomicBool::new(false);
+
+extern "C" fn on_stop_signal(_: libc::c_int) {
+    STOP.store(true, Ordering::SeqCst);
+}
+
+/// Installs SIGINT/SIGTERM handlers that set the returned flag (and nothing else).
+/// Blocking calls are restarted, so a measurement in progress finishes (it is bounded).
+pub fn install_stop_flag() -> Result<&'static AtomicBool, nix::Error> {
+    use nix::sys::signal::{sigaction, SaFlags, SigAction, SigHandler, SigSet, Signal};
+    let action = SigAction::new(SigHandler::Handler(on_stop_signal), SaFlags::SA_RESTART, SigSet::empty());
+    for sig in [Signal::SIGINT, Signal::SIGTERM] {
+        // SAFETY: the handler only stores to a static atomic, which is async-signal-safe.
+        unsafe { sigaction(sig, &action) }?;
+    }
+    Ok(&STOP)
+}

@@ -1,0 +1,178 @@
+//! Shared helpers for the root integration tests that drive the `xdpool` binary.
+#![allow(dead_code)]
+
+use std::io::{BufRead, BufReader};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::mpsc;
+use std::time::{Duration, Instant};
+
+/// Whether the test runs as root; prints the skip line otherwise.
+pub fn root_or_skip(test: &str) -> bool {
+    // SAFETY: geteuid has no preconditions.
+    if unsafe { libc::geteuid() } != 0 {
+        eprintln!("{test}: skipped: needs root");
+        return false;
+    }
+    true
+}
+
+/// A short unique prefix for lab names (namespaces PREFIX-a/-b).
+pub fn unique_prefix(tag: &str) -> String {
+    format!("{tag}{}", std::process::id() % 100_000)
+}
+
+/// Writes a config for the lab's receiving side to a temp file and returns its path.
+pub fn write_config(name: &str, netns: &str, dev: &str, queues: &[u32], extra_rules: &str, control_socket: &Path) -> PathBuf {
+    let q: Vec<String> = queues.iter().map(|q| q.to_string()).collect();
+    let text = format!(
+        r#"[interface]
+name = "{dev}"
+netns = "{netns}"
+queues = [{}]
+
+[umem]
+frames = {}
+chunk_size = 2048
+
+[rings]
+fill = 8192
+completion = 2048
+rx = 4096
+tx = 2048
+
+[workers]
+mode = "poll"
+
+{extra_rules}
+
+[stats]
+control_socket = "{}"
+live = false
+"#,
+        q.join(", "),
+        16384 * queues.len().max(1),
+        control_socket.display()
+    );
+    let path = std::env::temp_dir().join(format!("xdpool-test-{name}-{}.toml", std::process::id()));
+    std::fs::write(&path, text).unwrap();
+    path
+}
+
+/// A running `xdpool run` child, killed (by PID) if the test ends early.
+pub struct XdpoolRun {
+    child: Option<Child>,
+    /// Summary JSON path.
+    pub summary: PathBuf,
+    stdout_rest: Option<mpsc::Receiver<String>>,
+}
+
+impl XdpoolRun {
+    /// Starts `xdpool run --config CFG --ready-line --summary-json ...` and waits for
+    /// the ready line.
+    pub fn start(config: &Path, extra: &[&str]) -> XdpoolRun {
+        let summary = config.with_extension("summary.json");
+        let _ = std::fs::remove_file(&summary);
+        let mut child = Command::new(env!("CARGO_BIN_EXE_xdpool"))
+            .args(["run", "--quiet", "--ready-line", "--duration", "120", "--config"])
+            .arg(config)
+            .arg("--summary-json")
+            .arg(&summary)
+            .args(extra)
+            .stdout(Stdio::piped())
+            .spawn()
+            .expect("spawn xdpool");
+        let stdout = child.stdout.take().unwrap();
+        let (tx, rx) = mpsc::channel();
+        std::thread::spawn(move || {
+            for line in BufReader::new(stdout).lines().map_while(Result::ok) {
+                if tx.send(line).is_err() {
+                    break;
+                }
+            }
+        });
+        let mut run = XdpoolRun { child: Some(child), summary, stdout_rest: Some(rx) };
+        let deadline = Instant::now() + Duration::from_secs(30);
+        loop {
+            let left = deadline.saturating_duration_since(Instant::now());
+            match run.stdout_rest.as_ref().unwrap().recv_timeout(left) {
+                Ok(l) if l.trim() == "ready" => break,
+                Ok(_) => continue,
+                Err(_) => {
+                    let status = run.child.as_mut().unwrap().try_wait();
+                    panic!("xdpool run did not become ready within 30 s (status {status:?})");
+                }
+            }
+        }
+        run
+    }
+
+    /// The child's PID.
+    pub fn pid(&self) -> i32 {
+        self.child.as_ref().unwrap().id() as i32
+    }
+
+    /// Sends SIGINT, waits (at most 20 s) and returns the exit code and the summary.
+    pub fn stop(mut self) -> (Option<i32>, serde_json::Value, String) {
+        let mut child = self.child.take().unwrap();
+        // SAFETY: kill on our own child's PID.
+        unsafe { libc::kill(child.id() as i32, libc::SIGINT) };
+        let deadline = Instant::now() + Duration::from_secs(20);
+        let status = loop {
+            if let Some(s) = child.try_wait().unwrap() {
+                break s.code();
+            }
+            if Instant::now() > deadline {
+                let _ = child.kill();
+                let _ = child.wait();
+                panic!("xdpool run did not stop within 20 s of SIGINT");
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        };
+        let mut out = String::new();
+        if let Some(rx) = self.stdout_rest.take() {
+            while let Ok(l) = rx.recv_timeout(Duration::from_millis(500)) {
+                out.push_str(&l);
+                out.push('\n');
+            }
+        }
+        let text = std::fs::read_to_string(&self.summary).unwrap_or_else(|e| panic!("no summary at {}: {e}; stdout:\n{out}", self.summary.display()));
+        (status, serde_json::from_str(&text).expect("summary is JSON"), out)
+    }
+}
+
+impl Drop for XdpoolRun {
+    fn drop(&mut self) {
+        if let Some(mut c) = self.child.take() {
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+    }
+}
+
+/// Waits until `f` returns true or the timeout passes; returns the last value of `f`.
+pub fn wait_for(timeout: Duration, mut f: impl FnMut() -> bool) -> bool {
+    let deadline = Instant::now() + timeout;
+    loop {
+        if f() {
+            return true;
+        }
+        if Instant::now() > deadline {
+            return false;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+/// Reads `Udp:` counters from /proc/net/snmp in namespace `ns`: (InDatagrams, NoPorts, InErrors).
+pub fn udp_snmp(ns: &str) -> (u64, u64, u64) {
+    xdpool::netns::in_netns(ns, || {
+        let text = std::fs::read_to_string("/proc/thread-self/net/snmp").unwrap();
+        let mut lines = text.lines().filter(|l| l.starts_with("Udp:"));
+        let names: Vec<&str> = lines.next().unwrap().split_whitespace().collect();
+        let values: Vec<u64> = lines.next().unwrap().split_whitespace().skip(1).map(|v| v.parse().unwrap()).collect();
+        let get = |n: &str| values[names.iter().position(|x| *x == n).unwrap() - 1];
+        (get("InDatagrams"), get("NoPorts"), get("InErrors"))
+    })
+    .unwrap()
+}
