@@ -107,9 +107,37 @@ pub fn enter(name: &str) -> Result<NetnsGuard, NetnsError> {
 /// that live there). `None` leaves the thread where it is.
 pub fn enter_forever(name: Option<&str>) -> Result<(), NetnsError> {
     if let Some(name) = name {
-        std::mem::forget(enter(name)?);
+        let guard = enter(name)?;
+        let NetnsGuard { original, .. } = &guard;
+        if let Ok(f) = original.try_clone() {
+            let _ = ORIGINAL.set(f);
+        }
+        std::mem::forget(guard);
     }
     Ok(())
+}
+
+/// The namespace the process started in, saved by the first [`enter_forever`].
+static ORIGINAL: std::sync::OnceLock<File> = std::sync::OnceLock::new();
+
+/// Runs `f` in the namespace the process started in (before [`enter_forever`] moved
+/// it), on a short-lived thread; sockets created there stay in that namespace. Used
+/// so that the stats endpoint is reachable where the user started xdpool, not inside
+/// the lab's namespace. Runs `f` in place when the process never moved.
+pub fn in_original_netns<T: Send>(f: impl FnOnce() -> T + Send) -> T {
+    match ORIGINAL.get() {
+        None => f(),
+        Some(orig) => std::thread::scope(|s| {
+            s.spawn(|| {
+                if let Err(e) = setns(orig, CloneFlags::CLONE_NEWNET) {
+                    tracing::warn!(error = %e, "could not return to the original namespace; binding where we are");
+                }
+                f()
+            })
+            .join()
+            .expect("thread in the original namespace panicked")
+        }),
+    }
 }
 
 /// Runs `f` with the current thread inside the named namespace, then returns.

@@ -47,7 +47,8 @@ impl PromServer {
         if !addr.ip().is_loopback() {
             tracing::warn!(%addr, "the Prometheus endpoint listens beyond loopback: anyone who can reach it sees the traffic stats");
         }
-        let listener = TcpListener::bind(addr)?;
+        // In the namespace xdpool was started in, not the interface's (the lab's).
+        let listener = crate::netns::in_original_netns(|| TcpListener::bind(addr))?;
         listener.set_nonblocking(true)?;
         let addr = listener.local_addr()?;
         let stop = Arc::new(AtomicBool::new(false));
