@@ -6,7 +6,7 @@ APT_PACKAGES := clang-$(CLANG_VERSION) llvm-$(CLANG_VERSION) libbpf-dev libelf-d
 XDPOOL := target/release/xdpool
 LOOM_TARGET := target/loom
 # Loom: bounded preemptions keep the model checks within minutes on 2 cores.
-LOOM_MAX_PREEMPTIONS ?= 2
+LOOM_MAX_PREEMPTIONS ?= 3
 
 .PHONY: setup build test test-unit test-loom run bench pktgen clean-lab check-root
 

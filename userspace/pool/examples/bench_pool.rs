@@ -15,7 +15,10 @@ fn main() {
     }
     let report = pool::bench::run(&cfg);
     if args.iter().any(|a| a == "--json") {
-        println!("{}", serde_json::to_string_pretty(&report).expect("report serializes"));
+        println!(
+            "{}",
+            serde_json::to_string_pretty(&report).expect("report serializes")
+        );
     } else {
         print!("{}", report.table());
     }

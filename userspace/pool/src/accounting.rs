@@ -32,7 +32,10 @@ impl Accounting {
     pub fn check(&self) -> Result<(), String> {
         let sum = self.free + self.cached + self.ring + self.fill + self.tx + self.application;
         if sum != self.total {
-            return Err(format!("frames lost or duplicated: {self:?} sums to {sum}, not {}", self.total));
+            return Err(format!(
+                "frames lost or duplicated: {self:?} sums to {sum}, not {}",
+                self.total
+            ));
         }
         if self.free != self.free_listed {
             return Err(format!(
@@ -56,13 +59,32 @@ mod tests {
 
     #[test]
     fn check_catches_loss_and_disagreement() {
-        let ok = Accounting { free: 2, cached: 1, ring: 1, fill: 1, tx: 1, application: 2, total: 8, free_listed: 2, ring_listed: 1 };
+        let ok = Accounting {
+            free: 2,
+            cached: 1,
+            ring: 1,
+            fill: 1,
+            tx: 1,
+            application: 2,
+            total: 8,
+            free_listed: 2,
+            ring_listed: 1,
+        };
         ok.check().unwrap();
-        let lost = Accounting { application: 1, ..ok.clone() };
+        let lost = Accounting {
+            application: 1,
+            ..ok.clone()
+        };
         assert!(lost.check().unwrap_err().contains("lost"));
-        let listed = Accounting { free_listed: 3, ..ok.clone() };
+        let listed = Accounting {
+            free_listed: 3,
+            ..ok.clone()
+        };
         assert!(listed.check().unwrap_err().contains("global lists"));
-        let ring = Accounting { ring_listed: 0, ..ok };
+        let ring = Accounting {
+            ring_listed: 0,
+            ..ok
+        };
         assert!(ring.check().unwrap_err().contains("return rings"));
     }
 }

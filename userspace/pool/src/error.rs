@@ -42,7 +42,9 @@ pub enum PoolError {
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum FrameError {
     /// The address or token is not from this region.
-    #[error("address {addr:#x} is not inside this UMEM; the descriptor is corrupt or from another UMEM")]
+    #[error(
+        "address {addr:#x} is not inside this UMEM; the descriptor is corrupt or from another UMEM"
+    )]
     Foreign {
         /// The address.
         addr: u64,

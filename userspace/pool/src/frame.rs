@@ -203,7 +203,10 @@ mod tests {
         assert_eq!(s.owner(), 0x12_3456);
         assert_eq!(s.loc(), Location::Tx);
         let t = s.with(NO_OWNER, Location::Free);
-        assert_eq!((t.gen(), t.owner(), t.loc()), (0xDEAD_BEEF, NO_OWNER, Location::Free));
+        assert_eq!(
+            (t.gen(), t.owner(), t.loc()),
+            (0xDEAD_BEEF, NO_OWNER, Location::Free)
+        );
         for l in 0..6u8 {
             assert_eq!(Location::from_bits(l) as u8, l);
         }

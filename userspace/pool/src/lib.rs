@@ -3,10 +3,23 @@
 //! A [`Region`] is the UMEM and the per-frame metadata; each worker owns a
 //! [`PoolOwner`] (not `Send`) with a 128-entry cache, and other threads return frames
 //! through its [`PoolRemote`]. See `shared/DESIGN.md`, "The recycler".
+//!
+//! Paths, as in net/core/page_pool.c: `alloc` pops the owner cache (`alloc_fast`);
+//! an empty cache refills from the return ring (`alloc_refill`, `alloc_empty`,
+//! `alloc_waive` for frames of another node), then takes a bulk from the global
+//! per-node list (`alloc_slow`). `recycle` pushes into the cache (`recycle_cached`),
+//! then the ring (`recycle_cache_full`), then the global list (`recycle_ring_full`).
+//! The owner map ([`Location`]) says where every frame is; [`Accounting::check`] is
+//! the invariant tests call after every scenario.
+//!
+//! Tests: `cargo test -p pool`; loom:
+//! `RUSTFLAGS="--cfg loom" LOOM_MAX_PREEMPTIONS=2 cargo test -p pool --release --test loom_pool`;
+//! benchmark: `cargo run -p pool --example bench_pool --release [-- --json]`.
 #![warn(missing_docs, unsafe_op_in_unsafe_fn)]
 
 mod accounting;
 pub mod bench;
+mod cpu;
 mod error;
 mod frame;
 mod pool;

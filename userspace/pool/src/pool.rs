@@ -2,7 +2,7 @@
 //! global slow path, recycling, frags, kernel hand-off tracking and teardown.
 
 use crate::error::{FrameError, PoolError};
-use crate::frame::{Buf, Frag, Frame, Location, State, FRAG_BIAS, NO_OWNER};
+use crate::frame::{Buf, Frag, Frame, FrameMeta, Location, State, FRAG_BIAS, NO_OWNER};
 use crate::region::Region;
 use crate::ring::{PushError, ReturnRing};
 use crate::stats::{snapshot, OwnerCounters, PoolStats, RemoteCounters};
@@ -34,7 +34,12 @@ pub struct PoolConfig {
 
 impl Default for PoolConfig {
     fn default() -> Self {
-        PoolConfig { id: 0, preferred_node: 0, ring_size: 1024, bulk: 64 }
+        PoolConfig {
+            id: 0,
+            preferred_node: 0,
+            ring_size: 1024,
+            bulk: 64,
+        }
     }
 }
 
@@ -48,8 +53,19 @@ pub(crate) struct PoolShared {
 }
 
 impl PoolShared {
+    /// Destroyed, no handle left but the registry's, and no frame attributed to it.
+    pub(crate) fn is_retired(self: &Arc<Self>) -> bool {
+        Arc::strong_count(self) == 1 && self.ring.is_closed() && self.stats().inflight == 0
+    }
+
     fn stats(&self) -> PoolStats {
-        snapshot(self.id, &self.owner, &self.remote, self.ring.pushed(), self.ring.is_closed())
+        snapshot(
+            self.id,
+            &self.owner,
+            &self.remote,
+            self.ring.pushed(),
+            self.ring.is_closed(),
+        )
     }
 }
 
@@ -70,9 +86,11 @@ pub struct PoolOwner {
     /// shared counters on every cold path and by `publish_stats`.
     hot_alloc_fast: u64,
     hot_recycle_cached: u64,
+    meta: Arc<[FrameMeta]>,
     region: Arc<Region>,
     shared: Arc<PoolShared>,
     slot: u32,
+    chunk: u32,
     tag: u16,
     shift: std::num::NonZeroU8,
     node: u32,
@@ -129,7 +147,13 @@ impl DestroyReport {
     pub fn retry(&self) -> u64 {
         let n = self.inflight_now();
         if n != 0 {
-            tracing::warn!(pool = self.pool_id, inflight = n, "stalled pool shutdown: pool {}: {} inflight", self.pool_id, n);
+            tracing::warn!(
+                pool = self.pool_id,
+                inflight = n,
+                "stalled pool shutdown: pool {}: {} inflight",
+                self.pool_id,
+                n
+            );
         }
         n
     }
@@ -145,7 +169,10 @@ impl DestroyReport {
                 return Ok(());
             }
             if start.elapsed() >= timeout {
-                return Err(PoolError::StalledShutdown { pool: self.pool_id, inflight: n });
+                return Err(PoolError::StalledShutdown {
+                    pool: self.pool_id,
+                    inflight: n,
+                });
             }
             if Instant::now() >= next_warn {
                 self.retry();
@@ -166,7 +193,12 @@ impl PoolOwner {
     pub fn new(region: &Arc<Region>, cfg: PoolConfig) -> PoolOwner {
         let mut node = cfg.preferred_node;
         if node >= region.nodes() {
-            tracing::warn!(pool = cfg.id, node, nodes = region.nodes(), "preferred node does not exist; using node 0");
+            tracing::warn!(
+                pool = cfg.id,
+                node,
+                nodes = region.nodes(),
+                "preferred node does not exist; using node 0"
+            );
             node = 0;
         }
         let shared = region.register_pool(|slot| {
@@ -184,6 +216,8 @@ impl PoolOwner {
             hot_alloc_fast: 0,
             hot_recycle_cached: 0,
             slot: shared.slot,
+            meta: region.meta.clone(),
+            chunk: region.chunk_size(),
             region: region.clone(),
             shared,
             tag: region.tag(),
@@ -197,9 +231,22 @@ impl PoolOwner {
         }
     }
 
+    #[inline(always)]
+    fn state(&self, idx: u32) -> State {
+        State(self.meta[idx as usize].state.load(Ordering::Relaxed))
+    }
+
+    #[inline(always)]
+    fn set_state(&self, idx: u32, st: State) {
+        self.meta[idx as usize].state.store(st.0, Ordering::Relaxed)
+    }
+
     /// Handle for other threads.
     pub fn remote(&self) -> PoolRemote {
-        PoolRemote { region: self.region.clone(), shared: self.shared.clone() }
+        PoolRemote {
+            region: self.region.clone(),
+            shared: self.shared.clone(),
+        }
     }
     /// Pool id.
     pub fn id(&self) -> u32 {
@@ -228,7 +275,10 @@ impl PoolOwner {
     #[inline]
     pub fn publish_stats(&self) {
         self.shared.owner.alloc_fast.set(self.hot_alloc_fast);
-        self.shared.owner.recycle_cached.set(self.hot_recycle_cached);
+        self.shared
+            .owner
+            .recycle_cached
+            .set(self.hot_recycle_cached);
     }
 
     // ---- alloc -------------------------------------------------------------------
@@ -246,7 +296,8 @@ impl PoolOwner {
         if self.cache_len > 0 {
             self.cache_len -= 1;
             self.hot_alloc_fast += 1;
-            return Some(self.cache[self.cache_len]);
+            // The mask is a no-op (cache_len < CACHE_SIZE) that spares a bounds check.
+            return Some(self.cache[self.cache_len & (CACHE_SIZE - 1)]);
         }
         self.alloc_entry_cold()
     }
@@ -256,8 +307,13 @@ impl PoolOwner {
     fn hand_out(&self, entry: u64, loc: Location) -> Frame {
         let idx = entry as u32;
         let gen = ((entry >> 32) as u32).wrapping_add(1);
-        self.region.set_state(idx, State::new(gen, self.slot, loc));
-        Frame { idx, gen, region: self.tag, shift: self.shift }
+        self.set_state(idx, State::new(gen, self.slot, loc));
+        Frame {
+            idx,
+            gen,
+            region: self.tag,
+            shift: self.shift,
+        }
     }
 
     #[cold]
@@ -279,20 +335,21 @@ impl PoolOwner {
     /// Move up to `bulk` frames from the return ring to the cache, waiving frames of
     /// other nodes to their node's global list. True if the cache got frames.
     fn refill_from_ring(&mut self) -> bool {
-        let mut taken = 0;
-        while taken < self.bulk && self.cache_len < CACHE_SIZE {
-            let Some(idx) = self.shared.ring.pop() else { break };
-            taken += 1;
-            if self.region.meta[idx as usize].node != self.node {
+        let mut buf = [0u32; CACHE_SIZE];
+        let want = self.bulk.min(CACHE_SIZE - self.cache_len);
+        let n = self.shared.ring.pop_bulk(&mut buf[..want]);
+        if n == 0 {
+            self.shared.owner.alloc_empty.inc();
+            return self.cache_len > 0;
+        }
+        for &idx in &buf[..n] {
+            if self.meta[idx as usize].node != self.node {
                 self.shared.owner.alloc_waive.inc();
                 self.to_global(idx);
                 continue;
             }
-            let gen = self.region.state(idx).gen();
+            let gen = self.state(idx).gen();
             self.cache_push(idx, gen);
-        }
-        if taken == 0 {
-            self.shared.owner.alloc_empty.inc();
         }
         self.cache_len > 0
     }
@@ -307,7 +364,7 @@ impl PoolOwner {
             if n > 0 {
                 self.shared.owner.hold.add(n as u64);
                 for &idx in buf[..n].iter().rev() {
-                    let gen = self.region.state(idx).gen();
+                    let gen = self.state(idx).gen();
                     self.cache_push(idx, gen);
                 }
                 return true;
@@ -319,7 +376,7 @@ impl PoolOwner {
     /// Caller checked there is room.
     #[inline]
     fn cache_push(&mut self, idx: u32, gen: u32) {
-        self.region.set_state(idx, State::new(gen, self.slot, Location::Cached));
+        self.set_state(idx, State::new(gen, self.slot, Location::Cached));
         self.cache[self.cache_len] = ((gen as u64) << 32) | idx as u64;
         self.cache_len += 1;
     }
@@ -334,7 +391,9 @@ impl PoolOwner {
         let mut got = 0;
         let nodes = self.region.nodes();
         for k in 0..nodes {
-            got += self.region.global_take((self.node + k) % nodes, &mut idxs[got..]);
+            got += self
+                .region
+                .global_take((self.node + k) % nodes, &mut idxs[got..]);
             if got == idxs.len() {
                 break;
             }
@@ -350,7 +409,12 @@ impl PoolOwner {
         self.shared.owner.hold.add(got as u64);
         Some(
             idxs.into_iter()
-                .map(|idx| self.hand_out(((self.region.state(idx).gen() as u64) << 32) | idx as u64, Location::Application))
+                .map(|idx| {
+                    self.hand_out(
+                        ((self.state(idx).gen() as u64) << 32) | idx as u64,
+                        Location::Application,
+                    )
+                })
                 .collect(),
         )
     }
@@ -372,14 +436,16 @@ impl PoolOwner {
     #[inline]
     fn is_mine_in_app(&self, f: &Frame) -> bool {
         f.region == self.tag
-            && (f.idx as usize) < self.region.meta.len()
-            && self.region.state(f.idx) == State::new(f.gen, self.slot, Location::Application)
+            && (f.idx as usize) < self.meta.len()
+            && self.state(f.idx) == State::new(f.gen, self.slot, Location::Application)
     }
 
     #[cold]
     #[inline(never)]
     fn recycle_checked(&mut self, f: Frame) {
-        let Some(st) = self.check_held(&f) else { return };
+        let Some(st) = self.check_held(&f) else {
+            return;
+        };
         if st.owner() != self.slot {
             self.adopt(st.owner());
         }
@@ -391,7 +457,9 @@ impl PoolOwner {
     #[inline]
     pub fn recycle_unified(&mut self, f: Frame) {
         if !self.is_mine_in_app(&f) {
-            let Some(st) = self.check_held(&f) else { return };
+            let Some(st) = self.check_held(&f) else {
+                return;
+            };
             if st.owner() != self.slot {
                 self.adopt(st.owner());
             }
@@ -403,7 +471,9 @@ impl PoolOwner {
 
     /// The frame leaves the pool for the global list (page_pool's "release page").
     pub fn release_to_global(&mut self, f: Frame) {
-        let Some(st) = self.check_held(&f) else { return };
+        let Some(st) = self.check_held(&f) else {
+            return;
+        };
         if st.owner() != self.slot {
             self.adopt(st.owner());
         }
@@ -426,7 +496,7 @@ impl PoolOwner {
     fn recycle_cache_full(&mut self, idx: u32) {
         self.publish_stats();
         self.shared.owner.recycle_cache_full.inc();
-        self.region.set_state(idx, self.region.state(idx).with(self.slot, Location::Ring));
+        self.set_state(idx, self.state(idx).with(self.slot, Location::Ring));
         match self.shared.ring.push(idx) {
             Ok(()) => {}
             Err(PushError::Full(idx)) => {
@@ -453,10 +523,14 @@ impl PoolOwner {
     fn check_held(&self, f: &Frame) -> Option<State> {
         if self.region.check_token(f.region, f.idx, f.addr()).is_err() {
             self.shared.owner.foreign_addr.inc();
-            tracing::warn!(pool = self.shared.id, addr = f.addr(), "frame from another region returned; dropped");
+            tracing::warn!(
+                pool = self.shared.id,
+                addr = f.addr(),
+                "frame from another region returned; dropped"
+            );
             return None;
         }
-        let st = self.region.state(f.idx);
+        let st = self.state(f.idx);
         if st.gen() != f.gen || st.loc() != Location::Application {
             self.shared.owner.double_release.inc();
             tracing::warn!(pool = self.shared.id, frame = f.idx, where_ = ?st.loc(), "frame released twice; dropped");
@@ -468,7 +542,7 @@ impl PoolOwner {
     /// Drop one reference; true when it was the last (count is back to 1).
     #[inline]
     fn unref(&self, idx: u32) -> bool {
-        let last = unref_one(&self.region, idx);
+        let last = unref_one(&self.meta, idx);
         if !last {
             self.shared.owner.released_refcnt.inc();
         }
@@ -482,7 +556,7 @@ impl PoolOwner {
     /// chunk's count biased so that handing them out needs no atomic.
     #[inline(always)]
     pub fn alloc_frag(&mut self, size: u32) -> Option<Frag> {
-        let chunk = self.region.chunk_size();
+        let chunk = self.chunk;
         if size == 0 || size > chunk {
             return None;
         }
@@ -496,7 +570,7 @@ impl PoolOwner {
 
     #[inline(never)]
     fn alloc_frag_packed(&mut self, size: u32) -> Option<Frag> {
-        let chunk = self.region.chunk_size();
+        let chunk = self.chunk;
         let size = size.div_ceil(FRAG_ALIGN) * FRAG_ALIGN;
         if let Some(c) = &mut self.frag {
             if c.offset + size <= chunk {
@@ -509,14 +583,21 @@ impl PoolOwner {
         }
         let e = self.alloc_entry()?;
         let f = self.hand_out(e, Location::Application);
-        self.region.meta[f.idx as usize].refcount.store(FRAG_BIAS, Ordering::Relaxed);
-        self.frag = Some(FragCursor { idx: f.idx, gen: f.gen, offset: size, users: 1 });
+        self.meta[f.idx as usize]
+            .refcount
+            .store(FRAG_BIAS, Ordering::Relaxed);
+        self.frag = Some(FragCursor {
+            idx: f.idx,
+            gen: f.gen,
+            offset: size,
+            users: 1,
+        });
         Some(self.frag_token(f.idx, f.gen, 0, size))
     }
 
     /// Whole chunk or frag by size, like the kernel's `page_pool_alloc()`.
     pub fn alloc_sized(&mut self, size: u32) -> Option<Buf> {
-        let chunk = self.region.chunk_size();
+        let chunk = self.chunk;
         if size == 0 || size > chunk {
             return None;
         }
@@ -528,14 +609,21 @@ impl PoolOwner {
 
     fn frag_token(&self, idx: u32, gen: u32, offset: u32, len: u32) -> Frag {
         // offset and len are below the chunk size (at most 4096).
-        Frag { idx, gen, offset: offset as u16, len: len as u16, region: self.tag, shift: self.shift }
+        Frag {
+            idx,
+            gen,
+            offset: offset as u16,
+            len: len as u16,
+            region: self.tag,
+            shift: self.shift,
+        }
     }
 
     /// Stop packing into the open chunk: remove the unused bias. If every piece was
     /// already released the chunk is recycled here.
     pub fn frag_drain(&mut self) {
         let Some(c) = self.frag.take() else { return };
-        let meta = &self.region.meta[c.idx as usize];
+        let meta = &self.meta[c.idx as usize];
         let unused = FRAG_BIAS - c.users;
         if meta.refcount.fetch_sub(unused, Ordering::AcqRel) == unused {
             meta.refcount.store(1, Ordering::Relaxed);
@@ -546,11 +634,11 @@ impl PoolOwner {
     /// Release one frag reference; the last one recycles the chunk into this pool.
     #[inline(always)]
     pub fn release_frag(&mut self, f: Frag) {
-        if f.region != self.tag || f.idx as usize >= self.region.meta.len() {
+        if f.region != self.tag || f.idx as usize >= self.meta.len() {
             return self.foreign_frag(f);
         }
         if self.unref(f.idx) {
-            if self.region.state(f.idx) == State::new(f.gen, self.slot, Location::Application) {
+            if self.state(f.idx) == State::new(f.gen, self.slot, Location::Application) {
                 self.recycle_index(f.idx, f.gen);
             } else {
                 self.recycle_adopted_chunk(f.idx);
@@ -562,13 +650,17 @@ impl PoolOwner {
     #[inline(never)]
     fn foreign_frag(&self, f: Frag) {
         self.shared.owner.foreign_addr.inc();
-        tracing::warn!(pool = self.shared.id, addr = f.addr(), "frag from another region released; dropped");
+        tracing::warn!(
+            pool = self.shared.id,
+            addr = f.addr(),
+            "frag from another region released; dropped"
+        );
     }
 
     #[cold]
     #[inline(never)]
     fn recycle_adopted_chunk(&mut self, idx: u32) {
-        let st = self.region.state(idx);
+        let st = self.state(idx);
         if st.owner() != self.slot {
             self.adopt(st.owner());
         }
@@ -583,9 +675,14 @@ impl PoolOwner {
     pub fn ref_frag(&self, f: &Frag) -> Frag {
         if self.region.check_token(f.region, f.idx, f.addr()).is_err() {
             self.shared.owner.foreign_addr.inc();
-            panic!("ref_frag on a frag of another region (addr {:#x})", f.addr());
+            panic!(
+                "ref_frag on a frag of another region (addr {:#x})",
+                f.addr()
+            );
         }
-        self.region.meta[f.idx as usize].refcount.fetch_add(1, Ordering::Relaxed);
+        self.meta[f.idx as usize]
+            .refcount
+            .fetch_add(1, Ordering::Relaxed);
         Frag { ..*f }
     }
 
@@ -593,13 +690,31 @@ impl PoolOwner {
 
     /// Allocate up to `out.len()` frames for the fill ring, mark them FILL and write
     /// their UMEM addresses. Returns how many were written.
+    /// Also publishes the hot counters (a worker calls this once per batch).
     pub fn fill_bulk(&mut self, out: &mut [u64]) -> usize {
-        for (n, slot) in out.iter_mut().enumerate() {
-            let Some(e) = self.alloc_entry() else { return n };
-            let f = self.hand_out(e, Location::Fill);
-            *slot = f.addr();
+        let mut n = 0;
+        while n < out.len() {
+            // Straight from the cache with the count in a register; refill when dry.
+            let take = (out.len() - n).min(self.cache_len);
+            let top = self.cache_len;
+            for (k, slot) in out[n..n + take].iter_mut().enumerate() {
+                let e = self.cache[(top - 1 - k) & (CACHE_SIZE - 1)];
+                *slot = self.hand_out(e, Location::Fill).addr();
+            }
+            self.cache_len = top - take;
+            self.hot_alloc_fast += take as u64;
+            n += take;
+            if n == out.len() {
+                break;
+            }
+            let Some(e) = self.alloc_entry_cold() else {
+                break;
+            };
+            out[n] = self.hand_out(e, Location::Fill).addr();
+            n += 1;
         }
-        out.len()
+        self.publish_stats();
+        n
     }
 
     /// An RX descriptor: the frame moves FILL -> application. `addr` may point past
@@ -613,12 +728,18 @@ impl PoolOwner {
                 return Err(e);
             }
         };
-        let st = self.region.state(idx);
+        let st = self.state(idx);
         if st.loc() != Location::Fill || st.owner() != self.slot {
             self.shared.owner.not_in_fill.inc();
-            return Err(FrameError::NotInFill { addr, location: st.loc() });
+            return Err(FrameError::NotInFill {
+                addr,
+                location: st.loc(),
+            });
         }
-        Ok(self.hand_out(((st.gen() as u64) << 32) | idx as u64, Location::Application))
+        Ok(self.hand_out(
+            ((st.gen() as u64) << 32) | idx as u64,
+            Location::Application,
+        ))
     }
 
     /// Hand a frame to TX; returns the descriptor address (chunk base + `offset`).
@@ -630,12 +751,12 @@ impl PoolOwner {
         if st.owner() != self.slot {
             self.adopt(st.owner());
         }
-        if offset >= self.region.chunk_size() {
+        if offset >= self.chunk {
             let addr = f.addr() + offset as u64;
             self.recycle_index(f.idx, f.gen);
             return Err(FrameError::OutOfChunk { addr, len: 0 });
         }
-        self.region.set_state(f.idx, st.with(self.slot, Location::Tx));
+        self.set_state(f.idx, st.with(self.slot, Location::Tx));
         Ok(f.addr() + offset as u64)
     }
 
@@ -646,14 +767,14 @@ impl PoolOwner {
             self.shared.owner.foreign_addr.inc();
             return Err(FrameError::Foreign { addr: f.addr() });
         }
-        let meta = &self.region.meta[f.idx as usize];
+        let meta = &self.meta[f.idx as usize];
         if meta.refcount.load(Ordering::Acquire) == 1 {
             // The only reference: the whole chunk is in TX.
-            let st = self.region.state(f.idx);
+            let st = self.state(f.idx);
             if st.owner() != self.slot {
                 self.adopt(st.owner());
             }
-            self.region.set_state(f.idx, st.with(self.slot, Location::Tx));
+            self.set_state(f.idx, st.with(self.slot, Location::Tx));
         } else {
             *self.tx_frags.entry(f.idx).or_insert(0) += 1;
         }
@@ -670,7 +791,7 @@ impl PoolOwner {
                 return Err(e);
             }
         };
-        let st = self.region.state(idx);
+        let st = self.state(idx);
         if st.loc() == Location::Tx && st.owner() == self.slot {
             self.recycle_index(idx, st.gen());
             return Ok(());
@@ -681,7 +802,7 @@ impl PoolOwner {
                 self.tx_frags.remove(&idx);
             }
             if self.unref(idx) {
-                let st = self.region.state(idx);
+                let st = self.state(idx);
                 if st.owner() != self.slot {
                     self.adopt(st.owner());
                 }
@@ -694,7 +815,10 @@ impl PoolOwner {
             return Err(FrameError::DoubleRelease { addr });
         }
         self.shared.owner.not_in_tx.inc();
-        Err(FrameError::NotInTx { addr, location: st.loc() })
+        Err(FrameError::NotInTx {
+            addr,
+            location: st.loc(),
+        })
     }
 
     /// The device is gone: every frame this pool had in a fill or TX ring (and every
@@ -703,7 +827,7 @@ impl PoolOwner {
     pub fn reclaim_kernel(&mut self) -> u32 {
         let mut n = 0;
         for idx in 0..self.region.frames() {
-            let st = self.region.state(idx);
+            let st = self.state(idx);
             if st.owner() != self.slot {
                 continue;
             }
@@ -716,7 +840,7 @@ impl PoolOwner {
             for _ in 0..refs {
                 n += 1;
                 if self.unref(idx) {
-                    let st = self.region.state(idx);
+                    let st = self.state(idx);
                     if st.owner() != self.slot {
                         self.adopt(st.owner());
                     }
@@ -725,7 +849,11 @@ impl PoolOwner {
             }
         }
         if n > 0 {
-            tracing::info!(pool = self.shared.id, reclaimed = n, "reclaimed frames from the kernel's rings");
+            tracing::info!(
+                pool = self.shared.id,
+                reclaimed = n,
+                "reclaimed frames from the kernel's rings"
+            );
         }
         n
     }
@@ -785,13 +913,18 @@ impl Drop for PoolOwner {
 
 impl std::fmt::Debug for PoolOwner {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("PoolOwner").field("id", &self.shared.id).field("cached", &self.cache_len).finish()
+        f.debug_struct("PoolOwner")
+            .field("id", &self.shared.id)
+            .field("cached", &self.cache_len)
+            .finish()
     }
 }
 
 impl std::fmt::Debug for PoolRemote {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("PoolRemote").field("id", &self.shared.id).finish()
+        f.debug_struct("PoolRemote")
+            .field("id", &self.shared.id)
+            .finish()
     }
 }
 
@@ -808,8 +941,8 @@ fn release_on(region: &Region, slot: u32) {
 /// Drop one reference on a chunk. The plain load first: an unsplit chunk (count 1)
 /// pays no read-modify-write. True when it was the last reference.
 #[inline(always)]
-fn unref_one(region: &Region, idx: u32) -> bool {
-    let rc = &region.meta[idx as usize].refcount;
+fn unref_one(meta: &[FrameMeta], idx: u32) -> bool {
+    let rc = &meta[idx as usize].refcount;
     if rc.load(Ordering::Acquire) == 1 {
         return true;
     }
@@ -832,13 +965,21 @@ impl PoolRemote {
     pub fn recycle(&self, f: Frame) {
         if self.region.check_token(f.region, f.idx, f.addr()).is_err() {
             self.shared.remote.foreign_addr.inc();
-            tracing::warn!(pool = self.shared.id, addr = f.addr(), "frame from another region returned; dropped");
+            tracing::warn!(
+                pool = self.shared.id,
+                addr = f.addr(),
+                "frame from another region returned; dropped"
+            );
             return;
         }
         let st = self.region.state(f.idx);
         if st.gen() != f.gen || st.loc() != Location::Application {
             self.shared.remote.double_release.inc();
-            tracing::warn!(pool = self.shared.id, frame = f.idx, "frame released twice; dropped");
+            tracing::warn!(
+                pool = self.shared.id,
+                frame = f.idx,
+                "frame released twice; dropped"
+            );
             return;
         }
         self.push_or_global(f.idx, st);
@@ -848,10 +989,14 @@ impl PoolRemote {
     pub fn release_frag(&self, f: Frag) {
         if self.region.check_token(f.region, f.idx, f.addr()).is_err() {
             self.shared.remote.foreign_addr.inc();
-            tracing::warn!(pool = self.shared.id, addr = f.addr(), "frag from another region released; dropped");
+            tracing::warn!(
+                pool = self.shared.id,
+                addr = f.addr(),
+                "frag from another region released; dropped"
+            );
             return;
         }
-        if unref_one(&self.region, f.idx) {
+        if unref_one(&self.region.meta, f.idx) {
             let st = self.region.state(f.idx);
             self.push_or_global(f.idx, st);
         } else {
@@ -874,6 +1019,11 @@ impl PoolRemote {
                 self.region.global_put(idx);
             }
             Err(PushError::Closed(idx)) => {
+                tracing::debug!(
+                    pool = self.shared.id,
+                    frame = idx,
+                    "return after destroy: to the global list"
+                );
                 self.shared.remote.after_destroy.inc();
                 self.shared.remote.release.inc();
                 self.region.global_put(idx);

@@ -4,7 +4,7 @@
 
 use crate::accounting::Accounting;
 use crate::error::{FrameError, PoolError};
-use crate::frame::{Frame, Frag, FrameMeta, Location, State, NO_OWNER};
+use crate::frame::{Frag, Frame, FrameMeta, Location, State, NO_OWNER};
 use crate::pool::PoolShared;
 use crate::stats::SharedCounter;
 use crate::sync::{lock, Mutex};
@@ -33,7 +33,12 @@ pub struct RegionConfig {
 
 impl Default for RegionConfig {
     fn default() -> Self {
-        RegionConfig { frames: 4096, chunk_size: 2048, hugepages: false, topology: Topology::single_node() }
+        RegionConfig {
+            frames: 4096,
+            chunk_size: 2048,
+            hugepages: false,
+            topology: Topology::single_node(),
+        }
     }
 }
 
@@ -58,7 +63,8 @@ pub struct Region {
     hugepages: bool,
     topology: Topology,
     node_ranges: Vec<Range<u32>>,
-    pub(crate) meta: Box<[FrameMeta]>,
+    /// Shared with the pools so their fast paths reach it in one load.
+    pub(crate) meta: Arc<[FrameMeta]>,
     global: Box<[CachePadded<Mutex<Vec<u32>>>]>,
     pools: Mutex<Vec<Arc<PoolShared>>>,
     misuse_foreign: SharedCounter,
@@ -127,7 +133,7 @@ impl Region {
             hugepages,
             topology: cfg.topology,
             node_ranges,
-            meta: meta.into_boxed_slice(),
+            meta: Arc::from(meta),
             global,
             pools: Mutex::new(Vec::new()),
             misuse_foreign: SharedCounter::default(),
@@ -136,7 +142,12 @@ impl Region {
         if binds {
             region.place_nodes()?;
         }
-        tracing::debug!(frames = region.frames, chunk = region.chunk_size, hugepages, "UMEM region mapped");
+        tracing::debug!(
+            frames = region.frames,
+            chunk = region.chunk_size,
+            hugepages,
+            "UMEM region mapped"
+        );
         Ok(Arc::new(region))
     }
 
@@ -148,7 +159,12 @@ impl Region {
             let node = node as u32;
             let off = (r.start as usize) << self.shift;
             let bytes = ((r.end - r.start) as usize) << self.shift;
-            let err = |reason: String| PoolError::NumaPlacement { node, first: r.start, end: r.end, reason };
+            let err = |reason: String| PoolError::NumaPlacement {
+                node,
+                first: r.start,
+                end: r.end,
+                reason,
+            };
             // SAFETY: off..off+bytes lies inside the mapping (ranges cover 0..frames).
             let ptr = unsafe { self.base.as_ptr().add(off) };
             bind_to_node(ptr, bytes, node).map_err(|e| err(format!("mbind: {e}")))?;
@@ -195,7 +211,9 @@ impl Region {
     }
     /// Where a frame is now (owner map).
     pub fn location(&self, index: u32) -> Option<Location> {
-        self.meta.get(index as usize).map(|_| self.state(index).loc())
+        self.meta
+            .get(index as usize)
+            .map(|_| self.state(index).loc())
     }
     /// Misuse seen through the validated views.
     pub fn misuse(&self) -> RegionMisuse {
@@ -207,7 +225,10 @@ impl Region {
 
     /// Count every frame by where the owner map says it is.
     pub fn accounting(&self) -> Accounting {
-        let mut a = Accounting { total: self.frames as u64, ..Default::default() };
+        let mut a = Accounting {
+            total: self.frames as u64,
+            ..Default::default()
+        };
         for i in 0..self.frames {
             match self.state(i).loc() {
                 Location::Free => a.free += 1,
@@ -246,7 +267,9 @@ impl Region {
         }
         // SAFETY: check_addr proved addr..addr+len is inside the mapping and one
         // chunk; the mapping lives as long as &self.
-        Some(unsafe { std::slice::from_raw_parts(self.base.as_ptr().add(addr as usize), len as usize) })
+        Some(unsafe {
+            std::slice::from_raw_parts(self.base.as_ptr().add(addr as usize), len as usize)
+        })
     }
 
     /// Copy `data` into the chunk of `frame` at `offset`.
@@ -263,18 +286,28 @@ impl Region {
     pub fn write_frag(&self, frag: &Frag, data: &[u8]) -> Result<(), FrameError> {
         self.check_token(frag.region, frag.idx, frag.addr())?;
         if data.len() > frag.len as usize {
-            return Err(FrameError::OutOfChunk { addr: frag.addr(), len: data.len() as u32 });
+            return Err(FrameError::OutOfChunk {
+                addr: frag.addr(),
+                len: data.len() as u32,
+            });
         }
         self.copy_in(frag.addr(), data)
     }
 
     fn copy_in(&self, addr: u64, data: &[u8]) -> Result<(), FrameError> {
-        let len = u32::try_from(data.len()).map_err(|_| FrameError::OutOfChunk { addr, len: u32::MAX })?;
+        let len = u32::try_from(data.len()).map_err(|_| FrameError::OutOfChunk {
+            addr,
+            len: u32::MAX,
+        })?;
         self.check_addr(addr, len)?;
         // SAFETY: destination validated inside one chunk of the mapping; source is a
         // distinct Rust slice, so the ranges cannot overlap.
         unsafe {
-            std::ptr::copy_nonoverlapping(data.as_ptr(), self.base.as_ptr().add(addr as usize), data.len())
+            std::ptr::copy_nonoverlapping(
+                data.as_ptr(),
+                self.base.as_ptr().add(addr as usize),
+                data.len(),
+            )
         };
         Ok(())
     }
@@ -301,11 +334,17 @@ impl Region {
 
     #[inline]
     pub(crate) fn state(&self, idx: u32) -> State {
-        State(self.meta[idx as usize].state.load(crate::sync::Ordering::Relaxed))
+        State(
+            self.meta[idx as usize]
+                .state
+                .load(crate::sync::Ordering::Relaxed),
+        )
     }
     #[inline]
     pub(crate) fn set_state(&self, idx: u32, s: State) {
-        self.meta[idx as usize].state.store(s.0, crate::sync::Ordering::Relaxed)
+        self.meta[idx as usize]
+            .state
+            .store(s.0, crate::sync::Ordering::Relaxed)
     }
     pub(crate) fn tag(&self) -> u16 {
         self.tag
@@ -335,13 +374,28 @@ impl Region {
         lock(&self.global[m.node as usize]).push(idx);
     }
 
-    pub(crate) fn register_pool(&self, make: impl FnOnce(u32) -> Arc<PoolShared>) -> Arc<PoolShared> {
+    pub(crate) fn register_pool(
+        &self,
+        make: impl FnOnce(u32) -> Arc<PoolShared>,
+    ) -> Arc<PoolShared> {
         let mut pools = lock(&self.pools);
+        // Reuse the slot of a destroyed pool nobody can reach any more (no handle,
+        // no frame attributed to it), so re-attach cycles do not grow the registry.
+        if let Some(slot) = pools.iter().position(|p| p.is_retired()) {
+            let shared = make(slot as u32);
+            pools[slot] = shared.clone();
+            return shared;
+        }
         let slot = pools.len() as u32;
         assert!(slot < NO_OWNER, "more than {NO_OWNER} pools on one region");
         let shared = make(slot);
         pools.push(shared.clone());
         shared
+    }
+
+    /// Pool slots in the registry (live pools plus destroyed ones still referenced).
+    pub fn pools_registered(&self) -> usize {
+        lock(&self.pools).len()
     }
 
     pub(crate) fn pool_by_slot(&self, slot: u32) -> Option<Arc<PoolShared>> {
@@ -363,11 +417,20 @@ impl Drop for Region {
 fn page_size() -> usize {
     // SAFETY: sysconf has no memory-safety preconditions.
     let p = unsafe { libc::sysconf(libc::_SC_PAGESIZE) };
-    if p > 0 { p as usize } else { 4096 }
+    if p > 0 {
+        p as usize
+    } else {
+        4096
+    }
 }
 
-fn map(len: usize, hugepages: bool, populate: bool) -> Result<(NonNull<u8>, usize, bool), PoolError> {
-    let base_flags = libc::MAP_PRIVATE | libc::MAP_ANONYMOUS | if populate { libc::MAP_POPULATE } else { 0 };
+fn map(
+    len: usize,
+    hugepages: bool,
+    populate: bool,
+) -> Result<(NonNull<u8>, usize, bool), PoolError> {
+    let base_flags =
+        libc::MAP_PRIVATE | libc::MAP_ANONYMOUS | if populate { libc::MAP_POPULATE } else { 0 };
     if hugepages {
         let map_len = len.div_ceil(HUGEPAGE) * HUGEPAGE;
         match mmap(map_len, base_flags | libc::MAP_HUGETLB) {
@@ -379,14 +442,26 @@ fn map(len: usize, hugepages: bool, populate: bool) -> Result<(NonNull<u8>, usiz
         }
     }
     let map_len = len.div_ceil(page_size()) * page_size();
-    let p = mmap(map_len, base_flags).map_err(|source| PoolError::Mmap { len: map_len, source })?;
+    let p = mmap(map_len, base_flags).map_err(|source| PoolError::Mmap {
+        len: map_len,
+        source,
+    })?;
     Ok((p, map_len, false))
 }
 
 fn mmap(len: usize, flags: i32) -> std::io::Result<NonNull<u8>> {
     // SAFETY: anonymous mapping at a kernel-chosen address; no existing memory is
     // affected. The result is checked for MAP_FAILED.
-    let p = unsafe { libc::mmap(std::ptr::null_mut(), len, libc::PROT_READ | libc::PROT_WRITE, flags, -1, 0) };
+    let p = unsafe {
+        libc::mmap(
+            std::ptr::null_mut(),
+            len,
+            libc::PROT_READ | libc::PROT_WRITE,
+            flags,
+            -1,
+            0,
+        )
+    };
     if p == libc::MAP_FAILED {
         return Err(std::io::Error::last_os_error());
     }
@@ -461,15 +536,28 @@ mod tests {
     use super::*;
 
     fn region(frames: u32, chunk: u32, nodes: u32) -> Arc<Region> {
-        Region::new(RegionConfig { frames, chunk_size: chunk, hugepages: false, topology: Topology::fake(nodes) })
-            .unwrap()
+        Region::new(RegionConfig {
+            frames,
+            chunk_size: chunk,
+            hugepages: false,
+            topology: Topology::fake(nodes),
+        })
+        .unwrap()
     }
 
     #[test]
     fn rejects_bad_config_with_advice() {
-        let e = Region::new(RegionConfig { chunk_size: 1000, ..Default::default() }).unwrap_err();
+        let e = Region::new(RegionConfig {
+            chunk_size: 1000,
+            ..Default::default()
+        })
+        .unwrap_err();
         assert!(e.to_string().contains("use 2048 or 4096"), "{e}");
-        let e = Region::new(RegionConfig { frames: 0, ..Default::default() }).unwrap_err();
+        let e = Region::new(RegionConfig {
+            frames: 0,
+            ..Default::default()
+        })
+        .unwrap_err();
         assert!(matches!(e, PoolError::InvalidConfig(_)));
     }
 
@@ -491,8 +579,17 @@ mod tests {
     fn check_addr_validates_range_and_chunk() {
         let r = region(4, 2048, 1);
         assert_eq!(r.check_addr(2048 + 100, 1948), Ok(1));
-        assert_eq!(r.check_addr(2048 + 100, 1949), Err(FrameError::OutOfChunk { addr: 2148, len: 1949 }));
-        assert_eq!(r.check_addr(4 * 2048, 1), Err(FrameError::Foreign { addr: 8192 }));
+        assert_eq!(
+            r.check_addr(2048 + 100, 1949),
+            Err(FrameError::OutOfChunk {
+                addr: 2148,
+                len: 1949
+            })
+        );
+        assert_eq!(
+            r.check_addr(4 * 2048, 1),
+            Err(FrameError::Foreign { addr: 8192 })
+        );
     }
 
     #[test]
@@ -500,13 +597,24 @@ mod tests {
         let r = region(4, 2048, 1);
         assert!(r.frame_bytes(0, 64).is_none(), "frame 0 is free");
         assert!(r.frame_bytes(1 << 30, 1).is_none());
-        assert_eq!(r.misuse(), RegionMisuse { foreign_addr: 1, use_after_release: 1 });
+        assert_eq!(
+            r.misuse(),
+            RegionMisuse {
+                foreign_addr: 1,
+                use_after_release: 1
+            }
+        );
     }
 
     #[test]
     fn hugepage_request_falls_back_or_works() {
-        let r = Region::new(RegionConfig { frames: 16, chunk_size: 4096, hugepages: true, topology: Topology::single_node() })
-            .unwrap();
+        let r = Region::new(RegionConfig {
+            frames: 16,
+            chunk_size: 4096,
+            hugepages: true,
+            topology: Topology::single_node(),
+        })
+        .unwrap();
         assert_eq!(r.len(), 16 * 4096);
         r.accounting().check().unwrap();
     }

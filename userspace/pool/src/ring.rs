@@ -34,7 +34,10 @@ impl ReturnRing {
     pub(crate) fn new(capacity: usize) -> ReturnRing {
         let cap = capacity.max(2).next_power_of_two();
         let slots = (0..cap)
-            .map(|i| Slot { seq: AtomicUsize::new(i), val: AtomicU32::new(0) })
+            .map(|i| Slot {
+                seq: AtomicUsize::new(i),
+                val: AtomicU32::new(0),
+            })
             .collect();
         ReturnRing {
             tail: CachePadded::new(AtomicUsize::new(0)),
@@ -90,9 +93,31 @@ impl ReturnRing {
             return None;
         }
         let val = slot.val.load(Ordering::Relaxed);
-        slot.seq.store(pos.wrapping_add(self.mask + 1), Ordering::Release);
+        slot.seq
+            .store(pos.wrapping_add(self.mask + 1), Ordering::Release);
         self.head.store(pos.wrapping_add(1), Ordering::Relaxed);
         Some(val)
+    }
+
+    /// Consumer only: pop up to `out.len()` values, publishing the new head once.
+    pub(crate) fn pop_bulk(&self, out: &mut [u32]) -> usize {
+        let head = self.head.load(Ordering::Relaxed);
+        let mut n = 0;
+        while n < out.len() {
+            let pos = head.wrapping_add(n);
+            let slot = &self.slots[pos & self.mask];
+            if slot.seq.load(Ordering::Acquire) != pos.wrapping_add(1) {
+                break;
+            }
+            out[n] = slot.val.load(Ordering::Relaxed);
+            slot.seq
+                .store(pos.wrapping_add(self.mask + 1), Ordering::Release);
+            n += 1;
+        }
+        if n > 0 {
+            self.head.store(head.wrapping_add(n), Ordering::Relaxed);
+        }
+        n
     }
 
     /// Consumer only. Close the ring to producers and hand every value that was or is
@@ -149,6 +174,26 @@ mod tests {
             assert_eq!(r.pop(), None);
         }
         assert_eq!(r.pushed(), 20);
+    }
+
+    #[test]
+    fn pop_bulk_takes_what_is_there_across_the_wrap() {
+        let r = ReturnRing::new(4);
+        for i in 0..3 {
+            r.push(i).unwrap();
+        }
+        let mut out = [0u32; 2];
+        assert_eq!(r.pop_bulk(&mut out), 2);
+        assert_eq!(out, [0, 1]);
+        for i in 3..6 {
+            r.push(i).unwrap();
+        }
+        assert_eq!(r.push(9), Err(PushError::Full(9)));
+        let mut out = [0u32; 8];
+        assert_eq!(r.pop_bulk(&mut out), 4);
+        assert_eq!(&out[..4], &[2, 3, 4, 5]);
+        assert_eq!(r.pop_bulk(&mut out), 0);
+        assert_eq!(r.len(), 0);
     }
 
     #[test]

@@ -17,7 +17,10 @@ impl Counter {
     }
     #[inline(always)]
     pub(crate) fn add(&self, n: u64) {
-        self.0.store(self.0.load(Ordering::Relaxed).wrapping_add(n), Ordering::Relaxed);
+        self.0.store(
+            self.0.load(Ordering::Relaxed).wrapping_add(n),
+            Ordering::Relaxed,
+        );
     }
     pub(crate) fn get(&self) -> u64 {
         self.0.load(Ordering::Relaxed)
@@ -83,7 +86,9 @@ pub(crate) struct RemoteCounters {
 pub struct PoolStats {
     /// Pool id from its config.
     pub pool_id: u32,
-    /// Allocations served from the owner cache.
+    /// Allocations served from the owner cache. This and `recycle_cached` are kept
+    /// in the owner's handle and published on every cold path, by `fill_bulk`,
+    /// `PoolOwner::stats` and `publish_stats`; a remote reader may lag by one batch.
     pub alloc_fast: u64,
     /// Bulk takes from the global free list (one per slow-path allocation).
     pub alloc_slow: u64,

@@ -14,16 +14,28 @@ pub struct Topology {
 impl Topology {
     /// One node, every CPU on it. Memory is not bound.
     pub fn single_node() -> Topology {
-        let cpus = std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1);
-        Topology { nodes: 1, cpu_node: vec![0; cpus], real: false }
+        let cpus = std::thread::available_parallelism()
+            .map(|n| n.get())
+            .unwrap_or(1);
+        Topology {
+            nodes: 1,
+            cpu_node: vec![0; cpus],
+            real: false,
+        }
     }
 
     /// A made-up layout of `nodes` nodes (CPUs spread round-robin). Used by tests to
     /// prove the per-node paths; memory is never bound for a fake topology.
     pub fn fake(nodes: u32) -> Topology {
         let nodes = nodes.max(1);
-        let cpus = std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1);
-        Topology { nodes, cpu_node: (0..cpus as u32).map(|c| c % nodes).collect(), real: false }
+        let cpus = std::thread::available_parallelism()
+            .map(|n| n.get())
+            .unwrap_or(1);
+        Topology {
+            nodes,
+            cpu_node: (0..cpus as u32).map(|c| c % nodes).collect(),
+            real: false,
+        }
     }
 
     /// Read the machine's layout from `/sys/devices/system/node`. Falls back to a
@@ -54,7 +66,11 @@ impl Topology {
         if nodes == 0 {
             return Topology::single_node();
         }
-        Topology { nodes, cpu_node, real: true }
+        Topology {
+            nodes,
+            cpu_node,
+            real: true,
+        }
     }
 
     /// Number of nodes.

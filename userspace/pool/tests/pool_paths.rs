@@ -7,11 +7,23 @@ use std::sync::Arc;
 use std::time::Duration;
 
 fn region(frames: u32, chunk: u32, nodes: u32) -> Arc<Region> {
-    Region::new(RegionConfig { frames, chunk_size: chunk, hugepages: false, topology: Topology::fake(nodes) }).unwrap()
+    Region::new(RegionConfig {
+        frames,
+        chunk_size: chunk,
+        hugepages: false,
+        topology: Topology::fake(nodes),
+    })
+    .unwrap()
 }
 
 fn pool(r: &Arc<Region>, id: u32) -> PoolOwner {
-    PoolOwner::new(r, PoolConfig { id, ..Default::default() })
+    PoolOwner::new(
+        r,
+        PoolConfig {
+            id,
+            ..Default::default()
+        },
+    )
 }
 
 fn ok(r: &Region) -> Accounting {
@@ -25,16 +37,32 @@ fn delta(a: &PoolStats, b: &PoolStats) -> Vec<(&'static str, u64)> {
     let pairs = [
         ("alloc_fast", a.alloc_fast, b.alloc_fast),
         ("alloc_slow", a.alloc_slow, b.alloc_slow),
-        ("alloc_slow_high_order", a.alloc_slow_high_order, b.alloc_slow_high_order),
+        (
+            "alloc_slow_high_order",
+            a.alloc_slow_high_order,
+            b.alloc_slow_high_order,
+        ),
         ("alloc_empty", a.alloc_empty, b.alloc_empty),
         ("alloc_refill", a.alloc_refill, b.alloc_refill),
         ("alloc_waive", a.alloc_waive, b.alloc_waive),
         ("alloc_failed", a.alloc_failed, b.alloc_failed),
         ("recycle_cached", a.recycle_cached, b.recycle_cached),
-        ("recycle_cache_full", a.recycle_cache_full, b.recycle_cache_full),
+        (
+            "recycle_cache_full",
+            a.recycle_cache_full,
+            b.recycle_cache_full,
+        ),
         ("recycle_ring", a.recycle_ring, b.recycle_ring),
-        ("recycle_ring_full", a.recycle_ring_full, b.recycle_ring_full),
-        ("recycle_released_refcnt", a.recycle_released_refcnt, b.recycle_released_refcnt),
+        (
+            "recycle_ring_full",
+            a.recycle_ring_full,
+            b.recycle_ring_full,
+        ),
+        (
+            "recycle_released_refcnt",
+            a.recycle_released_refcnt,
+            b.recycle_released_refcnt,
+        ),
         ("hold", a.hold, b.hold),
         ("release", a.release, b.release),
         ("double_release", a.double_release, b.double_release),
@@ -43,7 +71,11 @@ fn delta(a: &PoolStats, b: &PoolStats) -> Vec<(&'static str, u64)> {
         ("not_in_fill", a.not_in_fill, b.not_in_fill),
         ("not_in_tx", a.not_in_tx, b.not_in_tx),
     ];
-    pairs.iter().filter(|(_, x, y)| x != y).map(|(n, x, y)| (*n, y - x)).collect()
+    pairs
+        .iter()
+        .filter(|(_, x, y)| x != y)
+        .map(|(n, x, y)| (*n, y - x))
+        .collect()
 }
 
 #[test]
@@ -53,7 +85,10 @@ fn first_alloc_is_slow_then_fast_then_cached() {
     let s0 = p.stats();
     let f = p.alloc().unwrap();
     // cache was empty, ring empty -> bulk of 64 from the global list
-    assert_eq!(delta(&s0, &p.stats()), vec![("alloc_slow", 1), ("alloc_empty", 1), ("hold", 64)]);
+    assert_eq!(
+        delta(&s0, &p.stats()),
+        vec![("alloc_slow", 1), ("alloc_empty", 1), ("hold", 64)]
+    );
     assert_eq!(p.cached(), 63);
     assert_eq!(r.location(f.index()), Some(Location::Application));
     let s1 = p.stats();
@@ -83,7 +118,11 @@ fn cache_full_goes_to_ring_and_refill_takes_it_back() {
     }
     assert_eq!(
         delta(&s0, &p.stats()),
-        vec![("recycle_cached", 72), ("recycle_cache_full", 128), ("recycle_ring", 128)]
+        vec![
+            ("recycle_cached", 72),
+            ("recycle_cache_full", 128),
+            ("recycle_ring", 128)
+        ]
     );
     let a = ok(&r);
     assert_eq!((a.cached, a.ring, a.free), (128, 128, 256));
@@ -104,7 +143,14 @@ fn cache_full_goes_to_ring_and_refill_takes_it_back() {
 #[test]
 fn remote_recycle_uses_ring_and_full_ring_goes_global() {
     let r = region(64, 2048, 1);
-    let mut p = PoolOwner::new(&r, PoolConfig { id: 3, ring_size: 4, ..Default::default() });
+    let mut p = PoolOwner::new(
+        &r,
+        PoolConfig {
+            id: 3,
+            ring_size: 4,
+            ..Default::default()
+        },
+    );
     let remote = p.remote();
     let frames: Vec<Frame> = (0..6).map(|_| p.alloc().unwrap()).collect();
     let s0 = p.stats();
@@ -116,7 +162,11 @@ fn remote_recycle_uses_ring_and_full_ring_goes_global() {
     h.join().unwrap();
     assert_eq!(
         delta(&s0, &p.stats()),
-        vec![("recycle_ring", 4), ("recycle_ring_full", 2), ("release", 2)]
+        vec![
+            ("recycle_ring", 4),
+            ("recycle_ring_full", 2),
+            ("release", 2)
+        ]
     );
     let a = ok(&r);
     assert_eq!((a.ring, a.free, a.cached), (4, 2, 58));
@@ -148,8 +198,22 @@ fn exhaustion_gives_none_and_counts() {
 fn waive_sends_other_node_frames_to_their_list() {
     // Two fake nodes: frames 0..64 on node 0, 64..128 on node 1.
     let r = region(128, 2048, 2);
-    let mut p0 = PoolOwner::new(&r, PoolConfig { id: 0, preferred_node: 0, ..Default::default() });
-    let mut p1 = PoolOwner::new(&r, PoolConfig { id: 1, preferred_node: 1, ..Default::default() });
+    let mut p0 = PoolOwner::new(
+        &r,
+        PoolConfig {
+            id: 0,
+            preferred_node: 0,
+            ..Default::default()
+        },
+    );
+    let mut p1 = PoolOwner::new(
+        &r,
+        PoolConfig {
+            id: 1,
+            preferred_node: 1,
+            ..Default::default()
+        },
+    );
     let from_node1: Vec<Frame> = (0..10).map(|_| p1.alloc().unwrap()).collect();
     assert!(from_node1.iter().all(|f| r.node_of(f.index()) == Some(1)));
     // A node-0 frame and ten node-1 frames come back through p0's ring.
@@ -202,7 +266,10 @@ fn frags_pack_then_last_release_recycles() {
     for f in frags {
         p.release_frag(f);
     }
-    assert_eq!(delta(&s0, &p.stats()), vec![("recycle_cached", 1), ("recycle_released_refcnt", 7)]);
+    assert_eq!(
+        delta(&s0, &p.stats()),
+        vec![("recycle_cached", 1), ("recycle_released_refcnt", 7)]
+    );
     assert_eq!(r.location(chunk), Some(Location::Cached));
     // The open chunk is recycled when drained after its only frag went.
     p.release_frag(ninth);
@@ -222,7 +289,11 @@ fn whole_frag_and_alloc_sized_choose_by_size() {
     let w = p.alloc_frag(3000).unwrap();
     assert_eq!(w.offset(), 0);
     p.release_frag(w);
-    assert_eq!(delta(&s0, &p.stats()), vec![("alloc_fast", 1), ("recycle_cached", 1)], "unsplit: no refcnt release");
+    assert_eq!(
+        delta(&s0, &p.stats()),
+        vec![("alloc_fast", 1), ("recycle_cached", 1)],
+        "unsplit: no refcnt release"
+    );
     match p.alloc_sized(2049).unwrap() {
         Buf::Whole(f) => p.recycle(f),
         b => panic!("expected a whole chunk, got {b:?}"),
@@ -249,7 +320,9 @@ fn ref_frag_takes_a_reference_and_remote_release_counts() {
     assert_eq!(clone.addr(), whole.addr());
     let s0 = p.stats();
     let remote = p.remote();
-    std::thread::spawn(move || remote.release_frag(clone)).join().unwrap();
+    std::thread::spawn(move || remote.release_frag(clone))
+        .join()
+        .unwrap();
     assert_eq!(delta(&s0, &p.stats()), vec![("recycle_released_refcnt", 1)]);
     assert_eq!(r.location(whole.frame_index()), Some(Location::Application));
     let idx = whole.frame_index();
@@ -261,7 +334,10 @@ fn ref_frag_takes_a_reference_and_remote_release_counts() {
     let again = p.alloc_frag(2048).unwrap();
     assert_eq!(again.frame_index(), idx);
     p.release_frag(again);
-    assert_eq!(delta(&s1, &p.stats()), vec![("alloc_fast", 1), ("recycle_cached", 1)]);
+    assert_eq!(
+        delta(&s1, &p.stats()),
+        vec![("alloc_fast", 1), ("recycle_cached", 1)]
+    );
     ok(&r);
 }
 
@@ -272,7 +348,10 @@ fn high_order_is_counted_apart() {
     let s0 = p.stats();
     let jumbo = p.alloc_high_order(5).unwrap();
     assert_eq!(jumbo.len(), 5);
-    assert_eq!(delta(&s0, &p.stats()), vec![("alloc_slow_high_order", 1), ("hold", 5)]);
+    assert_eq!(
+        delta(&s0, &p.stats()),
+        vec![("alloc_slow_high_order", 1), ("hold", 5)]
+    );
     assert!(p.alloc_high_order(100).is_none());
     assert_eq!(ok(&r).application, 5);
     for f in jumbo {
@@ -292,12 +371,30 @@ fn fill_rx_tx_completion_track_the_owner_map() {
     // RX with 256 bytes of headroom.
     let f = p.take_rx(addrs[0] + 256, 1000).unwrap();
     assert_eq!(f.addr(), addrs[0]);
-    assert_eq!(r.frame_bytes(addrs[0] + 256, 1000).map(|b| b.len()), Some(1000));
+    assert_eq!(
+        r.frame_bytes(addrs[0] + 256, 1000).map(|b| b.len()),
+        Some(1000)
+    );
     let s0 = p.stats();
-    assert_eq!(p.take_rx(addrs[0], 64), Err(FrameError::NotInFill { addr: addrs[0], location: Location::Application }));
-    assert_eq!(p.take_rx(64 * 2048, 64), Err(FrameError::Foreign { addr: 64 * 2048 }));
-    assert!(matches!(p.take_rx(addrs[1] + 2000, 100), Err(FrameError::OutOfChunk { .. })));
-    assert_eq!(delta(&s0, &p.stats()), vec![("foreign_addr", 2), ("not_in_fill", 1)]);
+    assert_eq!(
+        p.take_rx(addrs[0], 64),
+        Err(FrameError::NotInFill {
+            addr: addrs[0],
+            location: Location::Application
+        })
+    );
+    assert_eq!(
+        p.take_rx(64 * 2048, 64),
+        Err(FrameError::Foreign { addr: 64 * 2048 })
+    );
+    assert!(matches!(
+        p.take_rx(addrs[1] + 2000, 100),
+        Err(FrameError::OutOfChunk { .. })
+    ));
+    assert_eq!(
+        delta(&s0, &p.stats()),
+        vec![("foreign_addr", 2), ("not_in_fill", 1)]
+    );
     let a = ok(&r);
     assert_eq!((a.fill, a.application), (7, 1));
     r.write_frame(&f, 0, &[0xAB; 64]).unwrap();
@@ -308,9 +405,18 @@ fn fill_rx_tx_completion_track_the_owner_map() {
     p.take_completion(tx).unwrap();
     assert_eq!(delta(&s1, &p.stats()), vec![("recycle_cached", 1)]);
     // Completion twice: the frame is already back.
-    assert_eq!(p.take_completion(tx), Err(FrameError::DoubleRelease { addr: tx }));
+    assert_eq!(
+        p.take_completion(tx),
+        Err(FrameError::DoubleRelease { addr: tx })
+    );
     // Completion of a frame that is in the fill ring.
-    assert_eq!(p.take_completion(addrs[2]), Err(FrameError::NotInTx { addr: addrs[2], location: Location::Fill }));
+    assert_eq!(
+        p.take_completion(addrs[2]),
+        Err(FrameError::NotInTx {
+            addr: addrs[2],
+            location: Location::Fill
+        })
+    );
     let s = p.stats();
     assert_eq!((s.double_release, s.not_in_tx), (1, 1));
     assert!(r.frame_bytes(tx, 10).is_none(), "use after release refused");
@@ -329,7 +435,11 @@ fn frags_share_a_chunk_in_tx() {
     let ta = p.give_tx_frag(a).unwrap();
     let tb = p.give_tx_frag(b).unwrap();
     assert_eq!((ta, tb), (idx as u64 * 2048, idx as u64 * 2048 + 128));
-    assert_eq!(r.location(idx), Some(Location::Application), "a split chunk stays with the application");
+    assert_eq!(
+        r.location(idx),
+        Some(Location::Application),
+        "a split chunk stays with the application"
+    );
     p.take_completion(tb).unwrap();
     assert_eq!(r.location(idx), Some(Location::Application));
     p.take_completion(ta).unwrap();
@@ -358,14 +468,27 @@ fn reclaim_kernel_returns_fill_and_tx_frames() {
     let s0 = p.stats();
     assert_eq!(p.reclaim_kernel(), 12);
     let a = ok(&r);
-    assert_eq!((a.fill, a.tx, a.application), (0, 0, 2), "kept frame + frag chunk");
-    assert_eq!(delta(&s0, &p.stats()), vec![("recycle_released_refcnt", 1), ("release", 11)]);
+    assert_eq!(
+        (a.fill, a.tx, a.application),
+        (0, 0, 2),
+        "kept frame + frag chunk"
+    );
+    assert_eq!(
+        delta(&s0, &p.stats()),
+        vec![("recycle_released_refcnt", 1), ("release", 11)]
+    );
     p.release_frag(b);
     p.recycle(keep);
     p.frag_drain();
     assert_eq!(ok(&r).application, 0);
     // An RX for a reclaimed frame is refused.
-    assert!(matches!(p.take_rx(addrs[0], 64), Err(FrameError::NotInFill { location: Location::Free, .. })));
+    assert!(matches!(
+        p.take_rx(addrs[0], 64),
+        Err(FrameError::NotInFill {
+            location: Location::Free,
+            ..
+        })
+    ));
 }
 
 #[test]
@@ -377,27 +500,51 @@ fn frames_move_between_pools_with_hold_and_release() {
     let (a0, b0) = (a.stats(), b.stats());
     b.recycle(f);
     assert_eq!(delta(&a0, &a.stats()), vec![("release", 1)]);
-    assert_eq!(delta(&b0, &b.stats()), vec![("recycle_cached", 1), ("hold", 1)]);
+    assert_eq!(
+        delta(&b0, &b.stats()),
+        vec![("recycle_cached", 1), ("hold", 1)]
+    );
     let acc = ok(&r);
-    assert_eq!(a.stats().inflight + b.stats().inflight, acc.total - acc.free);
+    assert_eq!(
+        a.stats().inflight + b.stats().inflight,
+        acc.total - acc.free
+    );
 }
 
 #[test]
 fn destroy_releases_cache_and_ring_and_routes_late_returns_global() {
     let r = region(128, 2048, 1);
-    let mut p = PoolOwner::new(&r, PoolConfig { id: 7, ..Default::default() });
+    let mut p = PoolOwner::new(
+        &r,
+        PoolConfig {
+            id: 7,
+            ..Default::default()
+        },
+    );
     let remote = p.remote();
     let held: Vec<Frame> = (0..3).map(|_| p.alloc().unwrap()).collect();
     let ring_frame = p.alloc().unwrap();
     remote.recycle(ring_frame);
     let report = p.destroy();
-    assert_eq!((report.pool_id, report.released_cached, report.released_ring, report.inflight), (7, 60, 1, 3));
+    assert_eq!(
+        (
+            report.pool_id,
+            report.released_cached,
+            report.released_ring,
+            report.inflight
+        ),
+        (7, 60, 1, 3)
+    );
     assert!(remote.is_destroyed());
     let a = ok(&r);
     assert_eq!((a.free, a.cached, a.ring, a.application), (125, 0, 0, 3));
     assert_eq!(report.retry(), 3);
     let e = report.wait(Duration::from_millis(20)).unwrap_err();
-    assert!(e.to_string().contains("stalled pool shutdown: pool 7: 3 inflight"), "{e}");
+    assert!(
+        e.to_string()
+            .contains("stalled pool shutdown: pool 7: 3 inflight"),
+        "{e}"
+    );
     // Late returns from another thread go to the global list, never the dead cache.
     let r2 = remote.clone();
     std::thread::spawn(move || {
@@ -440,7 +587,10 @@ fn foreign_region_tokens_are_caught_and_counted() {
     p1.release_frag(frag);
     assert_eq!(p1.stats().foreign_addr, 3);
     assert_eq!(ok(&r1).application, 0, "nothing of r1 moved");
-    assert!(matches!(p1.give_tx(p2.alloc().unwrap(), 0), Err(FrameError::DoubleRelease { .. }) | Err(FrameError::Foreign { .. })));
+    assert!(matches!(
+        p1.give_tx(p2.alloc().unwrap(), 0),
+        Err(FrameError::DoubleRelease { .. }) | Err(FrameError::Foreign { .. })
+    ));
     let other = p2.alloc_frag(64).unwrap();
     let res = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| p1.ref_frag(&other)));
     assert!(res.is_err(), "ref_frag on foreign memory must not succeed");
@@ -462,6 +612,124 @@ fn owner_is_not_send() {
     impl<T: ?Sized + Send> Probe<T> {
         const IS_SEND: bool = true;
     }
-    assert!(!Probe::<PoolOwner>::IS_SEND);
-    assert!(Probe::<PoolRemote>::IS_SEND);
+    const { assert!(!Probe::<PoolOwner>::IS_SEND) };
+    const { assert!(Probe::<PoolRemote>::IS_SEND) };
+    const { assert!(!Probe::<*const u8>::IS_SEND) };
+}
+
+#[test]
+fn owner_overflow_cache_then_ring_then_global() {
+    let r = region(256, 2048, 1);
+    let mut p = PoolOwner::new(
+        &r,
+        PoolConfig {
+            id: 4,
+            ring_size: 8,
+            ..Default::default()
+        },
+    );
+    let frames: Vec<Frame> = (0..150).map(|_| p.alloc().unwrap()).collect();
+    let s0 = p.stats();
+    let room = CACHE_SIZE - p.cached();
+    for f in frames {
+        p.recycle(f);
+    }
+    let spill = 150 - room as u64;
+    assert_eq!(
+        delta(&s0, &p.stats()),
+        vec![
+            ("recycle_cached", room as u64),
+            ("recycle_cache_full", spill),
+            ("recycle_ring", 8),
+            ("recycle_ring_full", spill - 8),
+            ("release", spill - 8),
+        ]
+    );
+    let a = ok(&r);
+    assert_eq!((a.cached, a.ring), (CACHE_SIZE as u64, 8));
+}
+
+#[test]
+fn hot_counters_reach_remote_readers_when_published() {
+    let r = region(64, 2048, 1);
+    let mut p = pool(&r, 5);
+    let remote = p.remote();
+    let f = p.alloc().unwrap(); // slow path publishes
+    p.recycle(f);
+    let f = p.alloc().unwrap();
+    p.recycle(f);
+    let before = remote.stats();
+    p.publish_stats();
+    let after = remote.stats();
+    assert_eq!((after.alloc_fast, after.recycle_cached), (1, 2));
+    assert!(before.alloc_fast <= after.alloc_fast);
+    assert_eq!(p.stats(), after);
+}
+
+#[test]
+fn detected_topology_builds_a_region() {
+    // This machine's real layout: one node here (no mbind), several on a NUMA host
+    // (placement is bound and verified).
+    let t = Topology::detect();
+    let nodes = t.nodes();
+    let r = Region::new(RegionConfig {
+        frames: 64,
+        chunk_size: 4096,
+        hugepages: false,
+        topology: t,
+    })
+    .unwrap();
+    assert_eq!(r.free_per_node().len() as u32, nodes);
+    ok(&r);
+}
+
+#[test]
+fn fill_bulk_crosses_cache_refills_and_stops_at_exhaustion() {
+    let r = region(256, 2048, 1);
+    let mut p = pool(&r, 6);
+    let mut out = vec![0u64; 200];
+    assert_eq!(p.fill_bulk(&mut out), 200);
+    let s = p.stats();
+    assert_eq!((s.alloc_slow, s.alloc_fast, s.hold), (4, 196, 256));
+    let mut uniq = out.clone();
+    uniq.sort();
+    uniq.dedup();
+    assert_eq!(uniq.len(), 200, "an address went to the fill ring twice");
+    let a = ok(&r);
+    assert_eq!((a.fill, a.cached), (200, 56));
+    let mut more = vec![0u64; 100];
+    assert_eq!(p.fill_bulk(&mut more), 56, "only what is left");
+    assert_eq!(p.stats().alloc_failed, 1);
+    assert_eq!(p.reclaim_kernel(), 256);
+    assert_eq!(ok(&r).free, 256);
+}
+
+#[test]
+fn destroyed_pool_slots_are_reused_once_unreachable() {
+    let r = region(64, 2048, 1);
+    for cycle in 0..20 {
+        let mut p = pool(&r, cycle);
+        let f = p.alloc().unwrap();
+        p.recycle(f);
+        let rep = p.destroy();
+        assert_eq!(rep.inflight, 0);
+    }
+    assert_eq!(
+        r.pools_registered(),
+        1,
+        "re-attach cycles must not grow the registry"
+    );
+    // A destroyed pool with a frame still out keeps its slot.
+    let mut p = pool(&r, 100);
+    let held = p.alloc().unwrap();
+    let rep = p.destroy();
+    let q = pool(&r, 101);
+    assert_eq!(r.pools_registered(), 2);
+    q.remote().recycle(held);
+    assert_eq!(rep.inflight_now(), 0);
+    drop(rep);
+    drop(q);
+    let _again = pool(&r, 102);
+    assert_eq!(r.pools_registered(), 2);
+    ok(&r);
 }

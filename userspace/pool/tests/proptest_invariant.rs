@@ -78,7 +78,16 @@ impl Model {
             topology: Topology::fake(2),
         })
         .unwrap();
-        let mut m = Model { region, pools: vec![], remotes: vec![], next_id: 0, frames: vec![], frags: vec![], fill: vec![], tx: vec![] };
+        let mut m = Model {
+            region,
+            pools: vec![],
+            remotes: vec![],
+            next_id: 0,
+            frames: vec![],
+            frags: vec![],
+            fill: vec![],
+            tx: vec![],
+        };
         for node in 0..2 {
             let p = m.make_pool(node);
             m.pools.push(p);
@@ -89,7 +98,12 @@ impl Model {
     fn make_pool(&mut self, node: u32) -> PoolOwner {
         let p = PoolOwner::new(
             &self.region,
-            PoolConfig { id: self.next_id, preferred_node: node, ring_size: 8, bulk: 16 },
+            PoolConfig {
+                id: self.next_id,
+                preferred_node: node,
+                ring_size: 8,
+                bulk: 16,
+            },
         );
         self.next_id += 1;
         self.remotes.push(p.remote());
@@ -106,15 +120,27 @@ impl Model {
     }
 
     fn new_frame(&mut self, f: Frame) {
-        assert!(!self.frames.iter().any(|g| g.index() == f.index()), "frame {} handed out twice", f.index());
-        assert!(!self.frags.iter().any(|g| g.frame_index() == f.index()), "frame {} is also a frag chunk", f.index());
+        assert!(
+            !self.frames.iter().any(|g| g.index() == f.index()),
+            "frame {} handed out twice",
+            f.index()
+        );
+        assert!(
+            !self.frags.iter().any(|g| g.frame_index() == f.index()),
+            "frame {} is also a frag chunk",
+            f.index()
+        );
         self.frames.push(f);
     }
 
     fn new_frag(&mut self, f: Frag) {
-        assert!(!self.frames.iter().any(|g| g.index() == f.frame_index()), "frag inside a held frame");
+        assert!(
+            !self.frames.iter().any(|g| g.index() == f.frame_index()),
+            "frag inside a held frame"
+        );
         for g in &self.frags {
-            let overlap = g.addr() < f.addr() + f.len() as u64 && f.addr() < g.addr() + g.len() as u64;
+            let overlap =
+                g.addr() < f.addr() + f.len() as u64 && f.addr() < g.addr() + g.len() as u64;
             assert!(!overlap, "new frag {f:?} overlaps live {g:?}");
         }
         assert!(f.offset() + f.len() <= CHUNK);
@@ -166,26 +192,35 @@ impl Model {
             Op::CrossRecycle(p, w) => {
                 if let Some(f) = Self::take(&mut self.frames, w) {
                     let remote = self.remotes[(p + w) % self.remotes.len()].clone();
-                    std::thread::spawn(move || remote.recycle(f)).join().unwrap();
+                    std::thread::spawn(move || remote.recycle(f))
+                        .join()
+                        .unwrap();
                 }
             }
             Op::CrossReleaseFrag(p, w) => {
                 if let Some(f) = Self::take(&mut self.frags, w) {
                     let remote = self.remotes[(p + w) % self.remotes.len()].clone();
-                    std::thread::spawn(move || remote.release_frag(f)).join().unwrap();
+                    std::thread::spawn(move || remote.release_frag(f))
+                        .join()
+                        .unwrap();
                 }
             }
             Op::Fill(p, n) => {
                 let mut out = vec![0u64; n];
                 let got = self.pools[p].fill_bulk(&mut out);
                 for a in &out[..got] {
-                    assert!(!self.fill.iter().any(|(_, b)| b == a), "address {a:#x} in the fill ring twice");
+                    assert!(
+                        !self.fill.iter().any(|(_, b)| b == a),
+                        "address {a:#x} in the fill ring twice"
+                    );
                     self.fill.push((p, *a));
                 }
             }
             Op::Rx(_, w) => {
                 if let Some((p, a)) = Self::take(&mut self.fill, w) {
-                    let f = self.pools[p].take_rx(a + 64, 100).expect("frame from our fill ring");
+                    let f = self.pools[p]
+                        .take_rx(a + 64, 100)
+                        .expect("frame from our fill ring");
                     self.new_frame(f);
                     // The same descriptor again is refused and counted.
                     let before = self.pools[p].stats().not_in_fill;
@@ -207,7 +242,9 @@ impl Model {
             }
             Op::Complete(_, w) => {
                 if let Some((p, a)) = Self::take(&mut self.tx, w) {
-                    self.pools[p].take_completion(a).expect("completion of a TX descriptor");
+                    self.pools[p]
+                        .take_completion(a)
+                        .expect("completion of a TX descriptor");
                 }
             }
             Op::Drain(p) => self.pools[p].frag_drain(),
@@ -236,11 +273,18 @@ impl Model {
             assert_eq!(self.region.location(f.index()), Some(Location::Application));
         }
         for f in &self.frags {
-            assert_eq!(self.region.location(f.frame_index()), Some(Location::Application));
+            assert_eq!(
+                self.region.location(f.frame_index()),
+                Some(Location::Application)
+            );
         }
         // Every pool's inflight sums to the frames out of the global lists.
         let inflight: u64 = self.remotes.iter().map(|r| r.stats().inflight).sum();
-        assert_eq!(inflight, a.total - a.free, "hold/release disagree with the owner map: {a:?}");
+        assert_eq!(
+            inflight,
+            a.total - a.free,
+            "hold/release disagree with the owner map: {a:?}"
+        );
         let mut chunks: HashMap<u32, ()> = HashMap::new();
         for f in &self.frames {
             assert!(chunks.insert(f.index(), ()).is_none());
@@ -264,7 +308,12 @@ impl Model {
         self.check();
         for p in std::mem::take(&mut self.pools) {
             let rep = p.destroy();
-            assert_eq!(rep.inflight_now(), 0, "pool {} still has frames after everything came back", rep.pool_id);
+            assert_eq!(
+                rep.inflight_now(),
+                0,
+                "pool {} still has frames after everything came back",
+                rep.pool_id
+            );
         }
         let a = self.region.accounting();
         a.check().unwrap();
@@ -272,7 +321,11 @@ impl Model {
         for r in &self.remotes {
             let s = r.stats();
             assert_eq!(s.inflight, 0, "pool {}: {s:?}", s.pool_id);
-            assert_eq!(s.misuse(), s.not_in_fill, "only the deliberate repeated RX is misuse: {s:?}");
+            assert_eq!(
+                s.misuse(),
+                s.not_in_fill,
+                "only the deliberate repeated RX is misuse: {s:?}"
+            );
         }
     }
 }
