@@ -72,6 +72,11 @@ pub struct RunArgs {
     /// Print a line to stdout once the program is attached and workers run (for scripts).
     #[arg(long)]
     pub ready_line: bool,
+    /// Keep up to N received frames per queue as the application would (robustness
+    /// tests): they stay held across device losses and are returned, checked
+    /// unchanged, after each re-attach.
+    #[arg(long, default_value_t = 0, value_name = "N")]
+    pub hold_frames: u32,
 }
 
 /// XDP attach mode on the command line.
@@ -180,7 +185,7 @@ pub enum BenchWhich {
 /// `xdpool bench throughput`
 #[derive(Debug, Args)]
 pub struct ThroughputArgs {
-    /// Frame sizes to sweep.
+    /// Frame sizes to sweep (bytes without FCS, 60..=1514).
     #[arg(long, value_delimiter = ',', default_value = "64,128,256,512,1024,1500")]
     pub sizes: Vec<u32>,
     /// Repetitions per point (median and spread are reported).
@@ -189,10 +194,13 @@ pub struct ThroughputArgs {
     /// Frames per measurement.
     #[arg(long, default_value_t = 2_000_000)]
     pub count: u64,
-    /// Write the results as JSON.
+    /// Time limit of one measurement's generator run, seconds.
+    #[arg(long, default_value_t = 10.0)]
+    pub time_limit: f64,
+    /// Write the results as JSON (its directory is created).
     #[arg(long)]
     pub json: Option<PathBuf>,
-    /// Write a plot (SVG).
+    /// Write a plot (SVG; its directory is created).
     #[arg(long)]
     pub plot: Option<PathBuf>,
     /// Generator core.
@@ -201,6 +209,21 @@ pub struct ThroughputArgs {
     /// Worker core.
     #[arg(long, default_value_t = 1)]
     pub worker_core: usize,
+    /// NAPI mode of the lab's veth pair.
+    #[arg(long, value_enum, default_value = "softirq")]
+    pub napi: crate::bench::NapiMode,
+    /// With `--napi threaded`: pin the NAPI threads to this core.
+    #[arg(long)]
+    pub napi_core: Option<usize>,
+    /// How the xdpool worker waits: spin, poll or busy-poll.
+    #[arg(long, default_value = "poll", value_parser = ["spin", "poll", "busy-poll"])]
+    pub worker_mode: String,
+    /// Lab name prefix (namespaces PREFIX-a and PREFIX-b; built and removed).
+    #[arg(long, default_value = "xdptput")]
+    pub prefix: String,
+    /// No progress line on stderr.
+    #[arg(long)]
+    pub quiet: bool,
 }
 
 /// `xdpool demo`

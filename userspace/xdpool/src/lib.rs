@@ -13,3 +13,5 @@ pub mod cli;
 pub mod xsk;
 pub mod worker;
 pub mod run;
+pub mod device;
+pub mod bench;

@@ -50,6 +50,7 @@ fn cmd_run(args: RunArgs) -> Result<(), Fatal> {
         no_reattach: args.no_reattach,
         quiet: args.quiet,
         ready_line: args.ready_line,
+        hold_frames: args.hold_frames,
     };
     let summary = xdpool::run::run(&cfg, &opts)?;
     println!("{}", xdpool::run::summary_text(&summary));
@@ -156,7 +157,51 @@ fn cmd_bench(which: BenchWhich) -> Result<(), Fatal> {
             }
             Ok(())
         }
-        BenchWhich::Throughput(_) => Err(Fatal::new(ExitCode::Failure, "the throughput sweep is not built yet (issue \"pktgen throughput runs\"); use `xdpool gen` against `xdpool run` meanwhile")),
+        BenchWhich::Throughput(args) => {
+            use xdpool::bench::{self, SweepConfig};
+            xdpool::exit::require_privileges("xdpool bench throughput")?;
+            let fail = |e: bench::BenchError| Fatal::new(ExitCode::Failure, e.to_string());
+            let exe = std::env::current_exe().map_err(|e| Fatal::new(ExitCode::Failure, format!("cannot find my own binary: {e}")))?;
+            let cfg = SweepConfig {
+                prefix: args.prefix,
+                sizes: args.sizes.iter().map(|&s| s as usize).collect(),
+                reps: args.reps,
+                count: args.count,
+                time_limit: Duration::try_from_secs_f64(args.time_limit).map_err(|e| Fatal::new(ExitCode::Usage, format!("--time-limit: {e}")))?,
+                gen_core: args.gen_core,
+                worker_core: args.worker_core,
+                napi: args.napi,
+                napi_core: args.napi_core,
+                worker_mode: match args.worker_mode.as_str() {
+                    "spin" => xdpool::config::WaitMode::Spin,
+                    "busy-poll" => xdpool::config::WaitMode::BusyPoll,
+                    _ => xdpool::config::WaitMode::Poll,
+                },
+                ..SweepConfig::new(exe)
+            };
+            cfg.validate().map_err(|e| Fatal::new(ExitCode::Usage, e.to_string()))?;
+            let stop = bench::signal::install_stop_flag().map_err(|e| Fatal::new(ExitCode::Failure, format!("cannot install the Ctrl-C handler: {e}")))?;
+            let quiet = args.quiet;
+            let mut progress = |p: &bench::Progress| {
+                if !quiet {
+                    eprintln!("bench throughput: {}", p.line());
+                }
+            };
+            let report = bench::run_sweep(&cfg, stop, &mut progress).map_err(fail)?;
+            println!("{}", report.table());
+            if let Some(path) = &args.json {
+                bench::write_json(&report, path).map_err(fail)?;
+                eprintln!("bench throughput: JSON written to {}", path.display());
+            }
+            if let Some(path) = &args.plot {
+                bench::plot::write_svg(&report, path).map_err(fail)?;
+                eprintln!("bench throughput: plot written to {}", path.display());
+            }
+            if report.interrupted {
+                return Err(Fatal::new(ExitCode::Failure, "interrupted: the table shows the sizes completed; the lab was removed"));
+            }
+            Ok(())
+        }
     }
 }
 

@@ -1,8 +1,11 @@
 //! `xdpool run`: build the UMEM, bind one socket per queue, load and attach the XDP
 //! program, run the pinned workers, show the live line, and on stop tear down in the
 //! right order (detach first, then drain, reclaim, close) and print the summary.
+//! When the device goes away (deleted, unbound, moved, set down, program detached)
+//! the same teardown runs, and the run comes back on the device when it returns.
 
 use crate::config::{Action, Config, XdpModeConfig};
+use crate::device::{decide, Backoff, Decision, DeviceReport, DeviceStats, LinkEvent, LinkWatcher, LossKind};
 use crate::exit::{ExitCode, Fatal};
 use crate::steer::{Rule, RuleAction, RuleMatch, Steering, XdpAttachMode, XdpCounters};
 use crate::worker::{self, classify::Classifier, WorkerCountersSnapshot, WorkerExit, WorkerShared, WorkerSpec};
@@ -31,6 +34,8 @@ pub struct RunOptions {
     pub quiet: bool,
     /// Print `ready` once attached.
     pub ready_line: bool,
+    /// Frames the application keeps per queue across device losses (0: none).
+    pub hold_frames: u32,
 }
 
 /// The end-of-run summary (printed, and written with `--summary-json`).
@@ -68,6 +73,8 @@ pub struct Summary {
     pub accounting_ok: bool,
     /// Whether an XDP program was still attached to the device after the run.
     pub program_left_attached: bool,
+    /// Device losses, re-attaches and their times.
+    pub device: DeviceReport,
 }
 
 /// Drops by reason.
@@ -151,23 +158,225 @@ fn steer_fatal(e: crate::steer::SteerError, iface: &str) -> Fatal {
     Fatal::new(code, format!("XDP program on {iface}: {e}"))
 }
 
-/// Binds with retries: EBUSY comes from a socket the kernel is still tearing down.
-fn bind_with_retry(umem: &Umem, ifindex: u32, queue: u32, sc: &SocketConfig) -> Result<XskSocket, XskError> {
-    let mut delay = Duration::from_millis(10);
+/// Binds with retries: EBUSY comes from a socket the kernel is still tearing down
+/// (socket release is asynchronous; a quick rebind after a device loss meets it).
+/// Returns the socket and how many EBUSY answers it met.
+fn bind_with_retry(umem: &Umem, ifindex: u32, queue: u32, sc: &SocketConfig) -> Result<(XskSocket, u64), XskError> {
+    let mut delay = Duration::from_millis(5);
     let deadline = Instant::now() + Duration::from_secs(3);
+    let mut busy = 0;
     loop {
         match XskSocket::bind(umem, ifindex, queue, sc) {
             Err(e) if e.is_retryable() && Instant::now() < deadline => {
+                busy += 1;
                 tracing::debug!(queue, error = %e, ?delay, "bind busy, retrying");
                 std::thread::sleep(delay);
                 delay = (delay * 2).min(Duration::from_millis(200));
             }
-            other => return other,
+            other => return other.map(|s| (s, busy)),
         }
     }
 }
 
-/// Runs the processor until the duration passes or SIGINT/SIGTERM arrives.
+/// Everything the device lifecycle needs: the memory, the workers, the program.
+struct Lifecycle {
+    iface: String,
+    region: Arc<Region>,
+    ucfg: UmemConfig,
+    sc: SocketConfig,
+    queues: Vec<u32>,
+    shared: Vec<Arc<WorkerShared>>,
+    steering: Arc<Mutex<Steering>>,
+    mode: XdpAttachMode,
+    device: Arc<DeviceStats>,
+    program_id: Option<u32>,
+    /// The kernel registration of the region; re-made on every re-attach, because a
+    /// socket whose device went away can neither be rebound nor shared from.
+    umem: Option<Umem>,
+    /// Interface we run on (`None` while the device is away).
+    attached: Option<u32>,
+    /// Last interface we ran on (for the final "program left behind" check).
+    last_ifindex: u32,
+}
+
+/// Why bringing the device up failed.
+enum UpError {
+    Xsk(XskError),
+    Steer(crate::steer::SteerError),
+    WorkersSlow,
+}
+
+impl std::fmt::Display for UpError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            UpError::Xsk(e) => write!(f, "{e}"),
+            UpError::Steer(e) => write!(f, "{e}"),
+            UpError::WorkersSlow => f.write_str("workers did not take their sockets within 1 s; check CPU load"),
+        }
+    }
+}
+
+impl Lifecycle {
+    fn steering(&self) -> std::sync::MutexGuard<'_, Steering> {
+        self.steering.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Registers the region, binds one socket per queue, hands them to the workers,
+    /// waits for full fill rings, then attaches the program.
+    fn bring_up(&mut self, ifindex: u32) -> Result<(), UpError> {
+        // SAFETY: the region is page-aligned mmap'd memory of region.len() bytes; it
+        // is an Arc held by this struct and by every worker, and every Umem made here
+        // is dropped (in `bring_down`, or at the end of `run`) before the region, so
+        // the memory stays mapped while the kernel may use it; the recycler alone
+        // decides which chunk the kernel may write.
+        let umem = unsafe { Umem::register(self.region.as_ptr(), self.region.len(), self.ucfg) }.map_err(UpError::Xsk)?;
+        let mut sockets = Vec::new();
+        for &q in &self.queues {
+            let (sock, busy) = bind_with_retry(&umem, ifindex, q, &self.sc).map_err(UpError::Xsk)?;
+            if busy > 0 {
+                self.device.busy_retries(busy);
+                tracing::info!(queue = q, busy, "bind met EBUSY (old socket still closing); retried");
+            }
+            sockets.push(sock);
+        }
+        {
+            use std::os::fd::AsRawFd;
+            let mut st = self.steering();
+            for s in &sockets {
+                st.register_xsk(s.queue(), s.fd().as_raw_fd()).map_err(UpError::Steer)?;
+            }
+        }
+        self.umem = Some(umem);
+        self.attached = Some(ifindex);
+        self.last_ifindex = ifindex;
+        for (w, s) in self.shared.iter().zip(sockets) {
+            w.device_gone.store(false, Ordering::SeqCst);
+            drop(w.offer_socket(s));
+        }
+        // Rings full before frames may flow.
+        let deadline = Instant::now() + Duration::from_secs(1);
+        while !self.shared.iter().all(|w| w.has_socket() && !w.socket_pending()) {
+            if Instant::now() >= deadline {
+                return Err(UpError::WorkersSlow);
+            }
+            std::thread::sleep(Duration::from_micros(200));
+        }
+        let mode = self.mode;
+        self.steering().attach(ifindex, mode).map_err(UpError::Steer)?;
+        Ok(())
+    }
+
+    /// Teardown in the order that loses nothing: detach the program (while the
+    /// device may still exist), take the sockets out of the map, let every worker
+    /// drain RX, reap, close its socket and reclaim the kernel's frames, then drop
+    /// the UMEM registration. The region (and frames the application holds) stays.
+    /// Ends with the accounting check at rest.
+    fn bring_down(&mut self) {
+        {
+            let mut st = self.steering();
+            if st.attached_to().is_some() {
+                if let Err(e) = st.detach() {
+                    tracing::warn!(error = %e, "detach failed");
+                }
+            }
+            for &q in &self.queues {
+                let _ = st.unregister_xsk(q);
+            }
+        }
+        for w in &self.shared {
+            w.request_release();
+        }
+        let deadline = Instant::now() + Duration::from_secs(2);
+        while self.shared.iter().any(|w| w.has_socket()) {
+            if Instant::now() >= deadline {
+                tracing::error!("a worker did not give its socket up within 2 s; its frames stay counted where they are");
+                break;
+            }
+            std::thread::sleep(Duration::from_micros(200));
+        }
+        for w in &self.shared {
+            w.device_gone.store(false, Ordering::SeqCst);
+        }
+        self.umem = None;
+        self.attached = None;
+        let acc = self.region.accounting();
+        match acc.check() {
+            Ok(()) => {
+                tracing::info!(free = acc.free, cached = acc.cached, ring = acc.ring, fill = acc.fill, tx = acc.tx, application = acc.application, total = acc.total, "teardown done; frame accounting exact");
+                self.device.teardown_checked(true);
+            }
+            Err(e) => {
+                tracing::error!("frame accounting failed after teardown: {e}");
+                self.device.teardown_checked(false);
+            }
+        }
+    }
+
+    fn lose(&mut self, kind: LossKind) {
+        tracing::warn!(interface = %self.iface, ifindex = self.attached.unwrap_or(0), %kind, "device lost; tearing down");
+        self.device.lost(kind);
+        self.bring_down();
+        tracing::info!(interface = %self.iface, "device away; waiting for it to come back");
+    }
+
+    /// Tries to come back on `ifindex`; a failure leaves everything torn down.
+    fn try_reattach(&mut self, ifindex: u32, seen_up: Instant) -> bool {
+        tracing::info!(interface = %self.iface, ifindex, "device is back; re-attaching");
+        match self.bring_up(ifindex) {
+            Ok(()) => {
+                let took = seen_up.elapsed();
+                self.device.reattached(ifindex, took);
+                tracing::info!(interface = %self.iface, ifindex, ms = took.as_secs_f64() * 1e3, "re-attached");
+                true
+            }
+            Err(e) => {
+                tracing::warn!(interface = %self.iface, ifindex, error = %e, "re-attach failed; will retry");
+                self.device.reattach_failed();
+                self.bring_down();
+                false
+            }
+        }
+    }
+
+    /// The program is gone from a device that stayed: attach it again (sockets and
+    /// rings stay as they are).
+    fn reattach_program(&mut self, ifindex: u32) -> bool {
+        let started = Instant::now();
+        let mode = self.mode;
+        let mut st = self.steering();
+        if st.attached_to().is_some() {
+            let _ = st.detach();
+        }
+        match st.attach(ifindex, mode) {
+            Ok(()) => {
+                drop(st);
+                let took = started.elapsed();
+                self.device.reattached(ifindex, took);
+                tracing::info!(interface = %self.iface, ifindex, ms = took.as_secs_f64() * 1e3, "XDP program re-attached");
+                true
+            }
+            Err(e) => {
+                drop(st);
+                self.device.reattach_failed();
+                tracing::warn!(interface = %self.iface, ifindex, error = %e, "XDP program re-attach failed; will retry");
+                false
+            }
+        }
+    }
+
+    /// Whether our program still runs on `ifindex`; `None` when the device is gone.
+    fn program_present(&self, ifindex: u32) -> Option<bool> {
+        match crate::steer::xdp_program_on(ifindex) {
+            Ok(Some(id)) => Some(self.program_id.is_none_or(|ours| ours == id)),
+            Ok(None) => Some(false),
+            Err(crate::steer::SteerError::InterfaceMissing { .. }) => None,
+            Err(_) => Some(true), // netlink hiccup: no evidence either way
+        }
+    }
+}
+
+/// Runs the processor until the duration passes or SIGINT/SIGTERM arrives, following
+/// the device through losses and returns (or exiting on a loss with `--no-reattach`).
 pub fn run(cfg: &Config, opts: &RunOptions) -> Result<Summary, Fatal> {
     crate::exit::require_privileges("xdpool run")?;
     let iface = cfg.interface.name.get_ref().clone();
@@ -186,6 +395,8 @@ pub fn run(cfg: &Config, opts: &RunOptions) -> Result<Summary, Fatal> {
         )
     })?;
     install_signal_handlers();
+    // Subscribed before anything is attached, so no event of our device is missed.
+    let watcher = LinkWatcher::start().map_err(|e| Fatal::new(ExitCode::Failure, e.to_string()))?;
     let queues = cfg.interface.queues.get_ref().clone();
     let cores = cfg.worker_cores();
     let chunk = *cfg.umem.chunk_size.get_ref();
@@ -203,27 +414,15 @@ pub fn run(cfg: &Config, opts: &RunOptions) -> Result<Summary, Fatal> {
         comp_size: *cfg.rings.completion.get_ref(),
         unaligned: false,
     };
-    // SAFETY: the region is page-aligned mmap'd memory of region.len() bytes; `region`
-    // (an Arc) is declared before `umem` and held by every worker, so the memory stays
-    // mapped until the UMEM and all sockets are gone; the recycler alone decides which
-    // chunk the kernel may write.
-    let umem = unsafe { Umem::register(region.as_ptr(), region.len(), ucfg) }.map_err(|e| xsk_fatal(e, &iface))?;
     let sc = SocketConfig {
         rx_size: *cfg.rings.rx.get_ref(),
         tx_size: *cfg.rings.tx.get_ref(),
         zero_copy: cfg.interface.zero_copy,
         need_wakeup: true,
     };
-    let mut sockets = Vec::new();
-    for &q in &queues {
-        sockets.push(bind_with_retry(&umem, ifindex, q, &sc).map_err(|e| xsk_fatal(e, &iface))?);
-    }
     let mut steering = Steering::load().map_err(|e| steer_fatal(e, &iface))?;
     steering.set_rules(&to_steer_rules(cfg)).map_err(|e| steer_fatal(e, &iface))?;
-    for s in &sockets {
-        use std::os::fd::AsRawFd;
-        steering.register_xsk(s.queue(), s.fd().as_raw_fd()).map_err(|e| steer_fatal(e, &iface))?;
-    }
+    let program_id = steering.program_id().ok();
     let mode = match opts.xdp_mode.unwrap_or(cfg.interface.xdp_mode) {
         XdpModeConfig::Native => XdpAttachMode::Native,
         XdpModeConfig::Skb => XdpAttachMode::Skb,
@@ -232,33 +431,53 @@ pub fn run(cfg: &Config, opts: &RunOptions) -> Result<Summary, Fatal> {
     let classifier = Classifier::new(cfg.valid_rules());
     let mut shared = Vec::new();
     let mut handles = Vec::new();
-    for (i, sock) in sockets.into_iter().enumerate() {
+    for (i, &q) in queues.iter().enumerate() {
         let core = cores.get(i).copied();
-        let ws = WorkerShared::new(sock.queue(), core);
+        let ws = WorkerShared::new(q, core);
         shared.push(ws.clone());
         let spec = WorkerSpec {
-            queue: sock.queue(),
+            queue: q,
             core,
             batch: *cfg.workers.batch.get_ref() as usize,
             mode: cfg.workers.mode,
             classifier: classifier.clone(),
             fill_size: *cfg.rings.fill.get_ref(),
+            hold_frames: opts.hold_frames as usize,
         };
         let (region, stop) = (region.clone(), stop.clone());
         let h = std::thread::Builder::new()
-            .name(format!("xdpool-q{}", sock.queue()))
-            .spawn(move || worker::run(sock, region, spec, ws, stop))
+            .name(format!("xdpool-q{q}"))
+            .spawn(move || worker::run(region, spec, ws, stop))
             .map_err(|e| Fatal::new(ExitCode::Failure, format!("cannot start a worker thread: {e}")))?;
         handles.push(h);
     }
-    // Workers fill their rings first; then frames may flow.
-    std::thread::sleep(Duration::from_millis(20));
-    if let Err(e) = steering.attach(ifindex, mode) {
+    let device = DeviceStats::new(ifindex);
+    let mut lc = Lifecycle {
+        iface: iface.clone(),
+        region: region.clone(),
+        ucfg,
+        sc,
+        queues: queues.clone(),
+        shared: shared.clone(),
+        steering: Arc::new(Mutex::new(steering)),
+        mode,
+        device: device.clone(),
+        program_id,
+        umem: None,
+        attached: None,
+        last_ifindex: ifindex,
+    };
+    if let Err(e) = lc.bring_up(ifindex) {
+        lc.bring_down();
         stop.store(true, Ordering::SeqCst);
         for h in handles {
             let _ = h.join();
         }
-        return Err(steer_fatal(e, &iface));
+        return Err(match e {
+            UpError::Xsk(e) => xsk_fatal(e, &iface),
+            UpError::Steer(e) => steer_fatal(e, &iface),
+            UpError::WorkersSlow => Fatal::new(ExitCode::Failure, UpError::WorkersSlow.to_string()),
+        });
     }
     tracing::info!(interface = %iface, ifindex, ?queues, ?cores, ?mode, "attached; workers running");
     if opts.ready_line {
@@ -266,9 +485,8 @@ pub fn run(cfg: &Config, opts: &RunOptions) -> Result<Summary, Fatal> {
         let _ = std::io::stdout().flush();
     }
 
-    let steering = Arc::new(Mutex::new(steering));
     let started = Instant::now();
-    let snapshot_fn = make_snapshot_fn(iface.clone(), shared.clone(), steering.clone(), region.clone(), started);
+    let snapshot_fn = make_snapshot_fn(iface.clone(), shared.clone(), lc.steering.clone(), region.clone(), device.clone(), started);
     let _control = match crate::stats::control::ControlServer::start(&cfg.stats.control_socket, snapshot_fn.clone()) {
         Ok(s) => Some(s),
         Err(e) => {
@@ -290,40 +508,92 @@ pub fn run(cfg: &Config, opts: &RunOptions) -> Result<Summary, Fatal> {
         None => None,
     };
 
-    // The control loop: sample every 100 ms, print the live line every second.
+    // The control loop: link events as they come (at most 20 ms late), the program
+    // check every 100 ms, rate sampling every 100 ms, the live line every second.
     let live = cfg.stats.live && !opts.quiet;
     let mut last_line = Instant::now();
+    let mut last_sample = Instant::now();
+    let mut last_prog_check = Instant::now();
     let mut last_rx = 0u64;
     let mut first_seen: Option<Instant> = None;
     let mut last_seen: Option<Instant> = None;
     let mut sample_rx = 0u64;
     let mut peak_pps = 0f64;
     let mut device_gone = false;
+    let mut recheck = Backoff::new();
     loop {
-        std::thread::sleep(Duration::from_millis(100));
-        let rx: u64 = shared.iter().map(|w| w.counters.rx_packets.load(Ordering::Relaxed)).sum();
-        if rx != sample_rx {
-            let now = Instant::now();
-            first_seen.get_or_insert(now);
-            last_seen = Some(now);
-            sample_rx = rx;
-        }
-        if last_line.elapsed() >= Duration::from_secs(1) {
-            let dt = last_line.elapsed().as_secs_f64();
-            let pps = (rx - last_rx) as f64 / dt;
-            peak_pps = peak_pps.max(pps);
-            last_line = Instant::now();
-            last_rx = rx;
-            if live {
-                let snap = snapshot_fn();
-                eprintln!("{}", live_line(&snap, started.elapsed().as_secs_f64(), pps));
+        let mut events: Vec<LinkEvent> = watcher.next(Duration::from_millis(20)).into_iter().collect();
+        events.extend(watcher.drain());
+        for ev in &events {
+            match decide(ev, lc.attached, &iface) {
+                Decision::Lost(kind) => {
+                    lc.lose(kind);
+                    recheck.reset();
+                }
+                Decision::Returned { ifindex } if !opts.no_reattach && !lc.try_reattach(ifindex, Instant::now()) => {
+                    recheck.reset();
+                }
+                _ => {}
             }
         }
-        if shared.iter().any(|w| w.device_gone.load(Ordering::Relaxed)) {
+        if lc.attached.is_some() && shared.iter().any(|w| w.device_gone.load(Ordering::Relaxed)) {
+            lc.lose(LossKind::SocketError);
+            recheck.reset();
+        }
+        match lc.attached {
+            Some(ifx) if last_prog_check.elapsed() >= Duration::from_millis(100) => {
+                last_prog_check = Instant::now();
+                match lc.program_present(ifx) {
+                    Some(true) => {}
+                    Some(false) => {
+                        tracing::warn!(interface = %iface, ifindex = ifx, "our XDP program is no longer on the device (detached from outside)");
+                        lc.device.lost(LossKind::ProgramDetached);
+                        if opts.no_reattach {
+                            lc.bring_down();
+                        } else {
+                            lc.reattach_program(ifx);
+                        }
+                    }
+                    None => {
+                        lc.lose(LossKind::Deleted);
+                        recheck.reset();
+                    }
+                }
+            }
+            None if !opts.no_reattach && recheck.due() => {
+                // Netlink events can be lost on overrun: look for the device directly.
+                if let Ok(Some(link)) = crate::device::find_link(&iface) {
+                    if link.up {
+                        lc.try_reattach(link.ifindex, Instant::now());
+                    }
+                }
+            }
+            _ => {}
+        }
+        if lc.attached.is_none() && opts.no_reattach {
             device_gone = true;
-            if opts.no_reattach {
-                tracing::error!(interface = %iface, "device went away; exiting (--no-reattach)");
-                break;
+            tracing::error!(interface = %iface, "device went away; exiting (--no-reattach)");
+            break;
+        }
+        if last_sample.elapsed() >= Duration::from_millis(100) {
+            last_sample = Instant::now();
+            let rx: u64 = shared.iter().map(|w| w.counters.rx_packets.load(Ordering::Relaxed)).sum();
+            if rx != sample_rx {
+                let now = Instant::now();
+                first_seen.get_or_insert(now);
+                last_seen = Some(now);
+                sample_rx = rx;
+            }
+            if last_line.elapsed() >= Duration::from_secs(1) {
+                let dt = last_line.elapsed().as_secs_f64();
+                let pps = rx.saturating_sub(last_rx) as f64 / dt;
+                peak_pps = peak_pps.max(pps);
+                last_line = Instant::now();
+                last_rx = rx;
+                if live {
+                    let snap = snapshot_fn();
+                    eprintln!("{}", live_line(&snap, started.elapsed().as_secs_f64(), pps));
+                }
             }
         }
         if STOP_SIGNAL.load(Ordering::SeqCst) {
@@ -338,13 +608,10 @@ pub fn run(cfg: &Config, opts: &RunOptions) -> Result<Summary, Fatal> {
 
     // Teardown order: detach the program while the device exists, then let workers
     // drain what the RX ring holds, reclaim the kernel's frames and close the sockets.
-    {
-        let mut st = steering.lock().unwrap_or_else(|p| p.into_inner());
-        if let Err(e) = st.detach() {
-            tracing::warn!(error = %e, "detach failed");
-        }
+    if lc.attached.is_some() {
+        lc.bring_down();
     }
-    let xdp = steering.lock().unwrap_or_else(|p| p.into_inner()).counters().unwrap_or_default();
+    let xdp = lc.steering().counters().unwrap_or_default();
     stop.store(true, Ordering::SeqCst);
     let mut exits = Vec::new();
     for h in handles {
@@ -353,14 +620,18 @@ pub fn run(cfg: &Config, opts: &RunOptions) -> Result<Summary, Fatal> {
             Err(_) => return Err(Fatal::new(ExitCode::Failure, "a worker thread panicked; see the message above")),
         }
     }
-    drop(steering);
-    drop(umem);
+    let last_ifindex = lc.last_ifindex;
+    drop(lc);
+    drop(watcher);
     let accounting = region.accounting();
     let accounting_ok = accounting.check().is_ok();
     if let Err(e) = accounting.check() {
         tracing::error!("frame accounting failed: {e}");
     }
-    let program_left_attached = matches!(crate::steer::xdp_program_on(ifindex), Ok(Some(_)));
+    let program_left_attached = match crate::device::find_link(&iface) {
+        Ok(Some(link)) => matches!(crate::steer::xdp_program_on(link.ifindex), Ok(Some(_))),
+        _ => matches!(crate::steer::xdp_program_on(last_ifindex), Ok(Some(_))),
+    };
     let mut counters = WorkerCountersSnapshot::default();
     let mut drops = Drops { xdp_malformed: xdp.malformed, xdp_no_socket: xdp.no_socket, ..Drops::default() };
     for e in &exits {
@@ -394,21 +665,22 @@ pub fn run(cfg: &Config, opts: &RunOptions) -> Result<Summary, Fatal> {
         accounting,
         accounting_ok,
         program_left_attached,
+        device: device.report(),
     };
     if let Some(path) = &opts.summary_json {
         let text = serde_json::to_string_pretty(&summary).expect("summary serializes");
         std::fs::write(path, text).map_err(|e| Fatal::new(ExitCode::Failure, format!("cannot write {}: {e}", path.display())))?;
     }
     if device_gone && opts.no_reattach {
-        return Err(Fatal::new(ExitCode::DeviceGone, format!("{}: device went away (--no-reattach)\n{}", summary.interface, summary_text(&summary))));
-    }
-    let inflight: u64 = summary.workers.iter().map(|w| w.inflight_at_destroy).sum();
-    if inflight > 0 {
-        for w in &summary.workers {
-            if w.inflight_at_destroy > 0 {
-                tracing::warn!("stalled shutdown: pool {}, {} inflight", w.queue, w.inflight_at_destroy);
-            }
-        }
+        return Err(Fatal::new(
+            ExitCode::DeviceGone,
+            format!(
+                "{}: the device went away and --no-reattach was given; frames were reclaimed (accounting {}). Run without --no-reattach to wait for it to return\n{}",
+                summary.interface,
+                if summary.accounting_ok { "ok" } else { "MISMATCH" },
+                summary_text(&summary)
+            ),
+        ));
     }
     Ok(summary)
 }
@@ -420,6 +692,7 @@ fn make_snapshot_fn(
     shared: Vec<Arc<WorkerShared>>,
     steering: Arc<Mutex<Steering>>,
     region: Arc<Region>,
+    device: Arc<DeviceStats>,
     started: Instant,
 ) -> crate::stats::SnapshotFn {
     Arc::new(move || {
@@ -449,6 +722,7 @@ fn make_snapshot_fn(
             "total": total,
             "xdp": xdp,
             "accounting": region.accounting(),
+            "device": device.snapshot(),
         })
     })
 }

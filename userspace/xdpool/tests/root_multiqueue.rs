@@ -118,17 +118,27 @@ fn stats_prometheus_equals_stats_json_and_socket_refuses_others() {
     let snap: serde_json::Value = serde_json::from_slice(&json_out.stdout).unwrap();
     let body = http_get(&format!("127.0.0.1:{port}"), "/metrics");
     let metrics = xdpool::stats::prom::parse_text(&body).expect("Prometheus text parses");
+    // Every JSON number is a metric with the same value. A few counters move by
+    // themselves between the two reads (clock, idle loops, the kernel's TX-ring-empty
+    // count while polling, IPv6 chatter the program passes): for those the later
+    // Prometheus read may only be larger.
+    let volatile = ["uptime", "idle_loops", "tx_ring_empty_descs", "xdpool_xdp_passed", "xdpool_device_"];
+    let mut compared = 0;
     for (name, labels, value) in xdpool::stats::flatten(&snap) {
-        if name.contains("uptime") || name.contains("idle_loops") {
-            continue; // moves between the two reads
-        }
         let key = if labels.is_empty() {
             name.clone()
         } else {
             format!("{name}{{{}}}", labels.iter().map(|(k, v)| format!("{k}=\"{v}\"")).collect::<Vec<_>>().join(","))
         };
-        assert_eq!(metrics.get(&key).copied(), Some(value), "metric {key}");
+        let got = metrics.get(&key).copied().unwrap_or_else(|| panic!("metric {key} missing from /metrics"));
+        if volatile.iter().any(|v| name.contains(v)) {
+            assert!(got >= value, "metric {key}: {got} < {value}");
+        } else {
+            assert_eq!(got, value, "metric {key}");
+            compared += 1;
+        }
     }
+    assert!(compared > 50, "only {compared} metrics compared");
     assert_eq!(metrics["xdpool_total_rx_packets"], 5_000.0);
 
     use std::os::unix::fs::MetadataExt;

@@ -31,9 +31,6 @@ pub enum BenchError {
     /// Namespace or device lookup failed.
     #[error(transparent)]
     Netns(#[from] crate::netns::NetnsError),
-    /// The ceiling program failed.
-    #[error("ceiling (XDP_DROP) program: {0}")]
-    Ceiling(#[from] crate::steer::SteerError),
     /// The frame counter failed.
     #[error(transparent)]
     Count(#[from] crate::gen::count::CountError),

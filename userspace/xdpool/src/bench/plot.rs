@@ -41,7 +41,7 @@ fn series(rows: &[SizeRow], gbps: bool) -> Vec<Series> {
         .collect();
     vec![
         Series { label: "ceiling (XDP_DROP)", color: CEILING, dashed: true, points: of(&|r| &r.ceiling) },
-        Series { label: "generator (sent)", color: GENERATOR, dashed: false, points: gen },
+        Series { label: "generator (ceiling runs)", color: GENERATOR, dashed: false, points: gen },
         Series { label: "xdpool rxdrop", color: RXDROP, dashed: false, points: of(&|r| &r.rxdrop) },
         Series { label: "xdpool l2fwd", color: L2FWD, dashed: false, points: of(&|r| &r.l2fwd) },
     ]
@@ -131,7 +131,7 @@ mod tests {
         let svg = render_svg(&report(&three_reps())).unwrap();
         assert!(svg.starts_with("<svg"), "{}", &svg[..80]);
         assert!(svg.trim_end().ends_with("</svg>"));
-        for label in ["ceiling (XDP_DROP)", "xdpool rxdrop", "xdpool l2fwd", "generator (sent)", "Gbit/s on the wire"] {
+        for label in ["ceiling (XDP_DROP)", "xdpool rxdrop", "xdpool l2fwd", "generator (ceiling runs)", "Gbit/s on the wire"] {
             assert!(svg.contains(label), "missing {label}");
         }
         // Two panels, four lines each (polylines), dashed ceiling as many segments.

@@ -9,7 +9,8 @@ use super::math::{self, Spread};
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum Subject {
-    /// `xdpool_ceiling` (XDP_DROP in the kernel) on the receiving veth.
+    /// XDP_DROP in the kernel on the receiving veth (`xdpool_count`: counts UDP
+    /// frames, drops everything).
     Ceiling,
     /// `xdpool run` with the `drop` action: frames reach the worker and are recycled.
     Rxdrop,
@@ -78,7 +79,9 @@ pub struct SizeRow {
     pub size: usize,
     /// Bits per frame on the wire (see [`math::on_wire_bits`]).
     pub on_wire_bits: u64,
-    /// The generator's own rate over every run at this size, Mpps.
+    /// The generator's own rate (frames handed to the kernel) in the ceiling runs,
+    /// Mpps: what the sender can do when the receiver costs least. In the xdpool runs
+    /// it is lower where receive work shares its core (see each sample's `gen_mpps`).
     pub generator_mpps: Spread,
     /// In-kernel XDP_DROP.
     pub ceiling: Point,
@@ -172,9 +175,8 @@ pub fn build_rows(samples: &[Sample]) -> Vec<SizeRow> {
     sizes
         .into_iter()
         .filter_map(|size| {
-            let generator_mpps =
-                math::spread(&samples.iter().filter(|s| s.size == size).map(|s| s.gen_mpps).collect::<Vec<_>>())?;
             let ceiling = point(of(size, Subject::Ceiling), size, None)?;
+            let generator_mpps = math::spread(&ceiling.samples.iter().map(|s| s.gen_mpps).collect::<Vec<_>>())?;
             let cm = Some(ceiling.mpps.median);
             let rxdrop = point(of(size, Subject::Rxdrop), size, cm)?;
             let l2fwd = point(of(size, Subject::L2fwd), size, cm)?;
@@ -186,7 +188,7 @@ pub fn build_rows(samples: &[Sample]) -> Vec<SizeRow> {
 /// Column headers of [`SweepReport::table`].
 pub const TABLE_HEADER: [&str; 11] = [
     "size (B)",
-    "generator Mpps",
+    "generator Mpps (ceiling runs)",
     "ceiling Mpps",
     "ceiling Gbit/s",
     "rxdrop Mpps",
@@ -235,6 +237,7 @@ impl SweepReport {
             "Mpps: median of {} repetition(s) of {} frames each (time limit {:.0} s); ±: spread, (max - min) / median. \
              Delivered rate = frames counted at the subject / generator send time. \
              Ceiling: in-kernel XDP_DROP on the receiving veth. l2fwd: frames counted back on the generator's veth. \
+             Generator: frames it handed to the kernel / send time, in the ceiling runs. \
              Delivered: frames received / frames sent, all repetitions.\n",
             self.reps, self.frames_per_run, self.time_limit_s
         ));
@@ -348,7 +351,7 @@ pub(crate) mod tests {
                 let cells: Vec<&str> = l.trim_matches('|').split('|').map(str::trim).collect();
                 assert_eq!(cells.len(), TABLE_HEADER.len(), "{l}");
                 let first = |c: &str| -> f64 {
-                    c.split(|ch: char| ch == ' ' || ch == '%').next().unwrap().parse().unwrap()
+                    c.split([' ', '%']).next().unwrap().parse().unwrap()
                 };
                 (cells[0].parse().unwrap(), cells[1..].iter().map(|c| first(c)).collect())
             })

@@ -206,7 +206,7 @@ pub struct WorkerExit {
     pub counters: WorkerCountersSnapshot,
     /// Final pool stats.
     pub pool: PoolStats,
-    /// Final kernel socket stats (of the last socket).
+    /// Kernel socket stats, summed over every socket the worker ran on.
     pub xsk: XdpStatistics,
 }
 
@@ -247,7 +247,7 @@ pub fn run(region: Arc<Region>, spec: WorkerSpec, shared: Arc<WorkerShared>, sto
         region: region.clone(),
     };
     let mut sock: Option<XskSocket> = None;
-    let mut last_xsk = XdpStatistics::default();
+    let mut xsk_total = XdpStatistics::default();
     let mut last_stats = Instant::now();
     while !stop.load(Ordering::Relaxed) {
         let Some(s) = sock.as_mut() else {
@@ -263,7 +263,7 @@ pub fn run(region: Arc<Region>, spec: WorkerSpec, shared: Arc<WorkerShared>, sto
             continue;
         };
         if shared.release.load(Ordering::SeqCst) {
-            last_xsk = w.give_up_socket(sock.take().expect("running on a socket"), &mut pool, &shared);
+            add_xsk(&mut xsk_total, &w.give_up_socket(sock.take().expect("running on a socket"), &mut pool, &shared));
             shared.has_socket.store(false, Ordering::SeqCst);
             shared.counters.publish(&w.c);
             continue;
@@ -280,7 +280,7 @@ pub fn run(region: Arc<Region>, spec: WorkerSpec, shared: Arc<WorkerShared>, sto
         }
     }
     if let Some(s) = sock.take() {
-        last_xsk = w.give_up_socket(s, &mut pool, &shared);
+        add_xsk(&mut xsk_total, &w.give_up_socket(s, &mut pool, &shared));
         shared.has_socket.store(false, Ordering::SeqCst);
     }
     drop(shared.take_offered());
@@ -305,8 +305,18 @@ pub fn run(region: Arc<Region>, spec: WorkerSpec, shared: Arc<WorkerShared>, sto
         inflight_at_destroy,
         counters: w.c,
         pool: pool_stats,
-        xsk: last_xsk,
+        xsk: xsk_total,
     }
+}
+
+/// Sums the kernel counters of successive sockets.
+fn add_xsk(sum: &mut XdpStatistics, s: &XdpStatistics) {
+    sum.rx_dropped += s.rx_dropped;
+    sum.rx_invalid_descs += s.rx_invalid_descs;
+    sum.tx_invalid_descs += s.tx_invalid_descs;
+    sum.rx_ring_full += s.rx_ring_full;
+    sum.rx_fill_ring_empty_descs += s.rx_fill_ring_empty_descs;
+    sum.tx_ring_empty_descs += s.tx_ring_empty_descs;
 }
 
 fn refresh_stats(sock: &XskSocket, shared: &WorkerShared) {

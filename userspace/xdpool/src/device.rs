@@ -1,0 +1,536 @@
+//! The device under xdpool: watching it go away and come back.
+//!
+//! [`LinkWatcher`] is a thread on an rtnetlink socket subscribed to link events
+//! (RTM_NEWLINK / RTM_DELLINK) in the network namespace xdpool runs in; it turns them
+//! into [`LinkEvent`]s on a channel. [`decide`] is the pure rule that says, from an
+//! event and what we are attached to, whether to tear down, come back, or ignore it.
+//! Wake-up errors and SO_ERROR from the sockets (see `worker`) are the second signal;
+//! `poll()` is no signal at all (it never reports POLLERR/POLLHUP when a device goes).
+//! [`DeviceStats`] keeps the transition counters and re-attach times that the stats
+//! snapshot and the run summary report.
+
+use std::io;
+use std::os::fd::AsFd;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::mpsc::{self, Receiver, Sender};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use netlink_packet_core::{NetlinkHeader, NetlinkMessage, NetlinkPayload, NLM_F_REQUEST};
+use netlink_packet_route::link::{LinkAttribute, LinkFlags, LinkMessage};
+use netlink_packet_route::RouteNetlinkMessage;
+use netlink_sys::{protocols::NETLINK_ROUTE, Socket, SocketAddr};
+use serde::Serialize;
+
+/// `RTNLGRP_LINK` from `linux/rtnetlink.h`.
+const RTNLGRP_LINK: u32 = 1;
+
+/// Errors of the device watcher.
+#[derive(Debug, thiserror::Error)]
+pub enum DeviceError {
+    /// The rtnetlink socket could not be opened or subscribed.
+    #[error("cannot watch link events over rtnetlink ({0}); run as root, and check that the kernel has CONFIG_NETLINK")]
+    Netlink(#[source] io::Error),
+    /// The watcher thread could not start.
+    #[error("cannot start the link watcher thread ({0}); check the process's thread limit (ulimit -u)")]
+    Thread(#[source] io::Error),
+}
+
+/// What happened to a link.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum LinkChange {
+    /// RTM_NEWLINK: created, changed, moved in, or state changed.
+    New,
+    /// RTM_DELLINK: deleted, or moved to another namespace.
+    Del,
+}
+
+/// One rtnetlink link event.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LinkEvent {
+    /// New or deleted.
+    pub change: LinkChange,
+    /// Interface index (in this namespace).
+    pub ifindex: u32,
+    /// Interface name, when the message carried it.
+    pub name: Option<String>,
+    /// IFF_UP.
+    pub up: bool,
+    /// IFF_RUNNING (carrier).
+    pub running: bool,
+    /// IFLA_NEW_NETNSID: the device moved to the namespace with this id.
+    pub moved_to_netnsid: Option<i32>,
+}
+
+/// What the control thread should do about an event.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Decision {
+    /// Our device went (deleted, moved away, or set down): tear down.
+    Lost(LossKind),
+    /// A device of the configured name is here and up: come back on it.
+    Returned {
+        /// Its (possibly new) index.
+        ifindex: u32,
+    },
+    /// Nothing to do.
+    Ignore,
+}
+
+/// Why the device was lost (for logs and counters).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum LossKind {
+    /// RTM_DELLINK: deleted or unregistered (driver unbind).
+    Deleted,
+    /// RTM_DELLINK with a new netns id: moved to another namespace.
+    MovedAway,
+    /// RTM_NEWLINK without IFF_UP.
+    Down,
+    /// A wake-up or SO_ERROR said ENXIO/ENETDOWN.
+    SocketError,
+    /// The XDP program was gone from the device while the device stayed.
+    ProgramDetached,
+}
+
+impl std::fmt::Display for LossKind {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            LossKind::Deleted => "deleted",
+            LossKind::MovedAway => "moved to another namespace",
+            LossKind::Down => "set down",
+            LossKind::SocketError => "socket error (ENXIO/ENETDOWN)",
+            LossKind::ProgramDetached => "XDP program detached from outside",
+        })
+    }
+}
+
+/// The rule: `attached` is the ifindex we run on (`None` while the device is away),
+/// `name` the configured interface name.
+pub fn decide(ev: &LinkEvent, attached: Option<u32>, name: &str) -> Decision {
+    match attached {
+        Some(ifindex) if ev.ifindex == ifindex => match ev.change {
+            LinkChange::Del if ev.moved_to_netnsid.is_some() => Decision::Lost(LossKind::MovedAway),
+            LinkChange::Del => Decision::Lost(LossKind::Deleted),
+            LinkChange::New if !ev.up => Decision::Lost(LossKind::Down),
+            // A rename away from the configured name keeps the device: we stay on it.
+            LinkChange::New => Decision::Ignore,
+        },
+        Some(_) => Decision::Ignore,
+        None => match ev.change {
+            LinkChange::New if ev.up && ev.name.as_deref() == Some(name) => Decision::Returned { ifindex: ev.ifindex },
+            _ => Decision::Ignore,
+        },
+    }
+}
+
+/// Parses every link message in one rtnetlink datagram (others are skipped).
+pub fn parse_link_events(mut buf: &[u8]) -> Vec<LinkEvent> {
+    let mut out = Vec::new();
+    while buf.len() >= 16 {
+        let len = u32::from_ne_bytes([buf[0], buf[1], buf[2], buf[3]]) as usize;
+        if len < 16 || len > buf.len() {
+            break;
+        }
+        if let Ok(msg) = NetlinkMessage::<RouteNetlinkMessage>::deserialize(&buf[..len]) {
+            match msg.payload {
+                NetlinkPayload::InnerMessage(RouteNetlinkMessage::NewLink(l)) => out.push(to_event(LinkChange::New, &l)),
+                NetlinkPayload::InnerMessage(RouteNetlinkMessage::DelLink(l)) => out.push(to_event(LinkChange::Del, &l)),
+                _ => {}
+            }
+        }
+        // Messages are 4-byte aligned.
+        let next = (len + 3) & !3;
+        buf = &buf[next.min(buf.len())..];
+    }
+    out
+}
+
+fn to_event(change: LinkChange, l: &LinkMessage) -> LinkEvent {
+    let mut name = None;
+    let mut moved_to_netnsid = None;
+    for a in &l.attributes {
+        match a {
+            LinkAttribute::IfName(n) => name = Some(n.clone()),
+            LinkAttribute::NewNetnsId(id) => moved_to_netnsid = Some(*id),
+            _ => {}
+        }
+    }
+    LinkEvent {
+        change,
+        ifindex: l.header.index,
+        name,
+        up: l.header.flags.contains(LinkFlags::Up),
+        running: l.header.flags.contains(LinkFlags::Running),
+        moved_to_netnsid,
+    }
+}
+
+/// The state of a link, asked for directly (RTM_GETLINK): `None` when no link has
+/// this index in the calling thread's namespace.
+pub fn query_link(ifindex: u32) -> io::Result<Option<LinkEvent>> {
+    let mut link = LinkMessage::default();
+    link.header.index = ifindex;
+    let mut header = NetlinkHeader::default();
+    header.flags = NLM_F_REQUEST;
+    header.sequence_number = 1;
+    let mut request = NetlinkMessage::new(header, NetlinkPayload::from(RouteNetlinkMessage::GetLink(link)));
+    request.finalize();
+    let mut buf = vec![0u8; request.buffer_len()];
+    request.serialize(&mut buf);
+    let mut socket = Socket::new(NETLINK_ROUTE)?;
+    socket.bind_auto()?;
+    socket.connect(&SocketAddr::new(0, 0))?;
+    socket.send(&buf, 0)?;
+    let (reply, _) = socket.recv_from_full()?;
+    let message = NetlinkMessage::<RouteNetlinkMessage>::deserialize(&reply)
+        .map_err(|e| io::Error::new(io::ErrorKind::InvalidData, e.to_string()))?;
+    match message.payload {
+        NetlinkPayload::InnerMessage(RouteNetlinkMessage::NewLink(l)) => Ok(Some(to_event(LinkChange::New, &l))),
+        NetlinkPayload::Error(e) => match e.code {
+            Some(code) if code.get() == -libc::ENODEV => Ok(None),
+            _ => Err(e.to_io()),
+        },
+        other => Err(io::Error::new(io::ErrorKind::InvalidData, format!("unexpected rtnetlink reply {other:?}"))),
+    }
+}
+
+/// The link called `name` in the calling thread's namespace, if there is one.
+pub fn find_link(name: &str) -> io::Result<Option<LinkEvent>> {
+    match crate::netns::ifindex(name) {
+        Ok(ifindex) => Ok(query_link(ifindex)?.filter(|l| l.name.as_deref().is_none_or(|n| n == name))),
+        Err(_) => Ok(None),
+    }
+}
+
+/// A thread forwarding the namespace's link events; stops when dropped.
+pub struct LinkWatcher {
+    events: Receiver<LinkEvent>,
+    stop: Arc<AtomicBool>,
+    thread: Option<std::thread::JoinHandle<()>>,
+}
+
+impl LinkWatcher {
+    /// Subscribes to RTNLGRP_LINK in the calling thread's network namespace (the
+    /// socket is created here, so it watches this namespace whatever thread reads it).
+    pub fn start() -> Result<LinkWatcher, DeviceError> {
+        let mut socket = Socket::new(NETLINK_ROUTE).map_err(DeviceError::Netlink)?;
+        socket.bind_auto().map_err(DeviceError::Netlink)?;
+        socket.add_membership(RTNLGRP_LINK).map_err(DeviceError::Netlink)?;
+        // Bursts of events (many devices at once) must not be lost: 1 MiB.
+        let _ = socket.set_rx_buf_sz(1 << 20);
+        let (tx, rx) = mpsc::channel();
+        let stop = Arc::new(AtomicBool::new(false));
+        let stop2 = stop.clone();
+        let thread = std::thread::Builder::new()
+            .name("xdpool-linkwatch".into())
+            .spawn(move || watch(socket, tx, &stop2))
+            .map_err(DeviceError::Thread)?;
+        Ok(LinkWatcher { events: rx, stop, thread: Some(thread) })
+    }
+
+    /// Waits up to `timeout` for the next event.
+    pub fn next(&self, timeout: Duration) -> Option<LinkEvent> {
+        self.events.recv_timeout(timeout).ok()
+    }
+
+    /// Every event already queued.
+    pub fn drain(&self) -> Vec<LinkEvent> {
+        self.events.try_iter().collect()
+    }
+}
+
+impl Drop for LinkWatcher {
+    fn drop(&mut self) {
+        self.stop.store(true, Ordering::Relaxed);
+        if let Some(t) = self.thread.take() {
+            let _ = t.join();
+        }
+    }
+}
+
+fn watch(socket: Socket, tx: Sender<LinkEvent>, stop: &AtomicBool) {
+    use nix::poll::{poll, PollFd, PollFlags, PollTimeout};
+    let mut buf = vec![0u8; 1 << 16];
+    while !stop.load(Ordering::Relaxed) {
+        let mut fds = [PollFd::new(socket.as_fd(), PollFlags::POLLIN)];
+        match poll(&mut fds, PollTimeout::from(50u8)) {
+            Ok(0) | Err(nix::errno::Errno::EINTR) => continue,
+            Ok(_) => {}
+            Err(e) => {
+                tracing::error!(error = %e, "link watcher: poll failed; device events now come from socket errors only");
+                return;
+            }
+        }
+        let n = match socket.recv(&mut &mut buf[..], libc::MSG_DONTWAIT) {
+            Ok(n) => n,
+            Err(e) if e.raw_os_error() == Some(libc::ENOBUFS) => {
+                // Events were lost: the control thread re-checks the device itself.
+                tracing::warn!("link watcher: rtnetlink overrun (ENOBUFS); some link events were lost");
+                continue;
+            }
+            Err(e) if e.kind() == io::ErrorKind::WouldBlock || e.kind() == io::ErrorKind::Interrupted => continue,
+            Err(e) => {
+                tracing::error!(error = %e, "link watcher: recv failed; device events now come from socket errors only");
+                return;
+            }
+        };
+        for ev in parse_link_events(&buf[..n.min(buf.len())]) {
+            tracing::debug!(?ev, "link event");
+            if tx.send(ev).is_err() {
+                return;
+            }
+        }
+    }
+}
+
+/// Transitions and re-attach times, shared with the stats snapshot.
+#[derive(Debug, Default)]
+pub struct DeviceStats {
+    inner: Mutex<DeviceReport>,
+}
+
+/// What happened to the device during a run (in the summary and the snapshot).
+#[derive(Debug, Clone, Default, Serialize)]
+pub struct DeviceReport {
+    /// `attached` or `away`.
+    pub state: &'static str,
+    /// Interface index now (0 while away).
+    pub ifindex: u32,
+    /// Times the device (or the program) was lost.
+    pub losses: u64,
+    /// Losses by kind.
+    pub deleted: u64,
+    /// Moved to another namespace.
+    pub moved_away: u64,
+    /// Set down.
+    pub down: u64,
+    /// Wake-up / SO_ERROR.
+    pub socket_error: u64,
+    /// Program detached from outside.
+    pub program_detached: u64,
+    /// Completed re-attaches.
+    pub reattaches: u64,
+    /// Re-attach attempts that failed and were retried.
+    pub reattach_failures: u64,
+    /// Binds that met EBUSY and were retried.
+    pub bind_busy_retries: u64,
+    /// Teardowns after which the accounting invariant was checked at rest.
+    pub teardowns_checked: u64,
+    /// Of those, how many failed the check (must stay 0).
+    pub teardown_accounting_failures: u64,
+    /// Last re-attach: ms from "device up again" to "program attached, rings full".
+    pub last_reattach_ms: f64,
+    /// Longest re-attach, ms.
+    pub max_reattach_ms: f64,
+    /// Every re-attach time, ms (summary only).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub reattach_ms: Vec<f64>,
+}
+
+impl DeviceStats {
+    /// Fresh, attached to `ifindex`.
+    pub fn new(ifindex: u32) -> Arc<DeviceStats> {
+        Arc::new(DeviceStats { inner: Mutex::new(DeviceReport { state: "attached", ifindex, ..DeviceReport::default() }) })
+    }
+
+    fn with<T>(&self, f: impl FnOnce(&mut DeviceReport) -> T) -> T {
+        f(&mut self.inner.lock().unwrap_or_else(|p| p.into_inner()))
+    }
+
+    /// Records a loss.
+    pub fn lost(&self, kind: LossKind) {
+        self.with(|r| {
+            r.losses += 1;
+            match kind {
+                LossKind::Deleted => r.deleted += 1,
+                LossKind::MovedAway => r.moved_away += 1,
+                LossKind::Down => r.down += 1,
+                LossKind::SocketError => r.socket_error += 1,
+                LossKind::ProgramDetached => r.program_detached += 1,
+            }
+            if kind != LossKind::ProgramDetached {
+                r.state = "away";
+                r.ifindex = 0;
+            }
+        })
+    }
+
+    /// Records the accounting check done at rest after a teardown.
+    pub fn teardown_checked(&self, ok: bool) {
+        self.with(|r| {
+            r.teardowns_checked += 1;
+            if !ok {
+                r.teardown_accounting_failures += 1;
+            }
+        })
+    }
+
+    /// Records a completed re-attach that took `took`.
+    pub fn reattached(&self, ifindex: u32, took: Duration) {
+        let ms = took.as_secs_f64() * 1e3;
+        self.with(|r| {
+            r.state = "attached";
+            r.ifindex = ifindex;
+            r.reattaches += 1;
+            r.last_reattach_ms = ms;
+            r.max_reattach_ms = r.max_reattach_ms.max(ms);
+            r.reattach_ms.push(ms);
+        })
+    }
+
+    /// Records a failed re-attach attempt.
+    pub fn reattach_failed(&self) {
+        self.with(|r| r.reattach_failures += 1)
+    }
+
+    /// Records EBUSY retries of a bind.
+    pub fn busy_retries(&self, n: u64) {
+        self.with(|r| r.bind_busy_retries += n)
+    }
+
+    /// The full report (with every re-attach time).
+    pub fn report(&self) -> DeviceReport {
+        self.with(|r| r.clone())
+    }
+
+    /// The report without the per-re-attach list (for the live snapshot).
+    pub fn snapshot(&self) -> DeviceReport {
+        self.with(|r| DeviceReport { reattach_ms: Vec::new(), ..r.clone() })
+    }
+}
+
+/// The `p`-th percentile (0..=100) of `values` by nearest rank; `None` when empty.
+pub fn percentile(values: &[f64], p: f64) -> Option<f64> {
+    if values.is_empty() {
+        return None;
+    }
+    let mut v = values.to_vec();
+    v.sort_by(|a, b| a.total_cmp(b));
+    let rank = ((p / 100.0) * v.len() as f64).ceil() as usize;
+    Some(v[rank.clamp(1, v.len()) - 1])
+}
+
+/// When the control thread next re-checks a device that is away (netlink events
+/// can be lost on overrun): exponential backoff from 10 ms to 200 ms.
+#[derive(Debug)]
+pub struct Backoff {
+    next: Instant,
+    step: Duration,
+}
+
+impl Backoff {
+    /// Starts with a check now.
+    pub fn new() -> Backoff {
+        Backoff { next: Instant::now(), step: Duration::from_millis(10) }
+    }
+
+    /// Whether a check is due now; if so, schedules the next one later.
+    pub fn due(&mut self) -> bool {
+        let now = Instant::now();
+        if now < self.next {
+            return false;
+        }
+        self.next = now + self.step;
+        self.step = (self.step * 2).min(Duration::from_millis(200));
+        true
+    }
+
+    /// Back to checking soon (something happened).
+    pub fn reset(&mut self) {
+        self.next = Instant::now();
+        self.step = Duration::from_millis(10);
+    }
+}
+
+impl Default for Backoff {
+    fn default() -> Self {
+        Backoff::new()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn ev(change: LinkChange, ifindex: u32, name: &str, up: bool) -> LinkEvent {
+        LinkEvent { change, ifindex, name: Some(name.into()), up, running: up, moved_to_netnsid: None }
+    }
+
+    #[test]
+    fn decide_follows_our_device_only() {
+        use LinkChange::*;
+        assert_eq!(decide(&ev(Del, 5, "veth0", false), Some(5), "veth0"), Decision::Lost(LossKind::Deleted));
+        let moved = LinkEvent { moved_to_netnsid: Some(3), ..ev(Del, 5, "veth0", false) };
+        assert_eq!(decide(&moved, Some(5), "veth0"), Decision::Lost(LossKind::MovedAway));
+        assert_eq!(decide(&ev(New, 5, "veth0", false), Some(5), "veth0"), Decision::Lost(LossKind::Down));
+        assert_eq!(decide(&ev(New, 5, "veth0", true), Some(5), "veth0"), Decision::Ignore);
+        // Another device, same events: not ours.
+        assert_eq!(decide(&ev(Del, 6, "veth0", false), Some(5), "veth0"), Decision::Ignore);
+        // Away: only an up device of the configured name brings us back.
+        assert_eq!(decide(&ev(New, 9, "veth0", false), None, "veth0"), Decision::Ignore);
+        assert_eq!(decide(&ev(New, 9, "other", true), None, "veth0"), Decision::Ignore);
+        assert_eq!(decide(&ev(New, 9, "veth0", true), None, "veth0"), Decision::Returned { ifindex: 9 });
+        assert_eq!(decide(&ev(Del, 9, "veth0", true), None, "veth0"), Decision::Ignore);
+    }
+
+    fn serialize(change: LinkChange, index: u32, name: &str, flags: LinkFlags, netnsid: Option<i32>) -> Vec<u8> {
+        let mut l = LinkMessage::default();
+        l.header.index = index;
+        l.header.flags = flags;
+        l.attributes.push(LinkAttribute::IfName(name.into()));
+        if let Some(id) = netnsid {
+            l.attributes.push(LinkAttribute::NewNetnsId(id));
+        }
+        let inner = match change {
+            LinkChange::New => RouteNetlinkMessage::NewLink(l),
+            LinkChange::Del => RouteNetlinkMessage::DelLink(l),
+        };
+        let mut m = NetlinkMessage::new(NetlinkHeader::default(), NetlinkPayload::from(inner));
+        m.finalize();
+        let mut buf = vec![0u8; m.buffer_len()];
+        m.serialize(&mut buf);
+        buf
+    }
+
+    #[test]
+    fn parses_several_messages_in_one_datagram() {
+        let mut buf = serialize(LinkChange::New, 7, "xdpb0", LinkFlags::Up | LinkFlags::Running, None);
+        buf.extend(serialize(LinkChange::Del, 7, "xdpb0", LinkFlags::empty(), Some(4)));
+        let evs = parse_link_events(&buf);
+        assert_eq!(evs.len(), 2);
+        assert_eq!(evs[0], LinkEvent { change: LinkChange::New, ifindex: 7, name: Some("xdpb0".into()), up: true, running: true, moved_to_netnsid: None });
+        assert_eq!(evs[1].change, LinkChange::Del);
+        assert_eq!(evs[1].moved_to_netnsid, Some(4));
+        assert!(!evs[1].up);
+        // A truncated tail is ignored, not misread.
+        let cut = &buf[..buf.len() - 3];
+        assert_eq!(parse_link_events(cut).len(), 1);
+    }
+
+    #[test]
+    fn percentiles_by_nearest_rank() {
+        let v: Vec<f64> = (1..=100).map(f64::from).collect();
+        assert_eq!(percentile(&v, 50.0), Some(50.0));
+        assert_eq!(percentile(&v, 99.0), Some(99.0));
+        assert_eq!(percentile(&v, 100.0), Some(100.0));
+        assert_eq!(percentile(&[3.0, 1.0, 2.0], 50.0), Some(2.0));
+        assert_eq!(percentile(&[], 50.0), None);
+    }
+
+    #[test]
+    fn stats_count_losses_and_reattaches() {
+        let s = DeviceStats::new(3);
+        s.lost(LossKind::Deleted);
+        assert_eq!(s.snapshot().state, "away");
+        s.reattached(4, Duration::from_millis(120));
+        s.lost(LossKind::ProgramDetached);
+        s.reattached(4, Duration::from_millis(30));
+        let r = s.report();
+        assert_eq!((r.losses, r.deleted, r.program_detached, r.reattaches), (2, 1, 1, 2));
+        assert_eq!((r.state, r.ifindex), ("attached", 4));
+        assert_eq!(r.reattach_ms.len(), 2);
+        assert!((r.max_reattach_ms - 120.0).abs() < 1e-9 && (r.last_reattach_ms - 30.0).abs() < 1e-9);
+        assert!(s.snapshot().reattach_ms.is_empty());
+    }
+}

@@ -1,0 +1,125 @@
+//! The throughput sweep end to end (needs root): a short sweep on its own lab
+//! produces a table, JSON that matches it, and a valid SVG plot, and removes the lab.
+use std::sync::atomic::AtomicBool;
+use std::time::{Duration, Instant};
+
+use xdpool::bench::{self, report::TABLE_HEADER, Subject, SweepConfig};
+use xdpool::lab::LabNames;
+
+fn is_root() -> bool {
+    // SAFETY: geteuid has no preconditions and cannot fail.
+    unsafe { libc::geteuid() == 0 }
+}
+
+/// Data rows of the Markdown table: size, then the leading number of every cell.
+fn parse_table(table: &str) -> Vec<(u64, Vec<f64>)> {
+    let mut lines = table.lines();
+    let header = lines.next().expect("a header line");
+    let names: Vec<&str> = header.trim_matches('|').split('|').map(str::trim).collect();
+    assert_eq!(names, TABLE_HEADER, "header");
+    assert!(lines.next().unwrap().starts_with("|---:"), "separator");
+    lines
+        .take_while(|l| l.starts_with('|'))
+        .map(|l| {
+            let cells: Vec<&str> = l.trim_matches('|').split('|').map(str::trim).collect();
+            assert_eq!(cells.len(), TABLE_HEADER.len(), "{l}");
+            let num = |c: &str| -> f64 {
+                c.split([' ', '%']).next().unwrap().parse().unwrap_or_else(|e| panic!("cell {c:?}: {e}"))
+            };
+            (cells[0].parse().unwrap(), cells[1..].iter().map(|c| num(c)).collect())
+        })
+        .collect()
+}
+
+#[test]
+fn short_sweep_gives_table_json_and_plot() {
+    if !is_root() {
+        println!("skipped: needs root");
+        return;
+    }
+    let prefix = format!("xdptp{}", std::process::id());
+    let online = xdpool::config::online_cpus();
+    let cfg = SweepConfig {
+        prefix: prefix.clone(),
+        sizes: vec![64, 1500],
+        reps: 1,
+        count: 50_000,
+        time_limit: Duration::from_secs(5),
+        gen_core: online[0],
+        worker_core: *online.last().unwrap(),
+        ..SweepConfig::new(env!("CARGO_BIN_EXE_xdpool").into())
+    };
+    let stop = AtomicBool::new(false);
+    let mut progress = Vec::new();
+    let started = Instant::now();
+    let report = bench::run_sweep(&cfg, &stop, &mut |p| progress.push(p.clone())).unwrap_or_else(|e| panic!("{e}"));
+    println!("sweep took {:.1} s", started.elapsed().as_secs_f64());
+
+    // The lab is gone.
+    let names = LabNames::from_prefix(&prefix).unwrap();
+    assert!(!xdpool::netns::exists(&names.netns_a) && !xdpool::netns::exists(&names.netns_b));
+
+    // Progress: one report per measurement, in order.
+    assert_eq!(progress.len(), 6);
+    assert_eq!(progress.iter().map(|p| p.done).collect::<Vec<_>>(), vec![0, 1, 2, 3, 4, 5]);
+    assert_eq!((progress[3].size, progress[3].subject), (1500, Subject::Ceiling));
+    assert!(progress[5].eta.is_some());
+
+    assert!(!report.interrupted);
+    assert_eq!(report.rows.len(), 2);
+    for row in &report.rows {
+        // The ceiling drops in the kernel: every frame sent arrives.
+        let c = &row.ceiling.samples[0];
+        assert_eq!(c.sent, 50_000, "generator sent the count at {} B", row.size);
+        assert_eq!(c.received, 50_000, "ceiling counted every frame at {} B", row.size);
+        assert!(row.ceiling.mpps.median > 0.0);
+        for point in [&row.rxdrop, &row.l2fwd] {
+            let s = &point.samples[0];
+            assert_eq!(s.sent, 50_000);
+            assert!(s.received > 0 && s.received <= s.sent, "{s:?}");
+            assert_eq!(s.accounting_ok, Some(true), "{s:?}");
+        }
+    }
+
+    // Table and JSON agree.
+    let table = report.table();
+    println!("{table}");
+    let dir = std::env::temp_dir().join(format!("xdpool-tput-test-{}", std::process::id()));
+    let (json_path, svg_path) = (dir.join("out/t.json"), dir.join("out/t.svg"));
+    bench::write_json(&report, &json_path).unwrap();
+    bench::plot::write_svg(&report, &svg_path).unwrap();
+    let json: serde_json::Value = serde_json::from_slice(&std::fs::read(&json_path).unwrap()).unwrap();
+    let rows = json["rows"].as_array().unwrap();
+    let parsed = parse_table(&table);
+    assert_eq!(parsed.len(), rows.len());
+    for ((size, cells), row) in parsed.iter().zip(rows) {
+        assert_eq!(Some(*size), row["size"].as_u64());
+        let f = |p: &str| row.pointer(p).and_then(|v| v.as_f64()).unwrap_or_else(|| panic!("{p} in {row}"));
+        let want = [
+            f("/generator_mpps/median"),
+            f("/ceiling/mpps/median"),
+            f("/ceiling/gbps"),
+            f("/rxdrop/mpps/median"),
+            f("/rxdrop/gbps"),
+            f("/rxdrop/fraction_of_ceiling") * 100.0,
+            f("/l2fwd/mpps/median"),
+            f("/l2fwd/gbps"),
+            f("/l2fwd/fraction_of_ceiling") * 100.0,
+            f("/rxdrop/delivered_fraction") * 100.0,
+        ];
+        for (i, (got, want)) in cells.iter().zip(want).enumerate() {
+            assert!((got - want).abs() <= 0.051, "size {size}, column {}: table {got}, JSON {want}", TABLE_HEADER[i + 1]);
+        }
+    }
+    assert_eq!(json["placement"]["generator_core"].as_u64(), Some(cfg.gen_core as u64));
+    assert_eq!(json["frames_per_run"].as_u64(), Some(50_000));
+
+    // The plot is an SVG document.
+    let svg = std::fs::read_to_string(&svg_path).unwrap();
+    let head = svg.trim_start();
+    assert!(head.starts_with("<svg") || head.starts_with("<?xml"), "{}", &head[..head.len().min(80)]);
+    assert!(svg.trim_end().ends_with("</svg>"));
+    assert_eq!(svg.matches("<svg").count(), svg.matches("</svg>").count());
+    assert!(svg.contains("xdpool rxdrop") && svg.contains("ceiling (XDP_DROP)"));
+    std::fs::remove_dir_all(&dir).unwrap();
+}
