@@ -95,8 +95,10 @@ static __always_inline void count(__u32 idx)
 		*v += 1;
 }
 
+/* more_fragments: this is the first fragment of a fragmented datagram, so the UDP
+ * length is the datagram's and may exceed what this fragment carries. */
 static __always_inline int parse_l4(void *l4, __u32 l4_len, void *data_end,
-				    struct parsed *p)
+				    struct parsed *p, int more_fragments)
 {
 	if (p->proto == IPPROTO_UDP) {
 		struct udphdr *uh = l4;
@@ -105,7 +107,7 @@ static __always_inline int parse_l4(void *l4, __u32 l4_len, void *data_end,
 		if (l4_len < sizeof(*uh) || (void *)(uh + 1) > data_end)
 			return PARSE_MALFORMED;
 		ulen = bpf_ntohs(uh->len);
-		if (ulen < sizeof(*uh) || ulen > l4_len)
+		if (ulen < sizeof(*uh) || (!more_fragments && ulen > l4_len))
 			return PARSE_MALFORMED;
 		p->dport = bpf_ntohs(uh->dest);
 		p->has_ports = 1;
@@ -144,7 +146,8 @@ static __always_inline int parse_ipv4(void *l3, void *data_end, struct parsed *p
 	/* Non-first fragments carry no L4 header. */
 	if (iph->frag_off & bpf_htons(0x1fff))
 		return PARSE_OK;
-	return parse_l4(l3 + hlen, tot_len - hlen, data_end, p);
+	return parse_l4(l3 + hlen, tot_len - hlen, data_end, p,
+			!!(iph->frag_off & bpf_htons(0x2000)));
 }
 
 static __always_inline int parse_ipv6(void *l3, void *data_end, struct parsed *p)
@@ -153,6 +156,7 @@ static __always_inline int parse_ipv6(void *l3, void *data_end, struct parsed *p
 	void *cursor = ip6 + 1;
 	__u32 remaining;
 	__u8 nexthdr;
+	int more_fragments = 0;
 
 	if ((void *)(ip6 + 1) > data_end)
 		return PARSE_MALFORMED;
@@ -196,13 +200,14 @@ static __always_inline int parse_ipv6(void *l3, void *data_end, struct parsed *p
 				p->proto = nexthdr;
 				return PARSE_OK;
 			}
+			more_fragments = !!(fh->frag_off & bpf_htons(1));
 		} else {
 			break;
 		}
 	}
 	/* More extension headers than we skip: L4 stays unknown (no ports). */
 	p->proto = nexthdr;
-	return parse_l4(cursor, remaining, data_end, p);
+	return parse_l4(cursor, remaining, data_end, p, more_fragments);
 }
 
 static __always_inline int parse_frame(struct xdp_md *ctx, struct parsed *p)
@@ -229,6 +234,9 @@ static __always_inline int parse_frame(struct xdp_md *ctx, struct parsed *p)
 		h_proto = vh->encap_proto;
 		cursor = vh + 1;
 	}
+	/* A third tag: more than we (and the worker's parser) accept. */
+	if (h_proto == bpf_htons(ETH_P_8021Q) || h_proto == bpf_htons(ETH_P_8021AD))
+		return PARSE_MALFORMED;
 
 	if (h_proto == bpf_htons(ETH_P_IP))
 		return parse_ipv4(cursor, data_end, p);
