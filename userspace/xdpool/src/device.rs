@@ -16,10 +16,10 @@ use std::sync::mpsc::{self, Receiver, Sender};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use netlink_packet_core::{NetlinkHeader, NetlinkMessage, NetlinkPayload, NLM_F_REQUEST};
+use netlink_packet_core::{NetlinkMessage, NetlinkPayload};
 use netlink_packet_route::link::{LinkAttribute, LinkFlags, LinkMessage};
 use netlink_packet_route::RouteNetlinkMessage;
-use netlink_sys::{protocols::NETLINK_ROUTE, Socket, SocketAddr};
+use netlink_sys::{protocols::NETLINK_ROUTE, Socket};
 use serde::Serialize;
 
 /// `RTNLGRP_LINK` from `linux/rtnetlink.h`.
@@ -169,30 +169,7 @@ fn to_event(change: LinkChange, l: &LinkMessage) -> LinkEvent {
 /// The state of a link, asked for directly (RTM_GETLINK): `None` when no link has
 /// this index in the calling thread's namespace.
 pub fn query_link(ifindex: u32) -> io::Result<Option<LinkEvent>> {
-    let mut link = LinkMessage::default();
-    link.header.index = ifindex;
-    let mut header = NetlinkHeader::default();
-    header.flags = NLM_F_REQUEST;
-    header.sequence_number = 1;
-    let mut request = NetlinkMessage::new(header, NetlinkPayload::from(RouteNetlinkMessage::GetLink(link)));
-    request.finalize();
-    let mut buf = vec![0u8; request.buffer_len()];
-    request.serialize(&mut buf);
-    let mut socket = Socket::new(NETLINK_ROUTE)?;
-    socket.bind_auto()?;
-    socket.connect(&SocketAddr::new(0, 0))?;
-    socket.send(&buf, 0)?;
-    let (reply, _) = socket.recv_from_full()?;
-    let message = NetlinkMessage::<RouteNetlinkMessage>::deserialize(&reply)
-        .map_err(|e| io::Error::new(io::ErrorKind::InvalidData, e.to_string()))?;
-    match message.payload {
-        NetlinkPayload::InnerMessage(RouteNetlinkMessage::NewLink(l)) => Ok(Some(to_event(LinkChange::New, &l))),
-        NetlinkPayload::Error(e) => match e.code {
-            Some(code) if code.get() == -libc::ENODEV => Ok(None),
-            _ => Err(e.to_io()),
-        },
-        other => Err(io::Error::new(io::ErrorKind::InvalidData, format!("unexpected rtnetlink reply {other:?}"))),
-    }
+    Ok(crate::steer::netlink::get_link(ifindex)?.map(|l| to_event(LinkChange::New, &l)))
 }
 
 /// The link called `name` in the calling thread's namespace, if there is one.

@@ -23,19 +23,8 @@ use xdpool::gen::{self, GenConfig};
 use xdpool::lab::{LabConfig, LabGuard, LabNames, LabStatus};
 use xdpool::netns;
 
-fn is_root() -> bool {
-    // SAFETY: geteuid has no preconditions and cannot fail.
-    unsafe { libc::geteuid() == 0 }
-}
-
-macro_rules! require_root {
-    () => {
-        if !is_root() {
-            println!("skipped: needs root");
-            return;
-        }
-    };
-}
+#[macro_use]
+mod common;
 
 /// The tests of this file share two cores with everything else: one at a time.
 static SERIAL: Mutex<()> = Mutex::new(());

@@ -8,19 +8,8 @@ use xdpool::gen::{self, Engine, GenConfig, GenError};
 use xdpool::lab::{Lab, LabConfig, LabGuard, LabNames};
 use xdpool::netns;
 
-fn is_root() -> bool {
-    // SAFETY: geteuid has no preconditions and cannot fail.
-    unsafe { libc::geteuid() == 0 }
-}
-
-macro_rules! require_root {
-    () => {
-        if !is_root() {
-            println!("skipped: needs root");
-            return;
-        }
-    };
-}
+#[macro_use]
+mod common;
 
 fn prefix(tag: &str) -> String {
     format!("xdpt{}{tag}", std::process::id())

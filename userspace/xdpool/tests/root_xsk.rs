@@ -13,19 +13,8 @@ use std::time::{Duration, Instant};
 
 use xdpool::xsk::{SocketConfig, Umem, UmemConfig, Wakeup, XdpDesc, XdpStatistics, XskError, XskSocket};
 
-fn is_root() -> bool {
-    // SAFETY: geteuid has no preconditions.
-    unsafe { libc::geteuid() == 0 }
-}
-
-macro_rules! require_root {
-    () => {
-        if !is_root() {
-            println!("skipped: needs root");
-            return;
-        }
-    };
-}
+#[macro_use]
+mod common;
 
 fn ip(args: &[&str]) {
     let out = Command::new("ip").args(args).output().expect("run ip");

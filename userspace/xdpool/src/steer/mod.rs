@@ -9,7 +9,7 @@
 pub mod abi;
 mod error;
 mod link;
-mod netlink;
+pub(crate) mod netlink;
 mod rule;
 
 use std::os::fd::{AsFd, OwnedFd, RawFd};

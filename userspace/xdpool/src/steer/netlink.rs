@@ -14,6 +14,15 @@ use super::error::SteerError;
 /// Sees programs attached both through bpf_link and through plain netlink,
 /// so it is the check for "no stale program left behind".
 pub fn xdp_program_on(ifindex: u32) -> Result<Option<u32>, SteerError> {
+    match get_link(ifindex).map_err(SteerError::Netlink)? {
+        Some(link) => Ok(prog_id(&link.attributes)),
+        None => Err(SteerError::InterfaceMissing { ifindex }),
+    }
+}
+
+/// RTM_GETLINK for one index in the calling thread's namespace; `None` when no link
+/// has this index (ENODEV).
+pub(crate) fn get_link(ifindex: u32) -> io::Result<Option<LinkMessage>> {
     let mut link = LinkMessage::default();
     link.header.index = ifindex;
     let mut header = NetlinkHeader::default();
@@ -24,24 +33,21 @@ pub fn xdp_program_on(ifindex: u32) -> Result<Option<u32>, SteerError> {
     let mut buf = vec![0u8; request.buffer_len()];
     request.serialize(&mut buf);
 
-    let mut socket = Socket::new(NETLINK_ROUTE).map_err(SteerError::Netlink)?;
-    socket.bind_auto().map_err(SteerError::Netlink)?;
-    socket.connect(&SocketAddr::new(0, 0)).map_err(SteerError::Netlink)?;
-    socket.send(&buf, 0).map_err(SteerError::Netlink)?;
-    let (reply, _) = socket.recv_from_full().map_err(SteerError::Netlink)?;
+    let mut socket = Socket::new(NETLINK_ROUTE)?;
+    socket.bind_auto()?;
+    socket.connect(&SocketAddr::new(0, 0))?;
+    socket.send(&buf, 0)?;
+    let (reply, _) = socket.recv_from_full()?;
 
     let message = NetlinkMessage::<RouteNetlinkMessage>::deserialize(&reply)
-        .map_err(|e| SteerError::Netlink(io::Error::new(io::ErrorKind::InvalidData, e.to_string())))?;
+        .map_err(|e| io::Error::new(io::ErrorKind::InvalidData, e.to_string()))?;
     match message.payload {
-        NetlinkPayload::InnerMessage(RouteNetlinkMessage::NewLink(link)) => Ok(prog_id(&link.attributes)),
+        NetlinkPayload::InnerMessage(RouteNetlinkMessage::NewLink(link)) => Ok(Some(link)),
         NetlinkPayload::Error(e) => match e.code {
-            Some(code) if code.get() == -libc::ENODEV => Err(SteerError::InterfaceMissing { ifindex }),
-            _ => Err(SteerError::Netlink(e.to_io())),
+            Some(code) if code.get() == -libc::ENODEV => Ok(None),
+            _ => Err(e.to_io()),
         },
-        other => Err(SteerError::Netlink(io::Error::new(
-            io::ErrorKind::InvalidData,
-            format!("unexpected rtnetlink reply {other:?}"),
-        ))),
+        other => Err(io::Error::new(io::ErrorKind::InvalidData, format!("unexpected rtnetlink reply {other:?}"))),
     }
 }
 

@@ -17,6 +17,19 @@ pub fn root_or_skip(test: &str) -> bool {
     true
 }
 
+/// Returns from the calling test with "skipped: needs root" unless running as root
+/// (CI runs as root, so these tests run there).
+#[macro_export]
+macro_rules! require_root {
+    () => {
+        // SAFETY: geteuid has no preconditions and cannot fail.
+        if unsafe { libc::geteuid() } != 0 {
+            println!("skipped: needs root");
+            return;
+        }
+    };
+}
+
 /// A short unique prefix for lab names (namespaces PREFIX-a/-b).
 pub fn unique_prefix(tag: &str) -> String {
     format!("{tag}{}", std::process::id() % 100_000)
