@@ -2,7 +2,7 @@
 //! `bench_page_pool_simple`, with naive free lists measured in the same run.
 
 use crate::cpu::{affinity, pin_to_cpu, set_affinity, tsc};
-use crate::{PoolConfig, PoolOwner, Region, RegionConfig, Topology};
+use crate::{OwnerBatch, PoolConfig, PoolOwner, Region, RegionConfig, Topology};
 use crossbeam_queue::ArrayQueue;
 use serde::Serialize;
 use std::hint::black_box;
@@ -224,12 +224,21 @@ pub fn run(cfg: &BenchConfig) -> BenchReport {
     let reg = region();
     let mut pool = PoolOwner::new(&reg, PoolConfig::default());
     // Each loop is a function taking the pool as `&mut`, as a worker's loop does.
+    // The batched tests use an `OwnerBatch` per NAPI_BUDGET elements, as a worker
+    // does per RX batch; each element is still one alloc and one recycle.
     r.measure("fast_path", 1, |n| loop_fast_path(&mut pool, n));
     r.measure("unsplit_with_frag_support", 1, |n| {
         loop_unsplit_unified(&mut pool, n)
     });
     let chunk = cfg.chunk_size;
     r.measure("frag_whole", 1, |n| loop_frag_whole(&mut pool, n, chunk));
+    // The same through `PoolOwner` directly (count in memory on every call).
+    r.measure("fast_path_unbatched", 1, |n| {
+        loop_fast_path_unbatched(&mut pool, n)
+    });
+    r.measure("frag_whole_unbatched", 1, |n| {
+        loop_frag_whole_unbatched(&mut pool, n, chunk)
+    });
     r.measure("frag_4", 4, |n| loop_frag_4(&mut pool, n, chunk));
     pool.frag_drain();
     r.measure_n("fill_bulk_64", cfg.iterations / 64, 64, |n| {
@@ -289,8 +298,49 @@ pub fn run(cfg: &BenchConfig) -> BenchReport {
     }
 }
 
+/// Elements per `OwnerBatch` in the batched tests: the kernel's NAPI poll budget.
+const NAPI_BUDGET: u64 = 64;
+
+/// Run `body` on a fresh batch for every `NAPI_BUDGET` of the `n` elements.
+#[inline(always)]
+fn in_batches(pool: &mut PoolOwner, n: u64, mut body: impl FnMut(&mut OwnerBatch<'_>)) {
+    let mut left = n;
+    while left > 0 {
+        let k = left.min(NAPI_BUDGET);
+        let mut b = pool.batch();
+        for _ in 0..k {
+            body(&mut b);
+        }
+        left -= k;
+    }
+}
+
 #[inline(never)]
 fn loop_fast_path(pool: &mut PoolOwner, n: u64) {
+    in_batches(pool, n, |b| {
+        let f = b.alloc().expect("frame");
+        b.recycle(black_box(f));
+    });
+}
+
+#[inline(never)]
+fn loop_unsplit_unified(pool: &mut PoolOwner, n: u64) {
+    in_batches(pool, n, |b| {
+        let f = b.alloc().expect("frame");
+        b.recycle_unified(black_box(f));
+    });
+}
+
+#[inline(never)]
+fn loop_frag_whole(pool: &mut PoolOwner, n: u64, chunk: u32) {
+    in_batches(pool, n, |b| {
+        let f = b.alloc_frag(chunk).expect("frag");
+        b.release_frag(black_box(f));
+    });
+}
+
+#[inline(never)]
+fn loop_fast_path_unbatched(pool: &mut PoolOwner, n: u64) {
     for _ in 0..n {
         let f = pool.alloc().expect("frame");
         pool.recycle(black_box(f));
@@ -298,15 +348,7 @@ fn loop_fast_path(pool: &mut PoolOwner, n: u64) {
 }
 
 #[inline(never)]
-fn loop_unsplit_unified(pool: &mut PoolOwner, n: u64) {
-    for _ in 0..n {
-        let f = pool.alloc().expect("frame");
-        pool.recycle_unified(black_box(f));
-    }
-}
-
-#[inline(never)]
-fn loop_frag_whole(pool: &mut PoolOwner, n: u64, chunk: u32) {
+fn loop_frag_whole_unbatched(pool: &mut PoolOwner, n: u64, chunk: u32) {
     for _ in 0..n {
         let f = pool.alloc_frag(chunk).expect("frag");
         pool.release_frag(black_box(f));
@@ -343,10 +385,10 @@ fn loop_fill_bulk(pool: &mut PoolOwner, n: u64) {
 
 #[inline(never)]
 fn loop_ring(pool: &mut PoolOwner, remote: &crate::PoolRemote, n: u64) {
-    for _ in 0..n {
-        let f = pool.alloc().expect("frame");
+    in_batches(pool, n, |b| {
+        let f = b.alloc().expect("frame");
         remote.recycle(black_box(f));
-    }
+    });
 }
 
 #[inline(never)]
@@ -496,6 +538,8 @@ mod tests {
             "fast_path",
             "unsplit_with_frag_support",
             "frag_whole",
+            "fast_path_unbatched",
+            "frag_whole_unbatched",
             "frag_4",
             "ring",
             "slow",

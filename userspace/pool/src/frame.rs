@@ -3,7 +3,7 @@
 
 use crate::sync::{AtomicU32, AtomicU64};
 use serde::Serialize;
-use std::num::NonZeroU8;
+use std::num::{NonZeroU32, NonZeroU8};
 
 /// Where a frame is: the owner map's vocabulary.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
@@ -44,6 +44,9 @@ impl Location {
 /// Owner slot meaning "no pool" (frames on a global list).
 pub(crate) const NO_OWNER: u32 = 0x00FF_FFFF;
 
+/// The generation half of a `State` word and of a cache entry / `Frame::key`.
+pub(crate) const GEN_MASK: u64 = !0xFFFF_FFFF;
+
 /// Bias a frag chunk's count starts at, so that handing out frags needs no atomic.
 pub(crate) const FRAG_BIAS: u32 = 1 << 30;
 
@@ -53,7 +56,7 @@ pub(crate) struct State(pub u64);
 
 impl State {
     #[inline]
-    pub(crate) fn new(gen: u32, owner: u32, loc: Location) -> State {
+    pub(crate) const fn new(gen: u32, owner: u32, loc: Location) -> State {
         State(((gen as u64) << 32) | (((owner & NO_OWNER) as u64) << 8) | loc as u64)
     }
     #[inline]
@@ -93,6 +96,13 @@ impl FrameMeta {
             node,
         }
     }
+
+    /// `pp_ref_count` reads 1: the only reference (an unsplit frame, or the last
+    /// user of a split one). A plain load, no read-modify-write.
+    #[inline(always)]
+    pub(crate) fn is_last_ref(&self) -> bool {
+        self.refcount.load(crate::sync::Ordering::Acquire) == 1
+    }
 }
 
 /// An owned token for one whole chunk, held by the application. Not `Clone`: a chunk
@@ -102,26 +112,48 @@ impl FrameMeta {
 #[must_use = "a dropped Frame is leaked until the region goes; recycle it"]
 #[derive(Debug, PartialEq, Eq)]
 pub struct Frame {
-    pub(crate) idx: u32,
-    pub(crate) gen: u32,
-    pub(crate) region: u16,
-    /// Non-zero (chunks are 2048 or 4096 bytes), so `Option<Frame>` needs no tag.
-    pub(crate) shift: NonZeroU8,
+    /// `gen << 32 | idx`, the owner cache's entry format: a token moves as one word.
+    pub(crate) key: u64,
+    /// `shift << 16 | region tag`. Non-zero (chunks are 2048 or 4096 bytes, so the
+    /// shift is at least 11), so `Option<Frame>` needs no tag.
+    pub(crate) tag: NonZeroU32,
 }
 
 impl Frame {
+    #[inline(always)]
+    pub(crate) fn idx(&self) -> u32 {
+        self.key as u32
+    }
+    #[inline(always)]
+    pub(crate) fn gen(&self) -> u32 {
+        (self.key >> 32) as u32
+    }
+    #[inline(always)]
+    pub(crate) fn region(&self) -> u16 {
+        self.tag.get() as u16
+    }
+    #[inline(always)]
+    fn shift(&self) -> u32 {
+        self.tag.get() >> 16
+    }
     /// Chunk index in the region.
     pub fn index(&self) -> u32 {
-        self.idx
+        self.idx()
     }
     /// UMEM address (offset from the region's start) of the chunk.
     pub fn addr(&self) -> u64 {
-        (self.idx as u64) << self.shift.get()
+        (self.idx() as u64) << self.shift()
     }
     /// Chunk size in bytes.
     pub fn chunk_size(&self) -> u32 {
-        1 << self.shift.get()
+        1 << self.shift()
     }
+}
+
+/// The `tag` word of a region's frame tokens.
+#[inline(always)]
+pub(crate) fn frame_tag(region: u16, shift: NonZeroU8) -> NonZeroU32 {
+    NonZeroU32::new(((shift.get() as u32) << 16) | region as u32).unwrap_or(NonZeroU32::MIN)
 }
 
 /// An owned reference to a piece of a chunk. Not `Clone`: more references are taken
@@ -130,18 +162,30 @@ impl Frame {
 #[must_use = "a dropped Frag leaks its reference; release it"]
 #[derive(Debug, PartialEq, Eq)]
 pub struct Frag {
-    pub(crate) idx: u32,
-    pub(crate) gen: u32,
+    /// `gen << 32 | idx` of the chunk, as in `Frame::key`.
+    pub(crate) key: u64,
+    /// As `Frame::tag`.
+    pub(crate) tag: NonZeroU32,
     pub(crate) offset: u16,
     pub(crate) len: u16,
-    pub(crate) region: u16,
-    pub(crate) shift: NonZeroU8,
 }
 
 impl Frag {
+    #[inline(always)]
+    pub(crate) fn idx(&self) -> u32 {
+        self.key as u32
+    }
+    #[inline(always)]
+    pub(crate) fn gen(&self) -> u32 {
+        (self.key >> 32) as u32
+    }
+    #[inline(always)]
+    pub(crate) fn region(&self) -> u16 {
+        self.tag.get() as u16
+    }
     /// Index of the chunk this piece is in.
     pub fn frame_index(&self) -> u32 {
-        self.idx
+        self.idx()
     }
     /// Offset of the piece inside its chunk.
     pub fn offset(&self) -> u32 {
@@ -157,7 +201,7 @@ impl Frag {
     }
     /// UMEM address of the piece.
     pub fn addr(&self) -> u64 {
-        ((self.idx as u64) << self.shift.get()) + self.offset as u64
+        ((self.idx() as u64) << (self.tag.get() >> 16)) + self.offset as u64
     }
 }
 

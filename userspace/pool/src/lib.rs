@@ -9,6 +9,8 @@
 //! `alloc_waive` for frames of another node), then takes a bulk from the global
 //! per-node list (`alloc_slow`). `recycle` pushes into the cache (`recycle_cached`),
 //! then the ring (`recycle_cache_full`), then the global list (`recycle_ring_full`).
+//! A worker's per-batch loop takes an [`OwnerBatch`] (`PoolOwner::batch`): the same
+//! paths and counters, with the cache count in a register for the batch.
 //! The owner map ([`Location`]) says where every frame is; [`Accounting::check`] is
 //! the invariant tests call after every scenario.
 //!
@@ -18,6 +20,7 @@
 #![warn(missing_docs, unsafe_op_in_unsafe_fn)]
 
 mod accounting;
+mod batch;
 pub mod bench;
 mod cpu;
 mod error;
@@ -30,6 +33,7 @@ mod sync;
 mod topology;
 
 pub use accounting::Accounting;
+pub use batch::OwnerBatch;
 pub use error::{FrameError, PoolError};
 pub use frame::{Buf, Frag, Frame, Location};
 pub use pool::{DestroyReport, PoolConfig, PoolOwner, PoolRemote, CACHE_SIZE, FRAG_ALIGN};

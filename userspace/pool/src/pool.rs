@@ -2,7 +2,9 @@
 //! global slow path, recycling, frags, kernel hand-off tracking and teardown.
 
 use crate::error::{FrameError, PoolError};
-use crate::frame::{Buf, Frag, Frame, FrameMeta, Location, State, FRAG_BIAS, NO_OWNER};
+use crate::frame::{
+    frame_tag, Buf, Frag, Frame, FrameMeta, Location, State, FRAG_BIAS, GEN_MASK, NO_OWNER,
+};
 use crate::region::Region;
 use crate::ring::{PushError, ReturnRing};
 use crate::stats::{snapshot, OwnerCounters, PoolStats, RemoteCounters};
@@ -79,20 +81,26 @@ struct FragCursor {
 /// The owner's handle: alloc and direct recycle. Neither `Send` nor `Sync`, so the
 /// cache can only be touched by the thread that created it.
 pub struct PoolOwner {
-    cache_len: usize,
+    pub(crate) cache_len: usize,
     /// Entries are `generation << 32 | index`, so popping needs no metadata load.
-    cache: [u64; CACHE_SIZE],
+    pub(crate) cache: [u64; CACHE_SIZE],
     /// Hot counters live here (registers in a tight loop) and are published to the
     /// shared counters on every cold path and by `publish_stats`.
-    hot_alloc_fast: u64,
-    hot_recycle_cached: u64,
-    meta: Arc<[FrameMeta]>,
+    pub(crate) hot_alloc_fast: u64,
+    pub(crate) hot_recycle_cached: u64,
+    /// Cache length when the live `OwnerBatch` last synced its counts (batch only).
+    pub(crate) batch_base_len: usize,
+    pub(crate) meta: Arc<[FrameMeta]>,
+    /// A second handle on `meta`, lent to each `OwnerBatch` (moved, not cloned, so a
+    /// batch costs no atomic).
+    pub(crate) batch_meta: Option<Arc<[FrameMeta]>>,
     region: Arc<Region>,
     shared: Arc<PoolShared>,
-    slot: u32,
-    chunk: u32,
-    tag: u16,
-    shift: std::num::NonZeroU8,
+    pub(crate) slot: u32,
+    pub(crate) chunk: u32,
+    pub(crate) tag: u16,
+    /// `Frame::tag` of this region's tokens.
+    pub(crate) frame_tag: std::num::NonZeroU32,
     node: u32,
     bulk: usize,
     frag: Option<FragCursor>,
@@ -215,13 +223,18 @@ impl PoolOwner {
             cache: [0; CACHE_SIZE],
             hot_alloc_fast: 0,
             hot_recycle_cached: 0,
+            batch_base_len: 0,
             slot: shared.slot,
             meta: region.meta.clone(),
+            batch_meta: Some(region.meta.clone()),
             chunk: region.chunk_size(),
             region: region.clone(),
             shared,
             tag: region.tag(),
-            shift: std::num::NonZeroU8::new(region.shift()).expect("chunk shift is at least 11"),
+            frame_tag: frame_tag(
+                region.tag(),
+                std::num::NonZeroU8::new(region.shift()).expect("chunk shift is at least 11"),
+            ),
             node,
             bulk: (cfg.bulk as usize).clamp(1, CACHE_SIZE),
             frag: None,
@@ -232,12 +245,12 @@ impl PoolOwner {
     }
 
     #[inline(always)]
-    fn state(&self, idx: u32) -> State {
+    pub(crate) fn state(&self, idx: u32) -> State {
         State(self.meta[idx as usize].state.load(Ordering::Relaxed))
     }
 
     #[inline(always)]
-    fn set_state(&self, idx: u32, st: State) {
+    pub(crate) fn set_state(&self, idx: u32, st: State) {
         self.meta[idx as usize].state.store(st.0, Ordering::Relaxed)
     }
 
@@ -304,15 +317,14 @@ impl PoolOwner {
 
     /// Give out a cache entry: new generation, new location; no metadata load.
     #[inline]
-    fn hand_out(&self, entry: u64, loc: Location) -> Frame {
-        let idx = entry as u32;
-        let gen = ((entry >> 32) as u32).wrapping_add(1);
-        self.set_state(idx, State::new(gen, self.slot, loc));
+    pub(crate) fn hand_out(&self, entry: u64, loc: Location) -> Frame {
+        // Next generation (wrapping): the entry's high half plus one.
+        let key = entry.wrapping_add(1 << 32);
+        let idx = key as u32;
+        self.set_state(idx, State(GEN_MASK & key | State::new(0, self.slot, loc).0));
         Frame {
-            idx,
-            gen,
-            region: self.tag,
-            shift: self.shift,
+            key,
+            tag: self.frame_tag,
         }
     }
 
@@ -342,16 +354,30 @@ impl PoolOwner {
             self.shared.owner.alloc_empty.inc();
             return self.cache_len > 0;
         }
+        // The count stays in a register; waiving (rare) is out of line.
+        let cached_bits = State::new(0, self.slot, Location::Cached).0;
+        let mut len = self.cache_len;
         for &idx in &buf[..n] {
-            if self.meta[idx as usize].node != self.node {
-                self.shared.owner.alloc_waive.inc();
-                self.to_global(idx);
+            let m = &self.meta[idx as usize];
+            if m.node != self.node {
+                self.waive(idx);
                 continue;
             }
-            let gen = self.state(idx).gen();
-            self.cache_push(idx, gen);
+            let gen = m.state.load(Ordering::Relaxed) & GEN_MASK;
+            m.state.store(gen | cached_bits, Ordering::Relaxed);
+            // want <= CACHE_SIZE - cache_len, so len stays below CACHE_SIZE.
+            self.cache[len & (CACHE_SIZE - 1)] = gen | idx as u64;
+            len += 1;
         }
-        self.cache_len > 0
+        self.cache_len = len;
+        len > 0
+    }
+
+    #[cold]
+    #[inline(never)]
+    fn waive(&self, idx: u32) {
+        self.shared.owner.alloc_waive.inc();
+        self.to_global(idx);
     }
 
     /// Slow path: a bulk from the preferred node's global list, other nodes after.
@@ -426,7 +452,7 @@ impl PoolOwner {
     #[inline]
     pub fn recycle(&mut self, f: Frame) {
         if self.is_mine_in_app(&f) {
-            self.recycle_index(f.idx, f.gen);
+            self.recycle_index(f.idx(), f.gen());
         } else {
             self.recycle_checked(f);
         }
@@ -434,10 +460,11 @@ impl PoolOwner {
 
     /// The common case in one compare: this region, this pool, the current token.
     #[inline]
-    fn is_mine_in_app(&self, f: &Frame) -> bool {
-        f.region == self.tag
-            && (f.idx as usize) < self.meta.len()
-            && self.state(f.idx) == State::new(f.gen, self.slot, Location::Application)
+    pub(crate) fn is_mine_in_app(&self, f: &Frame) -> bool {
+        f.tag == self.frame_tag
+            && (f.idx() as usize) < self.meta.len()
+            && self.state(f.idx()).0
+                == GEN_MASK & f.key | State::new(0, self.slot, Location::Application).0
     }
 
     #[cold]
@@ -449,7 +476,7 @@ impl PoolOwner {
         if st.owner() != self.slot {
             self.adopt(st.owner());
         }
-        self.recycle_index(f.idx, f.gen);
+        self.recycle_index(f.idx(), f.gen());
     }
 
     /// Same as `recycle`, but through the unified frag reference count (what a frame
@@ -464,8 +491,8 @@ impl PoolOwner {
                 self.adopt(st.owner());
             }
         }
-        if self.unref(f.idx) {
-            self.recycle_index(f.idx, f.gen);
+        if self.unref(f.idx()) {
+            self.recycle_index(f.idx(), f.gen());
         }
     }
 
@@ -477,7 +504,7 @@ impl PoolOwner {
         if st.owner() != self.slot {
             self.adopt(st.owner());
         }
-        self.to_global(f.idx);
+        self.to_global(f.idx());
     }
 
     /// A frame this pool holds goes to the cache (or ring, or global list).
@@ -521,7 +548,7 @@ impl PoolOwner {
 
     #[inline]
     fn check_held(&self, f: &Frame) -> Option<State> {
-        if self.region.check_token(f.region, f.idx, f.addr()).is_err() {
+        if self.region.check_token(f.region(), f.idx(), f.addr()).is_err() {
             self.shared.owner.foreign_addr.inc();
             tracing::warn!(
                 pool = self.shared.id,
@@ -530,10 +557,10 @@ impl PoolOwner {
             );
             return None;
         }
-        let st = self.state(f.idx);
-        if st.gen() != f.gen || st.loc() != Location::Application {
+        let st = self.state(f.idx());
+        if st.gen() != f.gen() || st.loc() != Location::Application {
             self.shared.owner.double_release.inc();
-            tracing::warn!(pool = self.shared.id, frame = f.idx, where_ = ?st.loc(), "frame released twice; dropped");
+            tracing::warn!(pool = self.shared.id, frame = f.idx(), where_ = ?st.loc(), "frame released twice; dropped");
             return None;
         }
         Some(st)
@@ -563,7 +590,7 @@ impl PoolOwner {
         if size * 2 > chunk {
             let e = self.alloc_entry()?;
             let f = self.hand_out(e, Location::Application);
-            return Some(self.frag_token(f.idx, f.gen, 0, size));
+            return Some(self.frag_token(f.idx(), f.gen(), 0, size));
         }
         self.alloc_frag_packed(size)
     }
@@ -583,16 +610,16 @@ impl PoolOwner {
         }
         let e = self.alloc_entry()?;
         let f = self.hand_out(e, Location::Application);
-        self.meta[f.idx as usize]
+        self.meta[f.idx() as usize]
             .refcount
             .store(FRAG_BIAS, Ordering::Relaxed);
         self.frag = Some(FragCursor {
-            idx: f.idx,
-            gen: f.gen,
+            idx: f.idx(),
+            gen: f.gen(),
             offset: size,
             users: 1,
         });
-        Some(self.frag_token(f.idx, f.gen, 0, size))
+        Some(self.frag_token(f.idx(), f.gen(), 0, size))
     }
 
     /// Whole chunk or frag by size, like the kernel's `page_pool_alloc()`.
@@ -607,15 +634,14 @@ impl PoolOwner {
         self.alloc_frag(size).map(Buf::Frag)
     }
 
-    fn frag_token(&self, idx: u32, gen: u32, offset: u32, len: u32) -> Frag {
+    #[inline]
+    pub(crate) fn frag_token(&self, idx: u32, gen: u32, offset: u32, len: u32) -> Frag {
         // offset and len are below the chunk size (at most 4096).
         Frag {
-            idx,
-            gen,
+            key: ((gen as u64) << 32) | idx as u64,
             offset: offset as u16,
             len: len as u16,
-            region: self.tag,
-            shift: self.shift,
+            tag: self.frame_tag,
         }
     }
 
@@ -634,14 +660,14 @@ impl PoolOwner {
     /// Release one frag reference; the last one recycles the chunk into this pool.
     #[inline(always)]
     pub fn release_frag(&mut self, f: Frag) {
-        if f.region != self.tag || f.idx as usize >= self.meta.len() {
+        if f.region() != self.tag || f.idx() as usize >= self.meta.len() {
             return self.foreign_frag(f);
         }
-        if self.unref(f.idx) {
-            if self.state(f.idx) == State::new(f.gen, self.slot, Location::Application) {
-                self.recycle_index(f.idx, f.gen);
+        if self.unref(f.idx()) {
+            if self.state(f.idx()) == State::new(f.gen(), self.slot, Location::Application) {
+                self.recycle_index(f.idx(), f.gen());
             } else {
-                self.recycle_adopted_chunk(f.idx);
+                self.recycle_adopted_chunk(f.idx());
             }
         }
     }
@@ -673,14 +699,14 @@ impl PoolOwner {
     /// # Panics
     /// If the frag is from another region (a programming error, counted first).
     pub fn ref_frag(&self, f: &Frag) -> Frag {
-        if self.region.check_token(f.region, f.idx, f.addr()).is_err() {
+        if self.region.check_token(f.region(), f.idx(), f.addr()).is_err() {
             self.shared.owner.foreign_addr.inc();
             panic!(
                 "ref_frag on a frag of another region (addr {:#x})",
                 f.addr()
             );
         }
-        self.meta[f.idx as usize]
+        self.meta[f.idx() as usize]
             .refcount
             .fetch_add(1, Ordering::Relaxed);
         Frag { ..*f }
@@ -753,30 +779,30 @@ impl PoolOwner {
         }
         if offset >= self.chunk {
             let addr = f.addr() + offset as u64;
-            self.recycle_index(f.idx, f.gen);
+            self.recycle_index(f.idx(), f.gen());
             return Err(FrameError::OutOfChunk { addr, len: 0 });
         }
-        self.set_state(f.idx, st.with(self.slot, Location::Tx));
+        self.set_state(f.idx(), st.with(self.slot, Location::Tx));
         Ok(f.addr() + offset as u64)
     }
 
     /// Hand a frag's reference to TX; returns its address. Several TX descriptors may
     /// share a chunk; each completion drops one reference.
     pub fn give_tx_frag(&mut self, f: Frag) -> Result<u64, FrameError> {
-        if self.region.check_token(f.region, f.idx, f.addr()).is_err() {
+        if self.region.check_token(f.region(), f.idx(), f.addr()).is_err() {
             self.shared.owner.foreign_addr.inc();
             return Err(FrameError::Foreign { addr: f.addr() });
         }
-        let meta = &self.meta[f.idx as usize];
+        let meta = &self.meta[f.idx() as usize];
         if meta.refcount.load(Ordering::Acquire) == 1 {
             // The only reference: the whole chunk is in TX.
-            let st = self.state(f.idx);
+            let st = self.state(f.idx());
             if st.owner() != self.slot {
                 self.adopt(st.owner());
             }
-            self.set_state(f.idx, st.with(self.slot, Location::Tx));
+            self.set_state(f.idx(), st.with(self.slot, Location::Tx));
         } else {
-            *self.tx_frags.entry(f.idx).or_insert(0) += 1;
+            *self.tx_frags.entry(f.idx()).or_insert(0) += 1;
         }
         Ok(f.addr())
     }
@@ -963,31 +989,41 @@ impl PoolRemote {
     /// Return a frame from any thread: into the return ring, or (full ring, destroyed
     /// pool) the global list.
     pub fn recycle(&self, f: Frame) {
-        if self.region.check_token(f.region, f.idx, f.addr()).is_err() {
-            self.shared.remote.foreign_addr.inc();
-            tracing::warn!(
-                pool = self.shared.id,
-                addr = f.addr(),
-                "frame from another region returned; dropped"
-            );
-            return;
+        if self.region.check_token(f.region(), f.idx(), f.addr()).is_err() {
+            return self.foreign_frame(&f);
         }
-        let st = self.region.state(f.idx);
-        if st.gen() != f.gen || st.loc() != Location::Application {
-            self.shared.remote.double_release.inc();
-            tracing::warn!(
-                pool = self.shared.id,
-                frame = f.idx,
-                "frame released twice; dropped"
-            );
-            return;
+        let st = self.region.state(f.idx());
+        if st.gen() != f.gen() || st.loc() != Location::Application {
+            return self.stale_frame(&f);
         }
-        self.push_or_global(f.idx, st);
+        self.push_or_global(f.idx(), st);
+    }
+
+    #[cold]
+    #[inline(never)]
+    fn foreign_frame(&self, f: &Frame) {
+        self.shared.remote.foreign_addr.inc();
+        tracing::warn!(
+            pool = self.shared.id,
+            addr = f.addr(),
+            "frame from another region returned; dropped"
+        );
+    }
+
+    #[cold]
+    #[inline(never)]
+    fn stale_frame(&self, f: &Frame) {
+        self.shared.remote.double_release.inc();
+        tracing::warn!(
+            pool = self.shared.id,
+            frame = f.idx(),
+            "frame released twice; dropped"
+        );
     }
 
     /// Release a frag reference from any thread; the last one returns the chunk.
     pub fn release_frag(&self, f: Frag) {
-        if self.region.check_token(f.region, f.idx, f.addr()).is_err() {
+        if self.region.check_token(f.region(), f.idx(), f.addr()).is_err() {
             self.shared.remote.foreign_addr.inc();
             tracing::warn!(
                 pool = self.shared.id,
@@ -996,9 +1032,9 @@ impl PoolRemote {
             );
             return;
         }
-        if unref_one(&self.region.meta, f.idx) {
-            let st = self.region.state(f.idx);
-            self.push_or_global(f.idx, st);
+        if unref_one(&self.region.meta, f.idx()) {
+            let st = self.region.state(f.idx());
+            self.push_or_global(f.idx(), st);
         } else {
             self.shared.remote.released_refcnt.inc();
         }

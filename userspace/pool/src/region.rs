@@ -274,9 +274,9 @@ impl Region {
 
     /// Copy `data` into the chunk of `frame` at `offset`.
     pub fn write_frame(&self, frame: &Frame, offset: u32, data: &[u8]) -> Result<(), FrameError> {
-        self.check_token(frame.region, frame.idx, frame.addr())?;
-        let st = self.state(frame.idx);
-        if st.gen() != frame.gen || st.loc() != Location::Application {
+        self.check_token(frame.region(), frame.idx(), frame.addr())?;
+        let st = self.state(frame.idx());
+        if st.gen() != frame.gen() || st.loc() != Location::Application {
             return Err(FrameError::DoubleRelease { addr: frame.addr() });
         }
         self.copy_in(frame.addr() + offset as u64, data)
@@ -284,7 +284,7 @@ impl Region {
 
     /// Copy `data` into a frag (at most its length).
     pub fn write_frag(&self, frag: &Frag, data: &[u8]) -> Result<(), FrameError> {
-        self.check_token(frag.region, frag.idx, frag.addr())?;
+        self.check_token(frag.region(), frag.idx(), frag.addr())?;
         if data.len() > frag.len as usize {
             return Err(FrameError::OutOfChunk {
                 addr: frag.addr(),

@@ -463,7 +463,7 @@ mod tests {
             LinkChange::New => RouteNetlinkMessage::NewLink(l),
             LinkChange::Del => RouteNetlinkMessage::DelLink(l),
         };
-        let mut m = NetlinkMessage::new(NetlinkHeader::default(), NetlinkPayload::from(inner));
+        let mut m = NetlinkMessage::new(netlink_packet_core::NetlinkHeader::default(), NetlinkPayload::from(inner));
         m.finalize();
         let mut buf = vec![0u8; m.buffer_len()];
         m.serialize(&mut buf);
