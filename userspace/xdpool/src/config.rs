@@ -150,11 +150,29 @@ pub struct WorkersConfig {
     pub mode: WaitMode,
     /// Descriptors per batch.
     pub batch: Spanned<u32>,
+    /// `copybreak`: frames of at most this many bytes are copied into a frag and their
+    /// RX chunk goes straight back to the fill ring; larger ones are forwarded as
+    /// `l2fwd`. At most half a chunk (a bigger frag is a whole chunk: nothing saved).
+    pub copybreak_bytes: Spanned<u32>,
+    /// `busy-poll` mode: frames per busy poll (SO_BUSY_POLL_BUDGET). Above 64 the
+    /// kernel asks for CAP_NET_ADMIN.
+    pub busy_poll_budget: Spanned<u32>,
 }
+
+/// Default `workers.copybreak_bytes`.
+pub const DEFAULT_COPYBREAK_BYTES: u32 = 256;
+/// Default `workers.busy_poll_budget` (the kernel's NAPI weight).
+pub const DEFAULT_BUSY_POLL_BUDGET: u32 = 64;
 
 impl Default for WorkersConfig {
     fn default() -> Self {
-        WorkersConfig { cores: Spanned::new(0..0, vec![]), mode: WaitMode::Poll, batch: Spanned::new(0..0, 64) }
+        WorkersConfig {
+            cores: Spanned::new(0..0, vec![]),
+            mode: WaitMode::Poll,
+            batch: Spanned::new(0..0, 64),
+            copybreak_bytes: Spanned::new(0..0, DEFAULT_COPYBREAK_BYTES),
+            busy_poll_budget: Spanned::new(0..0, DEFAULT_BUSY_POLL_BUDGET),
+        }
     }
 }
 
@@ -167,7 +185,10 @@ pub enum WaitMode {
     /// poll(2) with a short timeout.
     #[default]
     Poll,
-    /// SO_PREFER_BUSY_POLL + SO_BUSY_POLL_BUDGET where the kernel allows it.
+    /// SO_PREFER_BUSY_POLL + SO_BUSY_POLL + SO_BUSY_POLL_BUDGET set on every socket;
+    /// the loop drives RX with `recvfrom` (the kernel busy-polls the device's NAPI
+    /// there) and TX with `sendto`. If the kernel refuses the options, the worker
+    /// warns once and spins instead.
     BusyPoll,
 }
 
@@ -178,8 +199,18 @@ pub enum Action {
     /// Count and recycle (rxdrop).
     #[default]
     Drop,
-    /// Swap MACs and transmit on the same socket.
+    /// Swap MACs and transmit on the same socket (zero-copy: the RX chunk is sent).
     L2fwd,
+    /// Swap MACs and transmit the frame twice (a clone, e.g. for a tap): the frame is
+    /// copied once into a pool frag, which is queued as two TX descriptors holding one
+    /// reference each (`ref_frag`); the RX chunk goes straight back to the fill ring
+    /// and the frag's chunk is recycled at the second completion. The sender sees 2N
+    /// frames for N mirrored.
+    Mirror,
+    /// Like `l2fwd`, but frames of at most `workers.copybreak_bytes` are copied into
+    /// small frags (several per chunk, one TX descriptor each) so that their RX chunk
+    /// goes straight back to the fill ring; larger frames are forwarded as `l2fwd`.
+    Copybreak,
     /// Leave the frame to the kernel (the XDP program passes it; never reaches a worker).
     Pass,
     /// Drop in the XDP program (never reaches a worker).
@@ -365,6 +396,18 @@ impl Config {
         if batch == 0 || batch > 256 {
             return Err(err("workers.batch", self.workers.batch.span(), format!("{batch} is not valid: use 1..256")));
         }
+        let copybreak = *self.workers.copybreak_bytes.get_ref();
+        if copybreak == 0 || copybreak > cs / 2 {
+            return Err(err(
+                "workers.copybreak_bytes",
+                self.workers.copybreak_bytes.span(),
+                format!("{copybreak} is not valid: use 1..{} (at most half of umem.chunk_size = {cs}; a larger copy takes a whole chunk and saves nothing)", cs / 2),
+            ));
+        }
+        let budget = *self.workers.busy_poll_budget.get_ref();
+        if budget == 0 || budget > 1024 {
+            return Err(err("workers.busy_poll_budget", self.workers.busy_poll_budget.span(), format!("{budget} is not valid: use 1..1024 (64, the NAPI weight, needs no CAP_NET_ADMIN)")));
+        }
         if self.rules.is_empty() {
             return Err(err("rule", 0..0, "no [[rule]] given: add at least one, e.g.\n[[rule]]\nproto = \"udp\"\naction = \"drop\"".into()));
         }
@@ -547,6 +590,11 @@ action = "drop"
             ("[umem]", "[rings]\nfill = 1000\n[umem]", "rings.fill", Some(8), "power of two"),
             ("[umem]", "[rings]\nfill = 1024\nrx = 2048\n[umem]", "rings.fill", Some(8), "smaller than rings.rx"),
             ("name = \"xdpb0\"", "name = \"a/b\"", "interface.name", Some(3), "not a valid interface name"),
+            ("queues = [0]", "queues = [0]\n[workers]\ncopybreak_bytes = 0", "workers.copybreak_bytes", Some(7), "use 1..1024"),
+            ("queues = [0]", "queues = [0]\n[workers]\ncopybreak_bytes = 1025", "workers.copybreak_bytes", Some(7), "half of umem.chunk_size"),
+            ("queues = [0]", "queues = [0]\n[workers]\nbusy_poll_budget = 0", "workers.busy_poll_budget", Some(7), "use 1..1024"),
+            ("queues = [0]", "queues = [0]\n[workers]\nbusy_poll_budget = 5000", "workers.busy_poll_budget", Some(7), "CAP_NET_ADMIN"),
+            ("queues = [0]", "queues = [0]\n[workers]\nmode = \"busy\"", "-", Some(7), "unknown variant"),
         ];
         for (from, to, key, line, msg) in cases {
             let text = GOOD.replacen(from, to, 1);
@@ -556,6 +604,21 @@ action = "drop"
             assert_eq!(e.line, *line, "{to}: {e}");
             assert!(e.to_string().contains(msg), "{to}: `{e}` lacks `{msg}`");
         }
+    }
+
+    #[test]
+    fn mirror_and_copybreak_parse_with_defaults() {
+        let text = GOOD.replacen("action = \"drop\"", "action = \"mirror\"\n[[rule]]\nproto = \"tcp\"\naction = \"copybreak\"", 1);
+        let c = Config::parse(&text).unwrap();
+        let actions: Vec<Action> = c.valid_rules().iter().map(|r| r.action).collect();
+        assert_eq!(actions, vec![Action::Mirror, Action::Copybreak]);
+        assert_eq!(*c.workers.copybreak_bytes.get_ref(), DEFAULT_COPYBREAK_BYTES);
+        assert_eq!(*c.workers.busy_poll_budget.get_ref(), DEFAULT_BUSY_POLL_BUDGET);
+        // With 4096-byte chunks the copybreak ceiling doubles.
+        let big = GOOD.replacen("chunk_size = 2048", "chunk_size = 4096", 1).replacen("queues = [0]", "queues = [0]\n[workers]\ncopybreak_bytes = 2048\nmode = \"busy-poll\"", 1);
+        let c = Config::parse(&big).unwrap();
+        assert_eq!(*c.workers.copybreak_bytes.get_ref(), 2048);
+        assert_eq!(c.workers.mode, WaitMode::BusyPoll);
     }
 
     #[test]

@@ -92,8 +92,10 @@ pub struct Drops {
     pub invalid_descs: u64,
     /// Ours: descriptors that failed validation or the recycler's owner check.
     pub rejected_descs: u64,
-    /// l2fwd frames dropped because the TX ring was full.
+    /// TX descriptors (l2fwd, mirror, copybreak) dropped because the TX ring was full.
     pub tx_ring_full: u64,
+    /// mirror / copybreak frames dropped because the pool had no memory for a copy.
+    pub frag_alloc_failed: u64,
     /// Frames the XDP program found malformed (passed to the kernel, not steered).
     pub xdp_malformed: u64,
     /// Frames matching a steer rule while no socket was registered (passed).
@@ -128,7 +130,7 @@ fn to_steer_rules(cfg: &Config) -> Vec<Rule> {
                 RuleMatch::Fields { proto: r.proto, dst_port: r.dst_port, dst_prefix: r.dst }
             };
             let action = match r.action {
-                Action::Drop | Action::L2fwd => RuleAction::Steer,
+                Action::Drop | Action::L2fwd | Action::Mirror | Action::Copybreak => RuleAction::Steer,
                 Action::Pass => RuleAction::Pass,
                 Action::Xdpdrop => RuleAction::Drop,
             };
@@ -443,6 +445,9 @@ pub fn run(cfg: &Config, opts: &RunOptions) -> Result<Summary, Fatal> {
             classifier: classifier.clone(),
             fill_size: *cfg.rings.fill.get_ref(),
             hold_frames: opts.hold_frames as usize,
+            copybreak_bytes: *cfg.workers.copybreak_bytes.get_ref(),
+            // Validated to 1..=1024.
+            busy_poll_budget: *cfg.workers.busy_poll_budget.get_ref() as u16,
         };
         let (region, stop) = (region.clone(), stop.clone());
         let h = std::thread::Builder::new()
@@ -644,6 +649,7 @@ pub fn run(cfg: &Config, opts: &RunOptions) -> Result<Summary, Fatal> {
     drops.action_drop = counters.action_drop;
     drops.rejected_descs = counters.rx_rejected + counters.completion_rejected;
     drops.tx_ring_full = counters.tx_ring_full_drop;
+    drops.frag_alloc_failed = counters.frag_alloc_failed;
     let active_s = match (first_seen, last_seen) {
         (Some(a), Some(b)) if b > a => (b - a).as_secs_f64(),
         _ => 0.0,
@@ -790,7 +796,7 @@ pub fn summary_text(s: &Summary) -> String {
         "xdpool run summary — {} queues {:?} cores {:?}\n\
          packets      {} ({} bytes) in {:.2} s, active {:.2} s\n\
          rate         {:.3} Mpps average while active, {:.3} Mpps peak (1 s)\n\
-         l2fwd tx     {} queued, {} completed\n\
+         l2fwd tx     {} queued, {} completed; mirrored {}, copybreak {}; most in TX at once {} in {} chunk(s)\n\
          drops        action drop {} | kernel: rx ring full {}, fill ring empty {}, other {}, invalid descs {} | ours: rejected descs {}, tx ring full {}\n\
          xdp program  steered {} passed {} dropped {} malformed {} no-socket {}\n\
          frames       total {} = free {} + cached {} + ring {} + fill {} + tx {} + application {}  [{}]\n\
@@ -806,6 +812,10 @@ pub fn summary_text(s: &Summary) -> String {
         s.peak_mpps,
         s.counters.tx_packets,
         s.counters.tx_completed,
+        s.counters.mirror_queued,
+        s.counters.copybreak_copied,
+        s.counters.tx_inflight_max,
+        s.counters.tx_inflight_chunks_at_max,
         d.action_drop,
         d.rx_ring_full,
         d.rx_fill_ring_empty,

@@ -156,8 +156,11 @@ fn generator_errors_name_the_problem() {
 
 /// Prints the single-core live-frames rate at 64 B for three batch sizes (the
 /// receiver's XDP_DROP counter runs on the same core), and checks that nearly all
-/// of what was handed over arrived.
+/// of what was handed over arrived. A benchmark, not a CI test: full-speed loss
+/// depends on what else the machine runs (`cargo test --release --test root_gen --
+/// --ignored --nocapture`).
 #[test]
+#[ignore = "benchmark: prints the generator's rate; loss at full speed depends on machine load"]
 fn live_generator_rate_one_core() {
     require_root!();
     let lab = LabGuard::up(&LabConfig::with_prefix(prefix("p"))).unwrap();

@@ -41,7 +41,8 @@ impl Classifier {
     }
 
     /// The action of the first rule matching `frame`; drop when none matches or the
-    /// frame does not parse (the XDP program never steers those).
+    /// frame does not parse (the XDP program may steer a few the parser rejects, e.g.
+    /// IPv4 options it skips by IHL: they are dropped here).
     pub fn classify(&self, frame: &[u8]) -> Action {
         if let Some(a) = self.uniform {
             return a;
@@ -59,7 +60,7 @@ impl Classifier {
 impl Action {
     /// Whether frames under this action are steered to a worker.
     pub fn reaches_userspace(self) -> bool {
-        matches!(self, Action::Drop | Action::L2fwd)
+        matches!(self, Action::Drop | Action::L2fwd | Action::Mirror | Action::Copybreak)
     }
 }
 
@@ -140,6 +141,19 @@ mod tests {
         assert_eq!(c.classify(&udp_frame(10, [198, 18, 0, 2])), Action::Drop);
         assert_eq!(c.classify(&udp_frame(10, [198, 20, 0, 2])), Action::Drop, "no match: drop");
         assert_eq!(c.classify(&[1, 2, 3]), Action::Drop, "unparsable: drop");
+    }
+
+    #[test]
+    fn mirror_and_copybreak_reach_userspace() {
+        assert!(Action::Mirror.reaches_userspace() && Action::Copybreak.reaches_userspace());
+        assert!(!Action::Pass.reaches_userspace() && !Action::Xdpdrop.reaches_userspace());
+        let c = Classifier::new(vec![
+            rule(Some(17), Some((9, 9)), None, Action::Mirror),
+            rule(Some(17), Some((10, 10)), None, Action::Copybreak),
+        ]);
+        assert!(!c.is_uniform());
+        assert_eq!(c.classify(&udp_frame(9, [198, 18, 0, 2])), Action::Mirror);
+        assert_eq!(c.classify(&udp_frame(10, [198, 18, 0, 2])), Action::Copybreak);
     }
 
     #[test]

@@ -2,13 +2,25 @@
 //! pool. Loop: reap completions -> refill the fill ring -> take an RX batch -> act ->
 //! TX -> wake the kernel when it asks. Counters are single-writer: kept in locals and
 //! published with plain stores once per batch (no atomic read-modify-write).
+//!
+//! Actions: `drop` (recycle), `l2fwd` (MAC swap, the RX chunk itself goes to TX),
+//! `mirror` (one copy into a frag, two TX descriptors holding a reference each),
+//! `copybreak` (small frames copied into packed frags, the RX chunk straight back to
+//! the fill ring). The per-frame path allocates nothing: the TX batch, the copy
+//! scratch and the in-flight table are sized once.
+//!
+//! Wait modes: `spin`, `poll` (poll(2)), and `busy-poll` (socket options set when a
+//! socket is taken; RX driven with `recvfrom` and TX with `sendto` on every empty
+//! pass, as the kernel's busy polling needs; spin if the kernel refuses).
 
 pub mod classify;
+pub mod inflight;
 
 use crate::config::{Action, WaitMode};
 use crate::xsk::{Wakeup, XdpDesc, XdpStatistics, XskSocket};
 use classify::Classifier;
-use pool::{Frame, PoolConfig, PoolOwner, PoolRemote, PoolStats, Region};
+use inflight::TxInflight;
+use pool::{Frag, Frame, PoolConfig, PoolOwner, PoolRemote, PoolStats, Region};
 use serde::Serialize;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
@@ -35,6 +47,10 @@ pub struct WorkerSpec {
     /// Frames the application keeps per socket (0: none). They stay held across a
     /// device loss and are returned, checked unchanged, once a new socket runs.
     pub hold_frames: usize,
+    /// `copybreak`: frames of at most this many bytes are copied into frags.
+    pub copybreak_bytes: u32,
+    /// `busy-poll` mode: SO_BUSY_POLL_BUDGET.
+    pub busy_poll_budget: u16,
 }
 
 macro_rules! counters {
@@ -65,13 +81,13 @@ counters!(
     rx_bytes,
     /// Frames dropped by the `drop` action (rxdrop).
     action_drop,
-    /// Frames queued for TX by `l2fwd`.
+    /// Descriptors queued for TX (`l2fwd`, `mirror` twice per frame, `copybreak`).
     tx_packets,
     /// Bytes queued for TX.
     tx_bytes,
     /// TX completions reaped.
     tx_completed,
-    /// l2fwd frames dropped because the TX ring was full.
+    /// TX descriptors (l2fwd, mirror, copybreak) dropped because the TX ring was full.
     tx_ring_full_drop,
     /// RX descriptors the recycler rejected (not a frame we gave the kernel).
     rx_rejected,
@@ -105,6 +121,23 @@ counters!(
     held_verified,
     /// Held frames whose bytes changed or could not be read (must stay 0).
     held_corrupt,
+    /// `copybreak`: frames copied into a frag (their RX chunk went straight back).
+    copybreak_copied,
+    /// `mirror`: frames queued twice (two descriptors, one frag, two references).
+    mirror_queued,
+    /// Frames dropped because the pool had no memory for a frag copy.
+    frag_alloc_failed,
+    /// Most TX descriptors queued and not yet completed at once.
+    tx_inflight_max,
+    /// Distinct UMEM chunks those descriptors occupied at that moment (fewer than
+    /// `tx_inflight_max` when small frames share chunks).
+    tx_inflight_chunks_at_max,
+    /// Sockets on which busy-poll was turned on.
+    busy_poll_sockets,
+    /// Sockets on which the kernel refused busy-poll (the worker spun instead).
+    busy_poll_refused,
+    /// `recvfrom` calls made to busy-poll RX.
+    busy_poll_calls,
 });
 
 /// State a worker shares with the control thread.
@@ -242,8 +275,13 @@ pub fn run(region: Arc<Region>, spec: WorkerSpec, shared: Arc<WorkerShared>, sto
         in_fill: 0,
         addrs: [0; MAX_BATCH],
         descs: [XdpDesc::default(); MAX_BATCH],
-        tx: Vec::with_capacity(MAX_BATCH),
+        // Mirror queues two descriptors per frame.
+        tx: Vec::with_capacity(2 * MAX_BATCH),
         held: Vec::new(),
+        scratch: vec![0; region.chunk_size() as usize].into_boxed_slice(),
+        inflight: TxInflight::new(region.frames(), region.chunk_size()),
+        busy_poll: false,
+        busy_poll_warned: false,
         region: region.clone(),
     };
     let mut sock: Option<XskSocket> = None;
@@ -345,6 +383,14 @@ struct Worker {
     tx: Vec<XdpDesc>,
     /// Frames the application keeps (`hold_frames`).
     held: Vec<Held>,
+    /// Where `mirror` and `copybreak` copy a frame (one chunk).
+    scratch: Box<[u8]>,
+    /// TX descriptors and chunks in the kernel's hands.
+    inflight: TxInflight,
+    /// Busy-poll options are on for the current socket.
+    busy_poll: bool,
+    /// A refusal was logged already (warn once per worker).
+    busy_poll_warned: bool,
     region: Arc<Region>,
 }
 
@@ -371,16 +417,26 @@ impl Worker {
         if !self.tx.is_empty() {
             self.transmit(sock, pool);
         }
-        if (reaped > 0 || self.c.tx_packets > self.c.tx_completed) && sock.tx().needs_wakeup() {
+        let tx_pending = self.inflight.frames() > 0;
+        // Busy-poll: sendto is where the kernel polls for TX, whatever the flag says.
+        if (reaped > 0 || tx_pending) && (self.busy_poll || sock.tx().needs_wakeup()) {
             self.kick_tx(sock, shared);
         }
-        if sock.fill().needs_wakeup() {
+        if self.busy_poll && got == 0 {
+            // recvfrom runs the device's NAPI poll in this thread (sk_busy_loop).
+            self.c.busy_poll_calls += 1;
+            self.wake_rx(sock, shared);
+        } else if sock.fill().needs_wakeup() {
             self.c.wakeups += 1;
-            if let Ok(Wakeup::DeviceGone { .. }) | Err(_) = sock.wakeup_rx() {
-                shared.device_gone.store(true, Ordering::Relaxed);
-            }
+            self.wake_rx(sock, shared);
         }
         got > 0 || reaped > 0
+    }
+
+    fn wake_rx(&mut self, sock: &XskSocket, shared: &WorkerShared) {
+        if let Ok(Wakeup::DeviceGone { .. }) | Err(_) = sock.wakeup_rx() {
+            shared.device_gone.store(true, Ordering::Relaxed);
+        }
     }
 
     fn kick_tx(&mut self, sock: &XskSocket, shared: &WorkerShared) {
@@ -395,6 +451,7 @@ impl Worker {
     fn reap(&mut self, sock: &mut XskSocket, pool: &mut PoolOwner) -> usize {
         let n = sock.completion().consume(&mut self.addrs[..self.batch]);
         for &addr in &self.addrs[..n] {
+            self.inflight.completed(addr);
             match pool.take_completion(addr) {
                 Ok(()) => self.c.tx_completed += 1,
                 Err(_) => self.c.completion_rejected += 1,
@@ -453,31 +510,9 @@ impl Worker {
                 self.spec.classifier.classify(bytes)
             };
             match action {
-                Action::L2fwd => {
-                    let offset = (d.addr - frame.addr()) as u32;
-                    let Some(bytes) = self.region.frame_bytes(d.addr, d.len) else {
-                        pool.recycle(frame);
-                        self.c.rx_rejected += 1;
-                        continue;
-                    };
-                    if bytes.len() < 12 {
-                        pool.recycle(frame);
-                        self.c.rx_too_short += 1;
-                        continue;
-                    }
-                    let mut macs = [0u8; 12];
-                    macs[..6].copy_from_slice(&bytes[6..12]);
-                    macs[6..].copy_from_slice(&bytes[..6]);
-                    if self.region.write_frame(&frame, offset, &macs).is_err() {
-                        pool.recycle(frame);
-                        self.c.rx_rejected += 1;
-                        continue;
-                    }
-                    match pool.give_tx(frame, offset) {
-                        Ok(addr) => self.tx.push(XdpDesc { addr, len: d.len, options: 0 }),
-                        Err(_) => self.c.rx_rejected += 1,
-                    }
-                }
+                Action::Copybreak if d.len <= self.spec.copybreak_bytes => self.copy_to_tx(frame, d, pool, false),
+                Action::L2fwd | Action::Copybreak => self.forward(frame, d, pool),
+                Action::Mirror => self.copy_to_tx(frame, d, pool, true),
                 _ if self.held.len() < self.spec.hold_frames => {
                     let bytes = self.region.frame_bytes(d.addr, d.len).unwrap_or(&[]);
                     self.held.push(Held { digest: digest(bytes), frame, addr: d.addr, len: d.len });
@@ -493,11 +528,92 @@ impl Worker {
         n
     }
 
+    /// `l2fwd`: swap MACs in place and queue the RX chunk itself for TX.
+    #[inline]
+    fn forward(&mut self, frame: Frame, d: XdpDesc, pool: &mut PoolOwner) {
+        let offset = (d.addr - frame.addr()) as u32;
+        let Some(bytes) = self.region.frame_bytes(d.addr, d.len) else {
+            pool.recycle(frame);
+            self.c.rx_rejected += 1;
+            return;
+        };
+        if bytes.len() < 12 {
+            pool.recycle(frame);
+            self.c.rx_too_short += 1;
+            return;
+        }
+        let mut macs = [0u8; 12];
+        macs[..6].copy_from_slice(&bytes[6..12]);
+        macs[6..].copy_from_slice(&bytes[..6]);
+        if self.region.write_frame(&frame, offset, &macs).is_err() {
+            pool.recycle(frame);
+            self.c.rx_rejected += 1;
+            return;
+        }
+        match pool.give_tx(frame, offset) {
+            Ok(addr) => self.tx.push(XdpDesc { addr, len: d.len, options: 0 }),
+            Err(_) => self.c.rx_rejected += 1,
+        }
+    }
+
+    /// `copybreak` (`mirror = false`) and `mirror`: copy the frame, MACs swapped, into
+    /// a frag and give the RX chunk straight back; queue the frag for TX, twice by
+    /// reference when mirroring. Small frags share a chunk (`alloc_frag` packs them).
+    #[inline]
+    fn copy_to_tx(&mut self, frame: Frame, d: XdpDesc, pool: &mut PoolOwner, mirror: bool) {
+        let Some(bytes) = self.region.frame_bytes(d.addr, d.len) else {
+            pool.recycle(frame);
+            self.c.rx_rejected += 1;
+            return;
+        };
+        if bytes.len() < 12 {
+            pool.recycle(frame);
+            self.c.rx_too_short += 1;
+            return;
+        }
+        let len = bytes.len();
+        let copy = &mut self.scratch[..len];
+        copy.copy_from_slice(bytes);
+        swap_macs(copy);
+        // The bytes are ours now: the RX chunk goes back (and to the fill ring next).
+        pool.recycle(frame);
+        let Some(frag) = pool.alloc_frag(d.len) else {
+            self.c.frag_alloc_failed += 1;
+            return;
+        };
+        if self.region.write_frag(&frag, &self.scratch[..len]).is_err() {
+            pool.release_frag(frag);
+            self.c.rx_rejected += 1;
+            return;
+        }
+        if mirror {
+            let second = pool.ref_frag(&frag);
+            self.queue_frag(second, d.len, pool);
+            self.c.mirror_queued += 1;
+        } else {
+            self.c.copybreak_copied += 1;
+        }
+        self.queue_frag(frag, d.len, pool);
+    }
+
+    #[inline]
+    fn queue_frag(&mut self, frag: Frag, len: u32, pool: &mut PoolOwner) {
+        match pool.give_tx_frag(frag) {
+            Ok(addr) => self.tx.push(XdpDesc { addr, len, options: 0 }),
+            Err(_) => self.c.rx_rejected += 1,
+        }
+    }
+
     fn transmit(&mut self, sock: &mut XskSocket, pool: &mut PoolOwner) {
         let put = sock.tx().produce(&self.tx);
         for d in &self.tx[..put] {
             self.c.tx_packets += 1;
             self.c.tx_bytes += d.len as u64;
+            self.inflight.sent(d.addr);
+        }
+        if self.inflight.frames() > self.c.tx_inflight_max {
+            self.c.tx_inflight_max = self.inflight.frames();
+            self.c.tx_inflight_chunks_at_max = self.inflight.chunks();
         }
         for d in &self.tx[put..] {
             // TX ring full: the frame never reached the kernel; take it back.
@@ -513,6 +629,11 @@ impl Worker {
     fn start_on_socket(&mut self, sock: &mut XskSocket, pool: &mut PoolOwner) {
         self.in_fill = 0;
         self.tx.clear();
+        self.inflight.reset();
+        self.busy_poll = false;
+        if self.spec.mode == WaitMode::BusyPoll {
+            self.enable_busy_poll(sock);
+        }
         self.refill(sock, pool);
         self.c.socket_attaches += 1;
         self.release_held(pool);
@@ -543,6 +664,8 @@ impl Worker {
         let reclaimed = pool.reclaim_kernel();
         self.c.reclaimed += reclaimed as u64;
         self.in_fill = 0;
+        self.inflight.reset();
+        self.busy_poll = false;
         self.c.socket_releases += 1;
         self.verify_held();
         tracing::info!(queue = self.spec.queue, reclaimed, held = self.held.len(), "socket given up; kernel frames reclaimed");
@@ -594,6 +717,26 @@ impl Worker {
         n
     }
 
+    /// Busy-poll options on the new socket; a refusal is logged once and the worker
+    /// spins instead.
+    #[cold]
+    fn enable_busy_poll(&mut self, sock: &XskSocket) {
+        match sock.set_busy_poll(self.spec.busy_poll_budget) {
+            Ok(()) => {
+                self.busy_poll = true;
+                self.c.busy_poll_sockets += 1;
+                tracing::info!(queue = self.spec.queue, budget = self.spec.busy_poll_budget, "busy-poll on (SO_PREFER_BUSY_POLL, SO_BUSY_POLL, SO_BUSY_POLL_BUDGET)");
+            }
+            Err(e) => {
+                self.c.busy_poll_refused += 1;
+                if !self.busy_poll_warned {
+                    self.busy_poll_warned = true;
+                    tracing::warn!(queue = self.spec.queue, error = %e, "busy-poll refused; spinning instead");
+                }
+            }
+        }
+    }
+
     fn idle(&mut self, sock: &XskSocket) {
         match self.spec.mode {
             WaitMode::Spin | WaitMode::BusyPoll => std::hint::spin_loop(),
@@ -603,5 +746,25 @@ impl Worker {
                 let _ = poll(&mut fds, PollTimeout::from(5u8));
             }
         }
+    }
+}
+
+/// Swaps destination and source MAC addresses (the first 12 bytes) in place.
+#[inline]
+fn swap_macs(frame: &mut [u8]) {
+    let (dst, rest) = frame.split_at_mut(6);
+    dst.swap_with_slice(&mut rest[..6]);
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn swap_macs_swaps_only_the_addresses() {
+        let mut f: Vec<u8> = (0..20).collect();
+        swap_macs(&mut f);
+        assert_eq!(&f[..12], &[6, 7, 8, 9, 10, 11, 0, 1, 2, 3, 4, 5]);
+        assert_eq!(&f[12..], &[12, 13, 14, 15, 16, 17, 18, 19]);
     }
 }

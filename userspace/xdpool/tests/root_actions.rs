@@ -1,0 +1,210 @@
+//! The worker actions beyond drop and l2fwd (mirror, copybreak), busy-poll, and the
+//! fill ring in a steady rxdrop run, on the veth lab, as root. The sender's veth
+//! carries an XDP counter, so what comes back is counted where it arrives.
+
+mod common;
+
+use common::*;
+use serde_json::Value;
+use std::time::Duration;
+use xdpool::gen::count::RxCounter;
+use xdpool::gen::packet::PortRange;
+use xdpool::gen::{self, GenConfig};
+use xdpool::lab::{LabConfig, LabGuard, LabStatus};
+
+fn rule(action: &str) -> String {
+    format!("[[rule]]\nproto = \"udp\"\ndst_port = \"9\"\naction = \"{action}\"\n")
+}
+
+/// Replaces the `[workers]` table of a config written by `write_config`.
+fn set_workers(cfg: &std::path::Path, workers: &str) {
+    let text = std::fs::read_to_string(cfg).unwrap().replace("[workers]\nmode = \"poll\"\n", &format!("[workers]\n{workers}\n"));
+    assert!(text.contains(workers), "workers table not replaced");
+    std::fs::write(cfg, text).unwrap();
+}
+
+/// Sends `n` UDP frames of `size` bytes to port 9 at `pps`.
+fn send(st: &LabStatus, n: u64, size: usize, pps: Option<u64>) {
+    let mut g = GenConfig::for_lab(st);
+    g.count = Some(n);
+    g.size = size;
+    g.rate_pps = pps;
+    g.chunk = 1024;
+    g.dst_ports = PortRange::single(9);
+    assert_eq!(gen::run(&g).expect("generator").sent, n);
+}
+
+fn total(sock: &std::path::Path, key: &str) -> u64 {
+    xdpool::stats::control::query(sock).map(|s| s["total"][key].as_u64().unwrap_or(0)).unwrap_or(0)
+}
+
+/// Frames the kernel or the worker dropped, each for a named reason.
+fn named_rx_drops(s: &Value) -> u64 {
+    ["rx_ring_full", "rx_fill_ring_empty", "rx_dropped", "invalid_descs", "rejected_descs"].iter().map(|k| s["drops"][k].as_u64().unwrap()).sum()
+}
+
+fn c(s: &Value, key: &str) -> u64 {
+    s["counters"][key].as_u64().unwrap_or_else(|| panic!("counter {key} missing"))
+}
+
+/// Nothing leaked: the invariant holds, every frame is back on the free lists, no
+/// reference is left at the pool's destroy, and the recycler saw no misuse.
+fn assert_all_frames_back(s: &Value) {
+    assert_eq!(s["accounting_ok"], true, "{s:#}");
+    assert_eq!(s["accounting"]["free"], s["accounting"]["total"], "no frame leaked: {s:#}");
+    for w in s["workers"].as_array().unwrap() {
+        assert_eq!(w["inflight_at_destroy"], 0, "{w:#}");
+        for k in ["double_release", "foreign_addr", "not_in_tx", "not_in_fill"] {
+            assert_eq!(w["pool"][k], 0, "pool misuse {k}: {w:#}");
+        }
+    }
+    assert_eq!(c(s, "completion_rejected"), 0);
+    assert_eq!(s["program_left_attached"], false);
+}
+
+/// mirror: every mirrored frame leaves twice (two descriptors, one frag, two
+/// references), both copies arrive at the sender, every reference is released and
+/// the chunk recycled. Small frames (packed frags) and large ones (a frag that is a
+/// whole chunk) both.
+#[test]
+fn mirror_delivers_each_frame_twice_and_releases_every_reference() {
+    if !root_or_skip("mirror_delivers_each_frame_twice_and_releases_every_reference") {
+        return;
+    }
+    let lab = LabGuard::up(&LabConfig { prefix: unique_prefix("xm"), ..LabConfig::default() }).expect("lab up");
+    let st = lab.status().clone();
+    let sock = std::env::temp_dir().join(format!("xdpool-mirror-{}.sock", std::process::id()));
+    let cfg = write_config("mirror", &st.b.netns, &st.b.dev, &[0], &rule("mirror"), &sock);
+    let back = RxCounter::attach_in(Some(&st.a.netns), &st.a.dev).expect("counter on the sender's veth");
+    let run = XdpoolRun::start(&cfg, &[]);
+    const N: u64 = 5_000;
+    send(&st, N, 64, Some(100_000));
+    send(&st, N, 1400, Some(100_000));
+    wait_for(Duration::from_secs(5), || total(&sock, "tx_completed") >= 4 * N);
+    let returned = back.settle(Duration::from_millis(500), Duration::from_secs(10)).expect("counts");
+    let (code, s, out) = run.stop();
+    assert_eq!(code, Some(0), "{out}");
+    let rx = s["packets"].as_u64().unwrap();
+    let mirrored = c(&s, "mirror_queued");
+    let tx = c(&s, "tx_packets");
+    eprintln!("mirror: sent {} rx {rx} mirrored {mirrored} tx {tx} returned {} ; drops {}", 2 * N, returned.packets, s["drops"]);
+    assert_eq!(mirrored + c(&s, "rx_too_short") + c(&s, "frag_alloc_failed") + c(&s, "rx_rejected"), rx, "every received frame mirrored or named: {s:#}");
+    assert_eq!(tx + c(&s, "tx_ring_full_drop"), 2 * mirrored, "two descriptors per mirrored frame: {s:#}");
+    assert_eq!(c(&s, "tx_completed"), tx, "every TX completed");
+    assert_eq!(returned.packets, tx, "the sender got every copy sent back: {returned:?} / {s:#}");
+    assert!(returned.packets >= 2 * 2 * N * 9 / 10, "only {} of {} came back", returned.packets, 4 * N);
+    assert_eq!(rx + named_rx_drops(&s), 2 * N, "{s:#}");
+    // Each mirrored frame's first completion is not the last reference.
+    let refcnt = s["workers"][0]["pool"]["recycle_released_refcnt"].as_u64().unwrap();
+    assert!(refcnt >= mirrored, "released_refcnt {refcnt} < mirrored {mirrored}");
+    assert_all_frames_back(&s);
+}
+
+/// copybreak: small frames are copied into packed frags (several TX descriptors in
+/// one chunk) and their RX chunk goes straight back; larger frames are forwarded as
+/// l2fwd. Fewer chunks than frames were in TX at the peak, and every frame came back.
+#[test]
+fn copybreak_packs_small_frames_into_fewer_chunks_and_returns_all() {
+    if !root_or_skip("copybreak_packs_small_frames_into_fewer_chunks_and_returns_all") {
+        return;
+    }
+    let lab = LabGuard::up(&LabConfig { prefix: unique_prefix("xc"), ..LabConfig::default() }).expect("lab up");
+    let st = lab.status().clone();
+    let sock = std::env::temp_dir().join(format!("xdpool-copybreak-{}.sock", std::process::id()));
+    let cfg = write_config("copybreak", &st.b.netns, &st.b.dev, &[0], &rule("copybreak"), &sock);
+    // A large batch lets a burst sit in TX at once.
+    set_workers(&cfg, "mode = \"poll\"\nbatch = 256\ncopybreak_bytes = 256");
+    let back = RxCounter::attach_in(Some(&st.a.netns), &st.a.dev).expect("counter on the sender's veth");
+    let run = XdpoolRun::start(&cfg, &[]);
+    const SMALL: u64 = 20_000;
+    const LARGE: u64 = 5_000;
+    send(&st, SMALL, 64, Some(500_000));
+    wait_for(Duration::from_secs(5), || total(&sock, "tx_completed") >= SMALL);
+    // One snapshot after the small frames: the peak gauge is theirs alone.
+    let mid = xdpool::stats::control::query(&sock).expect("stats");
+    let t = |k: &str| mid["total"][k].as_u64().unwrap_or_else(|| panic!("{k} missing"));
+    let (small_rx, copied) = (t("rx_packets"), t("copybreak_copied"));
+    let (peak_frames, peak_chunks) = (t("tx_inflight_max"), t("tx_inflight_chunks_at_max"));
+    eprintln!("copybreak, 64-byte frames: rx {small_rx} copied {copied}; peak in TX {peak_frames} frames in {peak_chunks} chunks");
+    assert_eq!(copied + t("rx_too_short") + t("frag_alloc_failed") + t("rx_rejected"), small_rx, "every small frame copied or named");
+    assert!(small_rx >= SMALL * 9 / 10, "only {small_rx} of {SMALL} received");
+    assert!(peak_frames >= 3, "a burst should sit in TX at once (peak {peak_frames})");
+    assert!(peak_chunks < peak_frames, "packed frags: {peak_frames} frames in TX occupied {peak_chunks} chunks");
+    // 64-byte frags, 32 to a 2048-byte chunk: the peak fits in about frames/32 chunks.
+    assert!(peak_chunks <= peak_frames / 32 + 2, "{peak_frames} small frames should pack 32 to a chunk, got {peak_chunks} chunks");
+    send(&st, LARGE, 512, Some(100_000));
+    wait_for(Duration::from_secs(5), || total(&sock, "tx_completed") >= small_rx + LARGE * 9 / 10);
+    let returned = back.settle(Duration::from_millis(500), Duration::from_secs(10)).expect("counts");
+    let (code, s, out) = run.stop();
+    assert_eq!(code, Some(0), "{out}");
+    let rx = s["packets"].as_u64().unwrap();
+    let tx = c(&s, "tx_packets");
+    eprintln!("copybreak: total rx {rx} tx {tx} returned {}; peak in TX over the run {} frames in {} chunks; drops {}", returned.packets, c(&s, "tx_inflight_max"), c(&s, "tx_inflight_chunks_at_max"), s["drops"]);
+    assert_eq!(c(&s, "copybreak_copied"), copied, "512-byte frames (above copybreak_bytes) are not copied");
+    assert_eq!(tx + c(&s, "tx_ring_full_drop") + c(&s, "rx_too_short") + c(&s, "frag_alloc_failed") + c(&s, "rx_rejected"), rx, "{s:#}");
+    assert_eq!(c(&s, "tx_completed"), tx, "every TX completed");
+    assert_eq!(returned.packets, tx, "every frame sent back arrived: {returned:?} / {s:#}");
+    assert_eq!(rx + named_rx_drops(&s), SMALL + LARGE, "{s:#}");
+    assert_all_frames_back(&s);
+}
+
+/// rxdrop at a steady 500 kpps: the worker keeps the fill ring topped up, so the
+/// kernel never finds it empty (an overloaded worker would show as rx_ring_full:
+/// the fill ring holds twice the RX ring, and the kernel keeps the buffer of a frame
+/// it could not post to RX).
+#[test]
+fn rxdrop_steady_state_never_empties_the_fill_ring() {
+    if !root_or_skip("rxdrop_steady_state_never_empties_the_fill_ring") {
+        return;
+    }
+    let lab = LabGuard::up(&LabConfig { prefix: unique_prefix("xf"), ..LabConfig::default() }).expect("lab up");
+    let st = lab.status().clone();
+    let sock = std::env::temp_dir().join(format!("xdpool-fill-{}.sock", std::process::id()));
+    let cfg = write_config("fill", &st.b.netns, &st.b.dev, &[0], &rule("drop"), &sock);
+    let run = XdpoolRun::start(&cfg, &[]);
+    const N: u64 = 300_000;
+    send(&st, N, 64, None);
+    wait_for(Duration::from_secs(5), || total(&sock, "rx_packets") >= N);
+    let (code, s, out) = run.stop();
+    assert_eq!(code, Some(0), "{out}");
+    eprintln!("rxdrop: {} of {N} received, {:.3} Mpps while active; drops {}", s["packets"], s["mpps"].as_f64().unwrap(), s["drops"]);
+    assert_eq!(s["drops"]["rx_fill_ring_empty"], 0, "the fill ring ran dry: {s:#}");
+    assert_eq!(s["workers"][0]["xsk"]["rx_fill_ring_empty_descs"], 0);
+    assert_eq!(c(&s, "fill_pool_empty"), 0, "the pool always had frames for the fill ring");
+    assert_eq!(s["packets"].as_u64().unwrap() + named_rx_drops(&s), N, "{s:#}");
+    assert_eq!(c(&s, "action_drop"), s["packets"].as_u64().unwrap());
+    assert_all_frames_back(&s);
+}
+
+/// busy-poll: the socket options are set when the worker takes its socket, the loop
+/// drives RX with recvfrom, and l2fwd still returns every frame.
+#[test]
+fn busy_poll_sets_socket_options_and_forwards_every_frame() {
+    if !root_or_skip("busy_poll_sets_socket_options_and_forwards_every_frame") {
+        return;
+    }
+    let lab = LabGuard::up(&LabConfig { prefix: unique_prefix("xb"), ..LabConfig::default() }).expect("lab up");
+    let st = lab.status().clone();
+    let sock = std::env::temp_dir().join(format!("xdpool-busy-{}.sock", std::process::id()));
+    let cfg = write_config("busy", &st.b.netns, &st.b.dev, &[0], &rule("l2fwd"), &sock);
+    set_workers(&cfg, "mode = \"busy-poll\"\nbusy_poll_budget = 64");
+    let back = RxCounter::attach_in(Some(&st.a.netns), &st.a.dev).expect("counter on the sender's veth");
+    let run = XdpoolRun::start(&cfg, &[]);
+    const N: u64 = 10_000;
+    send(&st, N, 64, Some(100_000));
+    wait_for(Duration::from_secs(5), || total(&sock, "tx_completed") >= N * 9 / 10);
+    let returned = back.settle(Duration::from_millis(500), Duration::from_secs(10)).expect("counts");
+    let (code, s, out) = run.stop();
+    assert_eq!(code, Some(0), "{out}");
+    eprintln!("busy-poll: rx {} returned {} busy-poll calls {}", s["packets"], returned.packets, c(&s, "busy_poll_calls"));
+    // As root on a kernel with CONFIG_NET_RX_BUSY_POLL the options are accepted.
+    assert_eq!(c(&s, "busy_poll_sockets"), 1, "{s:#}");
+    assert_eq!(c(&s, "busy_poll_refused"), 0);
+    assert!(c(&s, "busy_poll_calls") > 0, "RX is driven by recvfrom in busy-poll mode");
+    let tx = c(&s, "tx_packets");
+    assert_eq!(tx + c(&s, "tx_ring_full_drop"), s["packets"].as_u64().unwrap());
+    assert_eq!(c(&s, "tx_completed"), tx);
+    assert_eq!(returned.packets, tx, "{returned:?} / {s:#}");
+    assert!(returned.packets >= N * 9 / 10, "only {} of {N} came back", returned.packets);
+    assert_all_frames_back(&s);
+}
