@@ -241,6 +241,9 @@ fn demo_inner(args: &DemoArgs, _cfg: &Config) -> Result<(), Fatal> {
         let status = child.wait().ok().and_then(|s| s.code()).unwrap_or(1);
         return Err(Fatal::new(ExitCode::Failure, format!("`xdpool run` did not start (exit {status}); see its message above")));
     }
+    // Let the worker settle on its core before the burst (a cold start drops a few
+    // thousand frames at full speed: rx ring full).
+    std::thread::sleep(Duration::from_millis(1000));
     println!("demo: xdpool attached; sending {} frames of {} bytes", args.count, args.size);
     let gen_args = GenArgs {
         netns: "xdpool-a".into(),
