@@ -430,7 +430,9 @@ impl Worker {
             self.c.wakeups += 1;
             self.wake_rx(sock, shared);
         }
-        got > 0 || reaped > 0
+        // Frames waiting in TX keep the loop awake: poll() reports RX only, and a
+        // copy-mode TX ring drains a budget of descriptors per sendto.
+        got > 0 || reaped > 0 || tx_pending
     }
 
     fn wake_rx(&mut self, sock: &XskSocket, shared: &WorkerShared) {
