@@ -140,3 +140,26 @@ fn unsafe_run_as_nobody(exe: &str, args: &[&str]) -> (Option<i32>, String) {
         .unwrap();
     (out.status.code(), String::from_utf8_lossy(&out.stderr).into_owned())
 }
+
+/// Zero-copy asked on a driver without it (veth): exit code 7, the reason, and the
+/// fix; nothing left attached.
+#[test]
+fn e2e_zero_copy_refused_names_the_fix() {
+    if !root_or_skip("e2e_zero_copy_refused_names_the_fix") {
+        return;
+    }
+    let prefix = unique_prefix("xz");
+    let lab = LabGuard::up(&LabConfig { prefix, ..LabConfig::default() }).expect("lab up");
+    let st = lab.status().clone();
+    let sock = std::env::temp_dir().join(format!("xdpool-zc-{}.sock", std::process::id()));
+    let cfg = write_config("zc", &st.b.netns, &st.b.dev, &[0], "[[rule]]\naction = \"drop\"\n", &sock);
+    let text = std::fs::read_to_string(&cfg).unwrap().replace("queues = [0]\n", "queues = [0]\nzero_copy = true\n");
+    std::fs::write(&cfg, text).unwrap();
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_xdpool")).args(["run", "--config"]).arg(&cfg).output().unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(7), "{err}");
+    assert!(err.contains("zero-copy") && err.contains("zero_copy = false"), "{err}");
+    let on_dev = xdpool::netns::in_netns(&st.b.netns, || xdpool::steer::xdp_program_on(st.b.ifindex)).unwrap().unwrap();
+    assert_eq!(on_dev, None);
+    let _ = std::fs::remove_file(&cfg);
+}
