@@ -163,3 +163,33 @@ fn e2e_zero_copy_refused_names_the_fix() {
     assert_eq!(on_dev, None);
     let _ = std::fs::remove_file(&cfg);
 }
+
+/// Each capability xdpool needs, removed alone (root with a reduced bounding set):
+/// exit code 3, the missing capability named, and what to do.
+#[test]
+fn e2e_each_missing_capability_is_named() {
+    if !root_or_skip("e2e_each_missing_capability_is_named") {
+        return;
+    }
+    if std::process::Command::new("setpriv").arg("--version").output().is_err() {
+        eprintln!("skipped: setpriv (util-linux) not found");
+        return;
+    }
+    let sock = std::env::temp_dir().join(format!("xdpool-cap-{}.sock", std::process::id()));
+    let cfg = write_config("cap", "no-such-ns-cap", "xdpb0", &[0], "[[rule]]\naction = \"drop\"\n", &sock);
+    for (cap, name) in [("net_admin", "CAP_NET_ADMIN"), ("net_raw", "CAP_NET_RAW"), ("ipc_lock", "CAP_IPC_LOCK"), ("bpf", "CAP_BPF")] {
+        let mut drop = format!("-{cap}");
+        if cap == "bpf" {
+            drop.push_str(",-sys_admin"); // CAP_SYS_ADMIN implies CAP_BPF
+        }
+        let out = std::process::Command::new("setpriv")
+            .args([&format!("--bounding-set={drop}"), "--", env!("CARGO_BIN_EXE_xdpool"), "run", "--config"])
+            .arg(&cfg)
+            .output()
+            .unwrap();
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(3), "without {name}: {err}");
+        assert!(err.contains(name) && err.contains("sudo"), "without {name}: {err}");
+    }
+    let _ = std::fs::remove_file(&cfg);
+}

@@ -622,6 +622,34 @@ impl PoolOwner {
         Some(self.frag_token(f.idx(), f.gen(), 0, size))
     }
 
+    /// A whole frame the application holds becomes one frag of count 1 covering
+    /// `[offset, offset + len)` of its chunk (unified counting: an unsplit frame is
+    /// one big frag). `ref_frag` then shares it by reference (mirror, clone) with no
+    /// copy; the last release or TX completion recycles the chunk into this pool.
+    /// Refused and counted like `recycle`: a foreign or stale token. A range that
+    /// is empty or crosses the chunk recycles the frame and returns `OutOfChunk`.
+    pub fn frame_into_frag(&mut self, f: Frame, offset: u32, len: u32) -> Result<Frag, FrameError> {
+        let Some(st) = self.check_held(&f) else {
+            let addr = f.addr();
+            return Err(match self.region.check_token(f.region(), f.idx(), addr) {
+                Ok(_) => FrameError::DoubleRelease { addr },
+                Err(_) => FrameError::Foreign { addr },
+            });
+        };
+        if st.owner() != self.slot {
+            self.adopt(st.owner());
+            self.set_state(f.idx(), st.with(self.slot, Location::Application));
+        }
+        if len == 0 || offset.checked_add(len).is_none_or(|end| end > self.chunk) {
+            let addr = f.addr() + offset as u64;
+            self.recycle_index(f.idx(), f.gen());
+            return Err(FrameError::OutOfChunk { addr, len });
+        }
+        // A `Frame` token is only ever given for an unsplit chunk.
+        debug_assert!(self.meta[f.idx() as usize].is_last_ref());
+        Ok(self.frag_token(f.idx(), f.gen(), offset, len))
+    }
+
     /// Whole chunk or frag by size, like the kernel's `page_pool_alloc()`.
     pub fn alloc_sized(&mut self, size: u32) -> Option<Buf> {
         let chunk = self.chunk;

@@ -4,7 +4,8 @@
 //! published with plain stores once per batch (no atomic read-modify-write).
 //!
 //! Actions: `drop` (recycle), `l2fwd` (MAC swap, the RX chunk itself goes to TX),
-//! `mirror` (one copy into a frag, two TX descriptors holding a reference each),
+//! `mirror` (MAC swap in place, the RX chunk itself queued twice by reference, no
+//! copy; recycled at the last completion),
 //! `copybreak` (small frames copied into packed frags, the RX chunk straight back to
 //! the fill ring). The per-frame path allocates nothing: the TX batch, the copy
 //! scratch and the in-flight table are sized once.
@@ -123,7 +124,7 @@ counters!(
     held_corrupt,
     /// `copybreak`: frames copied into a frag (their RX chunk went straight back).
     copybreak_copied,
-    /// `mirror`: frames queued twice (two descriptors, one frag, two references).
+    /// `mirror`: frames queued twice (two descriptors on the RX chunk, two references).
     mirror_queued,
     /// Frames dropped because the pool had no memory for a frag copy.
     frag_alloc_failed,
@@ -383,7 +384,7 @@ struct Worker {
     tx: Vec<XdpDesc>,
     /// Frames the application keeps (`hold_frames`).
     held: Vec<Held>,
-    /// Where `mirror` and `copybreak` copy a frame (one chunk).
+    /// Where `copybreak` copies a frame (one chunk).
     scratch: Box<[u8]>,
     /// TX descriptors and chunks in the kernel's hands.
     inflight: TxInflight,
@@ -512,9 +513,9 @@ impl Worker {
                 self.spec.classifier.classify(bytes)
             };
             match action {
-                Action::Copybreak if d.len <= self.spec.copybreak_bytes => self.copy_to_tx(frame, d, pool, false),
+                Action::Copybreak if d.len <= self.spec.copybreak_bytes => self.copy_to_tx(frame, d, pool),
                 Action::L2fwd | Action::Copybreak => self.forward(frame, d, pool),
-                Action::Mirror => self.copy_to_tx(frame, d, pool, true),
+                Action::Mirror => self.mirror(frame, d, pool),
                 _ if self.held.len() < self.spec.hold_frames => {
                     let bytes = self.region.frame_bytes(d.addr, d.len).unwrap_or(&[]);
                     self.held.push(Held { digest: digest(bytes), frame, addr: d.addr, len: d.len });
@@ -558,11 +559,46 @@ impl Worker {
         }
     }
 
-    /// `copybreak` (`mirror = false`) and `mirror`: copy the frame, MACs swapped, into
-    /// a frag and give the RX chunk straight back; queue the frag for TX, twice by
-    /// reference when mirroring. Small frags share a chunk (`alloc_frag` packs them).
+    /// `mirror`: swap MACs in place, turn the RX frame into a frag (count 1) and queue
+    /// it twice by reference: two TX descriptors on the same bytes, no copy. Each
+    /// completion drops one reference; the last recycles the chunk.
     #[inline]
-    fn copy_to_tx(&mut self, frame: Frame, d: XdpDesc, pool: &mut PoolOwner, mirror: bool) {
+    fn mirror(&mut self, frame: Frame, d: XdpDesc, pool: &mut PoolOwner) {
+        let offset = (d.addr - frame.addr()) as u32;
+        let Some(bytes) = self.region.frame_bytes(d.addr, d.len) else {
+            pool.recycle(frame);
+            self.c.rx_rejected += 1;
+            return;
+        };
+        if bytes.len() < 12 {
+            pool.recycle(frame);
+            self.c.rx_too_short += 1;
+            return;
+        }
+        let mut macs = [0u8; 12];
+        macs[..6].copy_from_slice(&bytes[6..12]);
+        macs[6..].copy_from_slice(&bytes[..6]);
+        if self.region.write_frame(&frame, offset, &macs).is_err() {
+            pool.recycle(frame);
+            self.c.rx_rejected += 1;
+            return;
+        }
+        // On error the pool recycled (or refused and counted) the frame.
+        let Ok(frag) = pool.frame_into_frag(frame, offset, d.len) else {
+            self.c.rx_rejected += 1;
+            return;
+        };
+        let second = pool.ref_frag(&frag);
+        self.queue_frag(second, d.len, pool);
+        self.queue_frag(frag, d.len, pool);
+        self.c.mirror_queued += 1;
+    }
+
+    /// `copybreak`: copy the frame, MACs swapped, into a frag and give the RX chunk
+    /// straight back; queue the frag for TX. Small frags share a chunk (`alloc_frag`
+    /// packs them).
+    #[inline]
+    fn copy_to_tx(&mut self, frame: Frame, d: XdpDesc, pool: &mut PoolOwner) {
         let Some(bytes) = self.region.frame_bytes(d.addr, d.len) else {
             pool.recycle(frame);
             self.c.rx_rejected += 1;
@@ -588,13 +624,7 @@ impl Worker {
             self.c.rx_rejected += 1;
             return;
         }
-        if mirror {
-            let second = pool.ref_frag(&frag);
-            self.queue_frag(second, d.len, pool);
-            self.c.mirror_queued += 1;
-        } else {
-            self.c.copybreak_copied += 1;
-        }
+        self.c.copybreak_copied += 1;
         self.queue_frag(frag, d.len, pool);
     }
 
