@@ -50,6 +50,10 @@ check_rest() {  # accounting exact and nothing rejected
         || fail "$1" "rejected or double-released frames: $(jq -c '.total' <<<"$s")"
 }
 
+# Whatever ends this script (a failed check, set -e, Ctrl-C), the device gets its
+# driver back.
+trap '[ -e "$DRV/$PCI" ] || echo "$PCI" > "$DRV/bind" 2>/dev/null || true' EXIT
+
 times=()
 for i in $(seq 1 "$CYCLES"); do
     losses=$(field .device.losses); reattaches=$(field .device.reattaches)

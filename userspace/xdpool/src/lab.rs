@@ -220,13 +220,22 @@ impl Lab {
     pub fn down(prefix: &str) -> Result<bool, LabError> {
         let names = LabNames::from_prefix(prefix)?;
         let mut removed = false;
+        let mut first_err = None;
+        // Try both, even when the first fails, so a guard never leaves half a lab.
         for ns in [&names.netns_a, &names.netns_b] {
             if netns::exists(ns) {
-                ip(&["netns", "del", ns], "run as root")?;
-                removed = true;
+                match ip(&["netns", "del", ns], "run as root") {
+                    Ok(_) => removed = true,
+                    Err(e) => {
+                        first_err.get_or_insert(e);
+                    }
+                }
             }
         }
-        Ok(removed)
+        match first_err {
+            Some(e) => Err(e),
+            None => Ok(removed),
+        }
     }
 
     /// The lab as it is now, or `None` when it is not (completely) there.

@@ -211,39 +211,100 @@ fn cmd_demo(args: DemoArgs) -> Result<(), Fatal> {
     use xdpool::lab::{Lab, LabConfig};
     xdpool::exit::require_privileges("xdpool demo")?;
     let cfg = Config::load(&args.config).map_err(|e| Fatal::new(ExitCode::Usage, e.to_string()))?;
-    let st = Lab::up(&LabConfig::default()).map_err(|e| Fatal::new(ExitCode::Failure, e.to_string()))?;
+    let lab = LabConfig::default();
+    let names = xdpool::lab::LabNames::from_prefix(&lab.prefix).map_err(|e| Fatal::new(ExitCode::Failure, e.to_string()))?;
+    // The demo only ever attaches to the lab's receiving end, inside its namespace.
+    if cfg.interface.netns.as_deref() != Some(names.netns_b.as_str()) || cfg.interface.name.get_ref() != &names.dev_b {
+        return Err(Fatal::new(
+            ExitCode::Usage,
+            format!(
+                "{}: the demo runs on the lab only; its config must have interface.name = \"{}\" and interface.netns = \"{}\" (see configs/lab.toml); use `xdpool run` for other interfaces",
+                args.config.display(),
+                names.dev_b,
+                names.netns_b
+            ),
+        ));
+    }
+    let stop = xdpool::bench::signal::install_stop_flag()
+        .map_err(|e| Fatal::new(ExitCode::Failure, format!("cannot install the SIGINT handler: {e}")))?;
+    let st = Lab::up(&lab).map_err(|e| Fatal::new(ExitCode::Failure, e.to_string()))?;
     println!("demo: lab {} ({} {} in {}) <-> ({} {} in {})", if st.already_up { "was already up" } else { "up" }, st.a.dev, st.a.ipv4, st.a.netns, st.b.dev, st.b.ipv4, st.b.netns);
-    let result = demo_inner(&args, &cfg);
-    match Lab::down(&LabConfig::default().prefix) {
-        Ok(_) => println!("demo: lab down"),
-        Err(e) => eprintln!("xdpool: lab down failed: {e}; run `xdpool lab down`"),
+    let result = demo_inner(&args, stop);
+    if st.already_up {
+        println!("demo: the lab was up before the demo; leaving it up (`xdpool lab down` removes it)");
+    } else {
+        match Lab::down(&lab.prefix) {
+            Ok(_) => println!("demo: lab down"),
+            Err(e) => eprintln!("xdpool: lab down failed: {e}; run `xdpool lab down`"),
+        }
     }
     result
 }
 
-fn demo_inner(args: &DemoArgs, _cfg: &Config) -> Result<(), Fatal> {
+/// `xdpool run` as a child: stopped with SIGINT, then SIGKILL, whatever happens.
+struct DemoChild {
+    child: std::process::Child,
+    lines: std::sync::mpsc::Receiver<String>,
+}
+
+impl DemoChild {
+    fn interrupt_and_wait(&mut self, grace: Duration) -> Option<std::process::ExitStatus> {
+        let pid = nix::unistd::Pid::from_raw(self.child.id() as i32);
+        let _ = nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGINT);
+        let deadline = Instant::now() + grace;
+        loop {
+            if let Ok(Some(s)) = self.child.try_wait() {
+                return Some(s);
+            }
+            if Instant::now() > deadline {
+                let _ = self.child.kill();
+                return self.child.wait().ok();
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
+}
+
+impl Drop for DemoChild {
+    fn drop(&mut self) {
+        if let Ok(None) = self.child.try_wait() {
+            let _ = self.interrupt_and_wait(Duration::from_secs(10));
+        }
+    }
+}
+
+fn demo_inner(args: &DemoArgs, stop: &std::sync::atomic::AtomicBool) -> Result<(), Fatal> {
+    use std::sync::atomic::Ordering;
     let exe = std::env::current_exe().map_err(|e| Fatal::new(ExitCode::Failure, format!("cannot find my own binary: {e}")))?;
-    let summary_path = std::env::temp_dir().join(format!("xdpool-demo-{}.json", std::process::id()));
     let mut child = Process::new(&exe)
         .args(["run", "--config"])
         .arg(&args.config)
-        .args(["--duration", "60", "--ready-line", "--summary-json"])
-        .arg(&summary_path)
+        .args(["--duration", "60", "--ready-line"])
         .stdout(Stdio::piped())
         .spawn()
         .map_err(|e| Fatal::new(ExitCode::Failure, format!("cannot start `xdpool run`: {e}")))?;
-    let pid = nix::unistd::Pid::from_raw(child.id() as i32);
-    let mut out = BufReader::new(child.stdout.take().expect("piped"));
-    let mut line = String::new();
-    let ready = out.read_line(&mut line).map(|n| n > 0 && line.trim() == "ready").unwrap_or(false);
+    let out = child.stdout.take().expect("piped");
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        for line in BufReader::new(out).lines().map_while(Result::ok) {
+            if tx.send(line).is_err() {
+                break;
+            }
+        }
+    });
+    let mut child = DemoChild { child, lines: rx };
+    let ready = matches!(child.lines.recv_timeout(Duration::from_secs(30)), Ok(l) if l.trim() == "ready");
     if !ready {
-        let _ = nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGTERM);
-        let status = child.wait().ok().and_then(|s| s.code()).unwrap_or(1);
-        return Err(Fatal::new(ExitCode::Failure, format!("`xdpool run` did not start (exit {status}); see its message above")));
+        let status = child.interrupt_and_wait(Duration::from_secs(5)).and_then(|s| s.code());
+        return Err(Fatal::new(ExitCode::Failure, format!("`xdpool run` did not start (exit {status:?}); see its message above")));
     }
     // Let the worker settle on its core before the burst (a cold start drops a few
     // thousand frames at full speed: rx ring full).
     std::thread::sleep(Duration::from_millis(1000));
+    if stop.load(Ordering::SeqCst) {
+        child.interrupt_and_wait(Duration::from_secs(10));
+        return Err(Fatal::new(ExitCode::Failure, "interrupted"));
+    }
     println!("demo: xdpool attached; sending {} frames of {} bytes", args.count, args.size);
     let gen_args = GenArgs {
         netns: "xdpool-a".into(),
@@ -261,25 +322,12 @@ fn demo_inner(args: &DemoArgs, _cfg: &Config) -> Result<(), Fatal> {
     };
     let gen = gen_config(&gen_args).and_then(|c| xdpool::gen::run(&c).map_err(|e| Fatal::new(ExitCode::Failure, e.to_string())));
     std::thread::sleep(Duration::from_millis(1500));
-    let _ = nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGINT);
-    let rest: Vec<String> = out.lines().map_while(Result::ok).collect();
-    let deadline = Instant::now() + Duration::from_secs(10);
-    let status = loop {
-        if let Ok(Some(s)) = child.try_wait() {
-            break Some(s);
-        }
-        if Instant::now() > deadline {
-            let _ = child.kill();
-            break child.wait().ok();
-        }
-        std::thread::sleep(Duration::from_millis(50));
-    };
-    for l in rest {
+    let status = child.interrupt_and_wait(Duration::from_secs(10));
+    while let Ok(l) = child.lines.recv_timeout(Duration::from_millis(500)) {
         println!("{l}");
     }
     let report = gen?;
     println!("demo: generator: {}", report.summary());
-    let _ = std::fs::remove_file(&summary_path);
     match status.and_then(|s| s.code()) {
         Some(0) => Ok(()),
         code => Err(Fatal::new(ExitCode::Failure, format!("`xdpool run` ended with {code:?}"))),

@@ -102,23 +102,6 @@ pub struct Drops {
     pub xdp_no_socket: u64,
 }
 
-static STOP_SIGNAL: AtomicBool = AtomicBool::new(false);
-
-extern "C" fn on_signal(_: libc::c_int) {
-    STOP_SIGNAL.store(true, Ordering::SeqCst);
-}
-
-/// Installs SIGINT/SIGTERM handlers that ask the run to stop.
-fn install_signal_handlers() {
-    use nix::sys::signal::{sigaction, SaFlags, SigAction, SigHandler, SigSet, Signal};
-    let action = SigAction::new(SigHandler::Handler(on_signal), SaFlags::SA_RESTART, SigSet::empty());
-    for sig in [Signal::SIGINT, Signal::SIGTERM] {
-        // SAFETY: the handler only stores to a static atomic, which is async-signal-safe.
-        if let Err(e) = unsafe { sigaction(sig, &action) } {
-            tracing::warn!(?sig, error = %e, "could not install signal handler");
-        }
-    }
-}
 
 fn to_steer_rules(cfg: &Config) -> Vec<Rule> {
     cfg.valid_rules()
@@ -396,7 +379,8 @@ pub fn run(cfg: &Config, opts: &RunOptions) -> Result<Summary, Fatal> {
             ),
         )
     })?;
-    install_signal_handlers();
+    let stop_signal: &'static AtomicBool = crate::bench::signal::install_stop_flag()
+        .map_err(|e| Fatal::new(ExitCode::Failure, format!("cannot install the SIGINT/SIGTERM handler: {e}")))?;
     // Subscribed before anything is attached, so no event of our device is missed.
     let watcher = LinkWatcher::start().map_err(|e| Fatal::new(ExitCode::Failure, e.to_string()))?;
     let queues = cfg.interface.queues.get_ref().clone();
@@ -601,7 +585,7 @@ pub fn run(cfg: &Config, opts: &RunOptions) -> Result<Summary, Fatal> {
                 }
             }
         }
-        if STOP_SIGNAL.load(Ordering::SeqCst) {
+        if stop_signal.load(Ordering::SeqCst) {
             tracing::info!("signal received: draining and detaching");
             break;
         }

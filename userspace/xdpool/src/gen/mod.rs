@@ -176,6 +176,23 @@ impl GenConfig {
             return Err(GenError::Config("chunk 0: give at least 1 frame per call".into()));
         }
         packet::check_frame_size(self.size, self.ipv6)?;
+        // Traffic stays between namespaces of ours, inside the benchmarking ranges.
+        match self.netns.as_deref() {
+            None | Some("") => {
+                return Err(GenError::Config(
+                    "no network namespace: the generator only sends from a namespace (e.g. the lab's, --netns xdpool-a), never from the root namespace".into(),
+                ))
+            }
+            Some(_) => {}
+        }
+        let v4_ok = |a: std::net::Ipv4Addr| (u32::from(a) & 0xfffe_0000) == u32::from(std::net::Ipv4Addr::new(198, 18, 0, 0));
+        let v6_ok = |a: std::net::Ipv6Addr| a.segments()[..3] == [0x2001, 0x0002, 0x0000];
+        if !v4_ok(self.ipv4.0) || !v4_ok(self.ipv4.1) {
+            return Err(GenError::Config(format!("IPv4 {} -> {} is outside 198.18.0.0/15, the benchmarking range the generator is limited to", self.ipv4.0, self.ipv4.1)));
+        }
+        if !v6_ok(self.ipv6_addrs.0) || !v6_ok(self.ipv6_addrs.1) {
+            return Err(GenError::Config(format!("IPv6 {} -> {} is outside 2001:2::/48, the benchmarking range the generator is limited to", self.ipv6_addrs.0, self.ipv6_addrs.1)));
+        }
         let mut cores = self.cores.clone();
         cores.sort_unstable();
         cores.dedup();
@@ -339,6 +356,9 @@ mod tests {
         for bad in [
             GenConfig { batch: 257, ..ok.clone() },
             GenConfig { chunk: 0, ..ok.clone() },
+            GenConfig { netns: None, ..ok.clone() },
+            GenConfig { ipv4: ("10.0.0.1".parse().unwrap(), ok.ipv4.1), ..ok.clone() },
+            GenConfig { ipv6_addrs: (ok.ipv6_addrs.0, "2001:db8::1".parse().unwrap()), ..ok.clone() },
             GenConfig { count: Some(0), ..ok.clone() },
             GenConfig { rate_pps: Some(0), ..ok.clone() },
             GenConfig { cores: vec![0, 0], ..ok.clone() },

@@ -365,8 +365,20 @@ impl MappedRing {
     /// on the socket that `region` maps, and the entry type must match the ring.
     unsafe fn into_raw<T: Copy>(self) -> RawRing<T> {
         let base = self.region.as_ptr();
-        debug_assert!(self.desc + self.size as usize * core::mem::size_of::<T>() <= self.region.len());
-        // SAFETY: the offsets lie inside the mapping (caller contract, debug-checked);
+        // The kernel's offsets, checked in every build: a ring whose words or entries
+        // would fall outside the mapping is a kernel we do not understand.
+        let len = self.region.len();
+        let entries_end = (self.size as usize).checked_mul(core::mem::size_of::<T>()).and_then(|n| n.checked_add(self.desc));
+        assert!(
+            entries_end.is_some_and(|end| end <= len) && [self.producer, self.consumer, self.flags].iter().all(|&o| o.checked_add(4).is_some_and(|e| e <= len)),
+            "XDP_MMAP_OFFSETS outside the {len}-byte ring mapping (producer {}, consumer {}, flags {}, desc {}, size {}): unsupported kernel",
+            self.producer,
+            self.consumer,
+            self.flags,
+            self.desc,
+            self.size
+        );
+        // SAFETY: the offsets lie inside the mapping (caller contract, checked above);
         // the kernel aligns the words to 4 and the entries to their size.
         unsafe {
             let word = |off: usize| NonNull::new_unchecked(base.add(off).cast::<AtomicU32>());
