@@ -18,6 +18,7 @@ enum Op {
     AllocSized(usize, u32),
     AllocHighOrder(usize, u32),
     RefFrag(usize, usize),
+    IntoFrag(usize, usize),
     Recycle(usize, usize),
     ReleaseFrag(usize, usize),
     CrossRecycle(usize, usize),
@@ -41,6 +42,7 @@ fn op() -> impl Strategy<Value = Op> {
         1 => (p.clone(), 1..=CHUNK).prop_map(|(p, s)| Op::AllocSized(p, s)),
         1 => (p.clone(), 1..4u32).prop_map(|(p, n)| Op::AllocHighOrder(p, n)),
         2 => (p.clone(), w.clone()).prop_map(|(p, w)| Op::RefFrag(p, w)),
+        2 => (p.clone(), w.clone()).prop_map(|(p, w)| Op::IntoFrag(p, w)),
         3 => (p.clone(), w.clone()).prop_map(|(p, w)| Op::Recycle(p, w)),
         3 => (p.clone(), w.clone()).prop_map(|(p, w)| Op::ReleaseFrag(p, w)),
         2 => (p.clone(), w.clone()).prop_map(|(p, w)| Op::CrossRecycle(p, w)),
@@ -177,6 +179,16 @@ impl Model {
                     let i = w % self.frags.len();
                     let r = self.pools[p].ref_frag(&self.frags[i]);
                     self.frags.push(r);
+                }
+            }
+            Op::IntoFrag(p, w) => {
+                if let Some(f) = Self::take(&mut self.frames, w) {
+                    let idx = f.index();
+                    let g = self.pools[p]
+                        .frame_into_frag(f, 64, 100)
+                        .expect("a held frame converts");
+                    assert_eq!((g.frame_index(), g.offset(), g.len()), (idx, 64, 100));
+                    self.new_frag(g);
                 }
             }
             Op::Recycle(p, w) => {
