@@ -282,8 +282,25 @@ impl Lifecycle {
         for w in &self.shared {
             w.device_gone.store(false, Ordering::SeqCst);
         }
+        // Only with every socket and the UMEM closed can the kernel no longer touch
+        // the frames it held; then the workers take them back.
         self.umem = None;
         self.attached = None;
+        if self.sc.zero_copy {
+            // A zero-copy driver releases its buffer pool from deferred work.
+            std::thread::sleep(Duration::from_millis(100));
+        }
+        for w in &self.shared {
+            w.request_reclaim();
+        }
+        let deadline = Instant::now() + Duration::from_secs(2);
+        while self.shared.iter().any(|w| w.reclaim_pending()) {
+            if Instant::now() >= deadline {
+                tracing::error!("a worker did not reclaim its kernel frames within 2 s; they stay counted in the fill/TX rings");
+                break;
+            }
+            std::thread::sleep(Duration::from_micros(200));
+        }
         let acc = self.region.accounting();
         match acc.check() {
             Ok(()) => {

@@ -171,6 +171,11 @@ pub struct WorkerShared {
     release: AtomicBool,
     /// Whether the worker is running on a socket now.
     has_socket: AtomicBool,
+    /// The worker closed a socket and has not yet taken its kernel frames back.
+    reclaim_pending: AtomicBool,
+    /// Asked by the control thread once every socket and the UMEM are closed: take
+    /// the frames the kernel held back into the pool.
+    reclaim: AtomicBool,
 }
 
 impl WorkerShared {
@@ -187,6 +192,8 @@ impl WorkerShared {
             incoming: Mutex::new(None),
             release: AtomicBool::new(false),
             has_socket: AtomicBool::new(false),
+            reclaim_pending: AtomicBool::new(false),
+            reclaim: AtomicBool::new(false),
         })
     }
 
@@ -212,6 +219,18 @@ impl WorkerShared {
     /// Whether the worker runs on a socket now (false once a release is done).
     pub fn has_socket(&self) -> bool {
         self.has_socket.load(Ordering::SeqCst)
+    }
+
+    /// Asks the worker to take back the frames its closed socket left in the fill and
+    /// TX rings. Context rule: only once every socket on the UMEM and the UMEM itself
+    /// are closed, so the kernel can no longer touch them.
+    pub fn request_reclaim(&self) {
+        self.reclaim.store(true, Ordering::SeqCst);
+    }
+
+    /// Whether frames of a closed socket still wait to be reclaimed.
+    pub fn reclaim_pending(&self) -> bool {
+        self.reclaim_pending.load(Ordering::SeqCst)
     }
 
     /// Whether a socket is offered and not yet taken.
@@ -290,6 +309,16 @@ pub fn run(region: Arc<Region>, spec: WorkerSpec, shared: Arc<WorkerShared>, sto
     let mut last_stats = Instant::now();
     while !stop.load(Ordering::Relaxed) {
         let Some(s) = sock.as_mut() else {
+            if shared.reclaim_pending() {
+                // No new socket before the old one's frames are back.
+                if shared.reclaim.swap(false, Ordering::SeqCst) {
+                    w.reclaim(&mut pool, &shared);
+                } else {
+                    std::thread::sleep(Duration::from_micros(200));
+                }
+                shared.counters.publish(&w.c);
+                continue;
+            }
             match shared.take_offered() {
                 Some(s) => {
                     sock = Some(s);
@@ -321,6 +350,11 @@ pub fn run(region: Arc<Region>, spec: WorkerSpec, shared: Arc<WorkerShared>, sto
     if let Some(s) = sock.take() {
         add_xsk(&mut xsk_total, &w.give_up_socket(s, &mut pool, &shared));
         shared.has_socket.store(false, Ordering::SeqCst);
+    }
+    if shared.reclaim_pending() {
+        // Stopping: the control thread closed the UMEM before setting `stop` (or gave
+        // up waiting for us); the process is ending either way.
+        w.reclaim(&mut pool, &shared);
     }
     drop(shared.take_offered());
     // The application's frames go back before the pool goes.
@@ -649,7 +683,9 @@ impl Worker {
         }
         for d in &self.tx[put..] {
             // TX ring full: the frame never reached the kernel; take it back.
-            let _ = pool.take_completion(d.addr);
+            if pool.take_completion(d.addr).is_err() {
+                self.c.completion_rejected += 1;
+            }
             self.c.tx_ring_full_drop += 1;
         }
         self.tx.clear();
@@ -680,8 +716,9 @@ impl Worker {
         let deadline = Instant::now() + Duration::from_millis(200);
         let mut quiet = 0;
         while quiet < 3 && Instant::now() < deadline {
-            let got = self.drain_rx(&mut sock, pool) + self.reap(&mut sock, pool);
-            self.c.drained_rx += got as u64;
+            let drained = self.drain_rx(&mut sock, pool);
+            self.c.drained_rx += drained as u64;
+            let got = drained + self.reap(&mut sock, pool);
             if got == 0 {
                 quiet += 1;
                 std::thread::sleep(Duration::from_millis(2));
@@ -691,17 +728,26 @@ impl Worker {
         }
         refresh_stats(&sock, shared);
         let xsk = sock.statistics().unwrap_or_default();
-        // Closed before the reclaim: from here on the kernel holds none of our frames.
         drop(sock);
+        // The frames in the fill and TX rings stay counted there until the control
+        // thread has closed the UMEM too (the first socket's descriptor lives with it,
+        // and a zero-copy driver may still hold the rings): see `reclaim`.
+        shared.reclaim_pending.store(true, Ordering::SeqCst);
+        self.busy_poll = false;
+        self.c.socket_releases += 1;
+        tracing::info!(queue = self.spec.queue, "socket given up; kernel frames wait for the UMEM to close");
+        xsk
+    }
+
+    /// Takes back what the closed socket left in the kernel's rings.
+    fn reclaim(&mut self, pool: &mut PoolOwner, shared: &WorkerShared) {
         let reclaimed = pool.reclaim_kernel();
         self.c.reclaimed += reclaimed as u64;
         self.in_fill = 0;
         self.inflight.reset();
-        self.busy_poll = false;
-        self.c.socket_releases += 1;
         self.verify_held();
-        tracing::info!(queue = self.spec.queue, reclaimed, held = self.held.len(), "socket given up; kernel frames reclaimed");
-        xsk
+        shared.reclaim_pending.store(false, Ordering::SeqCst);
+        tracing::info!(queue = self.spec.queue, reclaimed, held = self.held.len(), "kernel frames reclaimed");
     }
 
     /// Re-reads every held frame: the memory must still be mapped and unchanged.
