@@ -115,6 +115,8 @@ pub enum EngineArg {
     Live,
     /// The kernel's pktgen through /proc/net/pktgen (where the kernel has it).
     Pktgen,
+    /// AF_XDP TX ring on queue 0 (copy mode), where live frames are unavailable.
+    Afxdp,
 }
 
 /// `xdpool gen`

@@ -115,6 +115,7 @@ fn gen_config(args: &GenArgs) -> Result<xdpool::gen::GenConfig, Fatal> {
     cfg.engine = match args.engine {
         EngineArg::Live => Engine::Live,
         EngineArg::Pktgen => Engine::Pktgen,
+        EngineArg::Afxdp => Engine::Afxdp,
     };
     Ok(cfg)
 }

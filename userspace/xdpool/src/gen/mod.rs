@@ -1,17 +1,20 @@
 //! Traffic generator: UDP frames of a chosen size, sent from inside a namespace.
 //!
-//! Two engines:
+//! Three engines:
 //! - [`Engine::Live`]: `BPF_PROG_RUN` with `BPF_F_TEST_XDP_LIVE_FRAMES` on an XDP
 //!   program that returns XDP_TX, so every injected frame is transmitted out of the
 //!   ingress device (`ndo_xdp_xmit`). On veth the frame lands on the peer's RX queue
 //!   `sending CPU % rx queues`, so one pinned thread per core fills one queue.
 //! - [`Engine::Pktgen`]: the kernel's pktgen through `/proc/net/pktgen`, where the
 //!   kernel has it.
+//! - [`Engine::Afxdp`]: an AF_XDP socket's TX ring (copy mode, queue 0), where live
+//!   frames are unavailable (see [`afxdp`]).
 //!
 //! Frame size is the size handed to the device, without FCS (see [`packet`]).
 //! The live engine reports frames *handed to the kernel*: a frame the device could not
 //! transmit is dropped silently, so the receiving count ([`count::RxCounter`]) is the
 //! truth.
+pub mod afxdp;
 pub mod count;
 pub mod live;
 pub mod packet;
@@ -35,6 +38,8 @@ pub enum Engine {
     Live,
     /// Kernel pktgen (`/proc/net/pktgen`).
     Pktgen,
+    /// AF_XDP TX (copy mode) on queue 0, templates packed in the recycler's frags.
+    Afxdp,
 }
 
 /// What to send, from where, how much.
@@ -324,6 +329,9 @@ pub enum GenError {
     /// Talking to pktgen failed.
     #[error("pktgen: {0}")]
     Pktgen(#[from] pktgen::PktgenError),
+    /// The AF_XDP engine failed.
+    #[error(transparent)]
+    Afxdp(#[from] afxdp::AfxdpError),
     /// A sending thread panicked.
     #[error("a generator thread panicked: {0}; this is a bug, please report it")]
     ThreadPanicked(String),
@@ -335,6 +343,7 @@ pub fn run(cfg: &GenConfig) -> Result<GenReport, GenError> {
     match cfg.engine {
         Engine::Live => live::run_live(cfg),
         Engine::Pktgen => pktgen::run_pktgen(cfg),
+        Engine::Afxdp => afxdp::run_afxdp(cfg),
     }
 }
 

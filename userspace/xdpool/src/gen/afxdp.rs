@@ -1,0 +1,321 @@
+//! AF_XDP TX engine: for kernels or devices where live frames are unavailable.
+//!
+//! One thread (pinned to the first of `cores`, if any) enters the namespace, builds a
+//! small recycler region (4096 chunks of 2048 B), registers it as a UMEM and binds a
+//! copy-mode socket (need_wakeup) to queue 0 of the device. Frames of at most half a
+//! chunk (1024 B) are packed several to a chunk with `PoolOwner::alloc_frag`; larger
+//! ones get a whole chunk. Up to [`TX_SLOTS`] templates are written once, handed to
+//! TX (`give_tx_frag` / `give_tx`), and then re-sent: a completed address is put back
+//! on the TX ring while frames remain, and released (`take_completion`) otherwise.
+//! Production stops at exactly `count`; the engine then waits (bounded) for every
+//! completion, destroys the pool and checks that the region's accounting is all free.
+//!
+//! `sent` counts completed frames: handed to the kernel, which may still drop them.
+use std::time::{Duration, Instant};
+
+use nix::sched::{sched_setaffinity, CpuSet};
+use nix::unistd::Pid;
+use pool::{Accounting, PoolConfig, PoolOwner, Region, RegionConfig, Topology};
+
+use super::{GenConfig, GenError, GenReport, ThreadReport};
+use crate::netns;
+use crate::xsk::{SocketConfig, Umem, UmemConfig, Wakeup, XdpDesc, XskError, XskSocket};
+
+/// What the AF_XDP engine's `sent` means.
+pub const AFXDP_NOTE: &str = "handed to the kernel (TX completions); count on the receiver for what arrived";
+
+/// Chunks in the engine's region.
+pub const REGION_FRAMES: u32 = 4096;
+/// Chunk size of the engine's region.
+pub const CHUNK_SIZE: u32 = 2048;
+/// TX, completion (and RX) ring size; also the most frames in flight.
+pub const TX_SLOTS: u32 = 2048;
+/// How long to wait for the last completions once production stopped.
+pub const DRAIN_LIMIT: Duration = Duration::from_secs(3);
+/// Descriptors produced per step at most.
+const BATCH: usize = 64;
+
+/// AF_XDP engine errors.
+#[derive(Debug, thiserror::Error)]
+pub enum AfxdpError {
+    /// Building the recycler region failed.
+    #[error("AF_XDP engine: building the frame region failed: {0}")]
+    Region(#[from] pool::PoolError),
+    /// Socket or UMEM setup, or a wake-up, failed.
+    #[error("AF_XDP engine on {dev}: {source}")]
+    Xsk {
+        /// Device.
+        dev: String,
+        /// Cause.
+        source: XskError,
+    },
+    /// The device went away while sending.
+    #[error("AF_XDP engine: {dev} went away while sending (errno {errno}): check `ip -n NETNS link` and run again")]
+    DeviceGone {
+        /// Device.
+        dev: String,
+        /// errno of the wake-up.
+        errno: i32,
+    },
+    /// The pool could not give a frame for a template.
+    #[error("AF_XDP engine: the pool ran out of frames while writing templates; this is a bug, please report it")]
+    OutOfFrames,
+    /// The recycler refused a frame or completion.
+    #[error("AF_XDP engine: the recycler refused a frame: {0}; this is a bug, please report it")]
+    Frame(#[from] pool::FrameError),
+    /// Completions did not all come back in time.
+    #[error("AF_XDP engine: {missing} TX completions did not come back within {limit:?}; the device may be stuck (check `ip -n NETNS link` and dmesg)")]
+    Stuck {
+        /// Descriptors never completed.
+        missing: u64,
+        /// How long we waited.
+        limit: Duration,
+    },
+    /// Frames were lost or duplicated in the recycler.
+    #[error("AF_XDP engine: frame accounting is wrong after the run: {0}; this is a bug, please report it")]
+    Accounting(String),
+}
+
+/// What one AF_XDP run did, with the recycler's final accounting.
+#[derive(Debug, Clone)]
+pub struct AfxdpReport {
+    /// The generator report (`sent` = completions).
+    pub gen: GenReport,
+    /// Descriptors put on the TX ring (re-sends included); equals `gen.sent`.
+    pub produced: u64,
+    /// Distinct template buffers (frags or frames) handed to TX.
+    pub slots: u32,
+    /// Chunks those buffers used (fewer than `slots` when packed as frags).
+    pub chunks_used: u32,
+    /// Wake-ups (`sendto`) made.
+    pub wakeups: u64,
+    /// The region's accounting after the pool was destroyed (all free when exact).
+    pub accounting: Accounting,
+}
+
+/// Runs the AF_XDP engine and returns the generator report. `cfg` must be validated.
+pub fn run_afxdp(cfg: &GenConfig) -> Result<GenReport, GenError> {
+    run_afxdp_detailed(cfg).map(|r| r.gen)
+}
+
+/// Runs the AF_XDP engine; the report includes the recycler's final accounting,
+/// which has been checked (`Accounting::check` and all frames free).
+pub fn run_afxdp_detailed(cfg: &GenConfig) -> Result<AfxdpReport, GenError> {
+    if cfg.cores.len() > 1 {
+        return Err(GenError::Config(format!(
+            "the afxdp engine sends from one core on queue 0; give one core (--cores {}) or use --engine live",
+            cfg.cores[0]
+        )));
+    }
+    let templates = cfg.templates()?;
+    let mtu = crate::lab::link_mtu(cfg.netns.as_deref(), &cfg.dev).map_err(|e| GenError::Config(e.to_string()))?;
+    let max = mtu as usize + super::packet::ETH_HLEN;
+    if cfg.size > max {
+        return Err(GenError::TooBigForDevice { size: cfg.size, dev: cfg.dev.clone(), mtu, max });
+    }
+    let core = cfg.cores.first().copied();
+    let result = std::thread::scope(|s| {
+        std::thread::Builder::new()
+            .name("xdpool-gen-xsk".into())
+            .spawn_scoped(s, || sender(cfg, core, &templates))
+            .expect("spawning the generator thread")
+            .join()
+            .unwrap_or_else(|p| Err(GenError::ThreadPanicked(panic_text(&p))))
+    })?;
+    tracing::info!(sent = result.gen.sent, pps = result.gen.pps, "afxdp generator done");
+    Ok(result)
+}
+
+fn panic_text(p: &Box<dyn std::any::Any + Send>) -> String {
+    p.downcast_ref::<&str>().map(|s| s.to_string()).or_else(|| p.downcast_ref::<String>().cloned()).unwrap_or_default()
+}
+
+fn xsk_err(cfg: &GenConfig, source: XskError) -> GenError {
+    GenError::Afxdp(AfxdpError::Xsk { dev: cfg.dev.clone(), source })
+}
+
+/// Kicks TX; transient refusals are fine (the next step kicks again).
+fn kick(cfg: &GenConfig, sock: &XskSocket, wakeups: &mut u64) -> Result<(), GenError> {
+    *wakeups += 1;
+    match sock.wakeup_tx().map_err(|e| xsk_err(cfg, e))? {
+        Wakeup::Done | Wakeup::Retry { .. } => Ok(()),
+        Wakeup::DeviceGone { errno } => Err(GenError::Afxdp(AfxdpError::DeviceGone { dev: cfg.dev.clone(), errno })),
+    }
+}
+
+fn sender(cfg: &GenConfig, core: Option<usize>, templates: &[Vec<u8>]) -> Result<AfxdpReport, GenError> {
+    if let Some(core) = core {
+        let mut set = CpuSet::new();
+        set.set(core).map_err(|source| GenError::Affinity { core, source })?;
+        sched_setaffinity(Pid::from_raw(0), &set).map_err(|source| GenError::Affinity { core, source })?;
+    }
+    let _netns = cfg.netns.as_deref().map(netns::enter).transpose()?;
+    let ifindex = netns::ifindex(&cfg.dev)?;
+    let region = Region::new(RegionConfig {
+        frames: REGION_FRAMES,
+        chunk_size: CHUNK_SIZE,
+        hugepages: false,
+        topology: Topology::single_node(),
+    })
+    .map_err(|e| GenError::Afxdp(e.into()))?;
+    let ucfg = UmemConfig { chunk_size: CHUNK_SIZE, headroom: 0, fill_size: TX_SLOTS, comp_size: TX_SLOTS, unaligned: false };
+    // SAFETY: the region is page-aligned mmap'd memory of region.len() bytes, held by
+    // the Arc `region`, which is declared before `umem` and `sock` in this function
+    // and so dropped after both: the memory stays mapped while the kernel may use it.
+    // Only the recycler decides which chunk the kernel reads (TX only, no fill ring).
+    let umem = unsafe { Umem::register(region.as_ptr(), region.len(), ucfg) }.map_err(|e| xsk_err(cfg, e))?;
+    let scfg = SocketConfig { rx_size: TX_SLOTS, tx_size: TX_SLOTS, zero_copy: false, need_wakeup: true };
+    let mut sock = XskSocket::bind(&umem, ifindex, 0, &scfg).map_err(|e| xsk_err(cfg, e))?;
+    let mut pool = PoolOwner::new(&region, PoolConfig::default());
+
+    let quota = cfg.count.unwrap_or(u64::MAX);
+    let slots = quota.min(u64::from(TX_SLOTS)) as u32;
+    let len = cfg.size as u32;
+    let packed = len * 2 <= CHUNK_SIZE;
+    // Write the templates once; each buffer's reference goes to TX for the whole run.
+    let mut ready: Vec<u64> = Vec::with_capacity(slots as usize);
+    let mut chunks = std::collections::BTreeSet::new();
+    for i in 0..slots as usize {
+        let data = &templates[i % templates.len()];
+        let addr = if packed {
+            let frag = pool.alloc_frag(len).ok_or(GenError::Afxdp(AfxdpError::OutOfFrames))?;
+            if let Err(e) = region.write_frag(&frag, data) {
+                pool.release_frag(frag);
+                return Err(GenError::Afxdp(e.into()));
+            }
+            pool.give_tx_frag(frag).map_err(|e| GenError::Afxdp(e.into()))?
+        } else {
+            let frame = pool.alloc().ok_or(GenError::Afxdp(AfxdpError::OutOfFrames))?;
+            if let Err(e) = region.write_frame(&frame, 0, data) {
+                pool.recycle(frame);
+                return Err(GenError::Afxdp(e.into()));
+            }
+            pool.give_tx(frame, 0).map_err(|e| GenError::Afxdp(e.into()))?
+        };
+        chunks.insert(addr / u64::from(CHUNK_SIZE));
+        ready.push(addr);
+    }
+    pool.frag_drain();
+
+    let outcome = send_loop(cfg, &mut sock, &mut ready, quota, len);
+    // Whatever happened, give back what we hold: completed buffers first.
+    for addr in ready.drain(..) {
+        if let Err(e) = pool.take_completion(addr) {
+            tracing::warn!(addr, error = %e, "releasing a template buffer failed");
+        }
+    }
+    let (produced, completed, wakeups, elapsed) = match outcome {
+        Ok(v) => v,
+        Err(e) => {
+            drop(sock);
+            pool.reclaim_kernel();
+            drop(pool.destroy());
+            return Err(e);
+        }
+    };
+    let missing = produced - completed;
+    drop(sock);
+    drop(umem);
+    if missing > 0 {
+        pool.reclaim_kernel();
+        drop(pool.destroy());
+        return Err(GenError::Afxdp(AfxdpError::Stuck { missing, limit: DRAIN_LIMIT }));
+    }
+    let destroyed = pool.destroy();
+    destroyed.wait(Duration::from_secs(1)).map_err(|e| GenError::Afxdp(e.into()))?;
+    let accounting = region.accounting();
+    accounting.check().map_err(|e| GenError::Afxdp(AfxdpError::Accounting(e)))?;
+    if accounting.free != accounting.total {
+        return Err(GenError::Afxdp(AfxdpError::Accounting(format!("{} of {} frames free: {accounting:?}", accounting.free, accounting.total))));
+    }
+    let thread = ThreadReport { core, sent: completed, elapsed, pps: super::rate(completed, elapsed), calls: wakeups };
+    let gen = GenReport::new(super::Engine::Afxdp, cfg.size, elapsed, vec![thread], AFXDP_NOTE);
+    Ok(AfxdpReport { gen, produced, slots, chunks_used: chunks.len() as u32, wakeups, accounting })
+}
+
+/// Frames that may be produced now: what is left of the quota, no more than the rate
+/// has made due since `start`.
+pub fn allowed_now(quota: u64, produced: u64, rate: Option<u64>, since_start: Duration) -> u64 {
+    let mut n = quota - produced;
+    if let Some(r) = rate {
+        let due = (r as f64 * since_start.as_secs_f64()) as u64 + 1;
+        n = n.min(due.saturating_sub(produced));
+    }
+    n
+}
+
+/// Produces until the quota, deadline or rate says stop, then waits for completions.
+/// Returns (produced, completed, wakeups, elapsed). Completed addresses end in `ready`.
+fn send_loop(
+    cfg: &GenConfig,
+    sock: &mut XskSocket,
+    ready: &mut Vec<u64>,
+    quota: u64,
+    len: u32,
+) -> Result<(u64, u64, u64, Duration), GenError> {
+    let start = Instant::now();
+    let deadline = cfg.duration.map(|d| start + d);
+    let (mut produced, mut completed, mut wakeups) = (0u64, 0u64, 0u64);
+    let mut descs = [XdpDesc::default(); BATCH];
+    let mut comp = [0u64; BATCH * 4];
+    loop {
+        let now = Instant::now();
+        let stop = produced >= quota || deadline.is_some_and(|d| now >= d);
+        if stop {
+            break;
+        }
+        let n = (allowed_now(quota, produced, cfg.rate_pps, now - start) as usize).min(ready.len()).min(BATCH);
+        if n > 0 {
+            for (d, &addr) in descs.iter_mut().zip(&ready[ready.len() - n..]) {
+                *d = XdpDesc { addr, len, options: 0 };
+            }
+            let put = sock.tx().produce(&descs[..n]);
+            // `produce` takes a prefix: the rest goes back to `ready`.
+            ready.truncate(ready.len() - n);
+            ready.extend(descs[put..n].iter().map(|d| d.addr));
+            produced += put as u64;
+        }
+        if produced > completed {
+            kick(cfg, sock, &mut wakeups)?;
+        }
+        let got = sock.completion().consume(&mut comp);
+        completed += got as u64;
+        ready.extend_from_slice(&comp[..got]);
+        if n == 0 && got == 0 {
+            if cfg.rate_pps.is_some() && !ready.is_empty() {
+                std::thread::sleep(Duration::from_micros(200));
+            } else {
+                std::thread::yield_now();
+            }
+        }
+    }
+    let elapsed_send = start.elapsed();
+    let drain_until = Instant::now() + DRAIN_LIMIT;
+    while completed < produced && Instant::now() < drain_until {
+        kick(cfg, sock, &mut wakeups)?;
+        let got = sock.completion().consume(&mut comp);
+        completed += got as u64;
+        ready.extend_from_slice(&comp[..got]);
+        if got == 0 {
+            std::thread::sleep(Duration::from_micros(100));
+        }
+    }
+    let elapsed = if completed == produced { start.elapsed() } else { elapsed_send };
+    tracing::debug!(produced, completed, wakeups, "afxdp thread done");
+    Ok((produced, completed, wakeups, elapsed))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn rate_and_quota_bound_production() {
+        assert_eq!(allowed_now(100, 0, None, Duration::ZERO), 100);
+        assert_eq!(allowed_now(100, 60, None, Duration::from_secs(9)), 40);
+        // 1000 pps: 0.5 s in, 501 may have been produced (one up front).
+        assert_eq!(allowed_now(u64::MAX, 0, Some(1000), Duration::from_millis(500)), 501);
+        assert_eq!(allowed_now(u64::MAX, 501, Some(1000), Duration::from_millis(500)), 0);
+        assert_eq!(allowed_now(10, 5, Some(1000), Duration::from_secs(1)), 5);
+    }
+}
