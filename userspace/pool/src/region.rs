@@ -250,7 +250,8 @@ impl Region {
     }
 
     /// A validated view of `len` bytes at UMEM address `addr`: inside the region,
-    /// inside one chunk, and on a frame that is not released. Bad requests are
+    /// inside one chunk, and on a frame the application holds (not released, not in
+    /// a fill or TX ring where the kernel may touch it). Bad requests are
     /// counted and give `None`. The caller should hold the frame (the memory is shared
     /// with the kernel and with whoever holds the frame).
     pub fn frame_bytes(&self, addr: u64, len: u32) -> Option<&[u8]> {
@@ -261,12 +262,19 @@ impl Region {
                 return None;
             }
         };
-        if self.state(idx).loc().is_released() {
+        let loc = self.state(idx).loc();
+        if loc.is_released() {
             self.misuse_use_after_release.inc();
             return None;
         }
+        if loc != crate::frame::Location::Application {
+            // In a fill or TX ring: the kernel may be writing or reading it.
+            self.misuse_foreign.inc();
+            return None;
+        }
         // SAFETY: check_addr proved addr..addr+len is inside the mapping and one
-        // chunk; the mapping lives as long as &self.
+        // chunk; the mapping lives as long as &self; the frame is held by the
+        // application (not in a kernel ring), and only its holder may write it.
         Some(unsafe {
             std::slice::from_raw_parts(self.base.as_ptr().add(addr as usize), len as usize)
         })

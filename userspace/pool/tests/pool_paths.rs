@@ -733,3 +733,21 @@ fn destroyed_pool_slots_are_reused_once_unreachable() {
     assert_eq!(r.pools_registered(), 2);
     ok(&r);
 }
+
+/// A view of a frame is given only while the application holds it: not while it
+/// sits in a fill or TX ring (the kernel may touch it), not after release.
+#[test]
+fn frame_bytes_only_for_frames_the_application_holds() {
+    let r = region(64, 2048, 1);
+    let mut p = pool(&r, 0);
+    let mut addrs = [0u64; 1];
+    assert_eq!(p.fill_bulk(&mut addrs), 1);
+    assert!(r.frame_bytes(addrs[0], 64).is_none(), "in the fill ring: the kernel's");
+    let f = p.take_rx(addrs[0], 64).unwrap();
+    assert_eq!(r.frame_bytes(addrs[0], 64).map(|b| b.len()), Some(64), "held by the application");
+    let tx = p.give_tx(f, 0).unwrap();
+    assert!(r.frame_bytes(tx, 64).is_none(), "in the TX ring: the kernel's");
+    p.take_completion(tx).unwrap();
+    assert!(r.frame_bytes(tx, 64).is_none(), "released");
+    ok(&r);
+}

@@ -16,6 +16,10 @@ mod umem;
 
 pub use desc::{BadDesc, RingErrors, UmemLayout, XdpDesc, XDP_PACKET_HEADROOM};
 pub use error::XskError;
-pub use ring::{CompletionRing, FillRing, HeapRingPeer, RxRing, TxRing};
+pub use ring::{CompletionRing, FillRing, RxRing, TxRing};
+/// The kernel side of a heap ring, for the ring tests only (it can break the
+/// single-producer protocol on purpose, which is only sound within one test).
+#[cfg(test)]
+pub use ring::HeapRingPeer;
 pub use socket::{RingsMut, SocketConfig, Wakeup, XdpStatistics, XskSocket};
 pub use umem::{validate_ring_size, Umem, UmemConfig, MAX_RING_SIZE};

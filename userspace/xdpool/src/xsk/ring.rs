@@ -9,10 +9,13 @@
 //! Context rule: a ring has one owner (the worker of its queue); it is `Send`, not
 //! `Sync`, and every operation takes `&mut self`.
 
+#[cfg(test)]
 use std::any::Any;
+#[cfg(test)]
 use std::cell::UnsafeCell;
 use std::ptr::NonNull;
 use std::sync::atomic::{AtomicU32, Ordering};
+#[cfg(test)]
 use std::sync::Arc;
 
 use super::desc::{check_consumer_advance, check_producer_advance, RingErrors, UmemLayout, XdpDesc};
@@ -26,6 +29,7 @@ enum Backing {
     /// The kernel's ring, mmap'd from the socket; unmapped on drop.
     Mmap(#[allow(dead_code)] MmapRegion),
     /// Heap memory shared with a [`HeapRingPeer`] (tests, simulations).
+    #[cfg(test)]
     Heap(#[allow(dead_code)] Arc<dyn Any + Send + Sync>),
 }
 
@@ -423,6 +427,7 @@ impl MappedRing {
 }
 
 /// Ring memory on the heap, laid out like the kernel's: three words and the entries.
+#[cfg(test)]
 struct HeapRingMem<T> {
     producer: AtomicU32,
     consumer: AtomicU32,
@@ -432,15 +437,18 @@ struct HeapRingMem<T> {
 
 // SAFETY: entries are accessed under the SPSC protocol (each slot owned by one side at
 // a time, handed over with release/acquire on the index words).
+#[cfg(test)]
 unsafe impl<T: Send> Sync for HeapRingMem<T> {}
 
 /// The other side of a ring built on heap memory: it plays the kernel in tests and
 /// simulations. It may also break the protocol on purpose (publish bad indices or
 /// descriptors) to exercise validation; it never causes an out-of-bounds access.
+#[cfg(test)]
 pub struct HeapRingPeer<T: Copy> {
     mem: Arc<HeapRingMem<T>>,
 }
 
+#[cfg(test)]
 impl<T: Copy + Default + Send + 'static> HeapRingPeer<T> {
     fn new_pair(size: u32, start: u32) -> (RawRing<T>, Self) {
         assert!(size.is_power_of_two(), "ring size must be a power of two");
@@ -536,6 +544,7 @@ impl<T: Copy + Default + Send + 'static> HeapRingPeer<T> {
     }
 }
 
+#[cfg(test)]
 impl FillRing {
     /// A fill ring on heap memory, with the peer that plays the kernel.
     pub fn new_heap(size: u32) -> (Self, HeapRingPeer<u64>) {
@@ -544,6 +553,7 @@ impl FillRing {
     }
 }
 
+#[cfg(test)]
 impl CompletionRing {
     /// A completion ring on heap memory, with the peer that plays the kernel.
     pub fn new_heap(size: u32, layout: UmemLayout) -> (Self, HeapRingPeer<u64>) {
@@ -552,6 +562,7 @@ impl CompletionRing {
     }
 }
 
+#[cfg(test)]
 impl RxRing {
     /// An RX ring on heap memory, with the peer that plays the kernel.
     pub fn new_heap(size: u32, layout: UmemLayout) -> (Self, HeapRingPeer<XdpDesc>) {
@@ -560,6 +571,7 @@ impl RxRing {
     }
 }
 
+#[cfg(test)]
 impl TxRing {
     /// A TX ring on heap memory, with the peer that plays the kernel.
     pub fn new_heap(size: u32) -> (Self, HeapRingPeer<XdpDesc>) {
