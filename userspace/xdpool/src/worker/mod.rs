@@ -568,25 +568,8 @@ impl Worker {
     /// `l2fwd`: swap MACs in place and queue the RX chunk itself for TX.
     #[inline]
     fn forward(&mut self, frame: Frame, d: XdpDesc, pool: &mut PoolOwner) {
+        let Some(frame) = self.swap_macs_in_place(frame, d, pool) else { return };
         let offset = (d.addr - frame.addr()) as u32;
-        let Some(bytes) = self.region.frame_bytes(d.addr, d.len) else {
-            pool.recycle(frame);
-            self.c.rx_rejected += 1;
-            return;
-        };
-        if bytes.len() < 12 {
-            pool.recycle(frame);
-            self.c.rx_too_short += 1;
-            return;
-        }
-        let mut macs = [0u8; 12];
-        macs[..6].copy_from_slice(&bytes[6..12]);
-        macs[6..].copy_from_slice(&bytes[..6]);
-        if self.region.write_frame(&frame, offset, &macs).is_err() {
-            pool.recycle(frame);
-            self.c.rx_rejected += 1;
-            return;
-        }
         match pool.give_tx(frame, offset) {
             Ok(addr) => self.tx.push(XdpDesc { addr, len: d.len, options: 0 }),
             Err(_) => self.c.rx_rejected += 1,
@@ -598,25 +581,8 @@ impl Worker {
     /// completion drops one reference; the last recycles the chunk.
     #[inline]
     fn mirror(&mut self, frame: Frame, d: XdpDesc, pool: &mut PoolOwner) {
+        let Some(frame) = self.swap_macs_in_place(frame, d, pool) else { return };
         let offset = (d.addr - frame.addr()) as u32;
-        let Some(bytes) = self.region.frame_bytes(d.addr, d.len) else {
-            pool.recycle(frame);
-            self.c.rx_rejected += 1;
-            return;
-        };
-        if bytes.len() < 12 {
-            pool.recycle(frame);
-            self.c.rx_too_short += 1;
-            return;
-        }
-        let mut macs = [0u8; 12];
-        macs[..6].copy_from_slice(&bytes[6..12]);
-        macs[6..].copy_from_slice(&bytes[..6]);
-        if self.region.write_frame(&frame, offset, &macs).is_err() {
-            pool.recycle(frame);
-            self.c.rx_rejected += 1;
-            return;
-        }
         // On error the pool recycled (or refused and counted) the frame.
         let Ok(frag) = pool.frame_into_frag(frame, offset, d.len) else {
             self.c.rx_rejected += 1;
@@ -633,20 +599,15 @@ impl Worker {
     /// packs them).
     #[inline]
     fn copy_to_tx(&mut self, frame: Frame, d: XdpDesc, pool: &mut PoolOwner) {
+        // Swapped in the RX chunk itself, which is given back right after the copy.
+        let Some(frame) = self.swap_macs_in_place(frame, d, pool) else { return };
         let Some(bytes) = self.region.frame_bytes(d.addr, d.len) else {
             pool.recycle(frame);
             self.c.rx_rejected += 1;
             return;
         };
-        if bytes.len() < 12 {
-            pool.recycle(frame);
-            self.c.rx_too_short += 1;
-            return;
-        }
         let len = bytes.len();
-        let copy = &mut self.scratch[..len];
-        copy.copy_from_slice(bytes);
-        swap_macs(copy);
+        self.scratch[..len].copy_from_slice(bytes);
         // The bytes are ours now: the RX chunk goes back (and to the fill ring next).
         pool.recycle(frame);
         let Some(frag) = pool.alloc_frag(d.len) else {
@@ -660,6 +621,30 @@ impl Worker {
         }
         self.c.copybreak_copied += 1;
         self.queue_frag(frag, d.len, pool);
+    }
+
+    /// The rewrite every forwarding action shares: swap the destination and source
+    /// MACs in the received frame. A frame that cannot be viewed or is shorter than
+    /// two MACs is recycled and counted; `None` then.
+    #[inline]
+    fn swap_macs_in_place(&mut self, frame: Frame, d: XdpDesc, pool: &mut PoolOwner) -> Option<Frame> {
+        let offset = (d.addr - frame.addr()) as u32;
+        let Some(bytes) = self.region.frame_bytes(d.addr, d.len) else {
+            pool.recycle(frame);
+            self.c.rx_rejected += 1;
+            return None;
+        };
+        if bytes.len() < 12 {
+            pool.recycle(frame);
+            self.c.rx_too_short += 1;
+            return None;
+        }
+        if self.region.write_frame(&frame, offset, &swapped_macs(bytes)).is_err() {
+            pool.recycle(frame);
+            self.c.rx_rejected += 1;
+            return None;
+        }
+        Some(frame)
     }
 
     #[inline]
@@ -827,11 +812,14 @@ impl Worker {
     }
 }
 
-/// Swaps destination and source MAC addresses (the first 12 bytes) in place.
+/// The first 12 bytes of `frame` with destination and source MAC exchanged.
+/// `frame` must hold at least 12 bytes.
 #[inline]
-fn swap_macs(frame: &mut [u8]) {
-    let (dst, rest) = frame.split_at_mut(6);
-    dst.swap_with_slice(&mut rest[..6]);
+fn swapped_macs(frame: &[u8]) -> [u8; 12] {
+    let mut macs = [0u8; 12];
+    macs[..6].copy_from_slice(&frame[6..12]);
+    macs[6..].copy_from_slice(&frame[..6]);
+    macs
 }
 
 #[cfg(test)]
@@ -839,10 +827,8 @@ mod tests {
     use super::*;
 
     #[test]
-    fn swap_macs_swaps_only_the_addresses() {
-        let mut f: Vec<u8> = (0..20).collect();
-        swap_macs(&mut f);
-        assert_eq!(&f[..12], &[6, 7, 8, 9, 10, 11, 0, 1, 2, 3, 4, 5]);
-        assert_eq!(&f[12..], &[12, 13, 14, 15, 16, 17, 18, 19]);
+    fn swapped_macs_swaps_only_the_addresses() {
+        let f: Vec<u8> = (0..20).collect();
+        assert_eq!(swapped_macs(&f), [6, 7, 8, 9, 10, 11, 0, 1, 2, 3, 4, 5]);
     }
 }
