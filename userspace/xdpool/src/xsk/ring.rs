@@ -166,6 +166,18 @@ impl<T: Copy> RawRing<T> {
         unsafe { self.entries.as_ptr().add(slot).write(value) }
     }
 
+    /// Writes as many of `items` as fit after the producer, in order, publishes them
+    /// with one release store and returns how many (the fill and TX rings).
+    #[inline]
+    fn produce(&mut self, items: &[T], errors: &mut RingErrors) -> usize {
+        let n = self.writable(clamp_len(items.len()), errors);
+        for (i, &v) in items[..n as usize].iter().enumerate() {
+            self.write(i as u32, v);
+        }
+        self.submit(n);
+        n as usize
+    }
+
     /// Producer side: publishes `n` written entries (release).
     #[inline]
     fn submit(&mut self, n: u32) {
@@ -212,12 +224,7 @@ impl FillRing {
     /// Addresses are not checked here; the kernel checks them (the pool owns them).
     #[inline]
     pub fn produce(&mut self, addrs: &[u64]) -> usize {
-        let n = self.raw.writable(clamp_len(addrs.len()), &mut self.errors);
-        for (i, &a) in addrs[..n as usize].iter().enumerate() {
-            self.raw.write(i as u32, a);
-        }
-        self.raw.submit(n);
-        n as usize
+        self.raw.produce(addrs, &mut self.errors)
     }
 
     /// Whether the kernel asks for a wake-up (`XskSocket::wakeup_rx`) to pick up
@@ -328,12 +335,7 @@ impl TxRing {
     /// In copy mode, or when `needs_wakeup()`, follow with `XskSocket::wakeup_tx`.
     #[inline]
     pub fn produce(&mut self, descs: &[XdpDesc]) -> usize {
-        let n = self.raw.writable(clamp_len(descs.len()), &mut self.errors);
-        for (i, d) in descs[..n as usize].iter().enumerate() {
-            self.raw.write(i as u32, *d);
-        }
-        self.raw.submit(n);
-        n as usize
+        self.raw.produce(descs, &mut self.errors)
     }
 
     /// Whether the kernel asks for a `sendto` to process the TX ring.
