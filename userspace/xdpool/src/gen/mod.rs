@@ -366,7 +366,8 @@ mod tests {
             GenConfig { batch: 257, ..ok.clone() },
             GenConfig { chunk: 0, ..ok.clone() },
             GenConfig { netns: None, ..ok.clone() },
-            GenConfig { ipv4: ("10.0.0.1".parse().unwrap(), ok.ipv4.1), ..ok.clone() },
+            // Just past 198.18.0.0/15: refused by validate(), never sent.
+            GenConfig { ipv4: ("198.20.0.1".parse().unwrap(), ok.ipv4.1), ..ok.clone() },
             GenConfig { ipv6_addrs: (ok.ipv6_addrs.0, "2001:db8::1".parse().unwrap()), ..ok.clone() },
             GenConfig { count: Some(0), ..ok.clone() },
             GenConfig { rate_pps: Some(0), ..ok.clone() },

@@ -161,7 +161,7 @@ mod tests {
         assert!(in_prefix("198.19.3.4".parse().unwrap(), "198.18.0.0".parse().unwrap(), 15));
         assert!(!in_prefix("198.20.0.1".parse().unwrap(), "198.18.0.0".parse().unwrap(), 15));
         assert!(in_prefix("2001:2::5".parse().unwrap(), "2001:2::".parse().unwrap(), 48));
-        assert!(in_prefix("10.0.0.1".parse().unwrap(), "0.0.0.0".parse().unwrap(), 0));
-        assert!(!in_prefix("10.0.0.1".parse().unwrap(), "::".parse().unwrap(), 0));
+        assert!(in_prefix("198.19.255.1".parse().unwrap(), "0.0.0.0".parse().unwrap(), 0));
+        assert!(!in_prefix("198.19.255.1".parse().unwrap(), "::".parse().unwrap(), 0));
     }
 }
