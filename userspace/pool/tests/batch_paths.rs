@@ -4,37 +4,13 @@
 
 use pool::*;
 use std::collections::HashSet;
-use std::sync::Arc;
 
-fn region(frames: u32) -> Arc<Region> {
-    Region::new(RegionConfig {
-        frames,
-        chunk_size: 2048,
-        hugepages: false,
-        topology: Topology::fake(1),
-    })
-    .unwrap()
-}
-
-fn pool(r: &Arc<Region>, id: u32) -> PoolOwner {
-    PoolOwner::new(
-        r,
-        PoolConfig {
-            id,
-            ..Default::default()
-        },
-    )
-}
-
-fn ok(r: &Region) -> Accounting {
-    let a = r.accounting();
-    a.check().unwrap();
-    a
-}
+mod common;
+use common::{ok, pool, region};
 
 #[test]
 fn batch_counts_like_the_pool_and_writes_back_on_drop() {
-    let r = region(256);
+    let r = region(256, 2048, 1);
     let mut p = pool(&r, 1);
     let held = {
         let mut b = p.batch();
@@ -69,7 +45,7 @@ fn batch_counts_like_the_pool_and_writes_back_on_drop() {
 
 #[test]
 fn batch_alloc_never_hands_out_a_frame_twice_and_frames_stay_usable() {
-    let r = region(300);
+    let r = region(300, 2048, 1);
     let mut p = pool(&r, 1);
     let mut b = p.batch();
     let mut seen = HashSet::new();
@@ -104,8 +80,8 @@ fn batch_alloc_never_hands_out_a_frame_twice_and_frames_stay_usable() {
 
 #[test]
 fn batch_catches_foreign_and_adopts_other_pools_frames() {
-    let r1 = region(128);
-    let r2 = region(128);
+    let r1 = region(128, 2048, 1);
+    let r2 = region(128, 2048, 1);
     let mut p1 = pool(&r1, 1);
     let mut p2 = pool(&r2, 2);
     let mut p3 = pool(&r1, 3);
@@ -129,7 +105,7 @@ fn batch_catches_foreign_and_adopts_other_pools_frames() {
 
 #[test]
 fn batch_frags_whole_inline_split_through_the_pool() {
-    let r = region(128);
+    let r = region(128, 2048, 1);
     let mut p = pool(&r, 1);
     let mut b = p.batch();
     let whole = b.alloc_frag(1500).unwrap();
@@ -159,7 +135,7 @@ fn batch_frags_whole_inline_split_through_the_pool() {
 
 #[test]
 fn a_leaked_batch_leaks_frames_but_never_hands_one_out_twice() {
-    let r = region(128);
+    let r = region(128, 2048, 1);
     let mut p = pool(&r, 1);
     let f = p.alloc().unwrap();
     p.recycle(f);

@@ -3,33 +3,9 @@
 #![cfg(not(loom))]
 
 use pool::*;
-use std::sync::Arc;
 
-fn region(frames: u32) -> Arc<Region> {
-    Region::new(RegionConfig {
-        frames,
-        chunk_size: 2048,
-        hugepages: false,
-        topology: Topology::fake(1),
-    })
-    .unwrap()
-}
-
-fn pool(r: &Arc<Region>, id: u32) -> PoolOwner {
-    PoolOwner::new(
-        r,
-        PoolConfig {
-            id,
-            ..Default::default()
-        },
-    )
-}
-
-fn ok(r: &Region) -> Accounting {
-    let a = r.accounting();
-    a.check().unwrap();
-    a
-}
+mod common;
+use common::{ok, pool, region};
 
 /// One frame through the fill ring and back as an RX descriptor at `headroom`.
 fn receive(p: &mut PoolOwner, headroom: u32, len: u32) -> (Frame, u64) {
@@ -41,7 +17,7 @@ fn receive(p: &mut PoolOwner, headroom: u32, len: u32) -> (Frame, u64) {
 
 #[test]
 fn mirror_by_reference_two_tx_descriptors_one_chunk() {
-    let r = region(16);
+    let r = region(16, 2048, 1);
     let mut p = pool(&r, 1);
     let (frame, rx) = receive(&mut p, 256, 100);
     let idx = frame.index();
@@ -82,7 +58,7 @@ fn mirror_by_reference_two_tx_descriptors_one_chunk() {
 
 #[test]
 fn unsplit_conversion_pays_no_atomic_and_goes_to_tx_whole() {
-    let r = region(16);
+    let r = region(16, 2048, 1);
     let mut p = pool(&r, 1);
     let (frame, _) = receive(&mut p, 0, 64);
     let idx = frame.index();
@@ -111,7 +87,7 @@ fn unsplit_conversion_pays_no_atomic_and_goes_to_tx_whole() {
 
 #[test]
 fn application_reference_outlives_tx_reference() {
-    let r = region(16);
+    let r = region(16, 2048, 1);
     let mut p = pool(&r, 1);
     let (frame, rx) = receive(&mut p, 0, 60);
     let idx = frame.index();
@@ -128,7 +104,7 @@ fn application_reference_outlives_tx_reference() {
 
 #[test]
 fn bad_ranges_recycle_the_frame_and_say_why() {
-    let r = region(16);
+    let r = region(16, 2048, 1);
     let mut p = pool(&r, 1);
     for (offset, len) in [(0, 0), (2000, 100), (u32::MAX, 2), (2048, 1)] {
         let (frame, _) = receive(&mut p, 0, 64);
@@ -151,8 +127,8 @@ fn bad_ranges_recycle_the_frame_and_say_why() {
 
 #[test]
 fn foreign_frames_are_refused_and_counted() {
-    let r = region(8);
-    let other = region(8);
+    let r = region(8, 2048, 1);
+    let other = region(8, 2048, 1);
     let mut p = pool(&r, 1);
     let mut q = pool(&other, 2);
     let stranger = q.alloc().unwrap();
@@ -168,7 +144,7 @@ fn foreign_frames_are_refused_and_counted() {
 
 #[test]
 fn a_frame_of_another_pool_is_adopted() {
-    let r = region(16);
+    let r = region(16, 2048, 1);
     let mut a = pool(&r, 1);
     let mut b = pool(&r, 2);
     let frame = a.alloc().unwrap();
@@ -189,7 +165,7 @@ fn a_frame_of_another_pool_is_adopted() {
 
 #[test]
 fn reclaim_kernel_drops_both_mirror_references() {
-    let r = region(16);
+    let r = region(16, 2048, 1);
     let mut p = pool(&r, 1);
     let (frame, _) = receive(&mut p, 0, 64);
     let idx = frame.index();

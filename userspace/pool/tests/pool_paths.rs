@@ -6,31 +6,8 @@ use pool::*;
 use std::sync::Arc;
 use std::time::Duration;
 
-fn region(frames: u32, chunk: u32, nodes: u32) -> Arc<Region> {
-    Region::new(RegionConfig {
-        frames,
-        chunk_size: chunk,
-        hugepages: false,
-        topology: Topology::fake(nodes),
-    })
-    .unwrap()
-}
-
-fn pool(r: &Arc<Region>, id: u32) -> PoolOwner {
-    PoolOwner::new(
-        r,
-        PoolConfig {
-            id,
-            ..Default::default()
-        },
-    )
-}
-
-fn ok(r: &Region) -> Accounting {
-    let a = r.accounting();
-    a.check().unwrap();
-    a
-}
+mod common;
+use common::{ok, pool, region};
 
 /// Counters that changed between two snapshots, as (name, delta).
 fn delta(a: &PoolStats, b: &PoolStats) -> Vec<(&'static str, u64)> {
