@@ -3,40 +3,15 @@
 use std::sync::atomic::AtomicBool;
 use std::time::{Duration, Instant};
 
-use xdpool::bench::{self, report::TABLE_HEADER, Subject, SweepConfig};
+use xdpool::bench::{self, Subject, SweepConfig};
 use xdpool::lab::LabNames;
 
-fn is_root() -> bool {
-    // SAFETY: geteuid has no preconditions and cannot fail.
-    unsafe { libc::geteuid() == 0 }
-}
-
-/// Data rows of the Markdown table: size, then the leading number of every cell.
-fn parse_table(table: &str) -> Vec<(u64, Vec<f64>)> {
-    let mut lines = table.lines();
-    let header = lines.next().expect("a header line");
-    let names: Vec<&str> = header.trim_matches('|').split('|').map(str::trim).collect();
-    assert_eq!(names, TABLE_HEADER, "header");
-    assert!(lines.next().unwrap().starts_with("|---:"), "separator");
-    lines
-        .take_while(|l| l.starts_with('|'))
-        .map(|l| {
-            let cells: Vec<&str> = l.trim_matches('|').split('|').map(str::trim).collect();
-            assert_eq!(cells.len(), TABLE_HEADER.len(), "{l}");
-            let num = |c: &str| -> f64 {
-                c.split([' ', '%']).next().unwrap().parse().unwrap_or_else(|e| panic!("cell {c:?}: {e}"))
-            };
-            (cells[0].parse().unwrap(), cells[1..].iter().map(|c| num(c)).collect())
-        })
-        .collect()
-}
+#[macro_use]
+mod common;
 
 #[test]
 fn short_sweep_gives_table_json_and_plot() {
-    if !is_root() {
-        println!("skipped: needs root");
-        return;
-    }
+    require_root!();
     let prefix = format!("xdptp{}", std::process::id());
     let online = xdpool::config::online_cpus();
     let cfg = SweepConfig {
@@ -90,27 +65,7 @@ fn short_sweep_gives_table_json_and_plot() {
     bench::plot::write_svg(&report, &svg_path).unwrap();
     let json: serde_json::Value = serde_json::from_slice(&std::fs::read(&json_path).unwrap()).unwrap();
     let rows = json["rows"].as_array().unwrap();
-    let parsed = parse_table(&table);
-    assert_eq!(parsed.len(), rows.len());
-    for ((size, cells), row) in parsed.iter().zip(rows) {
-        assert_eq!(Some(*size), row["size"].as_u64());
-        let f = |p: &str| row.pointer(p).and_then(|v| v.as_f64()).unwrap_or_else(|| panic!("{p} in {row}"));
-        let want = [
-            f("/generator_mpps/median"),
-            f("/ceiling/mpps/median"),
-            f("/ceiling/gbps"),
-            f("/rxdrop/mpps/median"),
-            f("/rxdrop/gbps"),
-            f("/rxdrop/fraction_of_ceiling") * 100.0,
-            f("/l2fwd/mpps/median"),
-            f("/l2fwd/gbps"),
-            f("/l2fwd/fraction_of_ceiling") * 100.0,
-            f("/rxdrop/delivered_fraction") * 100.0,
-        ];
-        for (i, (got, want)) in cells.iter().zip(want).enumerate() {
-            assert!((got - want).abs() <= 0.051, "size {size}, column {}: table {got}, JSON {want}", TABLE_HEADER[i + 1]);
-        }
-    }
+    assert_eq!(bench::report::table_matches_json(&table, &json), Ok(rows.len()), "table:\n{table}");
     assert_eq!(json["placement"]["generator_core"].as_u64(), Some(cfg.gen_core as u64));
     assert_eq!(json["frames_per_run"].as_u64(), Some(50_000));
 

@@ -260,6 +260,55 @@ impl SweepReport {
     }
 }
 
+/// Checks that a table printed by [`SweepReport::table`] says what the JSON of the same
+/// report says: the header, one row per JSON row with the same size, and every number
+/// equal to the table's precision. Returns the rows compared, or what differs.
+pub fn table_matches_json(table: &str, json: &serde_json::Value) -> Result<usize, String> {
+    let mut lines = table.lines();
+    let header: Vec<&str> = lines.next().ok_or("no header line")?.trim_matches('|').split('|').map(str::trim).collect();
+    if header != TABLE_HEADER {
+        return Err(format!("header {header:?}"));
+    }
+    if !lines.next().is_some_and(|l| l.starts_with("|---:")) {
+        return Err("no separator line".into());
+    }
+    let rows = json["rows"].as_array().ok_or("no rows in the JSON")?;
+    let table_rows: Vec<&str> = lines.take_while(|l| l.starts_with('|')).collect();
+    if table_rows.len() != rows.len() {
+        return Err(format!("{} table rows, {} JSON rows", table_rows.len(), rows.len()));
+    }
+    for (line, row) in table_rows.iter().zip(rows) {
+        let cells: Vec<&str> = line.trim_matches('|').split('|').map(str::trim).collect();
+        if cells.len() != TABLE_HEADER.len() {
+            return Err(format!("{} cells in {line}", cells.len()));
+        }
+        let size: u64 = cells[0].parse().map_err(|e| format!("size {:?}: {e}", cells[0]))?;
+        if Some(size) != row["size"].as_u64() {
+            return Err(format!("size {size} against {}", row["size"]));
+        }
+        let f = |p: &str| row.pointer(p).and_then(|v| v.as_f64()).ok_or_else(|| format!("{p} missing in {row}"));
+        let want = [
+            f("/generator_mpps/median")?,
+            f("/ceiling/mpps/median")?,
+            f("/ceiling/gbps")?,
+            f("/rxdrop/mpps/median")?,
+            f("/rxdrop/gbps")?,
+            f("/rxdrop/fraction_of_ceiling")? * 100.0,
+            f("/l2fwd/mpps/median")?,
+            f("/l2fwd/gbps")?,
+            f("/l2fwd/fraction_of_ceiling")? * 100.0,
+            f("/rxdrop/delivered_fraction")? * 100.0,
+        ];
+        for (i, (cell, want)) in cells[1..].iter().zip(want).enumerate() {
+            let got: f64 = cell.split([' ', '%']).next().unwrap_or("").parse().map_err(|e| format!("cell {cell:?}: {e}"))?;
+            if (got - want).abs() > 0.051 {
+                return Err(format!("size {size}, column {}: table {got}, JSON {want}", TABLE_HEADER[i + 1]));
+            }
+        }
+    }
+    Ok(rows.len())
+}
+
 #[cfg(test)]
 pub(crate) mod tests {
     use super::*;
@@ -342,49 +391,15 @@ pub(crate) mod tests {
         assert_eq!(rows.len(), 2, "256 has no l2fwd sample");
     }
 
-    /// Parses the table back: size -> the numbers of each cell.
-    pub(crate) fn parse_table(table: &str) -> Vec<(usize, Vec<f64>)> {
-        table
-            .lines()
-            .filter(|l| l.starts_with('|') && !l.starts_with("| size") && !l.starts_with("|---"))
-            .map(|l| {
-                let cells: Vec<&str> = l.trim_matches('|').split('|').map(str::trim).collect();
-                assert_eq!(cells.len(), TABLE_HEADER.len(), "{l}");
-                let first = |c: &str| -> f64 {
-                    c.split([' ', '%']).next().unwrap().parse().unwrap()
-                };
-                (cells[0].parse().unwrap(), cells[1..].iter().map(|c| first(c)).collect())
-            })
-            .collect()
-    }
-
     #[test]
     fn table_and_json_agree() {
         let rep = report(&three_reps());
         let table = rep.table();
         let json: serde_json::Value = serde_json::from_str(&serde_json::to_string(&rep).unwrap()).unwrap();
-        let parsed = parse_table(&table);
-        let rows = json["rows"].as_array().unwrap();
-        assert_eq!(parsed.len(), rows.len());
-        for ((size, cells), row) in parsed.iter().zip(rows) {
-            assert_eq!(*size as u64, row["size"].as_u64().unwrap());
-            let f = |p: &str| row.pointer(p).unwrap().as_f64().unwrap();
-            let want = [
-                f("/generator_mpps/median"),
-                f("/ceiling/mpps/median"),
-                f("/ceiling/gbps"),
-                f("/rxdrop/mpps/median"),
-                f("/rxdrop/gbps"),
-                f("/rxdrop/fraction_of_ceiling") * 100.0,
-                f("/l2fwd/mpps/median"),
-                f("/l2fwd/gbps"),
-                f("/l2fwd/fraction_of_ceiling") * 100.0,
-                f("/rxdrop/delivered_fraction") * 100.0,
-            ];
-            for (i, (got, want)) in cells.iter().zip(want).enumerate() {
-                assert!((got - want).abs() <= 0.051, "size {size} column {}: table {got} json {want}", i + 1);
-            }
-        }
+        assert_eq!(table_matches_json(&table, &json), Ok(2));
+        let tampered = table.replacen("| 64 |", "| 65 |", 1);
+        assert_ne!(tampered, table);
+        assert!(table_matches_json(&tampered, &json).is_err(), "a changed size is caught");
         assert!(table.contains("20 B preamble"), "{table}");
         assert!(table.contains("generator core 0") && table.contains("worker core 1"), "{table}");
         let back: SweepReport = serde_json::from_value(json).unwrap();
