@@ -34,14 +34,8 @@ const TCP: u8 = 6;
 /// program cannot see; staying well below keeps the program's view the whole frame.
 const MAX_FUZZ_FRAME: usize = 2048;
 
-fn skip_unless_root() -> bool {
-    // SAFETY: geteuid has no preconditions.
-    if unsafe { libc::geteuid() } != 0 {
-        println!("skipped: needs root");
-        return true;
-    }
-    false
-}
+#[macro_use]
+mod common;
 
 fn hex(frame: &[u8]) -> String {
     frame.iter().fold(String::with_capacity(frame.len() * 2), |mut s, b| {
@@ -482,9 +476,7 @@ const EXCEPTIONS: &[CorpusException] = &[
 
 #[test]
 fn every_corpus_frame_is_counted_once_and_no_malformed_frame_is_steered() {
-    if skip_unless_root() {
-        return;
-    }
+    require_root!();
     let frames = corpus();
     let rule_sets = [("match-all", match_all()), ("udp-ports", udp_ports())];
     let mut runners: Vec<Runner> = rule_sets.iter().map(|(_, r)| Runner::new(r.clone())).collect();
@@ -628,9 +620,7 @@ fn tally(map: &mut BTreeMap<String, Tally>, key: String, frame: &[u8]) {
 
 #[test]
 fn bounded_fuzz_never_steers_what_the_parser_rejects_and_counts_each_frame_once() {
-    if skip_unless_root() {
-        return;
-    }
+    require_root!();
     let max_frames = env_u64("XDPOOL_XDP_FUZZ_FRAMES", 100_000);
     let budget = Duration::from_secs(env_u64("XDPOOL_FUZZ_SECS", 30));
     let seed = env_u64("XDPOOL_FUZZ_SEED", 0x7d_9001);
@@ -776,9 +766,7 @@ fn corpus_file(name: &str) -> Vec<u8> {
 /// fragment while a protocol rule steers the later ones away from the kernel.
 #[test]
 fn udp_first_fragment_with_datagram_length_reaches_port_rules() {
-    if skip_unless_root() {
-        return;
-    }
+    require_root!();
     // IPv4: MF set, offset 0, 32 bytes of UDP in this fragment, UDP length 1024.
     let mut v4 = corpus_file("ipv4_frag_first_udp.bin");
     v4[38..40].copy_from_slice(&1024u16.to_be_bytes());

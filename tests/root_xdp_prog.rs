@@ -19,14 +19,8 @@ const ETH_P_8021AD: u16 = 0x88a8;
 const UDP: u8 = 17;
 const TCP: u8 = 6;
 
-fn skip_unless_root() -> bool {
-    // SAFETY: geteuid has no preconditions.
-    if unsafe { libc::geteuid() } != 0 {
-        println!("skipped: needs root");
-        return true;
-    }
-    false
-}
+#[macro_use]
+mod common;
 
 // ---- frame builders ------------------------------------------------------
 
@@ -141,9 +135,7 @@ fn loaded(rules: &[Rule]) -> Steering {
 
 #[test]
 fn each_rule_kind_matches_its_frames_and_the_rest_passes() {
-    if skip_unless_root() {
-        return;
-    }
+    require_root!();
     let s = loaded(&[
         rule(fields(Some(TCP), None, None), RuleAction::Steer),
         rule(fields(None, Some((9000, 9099)), None), RuleAction::Steer),
@@ -168,9 +160,7 @@ fn each_rule_kind_matches_its_frames_and_the_rest_passes() {
 
 #[test]
 fn combined_fields_must_all_match_and_first_match_wins() {
-    if skip_unless_root() {
-        return;
-    }
+    require_root!();
     let s = loaded(&[
         rule(fields(Some(UDP), Some((53, 53)), Some(("198.18.0.0", 15))), RuleAction::Drop),
         rule(Rule::all(RuleAction::Pass).matcher, RuleAction::Pass),
@@ -188,9 +178,7 @@ fn combined_fields_must_all_match_and_first_match_wins() {
 
 #[test]
 fn match_all_steers_every_well_formed_frame() {
-    if skip_unless_root() {
-        return;
-    }
+    require_root!();
     let s = loaded(&[Rule::all(RuleAction::Steer)]);
     for frame in [v4_udp([198, 18, 0, 2], 1), v6_udp("2001:db8::2", 2), arp()] {
         assert_eq!(s.test_run(&frame).unwrap(), XDP_PASS, "no socket registered: fallback is XDP_PASS");
@@ -201,9 +189,7 @@ fn match_all_steers_every_well_formed_frame() {
 
 #[test]
 fn vlan_single_and_double_tagged_frames_match() {
-    if skip_unless_root() {
-        return;
-    }
+    require_root!();
     let s = loaded(&[rule(fields(Some(UDP), Some((9000, 9000)), None), RuleAction::Drop)]);
     let l3 = ipv4(UDP, [198, 18, 0, 2], &udp(9000, 10));
     let single = cat(&[&eth(&[ETH_P_8021Q], ETH_P_IP), &l3]);
@@ -225,9 +211,7 @@ fn vlan_single_and_double_tagged_frames_match() {
 
 #[test]
 fn ipv6_extension_headers_are_skipped_to_the_port() {
-    if skip_unless_root() {
-        return;
-    }
+    require_root!();
     const HOPOPTS: u8 = 0;
     const ROUTING: u8 = 43;
     const FRAGMENT: u8 = 44;
@@ -259,9 +243,7 @@ fn ipv6_extension_headers_are_skipped_to_the_port() {
 
 #[test]
 fn ipv4_options_and_fragments() {
-    if skip_unless_root() {
-        return;
-    }
+    require_root!();
     let s = loaded(&[
         rule(fields(Some(UDP), Some((7000, 7000)), None), RuleAction::Drop),
         rule(fields(Some(UDP), None, None), RuleAction::Pass),
@@ -289,9 +271,7 @@ fn ipv4_options_and_fragments() {
 
 #[test]
 fn malformed_frames_are_counted_and_passed_never_steered() {
-    if skip_unless_root() {
-        return;
-    }
+    require_root!();
     let s = loaded(&[Rule::all(RuleAction::Steer)]);
     let valid = v4_udp([198, 18, 0, 2], 9000);
     let mut bad: Vec<(String, Vec<u8>)> = Vec::new();
@@ -353,9 +333,7 @@ fn malformed_frames_are_counted_and_passed_never_steered() {
 
 #[test]
 fn rules_change_at_run_time_without_reload() {
-    if skip_unless_root() {
-        return;
-    }
+    require_root!();
     let mut s = loaded(&[Rule::all(RuleAction::Drop)]);
     let frame = v4_udp([198, 18, 0, 2], 9000);
     assert_eq!(s.test_run(&frame).unwrap(), XDP_DROP);
@@ -373,9 +351,7 @@ fn rules_change_at_run_time_without_reload() {
 
 #[test]
 fn ceiling_program_loads_counts_and_drops() {
-    if skip_unless_root() {
-        return;
-    }
+    require_root!();
     let ceiling = Ceiling::load().expect("xdpool_ceiling must pass the verifier");
     assert_eq!(ceiling.dropped().unwrap(), 0);
     for frame in [v4_udp([198, 18, 0, 2], 9), arp(), vec![0u8; 14], vec![0u8; 1500]] {
@@ -386,9 +362,7 @@ fn ceiling_program_loads_counts_and_drops() {
 
 #[test]
 fn xsk_registration_checks_queue_and_fd() {
-    if skip_unless_root() {
-        return;
-    }
+    require_root!();
     let mut s = loaded(&[]);
     assert!(matches!(s.register_xsk(64, 0), Err(SteerError::QueueOutOfRange { queue: 64, max: 64 })));
     // A file descriptor that is not an AF_XDP socket is refused by the kernel.
@@ -445,9 +419,7 @@ fn ifindex(name: &str) -> u32 {
 
 #[test]
 fn attach_uses_a_bpf_link_and_leaves_nothing_behind() {
-    if skip_unless_root() {
-        return;
-    }
+    require_root!();
     let ns = NetnsGuard::new("attach");
     ns.run(|| {
         let xsv0 = ifindex("xsv0");
@@ -491,9 +463,7 @@ fn attach_uses_a_bpf_link_and_leaves_nothing_behind() {
 
 #[test]
 fn all_64_rules_are_walked_and_repeated_runs_count_each_frame() {
-    if skip_unless_root() {
-        return;
-    }
+    require_root!();
     // 63 rules that miss, the 64th matches: the whole bounded loop runs.
     let mut rules: Vec<Rule> = (0..63u16)
         .map(|i| rule(fields(Some(UDP), Some((100 + i, 100 + i)), None), RuleAction::Steer))
