@@ -340,14 +340,14 @@ enum Kind {
 /// process that made them (`bpftool link detach`, done with the bpf syscall).
 fn detach_link_from_outside(fx: &Fixture) {
     let prog = fx.program_on_b().expect("a program is attached");
-    let mut detached = 0;
-    for info in aya::programs::loaded_links().flatten() {
-        if info.program_id() == prog {
-            bpf_link_detach(info.id());
-            detached += 1;
-        }
+    // List first, detach after: walking the link ids while detaching would also
+    // find (and detach) the link xdpool makes when it re-attaches, if that lands
+    // before the walk ends, turning one event into two.
+    let ours: Vec<u32> = aya::programs::loaded_links().flatten().filter(|info| info.program_id() == prog).map(|info| info.id()).collect();
+    assert!(!ours.is_empty(), "no bpf_link runs program {prog}");
+    for id in ours {
+        bpf_link_detach(id);
     }
-    assert!(detached > 0, "no bpf_link runs program {prog}");
 }
 
 fn bpf_link_detach(link_id: u32) {
