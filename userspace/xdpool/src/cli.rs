@@ -155,6 +155,10 @@ pub struct GenArgs {
     /// Engine.
     #[arg(long, value_enum, default_value = "live")]
     pub engine: EngineArg,
+    /// Live engine: frames per kernel batch, 1..=256. Each batch ends with a flush
+    /// to the device (on veth: onto the peer's 256-slot ring, then its NAPI runs).
+    #[arg(long, default_value_t = 64, value_parser = clap::value_parser!(u32).range(1..=256))]
+    pub batch: u32,
     /// Write the report as JSON here.
     #[arg(long)]
     pub json: Option<PathBuf>,

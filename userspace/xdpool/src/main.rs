@@ -110,6 +110,7 @@ fn gen_config(args: &GenArgs) -> Result<xdpool::gen::GenConfig, Fatal> {
     cfg.ipv6 = args.ipv6;
     cfg.rate_pps = args.rate;
     cfg.cores = args.cores.clone();
+    cfg.batch = args.batch;
     cfg.dst_ports = args.dst_ports.parse().map_err(|e| usage(format!("--dst-ports: {e}")))?;
     cfg.src_ports = args.src_ports.parse().map_err(|e| usage(format!("--src-ports: {e}")))?;
     cfg.engine = match args.engine {
@@ -319,6 +320,7 @@ fn demo_inner(args: &DemoArgs, stop: &std::sync::atomic::AtomicBool) -> Result<(
         src_ports: "1024".into(),
         cores: vec![0],
         engine: EngineArg::Live,
+        batch: 64,
         json: None,
     };
     let gen = gen_config(&gen_args).and_then(|c| xdpool::gen::run(&c).map_err(|e| Fatal::new(ExitCode::Failure, e.to_string())));
