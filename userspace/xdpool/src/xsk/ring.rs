@@ -4,7 +4,8 @@
 //! Memory ordering follows the kernel's `xsk_queue.h`: the side that reads entries
 //! does one acquire load of the other side's index per batch, and publishes its own
 //! index with one release store per batch. Indices the kernel publishes are checked
-//! by [`check_producer_advance`] / [`check_consumer_advance`] before any slot is read.
+//! by [`check_producer_advance`] / [`check_consumer_advance`] before any slot is read,
+//! and the pair found when a ring is mapped by `start_pair_is_valid`.
 //!
 //! Context rule: a ring has one owner (the worker of its queue); it is `Send`, not
 //! `Sync`, and every operation takes `&mut self`.
@@ -54,7 +55,21 @@ struct RawRing<T: Copy> {
 // slots it owns under the SPSC protocol. `RawRing` is not `Sync`: one owner at a time.
 unsafe impl<T: Copy + Send> Send for RawRing<T> {}
 
+/// Which side of a ring this process is.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Side {
+    /// We write entries (fill, TX); the kernel owns the consumer index.
+    Producer,
+    /// We read entries (RX, completion); the kernel owns the producer index.
+    Consumer,
+}
+
 impl<T: Copy> RawRing<T> {
+    /// Takes over a ring whose indices may already have moved, and returns it with the
+    /// ring's first error counts. A starting pair with more than `size` entries
+    /// between them is counted in `ring_index_jump` and replaced by an empty ring at
+    /// the kernel's index (`restart_empty`).
+    ///
     /// # Safety
     /// `producer`, `consumer`, `flags` must point to aligned u32 words and `entries`
     /// to `size` entries of `T`, all valid for as long as `backing` lives, and the
@@ -65,14 +80,15 @@ impl<T: Copy> RawRing<T> {
         flags: NonNull<AtomicU32>,
         entries: NonNull<T>,
         size: u32,
+        side: Side,
         backing: Backing,
-    ) -> Self {
+    ) -> (Self, RingErrors) {
         debug_assert!(size.is_power_of_two());
         // SAFETY: the caller guarantees the words are valid.
         let (prod, cons) = unsafe {
             (producer.as_ref().load(Ordering::Acquire), consumer.as_ref().load(Ordering::Acquire))
         };
-        Self {
+        let ring = Self {
             producer,
             consumer,
             flags,
@@ -82,7 +98,43 @@ impl<T: Copy> RawRing<T> {
             cached_prod: prod,
             cached_cons: cons,
             _backing: backing,
+        };
+        let mut errors = RingErrors::default();
+        if start_pair_is_valid(prod, cons, size) {
+            (ring, errors)
+        } else {
+            (ring.restart_empty(side, &mut errors), errors)
         }
+    }
+
+    /// The starting pair was impossible, so neither index says which slots are live.
+    /// Count it and start empty at the index the kernel owns, publishing ours equal
+    /// to it: nothing of ours is on a ring that was just mapped, so skipping the
+    /// window loses no frame, and the kernel sees the same empty ring we do. Keeping
+    /// our own index instead would leave the pair impossible for the kernel too, and
+    /// every later reading would count as a jump.
+    #[cold]
+    #[inline(never)]
+    fn restart_empty(mut self, side: Side, errors: &mut RingErrors) -> Self {
+        errors.ring_index_jump += 1;
+        tracing::warn!(
+            producer = self.cached_prod,
+            consumer = self.cached_cons,
+            size = self.size,
+            ?side,
+            "AF_XDP ring mapped with more entries than slots; starting it empty at the kernel's index"
+        );
+        match side {
+            Side::Consumer => {
+                self.cached_cons = self.cached_prod;
+                self.consumer().store(self.cached_cons, Ordering::Release);
+            }
+            Side::Producer => {
+                self.cached_prod = self.cached_cons;
+                self.producer().store(self.cached_prod, Ordering::Release);
+            }
+        }
+        self
     }
 
     #[inline]
@@ -186,6 +238,14 @@ impl<T: Copy> RawRing<T> {
             self.producer().store(self.cached_prod, Ordering::Release);
         }
     }
+}
+
+/// Whether the index pair found when a ring is mapped is possible: at most `size`
+/// entries between them (`prod - cons`, wrapping). A fresh kernel ring starts at
+/// 0/0, but any pair that passes is a valid start.
+#[inline]
+fn start_pair_is_valid(prod: u32, cons: u32, size: u32) -> bool {
+    prod.wrapping_sub(cons) <= size
 }
 
 #[cold]
@@ -369,7 +429,7 @@ impl MappedRing {
     /// # Safety
     /// The offsets and size must come from `XDP_MMAP_OFFSETS` and the ring size set
     /// on the socket that `region` maps, and the entry type must match the ring.
-    unsafe fn into_raw<T: Copy>(self) -> RawRing<T> {
+    unsafe fn into_raw<T: Copy>(self, side: Side) -> (RawRing<T>, RingErrors) {
         let base = self.region.as_ptr();
         // The kernel's offsets, checked in every build: a ring whose words or entries
         // would fall outside the mapping is a kernel we do not understand.
@@ -394,6 +454,7 @@ impl MappedRing {
                 word(self.flags),
                 NonNull::new_unchecked(base.add(self.desc).cast::<T>()),
                 self.size,
+                side,
                 Backing::Mmap(self.region),
             )
         }
@@ -403,28 +464,32 @@ impl MappedRing {
     /// As for `into_raw`: a fill ring mapping.
     pub(crate) unsafe fn into_fill(self) -> FillRing {
         // SAFETY: forwarded caller contract.
-        FillRing { raw: unsafe { self.into_raw() }, errors: RingErrors::default() }
+        let (raw, errors) = unsafe { self.into_raw(Side::Producer) };
+        FillRing { raw, errors }
     }
 
     /// # Safety
     /// As for `into_raw`: a completion ring mapping.
     pub(crate) unsafe fn into_completion(self, layout: UmemLayout) -> CompletionRing {
         // SAFETY: forwarded caller contract.
-        CompletionRing { raw: unsafe { self.into_raw() }, layout, errors: RingErrors::default() }
+        let (raw, errors) = unsafe { self.into_raw(Side::Consumer) };
+        CompletionRing { raw, layout, errors }
     }
 
     /// # Safety
     /// As for `into_raw`: an RX ring mapping.
     pub(crate) unsafe fn into_rx(self, layout: UmemLayout) -> RxRing {
         // SAFETY: forwarded caller contract.
-        RxRing { raw: unsafe { self.into_raw() }, layout, errors: RingErrors::default() }
+        let (raw, errors) = unsafe { self.into_raw(Side::Consumer) };
+        RxRing { raw, layout, errors }
     }
 
     /// # Safety
     /// As for `into_raw`: a TX ring mapping.
     pub(crate) unsafe fn into_tx(self) -> TxRing {
         // SAFETY: forwarded caller contract.
-        TxRing { raw: unsafe { self.into_raw() }, errors: RingErrors::default() }
+        let (raw, errors) = unsafe { self.into_raw(Side::Producer) };
+        TxRing { raw, errors }
     }
 }
 
@@ -452,15 +517,17 @@ pub struct HeapRingPeer<T: Copy> {
 
 #[cfg(test)]
 impl<T: Copy + Default + Send + 'static> HeapRingPeer<T> {
-    fn new_pair(size: u32, start: u32) -> (RawRing<T>, Self) {
+    /// A ring (with its first error counts) and its peer, starting at producer
+    /// `prod` and consumer `cons`; an impossible pair is handled as for a mapped ring.
+    fn new_pair(size: u32, prod: u32, cons: u32, side: Side) -> (RawRing<T>, RingErrors, Self) {
         assert!(size.is_power_of_two(), "ring size must be a power of two");
         let mem = Arc::new(HeapRingMem {
-            producer: AtomicU32::new(start),
-            consumer: AtomicU32::new(start),
+            producer: AtomicU32::new(prod),
+            consumer: AtomicU32::new(cons),
             flags: AtomicU32::new(0),
             entries: (0..size).map(|_| UnsafeCell::new(T::default())).collect(),
         });
-        let raw = {
+        let (raw, errors) = {
             let m: &HeapRingMem<T> = &mem;
             // SAFETY: all pointers point into `mem`, kept alive by the backing Arc;
             // `UnsafeCell<T>` has the layout of `T`.
@@ -471,11 +538,12 @@ impl<T: Copy + Default + Send + 'static> HeapRingPeer<T> {
                     NonNull::from(&m.flags),
                     NonNull::new_unchecked(UnsafeCell::raw_get(m.entries.as_ptr())),
                     size,
+                    side,
                     Backing::Heap(mem.clone() as Arc<dyn Any + Send + Sync>),
                 )
             }
         };
-        (raw, Self { mem })
+        (raw, errors, Self { mem })
     }
 
     /// The producer word.
@@ -550,8 +618,13 @@ impl<T: Copy + Default + Send + 'static> HeapRingPeer<T> {
 impl FillRing {
     /// A fill ring on heap memory, with the peer that plays the kernel.
     pub fn new_heap(size: u32) -> (Self, HeapRingPeer<u64>) {
-        let (raw, peer) = HeapRingPeer::new_pair(size, 0);
-        (Self { raw, errors: RingErrors::default() }, peer)
+        Self::new_heap_at(size, 0, 0)
+    }
+
+    /// As `new_heap`, with the ring's words starting at `prod` / `cons`.
+    pub fn new_heap_at(size: u32, prod: u32, cons: u32) -> (Self, HeapRingPeer<u64>) {
+        let (raw, errors, peer) = HeapRingPeer::new_pair(size, prod, cons, Side::Producer);
+        (Self { raw, errors }, peer)
     }
 }
 
@@ -559,8 +632,13 @@ impl FillRing {
 impl CompletionRing {
     /// A completion ring on heap memory, with the peer that plays the kernel.
     pub fn new_heap(size: u32, layout: UmemLayout) -> (Self, HeapRingPeer<u64>) {
-        let (raw, peer) = HeapRingPeer::new_pair(size, 0);
-        (Self { raw, layout, errors: RingErrors::default() }, peer)
+        Self::new_heap_at(size, layout, 0, 0)
+    }
+
+    /// As `new_heap`, with the ring's words starting at `prod` / `cons`.
+    pub fn new_heap_at(size: u32, layout: UmemLayout, prod: u32, cons: u32) -> (Self, HeapRingPeer<u64>) {
+        let (raw, errors, peer) = HeapRingPeer::new_pair(size, prod, cons, Side::Consumer);
+        (Self { raw, layout, errors }, peer)
     }
 }
 
@@ -568,8 +646,13 @@ impl CompletionRing {
 impl RxRing {
     /// An RX ring on heap memory, with the peer that plays the kernel.
     pub fn new_heap(size: u32, layout: UmemLayout) -> (Self, HeapRingPeer<XdpDesc>) {
-        let (raw, peer) = HeapRingPeer::new_pair(size, 0);
-        (Self { raw, layout, errors: RingErrors::default() }, peer)
+        Self::new_heap_at(size, layout, 0, 0)
+    }
+
+    /// As `new_heap`, with the ring's words starting at `prod` / `cons`.
+    pub fn new_heap_at(size: u32, layout: UmemLayout, prod: u32, cons: u32) -> (Self, HeapRingPeer<XdpDesc>) {
+        let (raw, errors, peer) = HeapRingPeer::new_pair(size, prod, cons, Side::Consumer);
+        (Self { raw, layout, errors }, peer)
     }
 }
 
@@ -577,8 +660,13 @@ impl RxRing {
 impl TxRing {
     /// A TX ring on heap memory, with the peer that plays the kernel.
     pub fn new_heap(size: u32) -> (Self, HeapRingPeer<XdpDesc>) {
-        let (raw, peer) = HeapRingPeer::new_pair(size, 0);
-        (Self { raw, errors: RingErrors::default() }, peer)
+        Self::new_heap_at(size, 0, 0)
+    }
+
+    /// As `new_heap`, with the ring's words starting at `prod` / `cons`.
+    pub fn new_heap_at(size: u32, prod: u32, cons: u32) -> (Self, HeapRingPeer<XdpDesc>) {
+        let (raw, errors, peer) = HeapRingPeer::new_pair(size, prod, cons, Side::Producer);
+        (Self { raw, errors }, peer)
     }
 }
 
@@ -595,13 +683,11 @@ mod tests {
     }
 
     fn rx_at(size: u32, start: u32) -> (RxRing, HeapRingPeer<XdpDesc>) {
-        let (raw, peer) = HeapRingPeer::new_pair(size, start);
-        (RxRing { raw, layout: layout(), errors: RingErrors::default() }, peer)
+        RxRing::new_heap_at(size, layout(), start, start)
     }
 
     fn fill_at(size: u32, start: u32) -> (FillRing, HeapRingPeer<u64>) {
-        let (raw, peer) = HeapRingPeer::new_pair(size, start);
-        (FillRing { raw, errors: RingErrors::default() }, peer)
+        FillRing::new_heap_at(size, start, start)
     }
 
     #[test]
@@ -700,6 +786,84 @@ mod tests {
         peer.set_consumer(2);
         assert_eq!(fill.produce(&[0]), 0);
         assert_eq!(fill.errors().ring_index_jump, 2);
+    }
+
+    #[test]
+    fn ring_mapped_at_a_valid_pair_starts_there_even_across_the_wrap() {
+        // Three entries published before we took the ring over; indices wrap past u32::MAX.
+        let (mut rx, peer) = RxRing::new_heap_at(8, layout(), 1, u32::MAX - 1);
+        let descs = [desc(256, 64), desc(2048 + 256, 65), desc(2 * 2048 + 256, 66)];
+        for (i, d) in descs.iter().enumerate() {
+            peer.write((u32::MAX - 1).wrapping_add(i as u32), *d);
+        }
+        let mut out = [XdpDesc::default(); 8];
+        assert_eq!(rx.consume(&mut out), 3);
+        assert_eq!(&out[..3], &descs);
+        assert_eq!(peer.consumer(), 1);
+        assert_eq!(rx.errors(), RingErrors::default());
+        // prod - cons == size is a full ring, not an error.
+        let (mut fill, peer) = FillRing::new_heap_at(8, 3, u32::MAX - 4);
+        assert_eq!(fill.errors(), RingErrors::default());
+        assert_eq!(fill.produce(&[0]), 0, "full: the kernel holds all 8 slots");
+        peer.set_consumer(u32::MAX - 2);
+        assert_eq!(fill.produce(&[0, 2048, 4096, 6144]), 2);
+        assert_eq!(peer.producer(), 5);
+        assert_eq!(fill.errors(), RingErrors::default());
+    }
+
+    #[test]
+    fn rx_ring_mapped_with_an_impossible_pair_starts_empty_at_the_kernels_producer() {
+        // (producer, consumer): more than a ring apart, consumer past producer, and
+        // one slot too many across the wrap.
+        for (prod, cons) in [(9, 0), (0, 1), (100, 7), (4, u32::MAX - 4)] {
+            let (mut rx, peer) = RxRing::new_heap_at(8, layout(), prod, cons);
+            assert_eq!(rx.errors().ring_index_jump, 1, "({prod}, {cons})");
+            assert_eq!(peer.consumer(), prod, "({prod}, {cons}): our consumer is published at the kernel's producer");
+            let mut out = [XdpDesc::default(); 8];
+            assert_eq!(rx.consume(&mut out), 0, "({prod}, {cons}): nothing in the impossible window is read");
+            // The kernel goes on from its producer and sees all 8 slots free.
+            let descs: Vec<XdpDesc> = (0..8).map(|i| desc(i * 2048 + 256, 60 + i as u32)).collect();
+            assert_eq!(peer.produce(&descs), 8, "({prod}, {cons})");
+            assert_eq!(rx.consume(&mut out), 8, "({prod}, {cons})");
+            assert_eq!(&out[..], &descs[..]);
+            assert_eq!(peer.consumer(), prod.wrapping_add(8));
+            assert_eq!(rx.errors().ring_index_jump, 1, "({prod}, {cons}): no later reading is a jump");
+        }
+    }
+
+    #[test]
+    fn fill_ring_mapped_with_an_impossible_pair_starts_empty_at_the_kernels_consumer() {
+        for (prod, cons) in [(9, 0), (0, 1), (100, 7), (4, u32::MAX - 4)] {
+            let (mut fill, peer) = FillRing::new_heap_at(8, prod, cons);
+            assert_eq!(fill.errors().ring_index_jump, 1, "({prod}, {cons})");
+            assert_eq!(peer.producer(), cons, "({prod}, {cons}): our producer is published at the kernel's consumer");
+            let mut back = [0u64; 8];
+            assert_eq!(peer.consume(&mut back), 0, "({prod}, {cons}): the kernel sees an empty ring");
+            let addrs: Vec<u64> = (0..10).map(|i| i * 2048).collect();
+            assert_eq!(fill.produce(&addrs), 8, "({prod}, {cons}): all 8 slots are free");
+            assert_eq!(peer.consume(&mut back), 8);
+            assert_eq!(&back[..], &addrs[..8], "the kernel reads exactly what we wrote, in order");
+            assert_eq!(fill.produce(&addrs[8..]), 2);
+            assert_eq!(fill.errors().ring_index_jump, 1, "({prod}, {cons}): no later reading is a jump");
+        }
+    }
+
+    #[test]
+    fn completion_and_tx_rings_check_their_starting_pair_too() {
+        let (mut comp, peer) = CompletionRing::new_heap_at(4, layout(), 50, 40);
+        assert_eq!(comp.errors().ring_index_jump, 1);
+        assert_eq!(peer.consumer(), 50);
+        assert_eq!(peer.produce(&[2048, 4096]), 2);
+        let mut out = [0u64; 4];
+        assert_eq!(comp.consume(&mut out), 2);
+        assert_eq!(&out[..2], &[2048, 4096]);
+        let (mut tx, peer) = TxRing::new_heap_at(4, 40, 50);
+        assert_eq!(tx.errors().ring_index_jump, 1);
+        assert_eq!(peer.producer(), 50);
+        assert_eq!(tx.produce(&[desc(0, 60); 5]), 4);
+        let mut sent = [XdpDesc::default(); 4];
+        assert_eq!(peer.consume(&mut sent), 4);
+        assert_eq!(comp.errors().ring_index_jump + tx.errors().ring_index_jump, 2);
     }
 
     #[test]
