@@ -233,3 +233,43 @@ fn afxdp_generator_delivers_exact_counts_and_accounting() {
     let two = gen::run(&GenConfig { cores: vec![0, 1], ..cfg }).unwrap_err();
     assert!(matches!(two, GenError::Config(_)), "{two}");
 }
+
+#[test]
+fn generator_bench_measures_three_receivers_and_removes_its_lab() {
+    use xdpool::bench::generator::{run_gen_bench, GenBenchConfig, Receiver};
+    require_root!();
+    let online = xdpool::config::online_cpus();
+    let cfg = GenBenchConfig {
+        prefix: prefix("gb"),
+        size: 64,
+        count: 50_000,
+        reps: 1,
+        batches: vec![64],
+        gen_core: online[0],
+        napi_core: *online.last().unwrap(),
+        time_limit: Duration::from_secs(5),
+    };
+    let stop = std::sync::atomic::AtomicBool::new(false);
+    let mut lines = Vec::new();
+    let report = run_gen_bench(&cfg, &stop, &mut |l| lines.push(l.to_string())).unwrap_or_else(|e| panic!("{e}"));
+    let names = LabNames::from_prefix(&cfg.prefix).unwrap();
+    assert!(!netns::exists(&names.netns_a) && !netns::exists(&names.netns_b), "the bench removes its lab");
+    assert_eq!(lines.len(), 3, "one progress line per run: {lines:?}");
+    assert!(!report.interrupted);
+    let receivers: Vec<Receiver> = report.rows.iter().map(|r| r.receiver).collect();
+    assert_eq!(receivers, Receiver::ALL);
+    for row in &report.rows {
+        assert!(row.handed_mpps.median > 0.0, "{row:?}");
+    }
+    // Nothing counts on a receiver without NAPI.
+    assert!(report.rows[0].arrived_mpps.is_none() && report.rows[0].arrived_fraction.is_none());
+    // NAPI in softirq on the sending core drains the receiver's ring after each
+    // batch: every frame arrives, as in the sweep's ceiling.
+    assert_eq!(report.rows[1].arrived_fraction, Some(1.0), "{:?}", report.rows[1]);
+    assert_eq!(report.rows[1].napi_core, Some(cfg.gen_core));
+    let threaded = report.rows[2].arrived_fraction.expect("counted");
+    assert!(threaded > 0.0 && threaded <= 1.0, "{:?}", report.rows[2]);
+    let table = report.table();
+    assert_eq!(table.lines().filter(|l| l.starts_with("| refused") || l.starts_with("| XDP_DROP")).count(), 3, "{table}");
+    println!("{table}");
+}

@@ -186,6 +186,44 @@ pub enum BenchWhich {
     },
     /// Throughput sweep on the lab: ceiling (in-kernel XDP_DROP), rxdrop, l2fwd per size.
     Throughput(ThroughputArgs),
+    /// The generator's own rate on the lab: receiver refusing (no NAPI), XDP_DROP with
+    /// NAPI in softirq on the generator's core, and with threaded NAPI on another core.
+    Generator(GeneratorArgs),
+}
+
+/// `xdpool bench generator`
+#[derive(Debug, Args)]
+pub struct GeneratorArgs {
+    /// Frame size in bytes (without FCS), 60..=1514.
+    #[arg(long, default_value_t = 64)]
+    pub size: u32,
+    /// Frames per run.
+    #[arg(long, default_value_t = 10_000_000)]
+    pub count: u64,
+    /// Runs per point (median and spread are reported).
+    #[arg(long, default_value_t = 3)]
+    pub reps: u32,
+    /// Kernel batch sizes to compare (comma list, each 1..=256).
+    #[arg(long, value_delimiter = ',', default_value = "64,256")]
+    pub batches: Vec<u32>,
+    /// Generator core.
+    #[arg(long, default_value_t = 0)]
+    pub gen_core: usize,
+    /// Core of the receiver's NAPI thread in the threaded set-up.
+    #[arg(long, default_value_t = 1)]
+    pub napi_core: usize,
+    /// Time limit of one run, seconds.
+    #[arg(long, default_value_t = 10.0)]
+    pub time_limit: f64,
+    /// Write the results as JSON (its directory is created).
+    #[arg(long)]
+    pub json: Option<PathBuf>,
+    /// Lab name prefix (namespaces PREFIX-a and PREFIX-b; built and removed).
+    #[arg(long, default_value = "xdpgen")]
+    pub prefix: String,
+    /// No progress line on stderr.
+    #[arg(long)]
+    pub quiet: bool,
 }
 
 /// `xdpool bench throughput`

@@ -317,18 +317,46 @@ fn build(cfg: &LabConfig, n: &LabNames) -> Result<(), LabError> {
             netns::in_netns(ns, || netns::set_gro(dev, true))??;
         }
         if cfg.threaded_napi {
-            set_threaded_napi(ns, dev)?;
+            set_threaded_napi(ns, dev, true)?;
         }
     }
     Ok(())
 }
 
-/// Writes 1 to `/sys/class/net/DEV/threaded`. sysfs shows the namespace of whoever
-/// mounted it, so this runs `ip netns exec`, which mounts a fresh /sys for the child.
-fn set_threaded_napi(ns: &str, dev: &str) -> Result<(), LabError> {
+/// Turns threaded NAPI on or off for `dev` in `ns` (`/sys/class/net/DEV/threaded`).
+/// sysfs shows the namespace of whoever mounted it, so this runs `ip netns exec`,
+/// which mounts a fresh /sys for the child.
+pub fn set_threaded_napi(ns: &str, dev: &str, on: bool) -> Result<(), LabError> {
     let path = format!("/sys/class/net/{dev}/threaded");
-    let args = ["netns", "exec", ns, "sh", "-c", &format!("echo 1 > {path}")];
+    let args = ["netns", "exec", ns, "sh", "-c", &format!("echo {} > {path}", u8::from(on))];
     ip(&args, "threaded NAPI needs Linux 5.12 or newer; leave it off otherwise")
+}
+
+/// Pins the threaded-NAPI kernel threads of `dev` (`napi/DEV-ID`) to `core`. veth
+/// recreates its NAPI when an XDP program comes or goes, so call this after each
+/// attach. Returns how many threads were pinned.
+pub fn pin_napi_threads(dev: &str, core: usize) -> usize {
+    let prefix = format!("napi/{dev}-");
+    let mut set = nix::sched::CpuSet::new();
+    if set.set(core).is_err() {
+        return 0;
+    }
+    let mut pinned = 0;
+    let Ok(dir) = std::fs::read_dir("/proc") else { return 0 };
+    for entry in dir.flatten() {
+        let Some(pid) = entry.file_name().to_str().and_then(|s| s.parse::<i32>().ok()) else { continue };
+        let comm = std::fs::read_to_string(entry.path().join("comm")).unwrap_or_default();
+        if comm.trim_end().starts_with(&prefix) {
+            match nix::sched::sched_setaffinity(nix::unistd::Pid::from_raw(pid), &set) {
+                Ok(()) => pinned += 1,
+                Err(e) => tracing::warn!(pid, error = %e, "could not pin a NAPI thread"),
+            }
+        }
+    }
+    if pinned == 0 {
+        tracing::warn!(dev, "no threaded NAPI thread found to pin");
+    }
+    pinned
 }
 
 fn side(ns: &str, dev: &str, ipv4: Ipv4Addr, ipv6: Ipv6Addr) -> Result<Option<LabSide>, LabError> {

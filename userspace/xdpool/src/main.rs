@@ -204,6 +204,40 @@ fn cmd_bench(which: BenchWhich) -> Result<(), Fatal> {
             }
             Ok(())
         }
+        BenchWhich::Generator(args) => {
+            use xdpool::bench::generator::{run_gen_bench, GenBenchConfig};
+            xdpool::exit::require_privileges("xdpool bench generator")?;
+            let fail = |e: xdpool::bench::BenchError| Fatal::new(ExitCode::Failure, e.to_string());
+            let cfg = GenBenchConfig {
+                prefix: args.prefix,
+                size: args.size as usize,
+                count: args.count,
+                reps: args.reps,
+                batches: args.batches,
+                gen_core: args.gen_core,
+                napi_core: args.napi_core,
+                time_limit: Duration::try_from_secs_f64(args.time_limit).map_err(|e| Fatal::new(ExitCode::Usage, format!("--time-limit: {e}")))?,
+            };
+            cfg.validate().map_err(|e| Fatal::new(ExitCode::Usage, e.to_string()))?;
+            let stop = xdpool::bench::signal::install_stop_flag().map_err(|e| Fatal::new(ExitCode::Failure, format!("cannot install the Ctrl-C handler: {e}")))?;
+            let quiet = args.quiet;
+            let report = run_gen_bench(&cfg, stop, &mut |line| {
+                if !quiet {
+                    eprintln!("bench generator: {line}");
+                }
+            })
+            .map_err(fail)?;
+            println!("{}", report.table());
+            if let Some(path) = &args.json {
+                let text = serde_json::to_vec_pretty(&report).expect("the report serializes");
+                xdpool::bench::write_creating_dirs(path, &text).map_err(fail)?;
+                eprintln!("bench generator: JSON written to {}", path.display());
+            }
+            if report.interrupted {
+                return Err(Fatal::new(ExitCode::Failure, "interrupted: the table shows the points completed; the lab was removed"));
+            }
+            Ok(())
+        }
     }
 }
 
