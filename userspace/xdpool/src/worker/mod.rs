@@ -527,8 +527,10 @@ impl Worker {
 
     /// One RX batch, each frame through its action.
     fn receive(&mut self, sock: &mut XskSocket, pool: &mut PoolOwner) -> usize {
-        let n = sock.rx().consume(&mut self.descs[..self.batch]);
-        self.in_fill = self.in_fill.saturating_sub(n as u32);
+        let consumed = sock.rx().consume_counted(&mut self.descs[..self.batch]);
+        let n = consumed.kept;
+        // Every descriptor taken used a fill entry, dropped ones included.
+        self.in_fill = self.in_fill.saturating_sub(consumed.taken as u32);
         for i in 0..n {
             let d = self.descs[i];
             let frame = match pool.take_rx(d.addr, d.len) {

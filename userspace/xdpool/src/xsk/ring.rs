@@ -344,6 +344,16 @@ impl CompletionRing {
     }
 }
 
+/// What one [`RxRing::consume_counted`] took off the RX ring.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct RxConsumed {
+    /// Descriptors taken off the ring, dropped ones included. Each used one fill-ring
+    /// entry, so this is what leaves the fill count.
+    pub taken: usize,
+    /// Validated descriptors, written to the front of `out`.
+    pub kept: usize,
+}
+
 /// The RX ring: the kernel hands us received frames.
 pub struct RxRing {
     raw: RawRing<XdpDesc>,
@@ -352,11 +362,20 @@ pub struct RxRing {
 }
 
 impl RxRing {
-    /// Takes up to `out.len()` received descriptors. Only validated descriptors are
-    /// returned; bad ones are counted in `rx_bad_desc` and dropped (their memory is
-    /// never touched).
+    /// Takes up to `out.len()` received descriptors and returns how many were kept
+    /// (in `out[..kept]`). Only validated descriptors are kept; bad ones are counted
+    /// in `rx_bad_desc` and dropped (their memory is never touched). Code that counts
+    /// fill-ring entries needs [`RxRing::consume_counted`]: a dropped descriptor used
+    /// one too.
     #[inline]
     pub fn consume(&mut self, out: &mut [XdpDesc]) -> usize {
+        self.consume_counted(out).kept
+    }
+
+    /// As [`RxRing::consume`], and also says how many descriptors were taken off the
+    /// ring, dropped ones included.
+    #[inline]
+    pub fn consume_counted(&mut self, out: &mut [XdpDesc]) -> RxConsumed {
         let n = self.raw.readable(clamp_len(out.len()), &mut self.errors);
         let mut kept = 0;
         for i in 0..n {
@@ -370,7 +389,7 @@ impl RxRing {
             }
         }
         self.raw.release(n);
-        kept
+        RxConsumed { taken: n as usize, kept }
     }
 
     /// Ring size in entries.
@@ -887,6 +906,25 @@ mod tests {
         assert_eq!(&out[..n], &[good1, good2]);
         assert_eq!(rx.errors().rx_bad_desc, 5);
         assert_eq!(peer.consumer(), 7, "bad entries are consumed (dropped), not left behind");
+    }
+
+    #[test]
+    fn rx_taken_count_includes_rejected_descriptors() {
+        let (mut rx, peer) = rx_at(16, 0);
+        let all = [desc(256, 64), desc(64 * 2048, 64), desc(2 * 2048, 0), desc(3 * 2048 + 256, 100)];
+        assert_eq!(peer.produce(&all), 4);
+        let mut out = [XdpDesc::default(); 3];
+        // Three taken, one of them rejected: the fill count must drop by 3, not 2.
+        assert_eq!(rx.consume_counted(&mut out), RxConsumed { taken: 3, kept: 1 });
+        assert_eq!(out[0], all[0]);
+        assert_eq!(rx.consume_counted(&mut out), RxConsumed { taken: 1, kept: 1 });
+        assert_eq!(out[0], all[3]);
+        assert_eq!(rx.errors().rx_bad_desc, 2);
+        // A batch of nothing but bad descriptors still empties the ring.
+        assert_eq!(peer.produce(&[desc(64 * 2048, 64), desc(u64::MAX - 8, 64)]), 2);
+        assert_eq!(rx.consume_counted(&mut out), RxConsumed { taken: 2, kept: 0 });
+        assert_eq!(rx.consume_counted(&mut out), RxConsumed::default());
+        assert_eq!(peer.consumer(), 6);
     }
 
     #[test]
