@@ -73,8 +73,9 @@ fn mirror_delivers_each_frame_twice_and_releases_every_reference() {
     }
     let lab = LabGuard::up(&LabConfig { prefix: unique_prefix("xm"), ..LabConfig::default() }).expect("lab up");
     let st = lab.status().clone();
-    let sock = std::env::temp_dir().join(format!("xdpool-mirror-{}.sock", std::process::id()));
-    let cfg = write_config("mirror", &st.b.netns, &st.b.dev, &[0], &rule("mirror"), &sock);
+    let tmp = scratch_dir("mirror");
+    let sock = tmp.path().join("control.sock");
+    let cfg = write_config(tmp.path(), "mirror", &st.b.netns, &st.b.dev, &[0], &rule("mirror"), &sock);
     let back = RxCounter::attach_in(Some(&st.a.netns), &st.a.dev).expect("counter on the sender's veth");
     let run = XdpoolRun::start(&cfg, &[]);
     const N: u64 = 5_000;
@@ -110,8 +111,9 @@ fn copybreak_packs_small_frames_into_fewer_chunks_and_returns_all() {
     }
     let lab = LabGuard::up(&LabConfig { prefix: unique_prefix("xc"), ..LabConfig::default() }).expect("lab up");
     let st = lab.status().clone();
-    let sock = std::env::temp_dir().join(format!("xdpool-copybreak-{}.sock", std::process::id()));
-    let cfg = write_config("copybreak", &st.b.netns, &st.b.dev, &[0], &rule("copybreak"), &sock);
+    let tmp = scratch_dir("copybreak");
+    let sock = tmp.path().join("control.sock");
+    let cfg = write_config(tmp.path(), "copybreak", &st.b.netns, &st.b.dev, &[0], &rule("copybreak"), &sock);
     // A large batch lets a burst sit in TX at once.
     set_workers(&cfg, "mode = \"poll\"\nbatch = 256\ncopybreak_bytes = 256");
     let back = RxCounter::attach_in(Some(&st.a.netns), &st.a.dev).expect("counter on the sender's veth");
@@ -159,8 +161,9 @@ fn rxdrop_steady_state_never_empties_the_fill_ring() {
     }
     let lab = LabGuard::up(&LabConfig { prefix: unique_prefix("xf"), ..LabConfig::default() }).expect("lab up");
     let st = lab.status().clone();
-    let sock = std::env::temp_dir().join(format!("xdpool-fill-{}.sock", std::process::id()));
-    let cfg = write_config("fill", &st.b.netns, &st.b.dev, &[0], &rule("drop"), &sock);
+    let tmp = scratch_dir("fill");
+    let sock = tmp.path().join("control.sock");
+    let cfg = write_config(tmp.path(), "fill", &st.b.netns, &st.b.dev, &[0], &rule("drop"), &sock);
     let run = XdpoolRun::start(&cfg, &[]);
     const N: u64 = 300_000;
     send(&st, N, 64, None);
@@ -185,8 +188,9 @@ fn busy_poll_sets_socket_options_and_forwards_every_frame() {
     }
     let lab = LabGuard::up(&LabConfig { prefix: unique_prefix("xb"), ..LabConfig::default() }).expect("lab up");
     let st = lab.status().clone();
-    let sock = std::env::temp_dir().join(format!("xdpool-busy-{}.sock", std::process::id()));
-    let cfg = write_config("busy", &st.b.netns, &st.b.dev, &[0], &rule("l2fwd"), &sock);
+    let tmp = scratch_dir("busy");
+    let sock = tmp.path().join("control.sock");
+    let cfg = write_config(tmp.path(), "busy", &st.b.netns, &st.b.dev, &[0], &rule("l2fwd"), &sock);
     set_workers(&cfg, "mode = \"busy-poll\"\nbusy_poll_budget = 64");
     let back = RxCounter::attach_in(Some(&st.a.netns), &st.a.dev).expect("counter on the sender's veth");
     let run = XdpoolRun::start(&cfg, &[]);

@@ -108,7 +108,8 @@ impl Drop for Proc {
 struct Fixture {
     names: LabNames,
     status: LabStatus,
-    dir: PathBuf,
+    // Private scratch dir (config, control socket, summary, logs), removed on drop.
+    dir: tempfile::TempDir,
     config: PathBuf,
     socket: PathBuf,
     summary: PathBuf,
@@ -121,11 +122,9 @@ impl Fixture {
         let prefix = format!("xdv{}{tag}", std::process::id());
         let lab = LabGuard::up(&LabConfig::with_prefix(prefix.clone())).expect("lab up");
         let names = LabNames::from_prefix(&prefix).unwrap();
-        let dir = std::env::temp_dir().join(format!("xdpool-devtest-{prefix}"));
-        let _ = std::fs::remove_dir_all(&dir);
-        std::fs::create_dir_all(&dir).unwrap();
-        let socket = dir.join("ctl.sock");
-        let config = dir.join("run.toml");
+        let dir = common::scratch_dir("devtest");
+        let socket = dir.path().join("ctl.sock");
+        let config = dir.path().join("run.toml");
         let text = format!(
             r#"[interface]
 name = "{dev}"
@@ -159,13 +158,13 @@ live = false
             sock = socket.display()
         );
         std::fs::write(&config, text).unwrap();
-        Fixture { status: lab.status().clone(), names, summary: dir.join("summary.json"), dir, config, socket, _lab: lab }
+        Fixture { status: lab.status().clone(), names, summary: dir.path().join("summary.json"), dir, config, socket, _lab: lab }
     }
 
     /// Starts xdpool and waits for its `ready` line.
     fn start(&self, extra: &[&str]) -> Proc {
         static STARTS: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
-        let stderr_log = self.dir.join(format!("xdpool-{}.log", STARTS.fetch_add(1, Ordering::Relaxed)));
+        let stderr_log = self.dir.path().join(format!("xdpool-{}.log", STARTS.fetch_add(1, Ordering::Relaxed)));
         let mut child = Command::new(env!("CARGO_BIN_EXE_xdpool"))
             .args(["run", "--config"])
             .arg(&self.config)

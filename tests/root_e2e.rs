@@ -19,9 +19,10 @@ fn e2e_lab_rxdrop_counts_every_frame_and_leaves_nothing() {
     let prefix = unique_prefix("xe");
     let lab = LabGuard::up(&LabConfig { prefix: prefix.clone(), ..LabConfig::default() }).expect("lab up");
     let st = lab.status().clone();
-    let sock = std::env::temp_dir().join(format!("xdpool-e2e-{}.sock", std::process::id()));
+    let tmp = scratch_dir("e2e");
+    let sock = tmp.path().join("control.sock");
     let rules = "[[rule]]\nproto = \"udp\"\ndst_port = \"9\"\naction = \"drop\"\n";
-    let cfg = write_config("e2e", &st.b.netns, &st.b.dev, &[0], rules, &sock);
+    let cfg = write_config(tmp.path(), "e2e", &st.b.netns, &st.b.dev, &[0], rules, &sock);
     let run = XdpoolRun::start(&cfg, &[]);
 
     let udp_before = udp_snmp(&st.b.netns);
@@ -77,7 +78,6 @@ fn e2e_lab_rxdrop_counts_every_frame_and_leaves_nothing() {
     assert_eq!(a["total"].as_u64().unwrap(), 16384);
     assert_eq!(a["free"].as_u64().unwrap(), 16384, "all frames back on the free lists: {a:#}");
     assert!(!sock.exists(), "control socket removed at exit");
-    let _ = std::fs::remove_file(&cfg);
     drop(lab);
     assert!(!xdpool::netns::exists(&st.a.netns) && !xdpool::netns::exists(&st.b.netns), "lab namespaces removed");
 }
@@ -88,7 +88,8 @@ fn e2e_errors_a_new_user_meets_say_what_to_do() {
         return;
     }
     let exe = env!("CARGO_BIN_EXE_xdpool");
-    let sock = std::env::temp_dir().join(format!("xdpool-err-{}.sock", std::process::id()));
+    let tmp = scratch_dir("err");
+    let sock = tmp.path().join("control.sock");
     // Interface missing (in our own scratch namespace, so nothing real is touched).
     let ns = format!("xdperr{}", std::process::id() % 100_000);
     assert!(std::process::Command::new("ip").args(["netns", "add", &ns]).status().unwrap().success());
@@ -99,34 +100,35 @@ fn e2e_errors_a_new_user_meets_say_what_to_do() {
         }
     }
     let _g = NsGuard(ns.clone());
-    let cfg = write_config("err", &ns, "nosuchdev0", &[0], "[[rule]]\naction = \"drop\"\n", &sock);
+    let cfg = write_config(tmp.path(), "err", &ns, "nosuchdev0", &[0], "[[rule]]\naction = \"drop\"\n", &sock);
     let out = std::process::Command::new(exe).args(["run", "--config"]).arg(&cfg).output().unwrap();
     let err = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(4), "{err}");
     assert!(err.contains("nosuchdev0") && err.contains("xdpool lab up"), "{err}");
 
     // Namespace missing.
-    let cfg2 = write_config("err2", "no-such-ns-xyz", "xdpb0", &[0], "[[rule]]\naction = \"drop\"\n", &sock);
+    let cfg2 = write_config(tmp.path(), "err2", "no-such-ns-xyz", "xdpb0", &[0], "[[rule]]\naction = \"drop\"\n", &sock);
     let out = std::process::Command::new(exe).args(["run", "--config"]).arg(&cfg2).output().unwrap();
     let err = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(4), "{err}");
     assert!(err.contains("no-such-ns-xyz"), "{err}");
 
     // Config invalid: key and line named, exit 2.
-    let bad = std::env::temp_dir().join(format!("xdpool-bad-{}.toml", std::process::id()));
+    let bad = tmp.path().join("bad.toml");
     std::fs::write(&bad, "[interface]\nname = \"x\"\n[umem]\nchunk_size = 1000\n[[rule]]\naction = \"drop\"\n").unwrap();
     let out = std::process::Command::new(exe).args(["run", "--config"]).arg(&bad).output().unwrap();
     let err = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(2), "{err}");
     assert!(err.contains(":4:") && err.contains("umem.chunk_size") && err.contains("2048 or 4096"), "{err}");
 
-    // Not root: run as nobody through setuid in the child.
+    // Not root: run as nobody through setuid in the child. The config is read before
+    // the privilege check, so nobody is given the (still 0700) scratch dir and file.
+    for p in [tmp.path(), cfg.as_path()] {
+        std::os::unix::fs::chown(p, Some(65534), Some(65534)).unwrap();
+    }
     let out = unsafe_run_as_nobody(exe, &["run", "--config", cfg.to_str().unwrap()]);
     assert_eq!(out.0, Some(3), "{}", out.1);
     assert!(out.1.contains("needs root") && out.1.contains("sudo"), "{}", out.1);
-    for p in [cfg, cfg2, bad] {
-        let _ = std::fs::remove_file(p);
-    }
 }
 
 /// Runs `exe args` as uid/gid 65534 (nobody); returns (exit code, stderr).
@@ -151,8 +153,9 @@ fn e2e_zero_copy_refused_names_the_fix() {
     let prefix = unique_prefix("xz");
     let lab = LabGuard::up(&LabConfig { prefix, ..LabConfig::default() }).expect("lab up");
     let st = lab.status().clone();
-    let sock = std::env::temp_dir().join(format!("xdpool-zc-{}.sock", std::process::id()));
-    let cfg = write_config("zc", &st.b.netns, &st.b.dev, &[0], "[[rule]]\naction = \"drop\"\n", &sock);
+    let tmp = scratch_dir("zc");
+    let sock = tmp.path().join("control.sock");
+    let cfg = write_config(tmp.path(), "zc", &st.b.netns, &st.b.dev, &[0], "[[rule]]\naction = \"drop\"\n", &sock);
     let text = std::fs::read_to_string(&cfg).unwrap().replace("queues = [0]\n", "queues = [0]\nzero_copy = true\n");
     std::fs::write(&cfg, text).unwrap();
     let out = std::process::Command::new(env!("CARGO_BIN_EXE_xdpool")).args(["run", "--config"]).arg(&cfg).output().unwrap();
@@ -161,7 +164,6 @@ fn e2e_zero_copy_refused_names_the_fix() {
     assert!(err.contains("zero-copy") && err.contains("zero_copy = false"), "{err}");
     let on_dev = xdpool::netns::in_netns(&st.b.netns, || xdpool::steer::xdp_program_on(st.b.ifindex)).unwrap().unwrap();
     assert_eq!(on_dev, None);
-    let _ = std::fs::remove_file(&cfg);
 }
 
 /// Each capability xdpool needs, removed alone (root with a reduced bounding set):
@@ -175,8 +177,9 @@ fn e2e_each_missing_capability_is_named() {
         eprintln!("skipped: setpriv (util-linux) not found");
         return;
     }
-    let sock = std::env::temp_dir().join(format!("xdpool-cap-{}.sock", std::process::id()));
-    let cfg = write_config("cap", "no-such-ns-cap", "xdpb0", &[0], "[[rule]]\naction = \"drop\"\n", &sock);
+    let tmp = scratch_dir("cap");
+    let sock = tmp.path().join("control.sock");
+    let cfg = write_config(tmp.path(), "cap", "no-such-ns-cap", "xdpb0", &[0], "[[rule]]\naction = \"drop\"\n", &sock);
     for (cap, name) in [("net_admin", "CAP_NET_ADMIN"), ("net_raw", "CAP_NET_RAW"), ("ipc_lock", "CAP_IPC_LOCK"), ("bpf", "CAP_BPF")] {
         let mut drop = format!("-{cap}");
         if cap == "bpf" {
@@ -191,5 +194,4 @@ fn e2e_each_missing_capability_is_named() {
         assert_eq!(out.status.code(), Some(3), "without {name}: {err}");
         assert!(err.contains(name) && err.contains("sudo"), "without {name}: {err}");
     }
-    let _ = std::fs::remove_file(&cfg);
 }

@@ -23,8 +23,9 @@ fn two_queue_lab_each_worker_receives_on_its_queue() {
     let prefix = unique_prefix("xq");
     let lab = LabGuard::up(&LabConfig { prefix, queues: Some(2), ..LabConfig::default() }).expect("lab up");
     let st = lab.status().clone();
-    let sock = std::env::temp_dir().join(format!("xdpool-mq-{}.sock", std::process::id()));
-    let cfg = write_config("mq", &st.b.netns, &st.b.dev, &[0, 1], DROP_UDP9, &sock);
+    let tmp = scratch_dir("mq");
+    let sock = tmp.path().join("control.sock");
+    let cfg = write_config(tmp.path(), "mq", &st.b.netns, &st.b.dev, &[0, 1], DROP_UDP9, &sock);
     let run = XdpoolRun::start(&cfg, &[]);
     const N: u64 = 40_000;
     let mut g = GenConfig::for_lab(&st);
@@ -60,9 +61,10 @@ fn l2fwd_returns_every_frame_to_the_sender() {
     let prefix = unique_prefix("xl");
     let lab = LabGuard::up(&LabConfig { prefix, ..LabConfig::default() }).expect("lab up");
     let st = lab.status().clone();
-    let sock = std::env::temp_dir().join(format!("xdpool-l2-{}.sock", std::process::id()));
+    let tmp = scratch_dir("l2");
+    let sock = tmp.path().join("control.sock");
     let rules = "[[rule]]\nproto = \"udp\"\ndst_port = \"9\"\naction = \"l2fwd\"\n";
-    let cfg = write_config("l2", &st.b.netns, &st.b.dev, &[0], rules, &sock);
+    let cfg = write_config(tmp.path(), "l2", &st.b.netns, &st.b.dev, &[0], rules, &sock);
     let back = RxCounter::attach_in(Some(&st.a.netns), &st.a.dev).expect("counter on the sender's veth");
     let run = XdpoolRun::start(&cfg, &[]);
     const N: u64 = 20_000;
@@ -96,9 +98,10 @@ fn stats_prometheus_equals_stats_json_and_socket_refuses_others() {
     let prefix = unique_prefix("xs");
     let lab = LabGuard::up(&LabConfig { prefix, ..LabConfig::default() }).expect("lab up");
     let st = lab.status().clone();
-    let sock = std::env::temp_dir().join(format!("xdpool-st-{}.sock", std::process::id()));
+    let tmp = scratch_dir("st");
+    let sock = tmp.path().join("control.sock");
     let port = 19000 + (std::process::id() % 1000) as u16;
-    let cfg = write_config("st", &st.b.netns, &st.b.dev, &[0], DROP_UDP9, &sock);
+    let cfg = write_config(tmp.path(), "st", &st.b.netns, &st.b.dev, &[0], DROP_UDP9, &sock);
     let text = std::fs::read_to_string(&cfg).unwrap().replace("[stats]\n", &format!("[stats]\nprometheus = \"127.0.0.1:{port}\"\n"));
     std::fs::write(&cfg, text).unwrap();
     let run = XdpoolRun::start(&cfg, &[]);
@@ -141,9 +144,12 @@ fn stats_prometheus_equals_stats_json_and_socket_refuses_others() {
     assert!(compared > 50, "only {compared} metrics compared");
     assert_eq!(metrics["xdpool_total_rx_packets"], 5_000.0);
 
-    use std::os::unix::fs::MetadataExt;
+    use std::os::unix::fs::{MetadataExt, PermissionsExt};
     let meta = std::fs::metadata(&sock).unwrap();
     assert_eq!(meta.mode() & 0o777, 0o600);
+    // The socket's own mode must be what refuses, not the 0700 scratch dir: let
+    // others through the dir (search only).
+    std::fs::set_permissions(tmp.path(), std::fs::Permissions::from_mode(0o711)).unwrap();
     use std::os::unix::process::CommandExt;
     let other = std::process::Command::new(env!("CARGO_BIN_EXE_xdpool"))
         .args(["stats", "--socket"])

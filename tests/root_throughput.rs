@@ -59,8 +59,8 @@ fn short_sweep_gives_table_json_and_plot() {
     // Table and JSON agree.
     let table = report.table();
     println!("{table}");
-    let dir = std::env::temp_dir().join(format!("xdpool-tput-test-{}", std::process::id()));
-    let (json_path, svg_path) = (dir.join("out/t.json"), dir.join("out/t.svg"));
+    let tmp = common::scratch_dir("tput-test");
+    let (json_path, svg_path) = (tmp.path().join("out/t.json"), tmp.path().join("out/t.svg"));
     bench::write_json(&report, &json_path).unwrap();
     bench::plot::write_svg(&report, &svg_path).unwrap();
     let json: serde_json::Value = serde_json::from_slice(&std::fs::read(&json_path).unwrap()).unwrap();
@@ -76,5 +76,4 @@ fn short_sweep_gives_table_json_and_plot() {
     assert!(svg.trim_end().ends_with("</svg>"));
     assert_eq!(svg.matches("<svg").count(), svg.matches("</svg>").count());
     assert!(svg.contains("xdpool rxdrop") && svg.contains("ceiling (XDP_DROP)"));
-    std::fs::remove_dir_all(&dir).unwrap();
 }

@@ -35,8 +35,22 @@ pub fn unique_prefix(tag: &str) -> String {
     format!("{tag}{}", std::process::id() % 100_000)
 }
 
-/// Writes a config for the lab's receiving side to a temp file and returns its path.
-pub fn write_config(name: &str, netns: &str, dev: &str, queues: &[u32], extra_rules: &str, control_socket: &Path) -> PathBuf {
+/// A private scratch directory for one test: an unpredictable name under the temp dir
+/// (`xdpool-TAG-XXXXXX`, short enough for a control socket inside it), mode 0700,
+/// removed with its contents when dropped. Keep it alive until every `xdpool`
+/// child writing there (control socket, summary) has exited and been read.
+pub fn scratch_dir(tag: &str) -> tempfile::TempDir {
+    use std::os::unix::fs::PermissionsExt;
+    tempfile::Builder::new()
+        .prefix(&format!("xdpool-{tag}-"))
+        .permissions(std::fs::Permissions::from_mode(0o700))
+        .tempdir()
+        .expect("create a scratch dir under the temp dir")
+}
+
+/// Writes a config for the lab's receiving side to `dir/NAME.toml` and returns its
+/// path (`XdpoolRun` puts the summary beside it).
+pub fn write_config(dir: &Path, name: &str, netns: &str, dev: &str, queues: &[u32], extra_rules: &str, control_socket: &Path) -> PathBuf {
     let q: Vec<String> = queues.iter().map(|q| q.to_string()).collect();
     let text = format!(
         r#"[interface]
@@ -67,7 +81,7 @@ live = false
         16384 * queues.len().max(1),
         control_socket.display()
     );
-    let path = std::env::temp_dir().join(format!("xdpool-test-{name}-{}.toml", std::process::id()));
+    let path = dir.join(format!("{name}.toml"));
     std::fs::write(&path, text).unwrap();
     path
 }

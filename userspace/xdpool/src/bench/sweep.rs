@@ -197,21 +197,36 @@ pub fn eta(elapsed: Duration, done: usize, total: usize) -> Option<Duration> {
     (done > 0).then(|| elapsed.mul_f64(total.saturating_sub(done) as f64 / done as f64))
 }
 
-/// A temporary directory for configs, summaries and logs, removed on drop.
-struct WorkDir(PathBuf);
+/// The sweep's private directory for configs, summaries, logs and the child's control
+/// socket: an unpredictable name under the temp dir (so nobody can plant a file or
+/// symlink there first), mode 0700, removed on drop. `run_sweep` holds it until its
+/// end, so it goes on errors and after Ctrl-C too (the stop flag ends the sweep
+/// normally); only a SIGKILL leaves it behind.
+struct WorkDir(Option<tempfile::TempDir>);
 
 impl WorkDir {
     fn new() -> Result<Self, BenchError> {
-        let path = std::env::temp_dir().join(format!("xdpool-tput-{}", std::process::id()));
-        std::fs::create_dir_all(&path).map_err(|source| BenchError::Io { path: path.clone(), source })?;
-        Ok(Self(path))
+        use std::os::unix::fs::PermissionsExt;
+        let parent = std::env::temp_dir();
+        let dir = tempfile::Builder::new()
+            .prefix("xdpool-tput-")
+            .permissions(std::fs::Permissions::from_mode(0o700))
+            .tempdir_in(&parent)
+            .map_err(|source| BenchError::Io { path: parent, source })?;
+        Ok(Self(Some(dir)))
+    }
+
+    fn path(&self) -> &Path {
+        self.0.as_ref().expect("the dir lives until drop").path()
     }
 }
 
 impl Drop for WorkDir {
     fn drop(&mut self) {
-        if let Err(e) = std::fs::remove_dir_all(&self.0) {
-            tracing::warn!(dir = %self.0.display(), error = %e, "could not remove the sweep's temp dir");
+        let Some(dir) = self.0.take() else { return };
+        let path = dir.path().to_path_buf();
+        if let Err(e) = dir.close() {
+            tracing::warn!(dir = %path.display(), error = %e, "could not remove the sweep's temp dir");
         }
     }
 }
@@ -511,7 +526,7 @@ pub fn run_sweep(
     }
     let st = lab.status().clone();
     let back = RxCounter::attach_in(Some(&st.a.netns), &st.a.dev)?;
-    let bench = Bench { cfg, lab: st, dir: workdir.0.clone(), back };
+    let bench = Bench { cfg, lab: st, dir: workdir.path().to_path_buf(), back };
     let started = Instant::now();
     let total = cfg.total_measurements();
     let mut samples = Vec::with_capacity(total);
@@ -583,6 +598,27 @@ mod tests {
             tx_queues: 1,
         };
         LabStatus { already_up: false, a: side("xdptput-a", "xdptputa0"), b: side("xdptput-b", "xdptputb0") }
+    }
+
+    #[test]
+    fn work_dir_is_private_unpredictable_and_removed_with_its_contents() {
+        use std::os::unix::fs::PermissionsExt;
+        let (a, b) = (WorkDir::new().unwrap(), WorkDir::new().unwrap());
+        assert_ne!(a.path(), b.path());
+        let name = a.path().file_name().unwrap().to_str().unwrap();
+        assert!(name.starts_with("xdpool-tput-") && name != format!("xdpool-tput-{}", std::process::id()), "{name}");
+        assert_eq!(std::fs::metadata(a.path()).unwrap().permissions().mode() & 0o777, 0o700);
+        // What a measurement leaves there: config, summary, log, the child's socket.
+        let path = a.path().to_path_buf();
+        for f in ["rxdrop.toml", "rxdrop-summary.json", "rxdrop-64-1.log"] {
+            std::fs::write(path.join(f), "x").unwrap();
+        }
+        let _listener = std::os::unix::net::UnixListener::bind(path.join("control.sock")).unwrap();
+        drop(a);
+        assert!(!path.exists(), "{} left behind", path.display());
+        let other = b.path().to_path_buf();
+        drop(b);
+        assert!(!other.exists());
     }
 
     #[test]

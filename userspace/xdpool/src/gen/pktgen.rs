@@ -400,26 +400,27 @@ mod tests {
         std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()))
     }
 
-    /// A scratch directory standing in for /proc/net/pktgen, removed on drop.
-    struct FakeProc(PathBuf);
+    /// A private scratch directory standing in for /proc/net/pktgen, removed on drop.
+    struct FakeProc(tempfile::TempDir);
 
     impl FakeProc {
         fn new(tag: &str) -> Self {
-            let dir = std::env::temp_dir().join(format!("xdpool-pktgen-{tag}-{}", std::process::id()));
-            let _ = std::fs::remove_dir_all(&dir);
-            std::fs::create_dir_all(&dir).unwrap();
-            std::fs::write(dir.join("pgctrl"), "").unwrap();
+            use std::os::unix::fs::PermissionsExt;
+            let dir = tempfile::Builder::new()
+                .prefix(&format!("xdpool-pktgen-{tag}-"))
+                .permissions(std::fs::Permissions::from_mode(0o700))
+                .tempdir()
+                .unwrap();
+            std::fs::write(dir.path().join("pgctrl"), "").unwrap();
             Self(dir)
         }
 
-        fn lines(&self, file: &str) -> Vec<String> {
-            std::fs::read_to_string(self.0.join(file)).unwrap().lines().map(String::from).collect()
+        fn path(&self) -> &Path {
+            self.0.path()
         }
-    }
 
-    impl Drop for FakeProc {
-        fn drop(&mut self) {
-            let _ = std::fs::remove_dir_all(&self.0);
+        fn lines(&self, file: &str) -> Vec<String> {
+            std::fs::read_to_string(self.path().join(file)).unwrap().lines().map(String::from).collect()
         }
     }
 
@@ -495,7 +496,7 @@ mod tests {
     #[test]
     fn configuration_writes_the_sample_script_commands() {
         let fake = FakeProc::new("single");
-        let pg = Pktgen::open(&fake.0).unwrap();
+        let pg = Pktgen::open(fake.path()).unwrap();
         pg.configure(&setup(vec![0], false)).unwrap();
         pg.start().unwrap();
         assert_eq!(fake.lines("kpktgend_0"), vec!["rem_device_all", "add_device xdpa0"]);
@@ -525,7 +526,7 @@ mod tests {
     #[test]
     fn multi_thread_ipv6_configuration() {
         let fake = FakeProc::new("multi");
-        let pg = Pktgen::open(&fake.0).unwrap();
+        let pg = Pktgen::open(fake.path()).unwrap();
         let mut s = setup(vec![0, 1], true);
         s.ratep_per_thread = Some(100_000);
         s.udp_src = PortRange::single(9);
@@ -537,7 +538,7 @@ mod tests {
         assert!(dev.contains(&"dst6 2001:2::2".to_string()), "{dev:?}");
         assert!(dev.contains(&"src6 2001:2::1".to_string()), "{dev:?}");
         assert!(!dev.iter().any(|l| l.contains("RAND") || l.starts_with("delay")), "{dev:?}");
-        assert!(fake.0.join("xdpa0@0").exists());
+        assert!(fake.path().join("xdpa0@0").exists());
     }
 
     #[test]

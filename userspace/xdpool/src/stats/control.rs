@@ -134,8 +134,13 @@ mod tests {
 
     #[test]
     fn socket_is_0600_and_answers() {
-        let dir = std::env::temp_dir().join(format!("xdpool-ctl-{}", std::process::id()));
-        let path = dir.join("x.sock");
+        use std::os::unix::fs::PermissionsExt;
+        let dir = tempfile::Builder::new()
+            .prefix("xdpool-ctl-")
+            .permissions(std::fs::Permissions::from_mode(0o700))
+            .tempdir()
+            .unwrap();
+        let path = dir.path().join("x.sock");
         let snap: SnapshotFn = Arc::new(|| serde_json::json!({"total": {"rx_packets": 9}}));
         let server = ControlServer::start(&path, snap.clone()).unwrap();
         let meta = std::fs::metadata(&path).unwrap();
@@ -147,6 +152,5 @@ mod tests {
         drop(server);
         assert!(!path.exists());
         assert!(matches!(query(&path), Err(ControlError::NotRunning { .. })));
-        let _ = std::fs::remove_dir(&dir);
     }
 }
