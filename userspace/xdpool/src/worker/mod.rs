@@ -703,9 +703,7 @@ impl Worker {
         let deadline = Instant::now() + Duration::from_millis(200);
         let mut quiet = 0;
         while quiet < 3 && Instant::now() < deadline {
-            let drained = self.drain_rx(&mut sock, pool);
-            self.c.drained_rx += drained as u64;
-            let got = drained + self.reap(&mut sock, pool);
+            let got = self.drain_rx(&mut sock, pool) + self.reap(&mut sock, pool);
             if got == 0 {
                 quiet += 1;
                 std::thread::sleep(Duration::from_millis(2));
@@ -765,21 +763,24 @@ impl Worker {
     }
 
     /// After the stop: everything the RX ring still holds is processed as a drop.
+    /// Recycles one batch of what the RX ring still holds (counted in `drained_rx`);
+    /// returns how many descriptors were taken off the ring, bad ones included.
     fn drain_rx(&mut self, sock: &mut XskSocket, pool: &mut PoolOwner) -> usize {
-        let n = sock.rx().consume(&mut self.descs[..MAX_BATCH]);
-        self.in_fill = self.in_fill.saturating_sub(n as u32);
-        for d in &self.descs[..n] {
+        let got = sock.rx().consume_counted(&mut self.descs[..MAX_BATCH]);
+        self.in_fill = self.in_fill.saturating_sub(got.taken as u32);
+        for d in &self.descs[..got.kept] {
             match pool.take_rx(d.addr, d.len) {
                 Ok(f) => {
                     self.c.rx_packets += 1;
                     self.c.rx_bytes += d.len as u64;
                     self.c.action_drop += 1;
+                    self.c.drained_rx += 1;
                     pool.recycle(f);
                 }
                 Err(_) => self.c.rx_rejected += 1,
             }
         }
-        n
+        got.taken
     }
 
     /// Busy-poll options on the new socket; a refusal is logged once and the worker
