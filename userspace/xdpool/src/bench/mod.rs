@@ -84,12 +84,11 @@ mod tests {
 
     #[test]
     fn outputs_create_their_directory() {
-        let dir = std::env::temp_dir().join(format!("xdpool-bench-test-{}", std::process::id()));
-        let path = dir.join("out/sub/t.json");
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("out/sub/t.json");
         let rep = report::tests::report(&report::tests::three_reps());
         write_json(&rep, &path).unwrap();
         let back: serde_json::Value = serde_json::from_slice(&std::fs::read(&path).unwrap()).unwrap();
         assert_eq!(back["rows"].as_array().unwrap().len(), 2);
-        std::fs::remove_dir_all(&dir).unwrap();
     }
 }

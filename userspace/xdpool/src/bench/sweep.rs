@@ -219,6 +219,15 @@ impl WorkDir {
     fn path(&self) -> &Path {
         self.0.as_ref().expect("the dir lives until drop").path()
     }
+
+    /// Leaves the directory in place (a failed child's log and config are in it, and
+    /// the error names them).
+    fn keep(&mut self) {
+        if let Some(dir) = self.0.take() {
+            let path = dir.keep();
+            tracing::info!(dir = %path.display(), "kept the sweep's temp dir for the failed run's log");
+        }
+    }
 }
 
 impl Drop for WorkDir {
@@ -382,33 +391,6 @@ fn settle(mut read: impl FnMut() -> Result<u64, BenchError>) -> Result<u64, Benc
     Ok(last)
 }
 
-/// Pins the threaded-NAPI kernel threads of `dev` (`napi/DEV-ID`) to `core`. veth
-/// recreates its NAPI when an XDP program comes or goes, so this runs after each
-/// attach. Returns how many threads were pinned.
-fn pin_napi_threads(dev: &str, core: usize) -> usize {
-    let prefix = format!("napi/{dev}-");
-    let mut set = nix::sched::CpuSet::new();
-    if set.set(core).is_err() {
-        return 0;
-    }
-    let mut pinned = 0;
-    let Ok(dir) = std::fs::read_dir("/proc") else { return 0 };
-    for entry in dir.flatten() {
-        let Some(pid) = entry.file_name().to_str().and_then(|s| s.parse::<i32>().ok()) else { continue };
-        let comm = std::fs::read_to_string(entry.path().join("comm")).unwrap_or_default();
-        if comm.trim_end().starts_with(&prefix) {
-            match nix::sched::sched_setaffinity(Pid::from_raw(pid), &set) {
-                Ok(()) => pinned += 1,
-                Err(e) => tracing::warn!(pid, error = %e, "could not pin a NAPI thread"),
-            }
-        }
-    }
-    if pinned == 0 {
-        tracing::warn!(dev, "no threaded NAPI thread found to pin");
-    }
-    pinned
-}
-
 struct Bench<'a> {
     cfg: &'a SweepConfig,
     lab: LabStatus,
@@ -433,7 +415,7 @@ impl Bench<'_> {
     fn pin_napi(&self) {
         if let (NapiMode::Threaded, Some(core)) = (self.cfg.napi, self.cfg.napi_core) {
             for dev in [&self.lab.a.dev, &self.lab.b.dev] {
-                pin_napi_threads(dev, core);
+                crate::lab::pin_napi_threads(dev, core);
             }
         }
     }
@@ -513,7 +495,7 @@ pub fn run_sweep(
     on_progress: &mut dyn FnMut(&Progress),
 ) -> Result<SweepReport, BenchError> {
     cfg.validate()?;
-    let workdir = WorkDir::new()?;
+    let mut workdir = WorkDir::new()?;
     let lab_cfg = LabConfig {
         queues: Some(1),
         gro: true,
@@ -551,9 +533,18 @@ pub fn run_sweep(
                     elapsed: started.elapsed(),
                     eta: eta(started.elapsed(), done, total),
                 });
-                let sample = match subject {
-                    Subject::Ceiling => bench.measure_ceiling(size, rep)?,
-                    _ => bench.measure_xdpool(subject, size, rep)?,
+                let measured = match subject {
+                    Subject::Ceiling => bench.measure_ceiling(size, rep),
+                    _ => bench.measure_xdpool(subject, size, rep),
+                };
+                let sample = match measured {
+                    Ok(s) => s,
+                    Err(e) => {
+                        if matches!(e, BenchError::Child { .. }) {
+                            workdir.keep();
+                        }
+                        return Err(e);
+                    }
                 };
                 tracing::debug!(?sample, "measured");
                 // A Ctrl-C during the run also stopped the child early: discard it.
