@@ -139,6 +139,9 @@ counters!(
     busy_poll_refused,
     /// `recvfrom` calls made to busy-poll RX.
     busy_poll_calls,
+    /// Sockets in busy-poll mode that received frames without a NAPI id (veth gives
+    /// none), so recvfrom had no NAPI to poll: the worker waited in poll() instead.
+    busy_poll_no_napi,
 });
 
 /// State a worker shares with the control thread.
@@ -302,6 +305,8 @@ pub fn run(region: Arc<Region>, spec: WorkerSpec, shared: Arc<WorkerShared>, sto
         inflight: TxInflight::new(region.frames(), region.chunk_size()),
         busy_poll: false,
         busy_poll_warned: false,
+        napi_checked: false,
+        wait: WaitMode::Spin,
         region: region.clone(),
     };
     let mut sock: Option<XskSocket> = None;
@@ -426,6 +431,11 @@ struct Worker {
     busy_poll: bool,
     /// A refusal was logged already (warn once per worker).
     busy_poll_warned: bool,
+    /// Busy-poll mode: the socket's NAPI id was looked at (after its first frames).
+    napi_checked: bool,
+    /// How the loop waits now: the configured mode, or poll() where busy-poll
+    /// cannot work on this socket.
+    wait: WaitMode,
     region: Arc<Region>,
 }
 
@@ -456,6 +466,9 @@ impl Worker {
         // Busy-poll: sendto is where the kernel polls for TX, whatever the flag says.
         if (reaped > 0 || tx_pending) && (self.busy_poll || sock.tx().needs_wakeup()) {
             self.kick_tx(sock, shared);
+        }
+        if self.busy_poll && got > 0 && !self.napi_checked {
+            self.check_napi(sock);
         }
         if self.busy_poll && got == 0 {
             // recvfrom runs the device's NAPI poll in this thread (sk_busy_loop).
@@ -686,6 +699,8 @@ impl Worker {
         self.tx.clear();
         self.inflight.reset();
         self.busy_poll = false;
+        self.napi_checked = false;
+        self.wait = self.spec.mode;
         if self.spec.mode == WaitMode::BusyPoll {
             self.enable_busy_poll(sock);
         }
@@ -803,8 +818,29 @@ impl Worker {
         }
     }
 
+    /// Busy-poll drives the NAPI instance the kernel noted on the socket with its
+    /// first frames. Without one (veth gives AF_XDP sockets none), recvfrom polls
+    /// nothing and a spinning worker only takes the core from the kernel thread that
+    /// does deliver: wait in poll() instead, and say so once.
+    #[cold]
+    fn check_napi(&mut self, sock: &XskSocket) {
+        self.napi_checked = true;
+        if let Some(id) = sock.napi_id() {
+            tracing::info!(queue = self.spec.queue, napi_id = id, "busy-poll drives NAPI {id}");
+            return;
+        }
+        self.busy_poll = false;
+        self.wait = WaitMode::Poll;
+        self.c.busy_poll_no_napi += 1;
+        tracing::warn!(
+            queue = self.spec.queue,
+            "busy-poll: the device gave this socket no NAPI id (veth gives none), so recvfrom has nothing to poll; \
+             waiting in poll() instead (use mode = \"poll\" on this device)"
+        );
+    }
+
     fn idle(&mut self, sock: &XskSocket) {
-        match self.spec.mode {
+        match self.wait {
             WaitMode::Spin | WaitMode::BusyPoll => std::hint::spin_loop(),
             WaitMode::Poll => {
                 use nix::poll::{poll, PollFd, PollFlags, PollTimeout};

@@ -329,6 +329,16 @@ impl XskSocket {
         set(SO_BUSY_POLL, "SO_BUSY_POLL", BUSY_POLL_USECS)?;
         set(SO_BUSY_POLL_BUDGET, "SO_BUSY_POLL_BUDGET", libc::c_int::from(budget))
     }
+
+    /// The NAPI instance the kernel noted for this socket (`SO_INCOMING_NAPI_ID`),
+    /// set when the first frame arrives; busy-poll can drive only a socket that has
+    /// one. `None` before any frame, when the driver gives none, or on error.
+    pub fn napi_id(&self) -> Option<u32> {
+        match sys::getsockopt::<libc::c_uint>(self.fd(), libc::SOL_SOCKET, SO_INCOMING_NAPI_ID) {
+            Ok((id, _)) if id != 0 => Some(id),
+            _ => None,
+        }
+    }
 }
 
 impl AsFd for XskSocket {
@@ -357,6 +367,7 @@ impl std::fmt::Debug for XskSocket {
 
 // asm-generic/socket.h values (x86, arm, arm64, riscv, ...); libc lacks them for gnu.
 const SO_BUSY_POLL: i32 = 46;
+const SO_INCOMING_NAPI_ID: i32 = 56;
 const SO_PREFER_BUSY_POLL: i32 = 69;
 const SO_BUSY_POLL_BUDGET: i32 = 70;
 const BUSY_POLL_USECS: libc::c_int = 20;
