@@ -273,3 +273,27 @@ fn generator_bench_measures_three_receivers_and_removes_its_lab() {
     assert_eq!(table.lines().filter(|l| l.starts_with("| refused") || l.starts_with("| XDP_DROP")).count(), 3, "{table}");
     println!("{table}");
 }
+
+#[test]
+fn counter_counts_jumbo_frames_on_a_9000_mtu_lab() {
+    require_root!();
+    let lab = LabGuard::up(&LabConfig { mtu: Some(9000), ..LabConfig::with_prefix(prefix("j")) }).expect("lab up");
+    let st = lab.status().clone();
+    // At MTU 9000 veth takes only XDP programs that accept multi-buffer frames.
+    let counter = RxCounter::attach_in(Some(&st.b.netns), &st.b.dev).expect("the xdp.frags counter attaches at MTU 9000");
+    const N: u64 = 20;
+    const PAYLOAD: usize = 8000;
+    netns::in_netns(&st.a.netns, || {
+        let s = std::net::UdpSocket::bind((st.a.ipv4, 0))?;
+        for _ in 0..N {
+            s.send_to(&[0x5a; PAYLOAD], (st.b.ipv4, 9))?;
+        }
+        Ok::<_, std::io::Error>(())
+    })
+    .expect("enter namespace a")
+    .expect("send jumbo datagrams");
+    let c = counter.settle(SETTLE_QUIET, SETTLE_LIMIT).unwrap();
+    assert_eq!(c.packets, N, "{c:?}");
+    // Ethernet 14 + IPv4 20 + UDP 8 + payload, all buffers counted.
+    assert_eq!(c.bytes, N * (14 + 20 + 8 + PAYLOAD as u64), "{c:?}");
+}

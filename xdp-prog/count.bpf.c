@@ -48,7 +48,9 @@ static __always_inline int is_udp(void *data, void *data_end)
 	return 0;
 }
 
-SEC("xdp")
+/* "xdp.frags": loaded with BPF_F_XDP_HAS_FRAGS, so it may run on a device whose MTU
+ * needs multi-buffer frames (jumbo on veth); headers are in the first buffer. */
+SEC("xdp.frags")
 int xdpool_count(struct xdp_md *ctx)
 {
 	void *data = (void *)(long)ctx->data;
@@ -59,7 +61,7 @@ int xdpool_count(struct xdp_md *ctx)
 	if (slot) {
 		/* Per-CPU slot: no other writer, a plain add is enough. */
 		slot->packets += 1;
-		slot->bytes += data_end - data;
+		slot->bytes += bpf_xdp_get_buff_len(ctx);
 	}
 	return XDP_DROP;
 }

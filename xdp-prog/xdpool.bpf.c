@@ -290,7 +290,9 @@ static __always_inline int apply_action(struct xdp_md *ctx, __u8 action)
 	}
 }
 
-SEC("xdp")
+/* "xdp.frags" (BPF_F_XDP_HAS_FRAGS): attachable where the MTU needs multi-buffer
+ * frames. Only the first buffer is parsed; the headers are there. */
+SEC("xdp.frags")
 int xdpool_steer(struct xdp_md *ctx)
 {
 	struct parsed p = {};
@@ -325,7 +327,7 @@ int xdpool_steer(struct xdp_md *ctx)
 	return XDP_PASS;
 }
 
-SEC("xdp")
+SEC("xdp.frags")
 int xdpool_ceiling(struct xdp_md *ctx)
 {
 	__u32 zero = 0;

@@ -99,6 +99,10 @@ pub enum LabAction {
         /// Name prefix of the namespaces (`PREFIX-a`, `PREFIX-b`).
         #[arg(long, default_value = "xdpool")]
         prefix: String,
+        /// MTU of both veth ends (default 1500). For jumbo frames, e.g. 9000: xdpool
+        /// then needs `interface.multi_buffer = true`.
+        #[arg(long, value_parser = clap::value_parser!(u32).range(68..=65535))]
+        mtu: Option<u32>,
     },
     /// Remove the lab's namespaces (and with them the veth pair).
     Down {

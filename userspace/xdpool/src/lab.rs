@@ -131,11 +131,14 @@ pub struct LabConfig {
     pub gro: bool,
     /// Enable threaded NAPI on both ends (`/sys/class/net/DEV/threaded`).
     pub threaded_napi: bool,
+    /// MTU of both veth ends (`None`: the kernel default, 1500). Above about 3500
+    /// an XDP program on veth must take multi-buffer frames (`xdp.frags`).
+    pub mtu: Option<u32>,
 }
 
 impl Default for LabConfig {
     fn default() -> Self {
-        Self { prefix: DEFAULT_PREFIX.to_string(), queues: None, gro: true, threaded_napi: false }
+        Self { prefix: DEFAULT_PREFIX.to_string(), queues: None, gro: true, threaded_napi: false, mtu: None }
     }
 }
 
@@ -310,6 +313,9 @@ fn build(cfg: &LabConfig, n: &LabNames) -> Result<(), LabError> {
         ip(&["-n", ns, "addr", "add", addr6, "dev", dev, "nodad"], "check that IPv6 is enabled")?;
         for peer in [&peer4, &peer6] {
             ip(&["-n", ns, "neigh", "replace", peer, "lladdr", peer_mac, "dev", dev, "nud", "permanent"], "run as root")?;
+        }
+        if let Some(mtu) = cfg.mtu {
+            ip(&["-n", ns, "link", "set", dev, "mtu", &mtu.to_string()], "veth takes MTUs from 68 to 65535")?;
         }
         ip(&["-n", ns, "link", "set", "lo", "up"], "run as root")?;
         ip(&["-n", ns, "link", "set", dev, "up"], "run as root")?;

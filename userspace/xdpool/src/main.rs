@@ -67,8 +67,8 @@ fn cmd_lab(action: LabAction) -> Result<(), Fatal> {
     use xdpool::lab::{Lab, LabConfig};
     xdpool::exit::require_privileges("xdpool lab")?;
     match action {
-        LabAction::Up { queues, prefix } => {
-            let cfg = LabConfig { prefix, queues: Some(queues), ..LabConfig::default() };
+        LabAction::Up { queues, prefix, mtu } => {
+            let cfg = LabConfig { prefix, queues: Some(queues), mtu, ..LabConfig::default() };
             let st = Lab::up(&cfg).map_err(|e| Fatal::new(ExitCode::Failure, e.to_string()))?;
             if st.already_up {
                 println!("lab already up (nothing changed):");
