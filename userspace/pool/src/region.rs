@@ -249,39 +249,90 @@ impl Region {
         self.global.iter().map(|g| lock(g).len() as u64).collect()
     }
 
-    /// A validated view of `len` bytes at UMEM address `addr`: inside the region,
-    /// inside one chunk, and on a frame the application holds (not released, not in
-    /// a fill or TX ring where the kernel may touch it). Bad requests are
-    /// counted and give `None`. The caller should hold the frame (the memory is shared
-    /// with the kernel and with whoever holds the frame).
-    pub fn frame_bytes(&self, addr: u64, len: u32) -> Option<&[u8]> {
-        let idx = match self.check_addr(addr, len) {
-            Ok(i) => i,
-            Err(_) => {
-                self.misuse_foreign.inc();
-                return None;
-            }
-        };
-        let loc = self.state(idx).loc();
-        if loc.is_released() {
-            self.misuse_use_after_release.inc();
-            return None;
-        }
-        if loc != crate::frame::Location::Application {
-            // In a fill or TX ring: the kernel may be writing or reading it.
+    /// A view of `len` bytes at `offset` in the chunk of `frame`. The view borrows the
+    /// token, so it lasts only while the frame is held, and `write_frame` (which takes
+    /// `&mut Frame`) cannot run while it lives. `None`, counted, for a token that is
+    /// foreign or no longer current (released, or handed out again since), for a
+    /// frame not held by the application, or for a range that leaves the chunk.
+    ///
+    /// ```
+    /// # use pool::*;
+    /// let r = Region::new(RegionConfig::default()).unwrap();
+    /// let mut p = PoolOwner::new(&r, PoolConfig::default());
+    /// let mut f = p.alloc().unwrap();
+    /// r.write_frame(&mut f, 0, &[7; 4]).unwrap();
+    /// assert_eq!(r.frame_bytes(&f, 0, 4), Some(&[7u8; 4][..]));
+    /// p.recycle(f);
+    /// ```
+    /// The view cannot outlive the token:
+    /// ```compile_fail,E0505
+    /// # use pool::*;
+    /// let r = Region::new(RegionConfig::default()).unwrap();
+    /// let mut p = PoolOwner::new(&r, PoolConfig::default());
+    /// let f = p.alloc().unwrap();
+    /// let view = r.frame_bytes(&f, 0, 4).unwrap();
+    /// p.recycle(f);
+    /// assert_eq!(view.len(), 4);
+    /// ```
+    /// nor overlap a write:
+    /// ```compile_fail,E0502
+    /// # use pool::*;
+    /// let r = Region::new(RegionConfig::default()).unwrap();
+    /// let mut p = PoolOwner::new(&r, PoolConfig::default());
+    /// let mut f = p.alloc().unwrap();
+    /// let view = r.frame_bytes(&f, 0, 4).unwrap();
+    /// r.write_frame(&mut f, 0, &[7; 4]).unwrap();
+    /// assert_eq!(view.len(), 4);
+    /// p.recycle(f);
+    /// ```
+    #[inline]
+    pub fn frame_bytes<'a>(&'a self, frame: &'a Frame, offset: u32, len: u32) -> Option<&'a [u8]> {
+        let idx = frame.idx();
+        if frame.region() != self.tag
+            || idx >= self.frames
+            || offset as u64 + len as u64 > self.chunk_size as u64
+        {
             self.misuse_foreign.inc();
             return None;
         }
-        // SAFETY: check_addr proved addr..addr+len is inside the mapping and one
-        // chunk; the mapping lives as long as &self; the frame is held by the
-        // application (not in a kernel ring), and only its holder may write it.
+        let st = self.state(idx);
+        if st.gen() != frame.gen() || st.loc() != Location::Application {
+            self.refuse_view(st);
+            return None;
+        }
+        // The region's own shift: a token's tag can collide with another region's.
+        let addr = ((idx as u64) << self.shift) + offset as u64;
+        // SAFETY: idx < frames and offset + len <= chunk_size, so addr..addr+len is
+        // inside one chunk of the mapping, which lives as long as &self. The token is
+        // current and the frame is held by the application (not in a kernel ring);
+        // only the token's holder may write it, through `write_frame(&mut Frame)`,
+        // which cannot run while this borrow of the token lives.
         Some(unsafe {
             std::slice::from_raw_parts(self.base.as_ptr().add(addr as usize), len as usize)
         })
     }
 
-    /// Copy `data` into the chunk of `frame` at `offset`.
-    pub fn write_frame(&self, frame: &Frame, offset: u32, data: &[u8]) -> Result<(), FrameError> {
+    /// Counts a view refused for the frame's state.
+    #[cold]
+    #[inline(never)]
+    fn refuse_view(&self, st: State) {
+        if st.loc() == Location::Application || st.loc().is_released() {
+            // Stale token: released (and perhaps handed out again) since it was made.
+            self.misuse_use_after_release.inc();
+        } else {
+            // In a fill or TX ring: the kernel may be writing or reading it.
+            self.misuse_foreign.inc();
+        }
+    }
+
+    /// Copy `data` into the chunk of `frame` at `offset`. Takes the token mutably so
+    /// that no view from `frame_bytes` is alive while the bytes change.
+    pub fn write_frame(
+        &self,
+        frame: &mut Frame,
+        offset: u32,
+        data: &[u8],
+    ) -> Result<(), FrameError> {
         self.check_token(frame.region(), frame.idx(), frame.addr())?;
         let st = self.state(frame.idx());
         if st.gen() != frame.gen() || st.loc() != Location::Application {
@@ -600,18 +651,57 @@ mod tests {
         );
     }
 
+    /// A copy of a token's words: what a stale token looks like (safe code cannot
+    /// make one; a bug in the pool could).
+    fn forged(f: &Frame) -> Frame {
+        Frame {
+            key: f.key,
+            tag: f.tag,
+        }
+    }
+
     #[test]
-    fn frame_bytes_refuses_released_and_foreign() {
+    fn frame_bytes_needs_the_current_token() {
+        use crate::pool::{PoolConfig, PoolOwner};
         let r = region(4, 2048, 1);
-        assert!(r.frame_bytes(0, 64).is_none(), "frame 0 is free");
-        assert!(r.frame_bytes(1 << 30, 1).is_none());
+        let mut p = PoolOwner::new(&r, PoolConfig::default());
+        let mut f = p.alloc().unwrap();
+        r.write_frame(&mut f, 100, &[0x5A; 8]).unwrap();
+        assert_eq!(r.frame_bytes(&f, 100, 8), Some(&[0x5A; 8][..]));
+        assert_eq!(r.frame_bytes(&f, 0, 2048).map(|b| b.len()), Some(2048));
+        assert_eq!(r.frame_bytes(&f, 2048, 0).map(|b| b.len()), Some(0));
+        assert_eq!(r.misuse(), RegionMisuse::default());
+
+        // Out of the chunk: offset, length, or both (no overflow at u32::MAX).
+        assert!(r.frame_bytes(&f, 2000, 49).is_none());
+        assert!(r.frame_bytes(&f, 2049, 0).is_none());
+        assert!(r.frame_bytes(&f, u32::MAX, u32::MAX).is_none());
+        assert_eq!(r.misuse().foreign_addr, 3);
+
+        // Released: the old token is refused, before and after the chunk is handed
+        // out again (with the next generation).
+        let stale = forged(&f);
+        let idx = f.index();
+        p.recycle(f);
+        assert!(r.frame_bytes(&stale, 0, 64).is_none(), "released");
+        let again = p.alloc().unwrap();
+        assert_eq!(again.index(), idx, "the cache hands the same chunk back");
+        assert_ne!(again.gen(), stale.gen());
+        assert!(r.frame_bytes(&stale, 0, 64).is_none(), "generation changed");
+        assert!(r.frame_bytes(&again, 0, 64).is_some());
         assert_eq!(
             r.misuse(),
             RegionMisuse {
-                foreign_addr: 1,
-                use_after_release: 1
+                foreign_addr: 3,
+                use_after_release: 2
             }
         );
+
+        // A token of another region.
+        let other = region(4, 2048, 1);
+        assert!(other.frame_bytes(&again, 0, 64).is_none());
+        assert_eq!(other.misuse().foreign_addr, 1);
+        p.recycle(again);
     }
 
     #[test]

@@ -185,8 +185,8 @@ fn sender(cfg: &GenConfig, core: Option<usize>, templates: &[Vec<u8>]) -> Result
             }
             pool.give_tx_frag(frag).map_err(|e| GenError::Afxdp(e.into()))?
         } else {
-            let frame = pool.alloc().ok_or(GenError::Afxdp(AfxdpError::OutOfFrames))?;
-            if let Err(e) = region.write_frame(&frame, 0, data) {
+            let mut frame = pool.alloc().ok_or(GenError::Afxdp(AfxdpError::OutOfFrames))?;
+            if let Err(e) = region.write_frame(&mut frame, 0, data) {
                 pool.recycle(frame);
                 return Err(GenError::Afxdp(e.into()));
             }

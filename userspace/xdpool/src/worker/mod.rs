@@ -555,10 +555,12 @@ impl Worker {
             };
             self.c.rx_packets += 1;
             self.c.rx_bytes += d.len as u64;
+            // take_rx checked addr..addr+len lies in the frame's chunk.
+            let offset = (d.addr - frame.addr()) as u32;
             let action = if self.spec.classifier.is_uniform() {
                 self.spec.classifier.uniform()
             } else {
-                let bytes = self.region.frame_bytes(d.addr, d.len).unwrap_or(&[]);
+                let bytes = self.region.frame_bytes(&frame, offset, d.len).unwrap_or(&[]);
                 self.spec.classifier.classify(bytes)
             };
             match action {
@@ -566,8 +568,8 @@ impl Worker {
                 Action::L2fwd | Action::Copybreak => self.forward(frame, d, pool),
                 Action::Mirror => self.mirror(frame, d, pool),
                 _ if self.held.len() < self.spec.hold_frames => {
-                    let bytes = self.region.frame_bytes(d.addr, d.len).unwrap_or(&[]);
-                    self.held.push(Held { digest: digest(bytes), frame, addr: d.addr, len: d.len });
+                    let sum = digest(self.region.frame_bytes(&frame, offset, d.len).unwrap_or(&[]));
+                    self.held.push(Held { digest: sum, frame, addr: d.addr, len: d.len });
                     self.c.held_taken += 1;
                     self.c.held = self.held.len() as u64;
                 }
@@ -616,7 +618,8 @@ impl Worker {
     fn copy_to_tx(&mut self, frame: Frame, d: XdpDesc, pool: &mut PoolOwner) {
         // Swapped in the RX chunk itself, which is given back right after the copy.
         let Some(frame) = self.swap_macs_in_place(frame, d, pool) else { return };
-        let Some(bytes) = self.region.frame_bytes(d.addr, d.len) else {
+        let offset = (d.addr - frame.addr()) as u32;
+        let Some(bytes) = self.region.frame_bytes(&frame, offset, d.len) else {
             pool.recycle(frame);
             self.c.rx_rejected += 1;
             return;
@@ -642,9 +645,9 @@ impl Worker {
     /// MACs in the received frame. A frame that cannot be viewed or is shorter than
     /// two MACs is recycled and counted; `None` then.
     #[inline]
-    fn swap_macs_in_place(&mut self, frame: Frame, d: XdpDesc, pool: &mut PoolOwner) -> Option<Frame> {
+    fn swap_macs_in_place(&mut self, mut frame: Frame, d: XdpDesc, pool: &mut PoolOwner) -> Option<Frame> {
         let offset = (d.addr - frame.addr()) as u32;
-        let Some(bytes) = self.region.frame_bytes(d.addr, d.len) else {
+        let Some(bytes) = self.region.frame_bytes(&frame, offset, d.len) else {
             pool.recycle(frame);
             self.c.rx_rejected += 1;
             return None;
@@ -654,7 +657,8 @@ impl Worker {
             self.c.rx_too_short += 1;
             return None;
         }
-        if self.region.write_frame(&frame, offset, &swapped_macs(bytes)).is_err() {
+        let macs = swapped_macs(bytes);
+        if self.region.write_frame(&mut frame, offset, &macs).is_err() {
             pool.recycle(frame);
             self.c.rx_rejected += 1;
             return None;
@@ -753,7 +757,7 @@ impl Worker {
     /// Re-reads every held frame: the memory must still be mapped and unchanged.
     fn verify_held(&mut self) {
         for h in &self.held {
-            match self.region.frame_bytes(h.addr, h.len) {
+            match self.region.frame_bytes(&h.frame, (h.addr - h.frame.addr()) as u32, h.len) {
                 Some(bytes) if digest(bytes) == h.digest => self.c.held_verified += 1,
                 _ => {
                     self.c.held_corrupt += 1;
