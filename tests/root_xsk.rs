@@ -127,7 +127,7 @@ fn copy_mode_bind_with_shared_umem_fill_tx_and_statistics() {
     let area = Area::new(CHUNKS * CHUNK as usize);
     let umem = area.umem(UmemConfig { chunk_size: CHUNK, fill_size: 256, comp_size: 256, ..Default::default() });
 
-    let config = SocketConfig { rx_size: 512, tx_size: 512, zero_copy: false, need_wakeup: true };
+    let config = SocketConfig { rx_size: 512, tx_size: 512, zero_copy: false, need_wakeup: true, multi_buffer: false };
     // veth refuses zero-copy; the error is typed and the same UMEM stays usable
     // (with the same ring sizes: the rings were created on the first try).
     let zc = XskSocket::bind(&umem, lab.ifindex, 0, &SocketConfig { zero_copy: true, ..config });

@@ -76,9 +76,17 @@ pub struct InterfaceConfig {
     /// Ask for zero-copy AF_XDP (refused on veth).
     #[serde(default)]
     pub zero_copy: bool,
+    /// Multi-buffer AF_XDP (`XDP_USE_SG`): frames larger than a chunk (jumbo MTU)
+    /// arrive as a chain of chunks. Needed when the MTU does not fit one chunk.
+    #[serde(default = "default_multi_buffer")]
+    pub multi_buffer: Spanned<bool>,
     /// RX queues to serve, one worker each.
     #[serde(default = "default_queues")]
     pub queues: Spanned<Vec<u32>>,
+}
+
+fn default_multi_buffer() -> Spanned<bool> {
+    Spanned::new(0..0, false)
 }
 
 fn default_queues() -> Spanned<Vec<u32>> {
@@ -417,6 +425,17 @@ impl Config {
         for (i, r) in self.rules.iter().enumerate() {
             validate_rule(r).map_err(|(key, span, msg)| err(&format!("rule[{i}].{key}"), span, msg))?;
         }
+        if *self.interface.multi_buffer.get_ref() {
+            for (i, r) in self.rules.iter().enumerate() {
+                if matches!(r.action, Action::Mirror | Action::Copybreak) {
+                    return Err(err(
+                        "interface.multi_buffer",
+                        self.interface.multi_buffer.span(),
+                        format!("rule[{i}] uses `{}`, which takes single-buffer frames only: with multi_buffer = true use drop, l2fwd, pass or xdpdrop, or turn multi_buffer off", format!("{:?}", r.action).to_lowercase()),
+                    ));
+                }
+            }
+        }
         if let Some(p) = &self.stats.prometheus {
             if p.get_ref().parse::<std::net::SocketAddr>().is_err() {
                 return Err(err("stats.prometheus", p.span(), format!("`{}` is not an address:port, e.g. \"127.0.0.1:9717\"", p.get_ref())));
@@ -595,6 +614,7 @@ action = "drop"
             ("queues = [0]", "queues = [0]\n[workers]\nbusy_poll_budget = 0", "workers.busy_poll_budget", Some(7), "use 1..1024"),
             ("queues = [0]", "queues = [0]\n[workers]\nbusy_poll_budget = 5000", "workers.busy_poll_budget", Some(7), "CAP_NET_ADMIN"),
             ("queues = [0]", "queues = [0]\n[workers]\nmode = \"busy\"", "-", Some(7), "unknown variant"),
+            ("queues = [0]", "queues = [0]\nmulti_buffer = 1", "-", Some(6), "expected a boolean"),
         ];
         for (from, to, key, line, msg) in cases {
             let text = GOOD.replacen(from, to, 1);
@@ -619,6 +639,21 @@ action = "drop"
         let c = Config::parse(&big).unwrap();
         assert_eq!(*c.workers.copybreak_bytes.get_ref(), 2048);
         assert_eq!(c.workers.mode, WaitMode::BusyPoll);
+    }
+
+    #[test]
+    fn multi_buffer_refuses_single_buffer_actions() {
+        let mb = GOOD.replacen("queues = [0]", "queues = [0]\nmulti_buffer = true", 1);
+        let c = Config::parse(&mb).unwrap();
+        assert!(*c.interface.multi_buffer.get_ref());
+        for action in ["mirror", "copybreak"] {
+            let text = mb.replacen("action = \"drop\"", &format!("action = \"{action}\""), 1);
+            let e = Config::parse(&text).expect_err(action);
+            assert_eq!((e.key.as_str(), e.line), ("interface.multi_buffer", Some(6)), "{e}");
+            assert!(e.to_string().contains(&format!("rule[0] uses `{action}`")), "{e}");
+        }
+        let l2fwd = mb.replacen("action = \"drop\"", "action = \"l2fwd\"", 1);
+        Config::parse(&l2fwd).unwrap();
     }
 
     #[test]

@@ -377,6 +377,32 @@ impl Lifecycle {
     }
 }
 
+/// Largest frame one UMEM chunk takes in copy mode: the chunk less the kernel's
+/// `XDP_PACKET_HEADROOM` (the UMEM itself reserves no headroom here).
+pub fn single_buffer_room(chunk_size: u32) -> u32 {
+    chunk_size - crate::xsk::XDP_PACKET_HEADROOM
+}
+
+/// Frames longer than a chunk's room are dropped by the kernel (`rx_dropped`) unless
+/// the sockets are multi-buffer: say so at start when the MTU allows such frames.
+fn warn_if_mtu_needs_multi_buffer(cfg: &Config, iface: &str) {
+    if *cfg.interface.multi_buffer.get_ref() {
+        return;
+    }
+    let Ok(mtu) = crate::lab::link_mtu(None, iface) else { return };
+    let room = single_buffer_room(*cfg.umem.chunk_size.get_ref());
+    let frame = mtu + crate::gen::packet::ETH_HLEN as u32;
+    if frame > room {
+        tracing::warn!(
+            interface = %iface,
+            mtu,
+            "frames up to {frame} B can arrive but one {} B chunk holds {room} B: longer ones are dropped by the kernel \
+             (counted in rx_dropped); set interface.multi_buffer = true for jumbo frames",
+            cfg.umem.chunk_size.get_ref()
+        );
+    }
+}
+
 /// Runs the processor until the duration passes or SIGINT/SIGTERM arrives, following
 /// the device through losses and returns (or exiting on a loss with `--no-reattach`).
 pub fn run(cfg: &Config, opts: &RunOptions) -> Result<Summary, Fatal> {
@@ -396,6 +422,7 @@ pub fn run(cfg: &Config, opts: &RunOptions) -> Result<Summary, Fatal> {
             ),
         )
     })?;
+    warn_if_mtu_needs_multi_buffer(cfg, &iface);
     let stop_signal: &'static AtomicBool = crate::bench::signal::install_stop_flag()
         .map_err(|e| Fatal::new(ExitCode::Failure, format!("cannot install the SIGINT/SIGTERM handler: {e}")))?;
     // Subscribed before anything is attached, so no event of our device is missed.
@@ -422,6 +449,7 @@ pub fn run(cfg: &Config, opts: &RunOptions) -> Result<Summary, Fatal> {
         tx_size: *cfg.rings.tx.get_ref(),
         zero_copy: cfg.interface.zero_copy,
         need_wakeup: true,
+        multi_buffer: *cfg.interface.multi_buffer.get_ref(),
     };
     let mut steering = Steering::load().map_err(|e| steer_fatal(e, &iface))?;
     steering.set_rules(&to_steer_rules(cfg)).map_err(|e| steer_fatal(e, &iface))?;

@@ -164,7 +164,7 @@ fn sender(cfg: &GenConfig, core: Option<usize>, templates: &[Vec<u8>]) -> Result
     // and so dropped after both: the memory stays mapped while the kernel may use it.
     // Only the recycler decides which chunk the kernel reads (TX only, no fill ring).
     let umem = unsafe { Umem::register(region.as_ptr(), region.len(), ucfg) }.map_err(|e| xsk_err(cfg, e))?;
-    let scfg = SocketConfig { rx_size: TX_SLOTS, tx_size: TX_SLOTS, zero_copy: false, need_wakeup: true };
+    let scfg = SocketConfig { rx_size: TX_SLOTS, tx_size: TX_SLOTS, zero_copy: false, need_wakeup: true, multi_buffer: false };
     let mut sock = XskSocket::bind(&umem, ifindex, 0, &scfg).map_err(|e| xsk_err(cfg, e))?;
     let mut pool = PoolOwner::new(&region, PoolConfig::default());
 

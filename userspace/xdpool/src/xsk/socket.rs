@@ -23,11 +23,15 @@ pub struct SocketConfig {
     pub zero_copy: bool,
     /// Use `XDP_USE_NEED_WAKEUP`: the kernel says (ring flags) when a syscall is needed.
     pub need_wakeup: bool,
+    /// Use `XDP_USE_SG`: a frame larger than a chunk arrives (and is sent) as several
+    /// descriptors, all but the last flagged `XDP_PKT_CONTD`. Without it the kernel
+    /// drops such frames (`rx_dropped`).
+    pub multi_buffer: bool,
 }
 
 impl Default for SocketConfig {
     fn default() -> Self {
-        Self { rx_size: 2048, tx_size: 2048, zero_copy: false, need_wakeup: true }
+        Self { rx_size: 2048, tx_size: 2048, zero_copy: false, need_wakeup: true, multi_buffer: false }
     }
 }
 
@@ -133,6 +137,9 @@ impl XskSocket {
                 let mut flags = if config.zero_copy { libc::XDP_ZEROCOPY } else { libc::XDP_COPY };
                 if config.need_wakeup {
                     flags |= libc::XDP_USE_NEED_WAKEUP;
+                }
+                if config.multi_buffer {
+                    flags |= XDP_USE_SG;
                 }
                 let addr = sockaddr(ifindex, queue, flags, 0);
                 if let Err(e) = sys::bind_xdp(shared.fd.as_fd(), &addr) {
@@ -367,6 +374,8 @@ impl std::fmt::Debug for XskSocket {
 
 // asm-generic/socket.h values (x86, arm, arm64, riscv, ...); libc lacks them for gnu.
 const SO_BUSY_POLL: i32 = 46;
+/// `XDP_USE_SG` (Linux 6.6): multi-buffer frames on this socket.
+const XDP_USE_SG: u16 = 1 << 4;
 const SO_INCOMING_NAPI_ID: i32 = 56;
 const SO_PREFER_BUSY_POLL: i32 = 69;
 const SO_BUSY_POLL_BUDGET: i32 = 70;
