@@ -216,3 +216,56 @@ fn busy_poll_sets_socket_options_and_forwards_every_frame() {
     assert!(returned.packets >= N * 9 / 10, "only {} of {N} came back", returned.packets);
     assert_all_frames_back(&s);
 }
+
+/// Jumbo frames (MTU 9000) with `interface.multi_buffer = true`: the AF_XDP generator
+/// sends each 9000-byte frame as a chain of 5 chunks, the worker receives it as a
+/// chain of 6 buffers (`XDP_PKT_CONTD`), counts one frame of 9000 bytes, and with
+/// l2fwd sends the same chain back, where the sender's counter sees whole frames.
+#[test]
+fn jumbo_frames_arrive_whole_and_l2fwd_returns_them_whole() {
+    if !root_or_skip("jumbo_frames_arrive_whole_and_l2fwd_returns_them_whole") {
+        return;
+    }
+    const SIZE: usize = 9000;
+    let lab = LabGuard::up(&LabConfig { prefix: unique_prefix("xj"), mtu: Some(9000), ..LabConfig::default() }).expect("lab up");
+    let st = lab.status().clone();
+    let back = RxCounter::attach_in(Some(&st.a.netns), &st.a.dev).expect("counter on the sender's veth");
+    let send_jumbo = |n: u64| {
+        let mut g = GenConfig::for_lab(&st);
+        g.count = Some(n);
+        g.size = SIZE;
+        g.rate_pps = Some(50_000);
+        g.engine = gen::Engine::Afxdp;
+        g.dst_ports = PortRange::single(9);
+        assert_eq!(gen::run(&g).expect("AF_XDP generator, multi-buffer").sent, n);
+    };
+    for (action, n) in [("drop", 2_000u64), ("l2fwd", 1_000)] {
+        let tmp = scratch_dir("jumbo");
+        let sock = tmp.path().join("control.sock");
+        let cfg = write_config(tmp.path(), "jumbo", &st.b.netns, &st.b.dev, &[0], &rule(action), &sock);
+        let text = std::fs::read_to_string(&cfg).unwrap().replacen("queues = [0]", "queues = [0]\nmulti_buffer = true", 1);
+        std::fs::write(&cfg, text).unwrap();
+        let before = back.counts().unwrap();
+        let run = XdpoolRun::start(&cfg, &[]);
+        send_jumbo(n);
+        let returned = back.settle(Duration::from_millis(300), Duration::from_secs(10)).expect("counts");
+        let (code, s, out) = run.stop();
+        assert_eq!(code, Some(0), "{out}");
+        let lost = named_rx_drops(&s);
+        eprintln!("jumbo {action}: rx {} ({} B) multi-buffer {} dropped {lost}", s["packets"], s["bytes"], c(&s, "rx_multi_buffer"));
+        let rx = s["packets"].as_u64().unwrap();
+        assert_eq!(rx + lost, n, "every frame received or dropped for a named reason: {s:#}");
+        assert!(rx >= n * 9 / 10, "only {rx} of {n} jumbo frames arrived: {s:#}");
+        assert_eq!(s["bytes"].as_u64().unwrap(), rx * SIZE as u64, "each counted once, whole: {s:#}");
+        assert_eq!(c(&s, "rx_multi_buffer"), rx, "every 9000-byte frame spans several chunks");
+        assert_eq!(c(&s, "rx_chain_dropped"), 0);
+        if action == "l2fwd" {
+            let tx = c(&s, "tx_packets");
+            assert_eq!(tx + c(&s, "tx_ring_full_drop"), rx);
+            let got = returned.packets - before.packets;
+            assert_eq!(got, tx, "every frame sent back arrived at the sender: {returned:?} / {s:#}");
+            assert_eq!(returned.bytes - before.bytes, got * SIZE as u64, "and arrived whole");
+        }
+        assert_all_frames_back(&s);
+    }
+}

@@ -135,7 +135,9 @@ pub struct GenArgs {
     /// Frames to send in all.
     #[arg(long, default_value_t = 100_000)]
     pub count: u64,
-    /// Frame size in bytes (without FCS), 60..=1514.
+    /// Frame size in bytes (without FCS), 60 to the device MTU + 14 (at most 9014).
+    /// Jumbo frames (above about 3.5 KiB) need `--engine afxdp`, which sends them as
+    /// multi-buffer chains of 2048-byte chunks (`xdpool lab up --mtu 9000`).
     #[arg(long, default_value_t = 64)]
     pub size: u32,
     /// Stop after this many seconds even if --count is not reached.

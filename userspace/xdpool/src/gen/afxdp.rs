@@ -19,7 +19,7 @@ use pool::{Accounting, PoolConfig, PoolOwner, Region, RegionConfig, Topology};
 
 use super::{GenConfig, GenError, GenReport, ThreadReport};
 use crate::netns;
-use crate::xsk::{SocketConfig, Umem, UmemConfig, Wakeup, XdpDesc, XskError, XskSocket};
+use crate::xsk::{SocketConfig, Umem, UmemConfig, Wakeup, XdpDesc, XskError, XskSocket, XDP_PKT_CONTD};
 
 /// What the AF_XDP engine's `sent` means.
 pub const AFXDP_NOTE: &str = "handed to the kernel (TX completions); count on the receiver for what arrived";
@@ -164,9 +164,17 @@ fn sender(cfg: &GenConfig, core: Option<usize>, templates: &[Vec<u8>]) -> Result
     // and so dropped after both: the memory stays mapped while the kernel may use it.
     // Only the recycler decides which chunk the kernel reads (TX only, no fill ring).
     let umem = unsafe { Umem::register(region.as_ptr(), region.len(), ucfg) }.map_err(|e| xsk_err(cfg, e))?;
-    let scfg = SocketConfig { rx_size: TX_SLOTS, tx_size: TX_SLOTS, zero_copy: false, need_wakeup: true, multi_buffer: false };
+    // Frames longer than a chunk go out as chains of chunks (multi-buffer TX).
+    let multi_buffer = cfg.size > CHUNK_SIZE as usize;
+    let scfg = SocketConfig { rx_size: TX_SLOTS, tx_size: TX_SLOTS, zero_copy: false, need_wakeup: true, multi_buffer };
     let mut sock = XskSocket::bind(&umem, ifindex, 0, &scfg).map_err(|e| xsk_err(cfg, e))?;
     let mut pool = PoolOwner::new(&region, PoolConfig::default());
+    if multi_buffer {
+        let result = send_chains(cfg, &mut sock, &mut pool, &region, templates);
+        drop(sock);
+        drop(umem);
+        return finish(cfg, core, pool, &region, result);
+    }
 
     let quota = cfg.count.unwrap_or(u64::MAX);
     let slots = quota.min(u64::from(TX_SLOTS)) as u32;
@@ -231,6 +239,152 @@ fn sender(cfg: &GenConfig, core: Option<usize>, templates: &[Vec<u8>]) -> Result
     let thread = ThreadReport { core, sent: completed, elapsed, pps: super::rate(completed, elapsed), calls: wakeups };
     let gen = GenReport::new(super::Engine::Afxdp, cfg.size, elapsed, vec![thread], AFXDP_NOTE);
     Ok(AfxdpReport { gen, produced, slots, chunks_used: chunks.len() as u32, wakeups, accounting })
+}
+
+/// What a send loop leaves: (report parts, or the error that stopped it).
+struct Sent {
+    produced: u64,
+    completed: u64,
+    wakeups: u64,
+    elapsed: Duration,
+    slots: u32,
+    chunks: u32,
+}
+
+/// Checks the end of a run: completions all back, pool destroyed, accounting exact.
+fn finish(cfg: &GenConfig, core: Option<usize>, mut pool: PoolOwner, region: &Region, sent: Result<Sent, GenError>) -> Result<AfxdpReport, GenError> {
+    let sent = match sent {
+        Ok(s) => s,
+        Err(e) => {
+            pool.reclaim_kernel();
+            drop(pool.destroy());
+            return Err(e);
+        }
+    };
+    let missing = sent.produced - sent.completed;
+    if missing > 0 {
+        pool.reclaim_kernel();
+        drop(pool.destroy());
+        return Err(GenError::Afxdp(AfxdpError::Stuck { missing, limit: DRAIN_LIMIT }));
+    }
+    let destroyed = pool.destroy();
+    destroyed.wait(Duration::from_secs(1)).map_err(|e| GenError::Afxdp(e.into()))?;
+    let accounting = region.accounting();
+    accounting.check().map_err(|e| GenError::Afxdp(AfxdpError::Accounting(e)))?;
+    if accounting.free != accounting.total {
+        return Err(GenError::Afxdp(AfxdpError::Accounting(format!("{} of {} frames free: {accounting:?}", accounting.free, accounting.total))));
+    }
+    let thread = ThreadReport { core, sent: sent.completed, elapsed: sent.elapsed, pps: super::rate(sent.completed, sent.elapsed), calls: sent.wakeups };
+    let gen = GenReport::new(super::Engine::Afxdp, cfg.size, sent.elapsed, vec![thread], AFXDP_NOTE);
+    Ok(AfxdpReport { gen, produced: sent.produced, slots: sent.slots, chunks_used: sent.chunks, wakeups: sent.wakeups, accounting })
+}
+
+/// Multi-buffer frames: each template is a chain of whole chunks, sent as one
+/// descriptor per chunk, `XDP_PKT_CONTD` on all but the last. A chain is re-sent
+/// once all its descriptors have completed. Returns with every buffer given back to
+/// the pool (or, on error, still counted in TX for `reclaim_kernel`).
+fn send_chains(cfg: &GenConfig, sock: &mut XskSocket, pool: &mut PoolOwner, region: &Region, templates: &[Vec<u8>]) -> Result<Sent, GenError> {
+    let quota = cfg.count.unwrap_or(u64::MAX);
+    let per_frame = cfg.size.div_ceil(CHUNK_SIZE as usize);
+    // Enough chains to keep the TX ring busy, within the region.
+    let slots = quota.min(u64::from(TX_SLOTS) / per_frame as u64).max(1) as usize;
+    let mut chains: Vec<Vec<XdpDesc>> = Vec::with_capacity(slots);
+    let mut slot_of_chunk = vec![u32::MAX; REGION_FRAMES as usize];
+    for slot in 0..slots {
+        let data = &templates[slot % templates.len()];
+        let mut chain = Vec::with_capacity(per_frame);
+        for (i, piece) in data.chunks(CHUNK_SIZE as usize).enumerate() {
+            let mut frame = pool.alloc().ok_or(GenError::Afxdp(AfxdpError::OutOfFrames))?;
+            if let Err(e) = region.write_frame(&mut frame, 0, piece) {
+                pool.recycle(frame);
+                return Err(GenError::Afxdp(e.into()));
+            }
+            let addr = pool.give_tx(frame, 0).map_err(|e| GenError::Afxdp(e.into()))?;
+            slot_of_chunk[(addr / u64::from(CHUNK_SIZE)) as usize] = slot as u32;
+            let options = if i + 1 < per_frame { XDP_PKT_CONTD } else { 0 };
+            chain.push(XdpDesc { addr, len: piece.len() as u32, options });
+        }
+        chains.push(chain);
+    }
+    let mut ready: Vec<u32> = (0..slots as u32).collect();
+    let mut done = vec![0usize; slots];
+    let start = Instant::now();
+    let deadline = cfg.duration.map(|d| start + d);
+    let (mut produced, mut completed, mut wakeups) = (0u64, 0u64, 0u64);
+    let mut descs: Vec<XdpDesc> = Vec::with_capacity(BATCH * per_frame);
+    let mut comp = [0u64; BATCH * 4];
+    let mut on_completions = |got: &[u64], ready: &mut Vec<u32>, completed: &mut u64| {
+        for &addr in got {
+            let slot = slot_of_chunk.get((addr / u64::from(CHUNK_SIZE)) as usize).copied().unwrap_or(u32::MAX);
+            let Some(d) = done.get_mut(slot as usize) else { continue };
+            *d += 1;
+            if *d == per_frame {
+                *d = 0;
+                ready.push(slot);
+                *completed += 1;
+            }
+        }
+    };
+    let result = loop {
+        let now = Instant::now();
+        if produced >= quota || deadline.is_some_and(|d| now >= d) {
+            break Ok(());
+        }
+        let n = (allowed_now(quota, produced, cfg.rate_pps, now - start) as usize).min(ready.len()).min(BATCH);
+        if n > 0 {
+            descs.clear();
+            for &slot in &ready[ready.len() - n..] {
+                descs.extend_from_slice(&chains[slot as usize]);
+            }
+            let put = sock.tx().produce_whole_frames(&descs) / per_frame;
+            // The chains put went out; the others stay ready.
+            let not_put: Vec<u32> = ready[ready.len() - n + put..].to_vec();
+            ready.truncate(ready.len() - n);
+            ready.extend(not_put);
+            produced += put as u64;
+        }
+        if produced > completed {
+            if let Err(e) = kick(cfg, sock, &mut wakeups) {
+                break Err(e);
+            }
+        }
+        let got = sock.completion().consume(&mut comp);
+        on_completions(&comp[..got], &mut ready, &mut completed);
+        if n == 0 && got == 0 {
+            if cfg.rate_pps.is_some() && !ready.is_empty() {
+                std::thread::sleep(Duration::from_micros(200));
+            } else {
+                std::thread::yield_now();
+            }
+        }
+    };
+    let elapsed_send = start.elapsed();
+    if result.is_ok() {
+        let drain_until = Instant::now() + DRAIN_LIMIT;
+        while completed < produced && Instant::now() < drain_until {
+            if kick(cfg, sock, &mut wakeups).is_err() {
+                break;
+            }
+            let got = sock.completion().consume(&mut comp);
+            on_completions(&comp[..got], &mut ready, &mut completed);
+            if got == 0 {
+                std::thread::sleep(Duration::from_micros(100));
+            }
+        }
+    }
+    // Chains not in the kernel's hands go back to the pool; the rest stay counted in
+    // TX until `reclaim_kernel`.
+    for &slot in &ready {
+        for d in &chains[slot as usize] {
+            if let Err(e) = pool.take_completion(d.addr) {
+                tracing::warn!(addr = d.addr, error = %e, "releasing a template buffer failed");
+            }
+        }
+    }
+    result?;
+    let elapsed = if completed == produced { start.elapsed() } else { elapsed_send };
+    tracing::debug!(produced, completed, wakeups, per_frame, "afxdp multi-buffer thread done");
+    Ok(Sent { produced, completed, wakeups, elapsed, slots: slots as u32, chunks: (slots * per_frame) as u32 })
 }
 
 /// Frames that may be produced now: what is left of the quota, no more than the rate

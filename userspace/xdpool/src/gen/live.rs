@@ -225,7 +225,7 @@ fn test_run_error(dev: &str, e: ProgramError) -> GenError {
     };
     let hint = match errno {
         Some(libc::EINVAL) => {
-            "live frames need Linux 5.18 or newer, a frame that fits a page (about 3.5 KiB), and batch <= 256"
+            "live frames need Linux 5.18 or newer, a frame that fits a page (about 3.5 KiB; use --engine afxdp for jumbo frames), and batch <= 256"
         }
         Some(libc::ENODEV) => "the device vanished or is in another namespace: check `ip -n NETNS link`",
         Some(libc::EPERM) | Some(libc::EACCES) => "run as root",

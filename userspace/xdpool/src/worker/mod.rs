@@ -18,7 +18,7 @@ pub mod classify;
 pub mod inflight;
 
 use crate::config::{Action, WaitMode};
-use crate::xsk::{Wakeup, XdpDesc, XdpStatistics, XskSocket};
+use crate::xsk::{Wakeup, XdpDesc, XdpStatistics, XskSocket, XDP_PKT_CONTD};
 use classify::Classifier;
 use inflight::TxInflight;
 use pool::{Frag, Frame, PoolConfig, PoolOwner, PoolRemote, PoolStats, Region};
@@ -29,6 +29,9 @@ use std::time::{Duration, Instant};
 
 /// Largest batch a worker handles at once.
 pub const MAX_BATCH: usize = 256;
+/// Most buffers of one multi-buffer frame (the kernel sends at most MAX_SKB_FRAGS + 1,
+/// 18 by default); a longer chain is dropped whole and counted.
+pub const MAX_CHAIN: usize = 32;
 
 /// What a worker is told to do.
 #[derive(Debug, Clone)]
@@ -139,6 +142,11 @@ counters!(
     busy_poll_refused,
     /// `recvfrom` calls made to busy-poll RX.
     busy_poll_calls,
+    /// Multi-buffer frames received (more than one descriptor, `XDP_PKT_CONTD`).
+    rx_multi_buffer,
+    /// Multi-buffer frames dropped whole because one of their buffers was refused or
+    /// the chain was longer than [`MAX_CHAIN`] buffers.
+    rx_chain_dropped,
     /// Sockets in busy-poll mode that received frames without a NAPI id (veth gives
     /// none), so recvfrom had no NAPI to poll: the worker waited in poll() instead.
     busy_poll_no_napi,
@@ -306,6 +314,8 @@ pub fn run(region: Arc<Region>, spec: WorkerSpec, shared: Arc<WorkerShared>, sto
         busy_poll: false,
         busy_poll_warned: false,
         napi_checked: false,
+        chain: Vec::with_capacity(MAX_CHAIN),
+        chain_broken: false,
         wait: WaitMode::Spin,
         region: region.clone(),
     };
@@ -433,6 +443,10 @@ struct Worker {
     busy_poll_warned: bool,
     /// Busy-poll mode: the socket's NAPI id was looked at (after its first frames).
     napi_checked: bool,
+    /// Buffers of a multi-buffer frame received so far (the last one ends it).
+    chain: Vec<(Frame, XdpDesc)>,
+    /// A buffer of the frame in `chain` was refused: drop the frame when it ends.
+    chain_broken: bool,
     /// How the loop waits now: the configured mode, or poll() where busy-poll
     /// cannot work on this socket.
     wait: WaitMode,
@@ -550,9 +564,19 @@ impl Worker {
                 Ok(f) => f,
                 Err(_) => {
                     self.c.rx_rejected += 1;
+                    if d.options & XDP_PKT_CONTD != 0 || !self.chain.is_empty() {
+                        self.chain_broken = true;
+                        if d.options & XDP_PKT_CONTD == 0 {
+                            self.drop_chain(pool);
+                        }
+                    }
                     continue;
                 }
             };
+            if d.options & XDP_PKT_CONTD != 0 || !self.chain.is_empty() {
+                self.chain_part(frame, d, pool);
+                continue;
+            }
             self.c.rx_packets += 1;
             self.c.rx_bytes += d.len as u64;
             // take_rx checked addr..addr+len lies in the frame's chunk.
@@ -580,6 +604,86 @@ impl Worker {
             }
         }
         n
+    }
+
+    /// One buffer of a multi-buffer frame (`XDP_USE_SG`): kept until the last one
+    /// (no `XDP_PKT_CONTD`) arrives, then the frame is acted on as a whole. `l2fwd`
+    /// sends the same chain back (MACs swapped in the first buffer); every other
+    /// action drops it (config refuses mirror and copybreak with multi-buffer).
+    #[cold]
+    fn chain_part(&mut self, frame: Frame, d: XdpDesc, pool: &mut PoolOwner) {
+        if self.chain.len() == MAX_CHAIN {
+            self.chain_broken = true;
+        }
+        if self.chain_broken {
+            pool.recycle(frame);
+        } else {
+            self.chain.push((frame, d));
+        }
+        if d.options & XDP_PKT_CONTD != 0 {
+            return;
+        }
+        if self.chain_broken {
+            self.drop_chain(pool);
+            return;
+        }
+        self.c.rx_packets += 1;
+        self.c.rx_multi_buffer += 1;
+        self.c.rx_bytes += self.chain.iter().map(|(_, d)| u64::from(d.len)).sum::<u64>();
+        let (first, first_desc) = &self.chain[0];
+        let action = if self.spec.classifier.is_uniform() {
+            self.spec.classifier.uniform()
+        } else {
+            let offset = (first_desc.addr - first.addr()) as u32;
+            let bytes = self.region.frame_bytes(first, offset, first_desc.len).unwrap_or(&[]);
+            self.spec.classifier.classify(bytes)
+        };
+        let mut chain = std::mem::take(&mut self.chain);
+        if action == Action::L2fwd {
+            let last = chain.len() - 1;
+            for (i, (frame, d)) in chain.drain(..).enumerate() {
+                let frame = if i == 0 {
+                    match self.swap_macs_in_place(frame, d, pool) {
+                        Some(f) => f,
+                        None => {
+                            // Recycled and counted; the rest of the frame goes too.
+                            self.chain_broken = true;
+                            continue;
+                        }
+                    }
+                } else if self.chain_broken {
+                    pool.recycle(frame);
+                    continue;
+                } else {
+                    frame
+                };
+                let offset = (d.addr - frame.addr()) as u32;
+                match pool.give_tx(frame, offset) {
+                    Ok(addr) => self.tx.push(XdpDesc { addr, len: d.len, options: if i < last { XDP_PKT_CONTD } else { 0 } }),
+                    Err(_) => self.c.rx_rejected += 1,
+                }
+            }
+            self.chain_broken = false;
+        } else {
+            self.c.action_drop += 1;
+            for (frame, _) in chain.drain(..) {
+                pool.recycle(frame);
+            }
+        }
+        self.chain = chain;
+    }
+
+    /// Drops the multi-buffer frame being received (a buffer was refused, the chain
+    /// was too long, or the socket is going away).
+    #[cold]
+    fn drop_chain(&mut self, pool: &mut PoolOwner) {
+        if !self.chain.is_empty() || self.chain_broken {
+            self.c.rx_chain_dropped += 1;
+        }
+        for (frame, _) in self.chain.drain(..) {
+            pool.recycle(frame);
+        }
+        self.chain_broken = false;
     }
 
     /// `l2fwd`: swap MACs in place and queue the RX chunk itself for TX.
@@ -675,9 +779,10 @@ impl Worker {
     }
 
     fn transmit(&mut self, sock: &mut XskSocket, pool: &mut PoolOwner) {
-        let put = sock.tx().produce(&self.tx);
+        let put = sock.tx().produce_whole_frames(&self.tx);
         for d in &self.tx[..put] {
-            self.c.tx_packets += 1;
+            // A multi-buffer frame counts once, at its last descriptor.
+            self.c.tx_packets += u64::from(d.options & XDP_PKT_CONTD == 0);
             self.c.tx_bytes += d.len as u64;
             self.inflight.sent(d.addr);
         }
@@ -690,7 +795,7 @@ impl Worker {
             if pool.take_completion(d.addr).is_err() {
                 self.c.completion_rejected += 1;
             }
-            self.c.tx_ring_full_drop += 1;
+            self.c.tx_ring_full_drop += u64::from(d.options & XDP_PKT_CONTD == 0);
         }
         self.tx.clear();
     }
@@ -719,6 +824,8 @@ impl Worker {
     /// XDP program is detached (or the device gone) by now, so nothing new arrives.
     #[cold]
     fn give_up_socket(&mut self, mut sock: XskSocket, pool: &mut PoolOwner, shared: &WorkerShared) -> XdpStatistics {
+        // A frame whose last buffers will not come.
+        self.drop_chain(pool);
         let deadline = Instant::now() + Duration::from_millis(200);
         let mut quiet = 0;
         while quiet < 3 && Instant::now() < deadline {

@@ -9,6 +9,9 @@ use serde::Serialize;
 /// Headroom the kernel reserves in front of every RX frame (`XDP_PACKET_HEADROOM`).
 pub const XDP_PACKET_HEADROOM: u32 = 256;
 
+/// Descriptor option: more buffers of the same frame follow (multi-buffer, `XDP_USE_SG`).
+pub const XDP_PKT_CONTD: u32 = 1;
+
 /// In unaligned mode the upper 16 bits of an address carry an offset into the chunk.
 const UNALIGNED_OFFSET_SHIFT: u32 = 48;
 const UNALIGNED_ADDR_MASK: u64 = (1 << UNALIGNED_OFFSET_SHIFT) - 1;

@@ -14,7 +14,7 @@ mod socket;
 mod sys;
 mod umem;
 
-pub use desc::{BadDesc, RingErrors, UmemLayout, XdpDesc, XDP_PACKET_HEADROOM};
+pub use desc::{BadDesc, RingErrors, UmemLayout, XdpDesc, XDP_PACKET_HEADROOM, XDP_PKT_CONTD};
 pub use error::XskError;
 pub use ring::{CompletionRing, FillRing, RxConsumed, RxRing, TxRing};
 /// The kernel side of a heap ring, for the ring tests only (it can break the

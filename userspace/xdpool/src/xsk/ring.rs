@@ -417,6 +417,21 @@ impl TxRing {
         self.raw.produce(descs, &mut self.errors)
     }
 
+    /// As [`TxRing::produce`], but never splits a multi-buffer frame: the prefix put
+    /// on the ring ends with a descriptor without `XDP_PKT_CONTD`. (A frame cut in two
+    /// would make the kernel glue the next frame onto its first half.) Returns how
+    /// many were put; the rest did not fit.
+    #[inline]
+    pub fn produce_whole_frames(&mut self, descs: &[XdpDesc]) -> usize {
+        let room = self.raw.writable(clamp_len(descs.len()), &mut self.errors) as usize;
+        let mut n = room;
+        // Back off to the end of the last whole frame within `room`.
+        while n > 0 && descs[n - 1].options & super::desc::XDP_PKT_CONTD != 0 {
+            n -= 1;
+        }
+        self.raw.produce(&descs[..n], &mut self.errors)
+    }
+
     /// Whether the kernel asks for a `sendto` to process the TX ring.
     #[inline]
     pub fn needs_wakeup(&self) -> bool {
@@ -948,6 +963,25 @@ mod tests {
         let mut out = [XdpDesc::default(); 4];
         assert_eq!(peer.consume(&mut out), 4);
         assert_eq!(out, [desc(0, 60); 4]);
+    }
+
+    #[test]
+    fn tx_whole_frames_never_split_a_multi_buffer_frame() {
+        let (mut tx, peer) = TxRing::new_heap(4);
+        let c = |addr| XdpDesc { addr, len: 2048, options: super::super::desc::XDP_PKT_CONTD };
+        // A 1-buffer frame, then a 3-buffer frame: 4 descriptors fit exactly.
+        let frames = [desc(0, 60), c(2048), c(4096), desc(6144, 100)];
+        assert_eq!(tx.produce_whole_frames(&frames), 4);
+        let mut out = [XdpDesc::default(); 4];
+        assert_eq!(peer.consume(&mut out), 4);
+        // Room for 4, but the second frame (3 buffers) would need 5: only the first goes.
+        let frames = [desc(0, 60), desc(100, 60), c(2048), c(4096), desc(6144, 100)];
+        assert_eq!(tx.produce_whole_frames(&frames), 2);
+        assert_eq!(peer.consume(&mut out), 2);
+        assert_eq!(out[..2], [desc(0, 60), desc(100, 60)]);
+        // A frame longer than the room is never started.
+        let (mut small, _peer) = TxRing::new_heap(2);
+        assert_eq!(small.produce_whole_frames(&[c(0), c(2048), desc(4096, 1)]), 0);
     }
 
     #[test]
