@@ -126,9 +126,21 @@ static __always_inline int parse_l4(void *l4, __u32 l4_len, void *data_end,
 	return PARSE_OK;
 }
 
-/* `room`: bytes of the frame from l3 to its end, all buffers of a multi-buffer
- * frame included; only the first buffer (up to data_end) is read. */
-static __always_inline int parse_ipv4(void *l3, void *data_end, __u32 room, struct parsed *p)
+/* Whether `len` bytes from l3 (at offset `off` in the frame) run past the frame's
+ * end. Within the first buffer costs a compare; only a multi-buffer frame (or a
+ * length that lies) pays for the helper that sums all buffers. */
+static __always_inline int past_frame_end(struct xdp_md *ctx, void *l3, void *data_end,
+					  __u32 off, __u32 len)
+{
+	if (l3 + len <= data_end)
+		return 0;
+	return off + len > bpf_xdp_get_buff_len(ctx);
+}
+
+/* Only the first buffer (up to data_end) is read; lengths are checked against the
+ * whole frame (all buffers of a multi-buffer frame). */
+static __always_inline int parse_ipv4(struct xdp_md *ctx, void *l3, void *data_end, __u32 off,
+				      struct parsed *p)
 {
 	struct iphdr *iph = l3;
 	__u32 hlen, tot_len;
@@ -140,7 +152,7 @@ static __always_inline int parse_ipv4(void *l3, void *data_end, __u32 room, stru
 	hlen = iph->ihl * 4;
 	tot_len = bpf_ntohs(iph->tot_len);
 	/* A total length beyond the frame is a lie; shorter (padding) is fine. */
-	if (tot_len < hlen || tot_len > room)
+	if (tot_len < hlen || past_frame_end(ctx, l3, data_end, off, tot_len))
 		return PARSE_MALFORMED;
 	p->family = XDPOOL_FAMILY_IPV4;
 	p->proto = iph->protocol;
@@ -152,7 +164,8 @@ static __always_inline int parse_ipv4(void *l3, void *data_end, __u32 room, stru
 			!!(iph->frag_off & bpf_htons(0x2000)));
 }
 
-static __always_inline int parse_ipv6(void *l3, void *data_end, __u32 room, struct parsed *p)
+static __always_inline int parse_ipv6(struct xdp_md *ctx, void *l3, void *data_end, __u32 off,
+				      struct parsed *p)
 {
 	struct ipv6hdr *ip6 = l3;
 	void *cursor = ip6 + 1;
@@ -165,7 +178,7 @@ static __always_inline int parse_ipv6(void *l3, void *data_end, __u32 room, stru
 	if (ip6->version != 6)
 		return PARSE_MALFORMED;
 	remaining = bpf_ntohs(ip6->payload_len);
-	if (sizeof(*ip6) + remaining > room)
+	if (past_frame_end(ctx, l3, data_end, off, sizeof(*ip6) + remaining))
 		return PARSE_MALFORMED;
 	p->family = XDPOOL_FAMILY_IPV6;
 	p->daddr[0] = ip6->daddr.in6_u.u6_addr32[0];
@@ -219,7 +232,7 @@ static __always_inline int parse_frame(struct xdp_md *ctx, struct parsed *p)
 	struct ethhdr *eth = data;
 	void *cursor;
 	__be16 h_proto;
-	__u32 frame_len, off;
+	__u32 off;
 
 	if ((void *)(eth + 1) > data_end)
 		return PARSE_MALFORMED;
@@ -241,15 +254,11 @@ static __always_inline int parse_frame(struct xdp_md *ctx, struct parsed *p)
 	if (h_proto == bpf_htons(ETH_P_8021Q) || h_proto == bpf_htons(ETH_P_8021AD))
 		return PARSE_MALFORMED;
 
-	/* The whole frame's length: larger than data_end - data for multi-buffer. */
-	frame_len = bpf_xdp_get_buff_len(ctx);
 	off = cursor - data;
-	if (off > frame_len)
-		return PARSE_MALFORMED;
 	if (h_proto == bpf_htons(ETH_P_IP))
-		return parse_ipv4(cursor, data_end, frame_len - off, p);
+		return parse_ipv4(ctx, cursor, data_end, off, p);
 	if (h_proto == bpf_htons(ETH_P_IPV6))
-		return parse_ipv6(cursor, data_end, frame_len - off, p);
+		return parse_ipv6(ctx, cursor, data_end, off, p);
 	return PARSE_OK;
 }
 
