@@ -366,6 +366,10 @@ fn bpf_link_detach(link_id: u32) {
     // SAFETY: `get` is the prefix of union bpf_attr for BPF_LINK_GET_FD_BY_ID and
     // outlives the call; the kernel reads only size_of::<GetFd>() bytes.
     let fd = unsafe { libc::syscall(libc::SYS_bpf, BPF_LINK_GET_FD_BY_ID, &get as *const GetFd, size_of::<GetFd>() as libc::c_uint) };
+    if fd < 0 && std::io::Error::last_os_error().raw_os_error() == Some(libc::ENOENT) {
+        // Gone already: xdpool may close a listed link while it re-attaches.
+        return;
+    }
     assert!(fd >= 0, "BPF_LINK_GET_FD_BY_ID {link_id}: {}", std::io::Error::last_os_error());
     let det = Detach { link_fd: fd as u32 };
     // SAFETY: as above, for BPF_LINK_DETACH; `fd` is the link fd we just got.
@@ -375,6 +379,7 @@ fn bpf_link_detach(link_id: u32) {
     unsafe { libc::close(fd as i32) };
     assert_eq!(rc, 0, "BPF_LINK_DETACH: {err}");
 }
+
 
 /// Runs `n` cycles of `kind` under traffic; returns the re-attach times (device
 /// back -> traffic received again).

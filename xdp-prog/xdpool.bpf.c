@@ -238,6 +238,9 @@ static __always_inline int parse_frame(struct xdp_md *ctx, struct parsed *p)
 		return PARSE_MALFORMED;
 	h_proto = eth->h_proto;
 	cursor = eth + 1;
+	/* Offset of the L3 header as a number: pointer minus pointer would need
+	 * CAP_PERFMON to load. */
+	off = sizeof(*eth);
 
 #pragma unroll
 	for (int i = 0; i < 2; i++) {
@@ -249,12 +252,12 @@ static __always_inline int parse_frame(struct xdp_md *ctx, struct parsed *p)
 			return PARSE_MALFORMED;
 		h_proto = vh->encap_proto;
 		cursor = vh + 1;
+		off += sizeof(*vh);
 	}
 	/* A third tag: more than we (and the worker's parser) accept. */
 	if (h_proto == bpf_htons(ETH_P_8021Q) || h_proto == bpf_htons(ETH_P_8021AD))
 		return PARSE_MALFORMED;
 
-	off = cursor - data;
 	if (h_proto == bpf_htons(ETH_P_IP))
 		return parse_ipv4(ctx, cursor, data_end, off, p);
 	if (h_proto == bpf_htons(ETH_P_IPV6))

@@ -342,7 +342,8 @@ pub fn set_threaded_napi(ns: &str, dev: &str, on: bool) -> Result<(), LabError> 
 /// recreates its NAPI when an XDP program comes or goes, so call this after each
 /// attach. Returns how many threads were pinned.
 pub fn pin_napi_threads(dev: &str, core: usize) -> usize {
-    let prefix = format!("napi/{dev}-");
+    // Thread names are cut at 15 bytes (TASK_COMM_LEN - 1).
+    let prefix: String = format!("napi/{dev}-").chars().take(15).collect();
     let mut set = nix::sched::CpuSet::new();
     if set.set(core).is_err() {
         return 0;

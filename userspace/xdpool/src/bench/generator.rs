@@ -168,16 +168,17 @@ pub fn run_gen_bench(
     on_progress: &mut dyn FnMut(&str),
 ) -> Result<GenBenchReport, BenchError> {
     cfg.validate()?;
+    // A lab that exists is someone's (and may have GRO on): leave it alone.
+    if lab::Lab::status(&cfg.prefix)?.is_some() {
+        return Err(BenchError::Config(format!(
+            "a lab with prefix `{}` already exists; pick another --prefix, or remove it (`xdpool lab down --prefix {}`) if it is not in use",
+            cfg.prefix, cfg.prefix
+        )));
+    }
     // GRO off on both ends: without an XDP program the receiver then has no NAPI.
     let lab_cfg = LabConfig { queues: Some(1), gro: false, threaded_napi: false, ..LabConfig::with_prefix(cfg.prefix.clone()) };
     let guard = LabGuard::up(&lab_cfg)?;
     let st = guard.status().clone();
-    if st.already_up {
-        return Err(BenchError::Config(format!(
-            "a lab with prefix `{}` already exists and may have GRO on; remove it (`xdpool lab down --prefix {}`) or pick another --prefix",
-            cfg.prefix, cfg.prefix
-        )));
-    }
     let total = Receiver::ALL.len() * cfg.batches.len() * cfg.reps as usize;
     let started = Instant::now();
     let mut done = 0usize;

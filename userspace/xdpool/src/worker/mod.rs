@@ -564,7 +564,7 @@ impl Worker {
                 Ok(f) => f,
                 Err(_) => {
                     self.c.rx_rejected += 1;
-                    if d.options & XDP_PKT_CONTD != 0 || !self.chain.is_empty() {
+                    if d.options & XDP_PKT_CONTD != 0 || !self.chain.is_empty() || self.chain_broken {
                         self.chain_broken = true;
                         if d.options & XDP_PKT_CONTD == 0 {
                             self.drop_chain(pool);
@@ -573,7 +573,7 @@ impl Worker {
                     continue;
                 }
             };
-            if d.options & XDP_PKT_CONTD != 0 || !self.chain.is_empty() {
+            if d.options & XDP_PKT_CONTD != 0 || !self.chain.is_empty() || self.chain_broken {
                 self.chain_part(frame, d, pool);
                 continue;
             }
@@ -641,6 +641,7 @@ impl Worker {
         let mut chain = std::mem::take(&mut self.chain);
         if action == Action::L2fwd {
             let last = chain.len() - 1;
+            let start = self.tx.len();
             for (i, (frame, d)) in chain.drain(..).enumerate() {
                 let frame = if i == 0 {
                     match self.swap_macs_in_place(frame, d, pool) {
@@ -660,8 +661,21 @@ impl Worker {
                 let offset = (d.addr - frame.addr()) as u32;
                 match pool.give_tx(frame, offset) {
                     Ok(addr) => self.tx.push(XdpDesc { addr, len: d.len, options: if i < last { XDP_PKT_CONTD } else { 0 } }),
-                    Err(_) => self.c.rx_rejected += 1,
+                    Err(_) => {
+                        self.c.rx_rejected += 1;
+                        self.chain_broken = true;
+                    }
                 }
+            }
+            if self.chain_broken {
+                // Never a chain with a hole or without its end on TX: take back what
+                // was queued of it (the rest was recycled or refused above).
+                for d in self.tx.drain(start..) {
+                    if pool.take_completion(d.addr).is_err() {
+                        self.c.completion_rejected += 1;
+                    }
+                }
+                self.c.rx_chain_dropped += 1;
             }
             self.chain_broken = false;
         } else {
