@@ -180,10 +180,10 @@ fn e2e_each_missing_capability_is_named() {
     let tmp = scratch_dir("cap");
     let sock = tmp.path().join("control.sock");
     let cfg = write_config(tmp.path(), "cap", "no-such-ns-cap", "xdpb0", &[0], "[[rule]]\naction = \"drop\"\n", &sock);
-    for (cap, name) in [("net_admin", "CAP_NET_ADMIN"), ("net_raw", "CAP_NET_RAW"), ("ipc_lock", "CAP_IPC_LOCK"), ("bpf", "CAP_BPF")] {
+    for (cap, name) in [("net_admin", "CAP_NET_ADMIN"), ("net_raw", "CAP_NET_RAW"), ("ipc_lock", "CAP_IPC_LOCK"), ("bpf", "CAP_BPF"), ("perfmon", "CAP_PERFMON")] {
         let mut drop = format!("-{cap}");
-        if cap == "bpf" {
-            drop.push_str(",-sys_admin"); // CAP_SYS_ADMIN implies CAP_BPF
+        if cap == "bpf" || cap == "perfmon" {
+            drop.push_str(",-sys_admin"); // CAP_SYS_ADMIN implies CAP_BPF and CAP_PERFMON
         }
         let out = std::process::Command::new("setpriv")
             .args([&format!("--bounding-set={drop}"), "--", env!("CARGO_BIN_EXE_xdpool"), "run", "--config"])

@@ -56,15 +56,18 @@ impl std::error::Error for Fatal {}
 /// Fails with [`ExitCode::Privilege`] unless the process has the capabilities xdpool
 /// needs (root has them all).
 pub fn require_privileges(what: &str) -> Result<(), Fatal> {
-    // CAP_NET_ADMIN=12, CAP_NET_RAW=13, CAP_IPC_LOCK=14, CAP_SYS_ADMIN=21, CAP_BPF=39
-    let needed: [(u32, &str); 4] = [(12, "CAP_NET_ADMIN"), (13, "CAP_NET_RAW"), (14, "CAP_IPC_LOCK"), (39, "CAP_BPF")];
+    // CAP_NET_ADMIN=12, CAP_NET_RAW=13, CAP_IPC_LOCK=14, CAP_SYS_ADMIN=21, CAP_PERFMON=38,
+    // CAP_BPF=39. CAP_PERFMON: the verifier allows packet pointers moved by a variable
+    // (IPv6 extension headers, IP lengths) only to it (Spectre v1 hardening otherwise
+    // refuses the steering program: "pointer arithmetic ... prohibited for !root").
+    let needed: [(u32, &str); 5] = [(12, "CAP_NET_ADMIN"), (13, "CAP_NET_RAW"), (14, "CAP_IPC_LOCK"), (38, "CAP_PERFMON"), (39, "CAP_BPF")];
     let eff = effective_caps().unwrap_or(0);
     let missing: Vec<&str> = needed
         .iter()
         .filter(|(bit, _)| {
             let has = eff & (1u64 << bit) != 0;
-            // CAP_BPF is implied by CAP_SYS_ADMIN on older kernels.
-            !(has || (*bit == 39 && eff & (1u64 << 21) != 0))
+            // CAP_SYS_ADMIN implies CAP_BPF and CAP_PERFMON (older kernels have neither).
+            !(has || ((*bit == 38 || *bit == 39) && eff & (1u64 << 21) != 0))
         })
         .map(|(_, n)| *n)
         .collect();
@@ -74,7 +77,7 @@ pub fn require_privileges(what: &str) -> Result<(), Fatal> {
     Err(Fatal::new(
         ExitCode::Privilege,
         format!(
-            "{what} needs root (missing {}); run it with sudo, or grant the capabilities: setcap cap_net_admin,cap_net_raw,cap_ipc_lock,cap_bpf,cap_sys_admin+ep target/release/xdpool",
+            "{what} needs root (missing {}); run it with sudo, or grant the capabilities: setcap cap_net_admin,cap_net_raw,cap_ipc_lock,cap_bpf,cap_perfmon,cap_sys_admin+ep target/release/xdpool",
             missing.join(", ")
         ),
     ))

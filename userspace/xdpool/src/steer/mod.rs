@@ -120,6 +120,8 @@ fn load_program(name: &'static str) -> Result<Ebpf, SteerError> {
     let prog = xdp_mut(&mut ebpf, name)?;
     prog.load().map_err(|source| {
         if is_permission_error(&source) {
+            // The verifier's own words (which check needs which capability).
+            tracing::debug!(program = name, error = ?source, "program load refused");
             SteerError::NotPermitted { what: "loading the XDP program" }
         } else {
             SteerError::Program { name, source }
