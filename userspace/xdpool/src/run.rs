@@ -444,9 +444,12 @@ pub fn run(cfg: &Config, opts: &RunOptions) -> Result<Summary, Fatal> {
         comp_size: *cfg.rings.completion.get_ref(),
         unaligned: false,
     };
+    // No rule transmits: bind without a TX ring, so poll() skips the kernel's copy-mode
+    // TX path (it runs it on every call on a socket that has one).
+    let transmits = cfg.valid_rules().iter().any(|r| matches!(r.action, Action::L2fwd | Action::Mirror | Action::Copybreak));
     let sc = SocketConfig {
         rx_size: *cfg.rings.rx.get_ref(),
-        tx_size: *cfg.rings.tx.get_ref(),
+        tx_size: if transmits { *cfg.rings.tx.get_ref() } else { 0 },
         zero_copy: cfg.interface.zero_copy,
         need_wakeup: true,
         multi_buffer: *cfg.interface.multi_buffer.get_ref(),

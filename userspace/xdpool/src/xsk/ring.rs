@@ -403,18 +403,28 @@ impl RxRing {
     }
 }
 
-/// The TX ring: we hand frames to the kernel for sending.
+/// The TX ring: we hand frames to the kernel for sending. A socket bound without one
+/// (`tx_size` 0: no rule transmits) has an absent ring that takes nothing; poll() on
+/// such a socket then skips the kernel's copy-mode TX path.
 pub struct TxRing {
-    raw: RawRing<XdpDesc>,
+    raw: Option<RawRing<XdpDesc>>,
     errors: RingErrors,
 }
 
 impl TxRing {
+    /// The ring of a socket bound without a TX ring.
+    pub(crate) fn absent() -> TxRing {
+        TxRing { raw: None, errors: RingErrors::default() }
+    }
+
     /// Puts as many of `descs` as fit on the ring, in order, and returns how many.
     /// In copy mode, or when `needs_wakeup()`, follow with `XskSocket::wakeup_tx`.
     #[inline]
     pub fn produce(&mut self, descs: &[XdpDesc]) -> usize {
-        self.raw.produce(descs, &mut self.errors)
+        match &mut self.raw {
+            Some(raw) => raw.produce(descs, &mut self.errors),
+            None => 0,
+        }
     }
 
     /// As [`TxRing::produce`], but never splits a multi-buffer frame: the prefix put
@@ -423,24 +433,25 @@ impl TxRing {
     /// many were put; the rest did not fit.
     #[inline]
     pub fn produce_whole_frames(&mut self, descs: &[XdpDesc]) -> usize {
-        let room = self.raw.writable(clamp_len(descs.len()), &mut self.errors) as usize;
+        let Some(raw) = &mut self.raw else { return 0 };
+        let room = raw.writable(clamp_len(descs.len()), &mut self.errors) as usize;
         let mut n = room;
         // Back off to the end of the last whole frame within `room`.
         while n > 0 && descs[n - 1].options & super::desc::XDP_PKT_CONTD != 0 {
             n -= 1;
         }
-        self.raw.produce(&descs[..n], &mut self.errors)
+        raw.produce(&descs[..n], &mut self.errors)
     }
 
     /// Whether the kernel asks for a `sendto` to process the TX ring.
     #[inline]
     pub fn needs_wakeup(&self) -> bool {
-        self.raw.needs_wakeup()
+        self.raw.as_ref().is_some_and(RawRing::needs_wakeup)
     }
 
-    /// Ring size in entries.
+    /// Ring size in entries (0: bound without a TX ring).
     pub fn size(&self) -> u32 {
-        self.raw.size
+        self.raw.as_ref().map_or(0, |r| r.size)
     }
 
     /// Validation counters of this ring.
@@ -523,7 +534,7 @@ impl MappedRing {
     pub(crate) unsafe fn into_tx(self) -> TxRing {
         // SAFETY: forwarded caller contract.
         let (raw, errors) = unsafe { self.into_raw(Side::Producer) };
-        TxRing { raw, errors }
+        TxRing { raw: Some(raw), errors }
     }
 }
 
@@ -700,7 +711,7 @@ impl TxRing {
     /// As `new_heap`, with the ring's words starting at `prod` / `cons`.
     pub fn new_heap_at(size: u32, prod: u32, cons: u32) -> (Self, HeapRingPeer<XdpDesc>) {
         let (raw, errors, peer) = HeapRingPeer::new_pair(size, prod, cons, Side::Producer);
-        (Self { raw, errors }, peer)
+        (Self { raw: Some(raw), errors }, peer)
     }
 }
 
@@ -963,6 +974,15 @@ mod tests {
         let mut out = [XdpDesc::default(); 4];
         assert_eq!(peer.consume(&mut out), 4);
         assert_eq!(out, [desc(0, 60); 4]);
+    }
+
+    #[test]
+    fn absent_tx_ring_takes_nothing_and_never_asks_for_a_wakeup() {
+        let mut tx = TxRing::absent();
+        assert_eq!(tx.produce(&[desc(0, 60)]), 0);
+        assert_eq!(tx.produce_whole_frames(&[desc(0, 60)]), 0);
+        assert!(!tx.needs_wakeup());
+        assert_eq!(tx.size(), 0);
     }
 
     #[test]

@@ -17,7 +17,7 @@ use super::umem::{self, validate_ring_size, Primary, Umem, UmemShared};
 pub struct SocketConfig {
     /// RX ring size (power of two).
     pub rx_size: u32,
-    /// TX ring size (power of two).
+    /// TX ring size (power of two), or 0 for a socket that only receives.
     pub tx_size: u32,
     /// Ask for zero-copy (`XDP_ZEROCOPY`); otherwise copy mode (`XDP_COPY`).
     pub zero_copy: bool,
@@ -112,7 +112,9 @@ impl XskSocket {
     /// [`XskError::NoSuchQueue`], [`XskError::NoDevice`], [`XskError::DeviceGone`].
     pub fn bind(umem: &Umem, ifindex: u32, queue: u32, config: &SocketConfig) -> Result<XskSocket, XskError> {
         validate_ring_size("rx", config.rx_size)?;
-        validate_ring_size("tx", config.tx_size)?;
+        if config.tx_size > 0 {
+            validate_ring_size("tx", config.tx_size)?;
+        }
         let shared = &umem.shared;
         let mut primary = shared.primary();
         match std::mem::replace(&mut *primary, Primary::Binding) {
@@ -393,14 +395,23 @@ fn sockaddr(ifindex: u32, queue: u32, flags: u16, shared_fd: u32) -> libc::socka
 
 fn rx_and_tx(fd: BorrowedFd<'_>, config: &SocketConfig, shared: &UmemShared) -> Result<(RxRing, TxRing), XskError> {
     umem::set_ring_size(fd, libc::XDP_RX_RING, "rx", config.rx_size)?;
-    umem::set_ring_size(fd, libc::XDP_TX_RING, "tx", config.tx_size)?;
+    if config.tx_size > 0 {
+        umem::set_ring_size(fd, libc::XDP_TX_RING, "tx", config.tx_size)?;
+    }
     let off = umem::mmap_offsets(fd)?;
     let d = std::mem::size_of::<XdpDesc>();
     let rx = umem::map_ring(fd, &off.rx, libc::XDP_PGOFF_RX_RING as u64, config.rx_size, d, "mmap(RX ring)")?;
-    let tx = umem::map_ring(fd, &off.tx, libc::XDP_PGOFF_TX_RING as u64, config.tx_size, d, "mmap(TX ring)")?;
-    // SAFETY: offsets from XDP_MMAP_OFFSETS of this socket, sizes just set on it,
-    // xdp_desc entries for RX/TX.
-    Ok(unsafe { (rx.into_rx(shared.layout), tx.into_tx()) })
+    // SAFETY: offsets from XDP_MMAP_OFFSETS of this socket, size just set on it,
+    // xdp_desc entries.
+    let rx = unsafe { rx.into_rx(shared.layout) };
+    let tx = if config.tx_size > 0 {
+        let tx = umem::map_ring(fd, &off.tx, libc::XDP_PGOFF_TX_RING as u64, config.tx_size, d, "mmap(TX ring)")?;
+        // SAFETY: as for RX.
+        unsafe { tx.into_tx() }
+    } else {
+        TxRing::absent()
+    };
+    Ok((rx, tx))
 }
 
 fn bind_error(e: io::Error, ifindex: u32, queue: u32, zero_copy: bool) -> XskError {
