@@ -212,33 +212,11 @@ fn sender(cfg: &GenConfig, core: Option<usize>, templates: &[Vec<u8>]) -> Result
             tracing::warn!(addr, error = %e, "releasing a template buffer failed");
         }
     }
-    let (produced, completed, wakeups, elapsed) = match outcome {
-        Ok(v) => v,
-        Err(e) => {
-            drop(sock);
-            pool.reclaim_kernel();
-            drop(pool.destroy());
-            return Err(e);
-        }
-    };
-    let missing = produced - completed;
     drop(sock);
     drop(umem);
-    if missing > 0 {
-        pool.reclaim_kernel();
-        drop(pool.destroy());
-        return Err(GenError::Afxdp(AfxdpError::Stuck { missing, limit: DRAIN_LIMIT }));
-    }
-    let destroyed = pool.destroy();
-    destroyed.wait(Duration::from_secs(1)).map_err(|e| GenError::Afxdp(e.into()))?;
-    let accounting = region.accounting();
-    accounting.check().map_err(|e| GenError::Afxdp(AfxdpError::Accounting(e)))?;
-    if accounting.free != accounting.total {
-        return Err(GenError::Afxdp(AfxdpError::Accounting(format!("{} of {} frames free: {accounting:?}", accounting.free, accounting.total))));
-    }
-    let thread = ThreadReport { core, sent: completed, elapsed, pps: super::rate(completed, elapsed), calls: wakeups };
-    let gen = GenReport::new(super::Engine::Afxdp, cfg.size, elapsed, vec![thread], AFXDP_NOTE);
-    Ok(AfxdpReport { gen, produced, slots, chunks_used: chunks.len() as u32, wakeups, accounting })
+    let chunks_used = chunks.len() as u32;
+    let sent = outcome.map(|(produced, completed, wakeups, elapsed)| Sent { produced, completed, wakeups, elapsed, slots, chunks: chunks_used });
+    finish(cfg, core, pool, &region, sent)
 }
 
 /// What a send loop leaves: (report parts, or the error that stopped it).
@@ -251,7 +229,8 @@ struct Sent {
     chunks: u32,
 }
 
-/// Checks the end of a run: completions all back, pool destroyed, accounting exact.
+/// Checks the end of a run (socket and UMEM closed by now): completions all back,
+/// pool destroyed, accounting exact.
 fn finish(cfg: &GenConfig, core: Option<usize>, mut pool: PoolOwner, region: &Region, sent: Result<Sent, GenError>) -> Result<AfxdpReport, GenError> {
     let sent = match sent {
         Ok(s) => s,
