@@ -330,11 +330,7 @@ fn send_chains(cfg: &GenConfig, sock: &mut XskSocket, pool: &mut PoolOwner, regi
         let got = sock.completion().consume(&mut comp);
         on_completions(&comp[..got], &mut ready, &mut completed);
         if n == 0 && got == 0 {
-            if cfg.rate_pps.is_some() && !ready.is_empty() {
-                std::thread::sleep(Duration::from_micros(200));
-            } else {
-                std::thread::yield_now();
-            }
+            idle(cfg.rate_pps.is_some() && !ready.is_empty());
         }
     };
     let elapsed_send = start.elapsed();
@@ -364,6 +360,16 @@ fn send_chains(cfg: &GenConfig, sock: &mut XskSocket, pool: &mut PoolOwner, regi
     let elapsed = if completed == produced { start.elapsed() } else { elapsed_send };
     tracing::debug!(produced, completed, wakeups, per_frame, "afxdp multi-buffer thread done");
     Ok(Sent { produced, completed, wakeups, elapsed, slots: slots as u32, chunks: (slots * per_frame) as u32 })
+}
+
+/// Nothing moved this step: under a rate with frames ready, the rate is what holds
+/// them back, so sleep a little; otherwise completions are due, so only yield.
+fn idle(rate_bound: bool) {
+    if rate_bound {
+        std::thread::sleep(Duration::from_micros(200));
+    } else {
+        std::thread::yield_now();
+    }
 }
 
 /// Frames that may be produced now: what is left of the quota, no more than the rate
@@ -415,11 +421,7 @@ fn send_loop(
         completed += got as u64;
         ready.extend_from_slice(&comp[..got]);
         if n == 0 && got == 0 {
-            if cfg.rate_pps.is_some() && !ready.is_empty() {
-                std::thread::sleep(Duration::from_micros(200));
-            } else {
-                std::thread::yield_now();
-            }
+            idle(cfg.rate_pps.is_some() && !ready.is_empty());
         }
     }
     let elapsed_send = start.elapsed();
