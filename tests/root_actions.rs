@@ -174,7 +174,12 @@ fn rxdrop_steady_state_never_empties_the_fill_ring() {
     assert_eq!(s["drops"]["rx_fill_ring_empty"], 0, "the fill ring ran dry: {s:#}");
     assert_eq!(s["workers"][0]["xsk"]["rx_fill_ring_empty_descs"], 0);
     assert_eq!(c(&s, "fill_pool_empty"), 0, "the pool always had frames for the fill ring");
-    assert_eq!(s["packets"].as_u64().unwrap() + named_rx_drops(&s), N, "{s:#}");
+    // Exact from where xdpool's program saw the frame. Before that the veth may drop
+    // at transmit when its 256-slot ring is full (softirq deferred to ksoftirqd on a
+    // loaded machine): not ours, and not counted anywhere we can read, so bounded.
+    let steered = s["xdp"]["steered"].as_u64().unwrap();
+    assert_eq!(s["packets"].as_u64().unwrap() + named_rx_drops(&s), steered, "{s:#}");
+    assert!(steered >= N * 99 / 100, "only {steered} of {N} reached the program: {s:#}");
     assert_eq!(c(&s, "action_drop"), s["packets"].as_u64().unwrap());
     assert_all_frames_back(&s);
 }
@@ -254,7 +259,8 @@ fn jumbo_frames_arrive_whole_and_l2fwd_returns_them_whole() {
         let lost = named_rx_drops(&s);
         eprintln!("jumbo {action}: rx {} ({} B) multi-buffer {} dropped {lost}", s["packets"], s["bytes"], c(&s, "rx_multi_buffer"));
         let rx = s["packets"].as_u64().unwrap();
-        assert_eq!(rx + lost, n, "every frame received or dropped for a named reason: {s:#}");
+        let steered = s["xdp"]["steered"].as_u64().unwrap();
+        assert_eq!(rx + lost, steered, "every frame the program steered was received or dropped for a named reason: {s:#}");
         assert!(rx >= n * 9 / 10, "only {rx} of {n} jumbo frames arrived: {s:#}");
         assert_eq!(s["bytes"].as_u64().unwrap(), rx * SIZE as u64, "each counted once, whole: {s:#}");
         assert_eq!(c(&s, "rx_multi_buffer"), rx, "every 9000-byte frame spans several chunks");
