@@ -57,10 +57,10 @@ impl GenBenchConfig {
         if !(60..=1514).contains(&self.size) {
             return bad(format!("--size {}: 60..=1514", self.size));
         }
-        let online = nix::unistd::sysconf(nix::unistd::SysconfVar::_NPROCESSORS_ONLN).ok().flatten().unwrap_or(1) as usize;
+        let online = crate::config::online_cpus();
         for (what, core) in [("--gen-core", self.gen_core), ("--napi-core", self.napi_core)] {
-            if core >= online {
-                return bad(format!("{what} {core}: this machine has cores 0..={}", online - 1));
+            if !online.contains(&core) {
+                return bad(format!("{what} {core} is not an online CPU (online: {online:?})"));
             }
         }
         Ok(())
@@ -206,7 +206,7 @@ pub fn run_gen_bench(
                     interrupted = true;
                     break 'all;
                 }
-                let eta = (done > 0).then(|| started.elapsed().mul_f64((total - done) as f64 / done as f64));
+                let eta = super::sweep::eta(started.elapsed(), done, total);
                 on_progress(&format!(
                     "{} batch {batch} run {rep}/{} ({}/{total}{})",
                     receiver.name(),
@@ -243,7 +243,7 @@ pub fn run_gen_bench(
     }
     drop(guard);
     Ok(GenBenchReport {
-        kernel: std::fs::read_to_string("/proc/sys/kernel/osrelease").map(|s| s.trim().to_string()).unwrap_or_default(),
+        kernel: super::sweep::kernel_release(),
         size: cfg.size,
         count: cfg.count,
         reps: cfg.reps,

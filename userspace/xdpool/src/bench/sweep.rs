@@ -481,7 +481,8 @@ impl Bench<'_> {
     }
 }
 
-fn kernel_release() -> String {
+/// The running kernel's release (`uname -r`), or "unknown".
+pub(crate) fn kernel_release() -> String {
     std::fs::read_to_string("/proc/sys/kernel/osrelease").map(|s| s.trim().to_string()).unwrap_or_else(|_| "unknown".into())
 }
 
