@@ -796,6 +796,37 @@ impl PoolOwner {
         ))
     }
 
+    /// An RX descriptor whose frame the application drops unread: the frame goes
+    /// straight back to the fill ring, as the kernel's page_pool recycles an
+    /// XDP_DROP page into its cache and the driver refills from there. Validated as
+    /// [`take_rx`](Self::take_rx) (same errors, same counters); counted as one
+    /// cached recycle and one fast alloc, and the frame's generation moves on as if
+    /// it had been handed out and recycled. Returns the chunk's address for the fill
+    /// ring: the caller must put it there (or take it back with `take_rx`).
+    #[inline]
+    pub fn rx_drop(&mut self, addr: u64, len: u32) -> Result<u64, FrameError> {
+        let idx = match self.region.check_addr(addr, len) {
+            Ok(i) => i,
+            Err(e) => {
+                self.shared.owner.foreign_addr.inc();
+                return Err(e);
+            }
+        };
+        let st = self.state(idx);
+        if st.loc() != Location::Fill || st.owner() != self.slot {
+            self.shared.owner.not_in_fill.inc();
+            return Err(FrameError::NotInFill {
+                addr,
+                location: st.loc(),
+            });
+        }
+        self.hot_recycle_cached += 1;
+        self.hot_alloc_fast += 1;
+        Ok(self
+            .hand_out(((st.gen() as u64) << 32) | idx as u64, Location::Fill)
+            .addr())
+    }
+
     /// Hand a frame to TX; returns the descriptor address (chunk base + `offset`).
     /// A bad `offset` recycles the frame and returns the error.
     pub fn give_tx(&mut self, f: Frame, offset: u32) -> Result<u64, FrameError> {

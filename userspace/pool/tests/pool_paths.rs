@@ -338,6 +338,57 @@ fn high_order_is_counted_apart() {
 }
 
 #[test]
+fn rx_drop_puts_the_frame_straight_back_in_fill() {
+    let r = region(256, 2048, 1);
+    let mut p = pool(&r, 1);
+    let mut addrs = [0u64; 4];
+    assert_eq!(p.fill_bulk(&mut addrs), 4);
+    let mut q = pool(&r, 2);
+    let mut other = [0u64; 1];
+    assert_eq!(q.fill_bulk(&mut other), 1);
+    let a0 = ok(&r);
+    let s0 = p.stats();
+    // The chunk's address comes back (headroom dropped); the frame stays in fill.
+    assert_eq!(p.rx_drop(addrs[2] + 256, 64), Ok(addrs[2]));
+    assert_eq!(
+        delta(&s0, &p.stats()),
+        vec![("alloc_fast", 1), ("recycle_cached", 1)]
+    );
+    let a = ok(&r);
+    assert_eq!((a.fill, a.application, a.cached), (5, 0, a0.cached));
+    // Same errors and counters as take_rx: foreign, past the chunk, not in fill.
+    let s1 = p.stats();
+    assert_eq!(
+        p.rx_drop(256 * 2048, 64),
+        Err(FrameError::Foreign { addr: 256 * 2048 })
+    );
+    assert!(matches!(
+        p.rx_drop(addrs[1] + 2000, 100),
+        Err(FrameError::OutOfChunk { .. })
+    ));
+    let f = p.take_rx(addrs[0], 64).unwrap();
+    assert_eq!(
+        p.rx_drop(addrs[0], 64),
+        Err(FrameError::NotInFill {
+            addr: addrs[0],
+            location: Location::Application
+        })
+    );
+    assert_eq!(
+        delta(&s1, &p.stats()),
+        vec![("foreign_addr", 2), ("not_in_fill", 1)]
+    );
+    // Another pool's fill frame is refused too.
+    assert!(matches!(p.rx_drop(other[0], 64), Err(FrameError::NotInFill { .. })));
+    // A frame that went through rx_drop is an ordinary fill frame afterwards.
+    let g = p.take_rx(addrs[2], 64).unwrap();
+    p.recycle(f);
+    p.recycle(g);
+    let a = ok(&r);
+    assert_eq!((a.fill, a.cached), (3, a0.cached + 2));
+}
+
+#[test]
 fn fill_rx_tx_completion_track_the_owner_map() {
     let r = region(64, 2048, 1);
     let mut p = pool(&r, 1);

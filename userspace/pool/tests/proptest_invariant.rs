@@ -25,6 +25,7 @@ enum Op {
     CrossReleaseFrag(usize, usize),
     Fill(usize, usize),
     Rx(#[allow(dead_code)] usize, usize),
+    RxDrop(#[allow(dead_code)] usize, usize),
     GiveTx(usize, usize),
     GiveTxFrag(usize, usize),
     Complete(#[allow(dead_code)] usize, usize),
@@ -49,6 +50,7 @@ fn op() -> impl Strategy<Value = Op> {
         2 => (p.clone(), w.clone()).prop_map(|(p, w)| Op::CrossReleaseFrag(p, w)),
         1 => (p.clone(), 1..8usize).prop_map(|(p, n)| Op::Fill(p, n)),
         2 => (p.clone(), w.clone()).prop_map(|(p, w)| Op::Rx(p, w)),
+        1 => (p.clone(), w.clone()).prop_map(|(p, w)| Op::RxDrop(p, w)),
         1 => (p.clone(), w.clone()).prop_map(|(p, w)| Op::GiveTx(p, w)),
         1 => (p.clone(), w.clone()).prop_map(|(p, w)| Op::GiveTxFrag(p, w)),
         2 => (p.clone(), w.clone()).prop_map(|(p, w)| Op::Complete(p, w)),
@@ -238,6 +240,16 @@ impl Model {
                     let before = self.pools[p].stats().not_in_fill;
                     assert!(self.pools[p].take_rx(a, 1).is_err());
                     assert_eq!(self.pools[p].stats().not_in_fill, before + 1);
+                }
+            }
+            Op::RxDrop(_, w) => {
+                if let Some((p, a)) = Self::take(&mut self.fill, w) {
+                    // Straight back to the same fill ring: the chunk's address again.
+                    let back = self.pools[p]
+                        .rx_drop(a + 64, 100)
+                        .expect("frame from our fill ring");
+                    assert_eq!(back, a);
+                    self.fill.push((p, back));
                 }
             }
             Op::GiveTx(p, w) => {

@@ -558,6 +558,9 @@ impl Worker {
         let n = consumed.kept;
         // Every descriptor taken used a fill entry, dropped ones included.
         self.in_fill = self.in_fill.saturating_sub(consumed.taken as u32);
+        if self.drops_unread() {
+            return self.receive_drop(sock, pool, n);
+        }
         for i in 0..n {
             let d = self.descs[i];
             let frame = match pool.take_rx(d.addr, d.len) {
@@ -602,6 +605,61 @@ impl Worker {
                     pool.recycle(frame);
                 }
             }
+        }
+        n
+    }
+
+    /// Every frame steered here is dropped without being read: no rule sends
+    /// anything back, none needs the bytes, the application holds none.
+    #[inline]
+    fn drops_unread(&self) -> bool {
+        self.spec.classifier.is_uniform() && self.spec.classifier.uniform() == Action::Drop && self.spec.hold_frames == 0
+    }
+
+    /// `receive` for [`drops_unread`](Self::drops_unread): each frame goes straight
+    /// back to the fill ring ([`PoolOwner::rx_drop`]) in one batch, without a trip
+    /// through the cache. A multi-buffer frame (or one that follows a cut chain)
+    /// takes the general path.
+    fn receive_drop(&mut self, sock: &mut XskSocket, pool: &mut PoolOwner, n: usize) -> usize {
+        let mut back = 0;
+        for i in 0..n {
+            let d = self.descs[i];
+            if d.options & XDP_PKT_CONTD != 0 || !self.chain.is_empty() || self.chain_broken {
+                match pool.take_rx(d.addr, d.len) {
+                    Ok(frame) => self.chain_part(frame, d, pool),
+                    Err(_) => {
+                        self.c.rx_rejected += 1;
+                        self.chain_broken = true;
+                        if d.options & XDP_PKT_CONTD == 0 {
+                            self.drop_chain(pool);
+                        }
+                    }
+                }
+                continue;
+            }
+            match pool.rx_drop(d.addr, d.len) {
+                Ok(addr) => {
+                    self.addrs[back] = addr;
+                    back += 1;
+                    self.c.rx_packets += 1;
+                    self.c.rx_bytes += d.len as u64;
+                    self.c.action_drop += 1;
+                }
+                Err(_) => self.c.rx_rejected += 1,
+            }
+        }
+        if back > 0 {
+            // Each of these took a fill entry, so the ring has room for them all;
+            // whatever it refuses goes back to the pool all the same.
+            let put = sock.fill().produce(&self.addrs[..back]);
+            self.in_fill += put as u32;
+            self.c.fill_produced += put as u64;
+            for &addr in &self.addrs[put..back] {
+                if let Ok(f) = pool.take_rx(addr, 0) {
+                    pool.recycle(f);
+                }
+            }
+            pool.publish_stats();
         }
         n
     }
