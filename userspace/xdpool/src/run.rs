@@ -467,7 +467,8 @@ pub fn run(cfg: &Config, opts: &RunOptions) -> Result<Summary, Fatal> {
     let mut handles = Vec::new();
     for (i, &q) in queues.iter().enumerate() {
         let core = cores.get(i).copied();
-        let ws = WorkerShared::new(q, core);
+        let ws = WorkerShared::new(q, core)
+            .map_err(|e| Fatal::new(ExitCode::Failure, format!("cannot make a worker's eventfd: {e} (raise ulimit -n)")))?;
         shared.push(ws.clone());
         let spec = WorkerSpec {
             queue: q,
@@ -507,6 +508,7 @@ pub fn run(cfg: &Config, opts: &RunOptions) -> Result<Summary, Fatal> {
     if let Err(e) = lc.bring_up(ifindex) {
         lc.bring_down();
         stop.store(true, Ordering::SeqCst);
+        shared.iter().for_each(|w| w.wake());
         for h in handles {
             let _ = h.join();
         }
@@ -650,6 +652,7 @@ pub fn run(cfg: &Config, opts: &RunOptions) -> Result<Summary, Fatal> {
     }
     let xdp = lc.steering().counters().unwrap_or_default();
     stop.store(true, Ordering::SeqCst);
+    shared.iter().for_each(|w| w.wake());
     let mut exits = Vec::new();
     for h in handles {
         match h.join() {

@@ -23,12 +23,23 @@ use classify::Classifier;
 use inflight::TxInflight;
 use pool::{Frag, Frame, PoolConfig, PoolOwner, PoolRemote, PoolStats, Region};
 use serde::Serialize;
+use nix::sys::eventfd::{EfdFlags, EventFd};
+use std::os::fd::AsFd;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 /// Largest batch a worker handles at once.
 pub const MAX_BATCH: usize = 256;
+
+/// How long an idle `poll` worker sleeps at most. Requests from the control thread
+/// wake it at once (`WorkerShared::wake`), so this only bounds how stale the kernel
+/// socket stats get after traffic stops. Long on purpose: with a 5 ms timeout, every
+/// sleep armed a timer that was the CPU's next event, and on this VM that cost the
+/// sending core about a quarter of its rate (`tools/bench/vs-xskref.sh`, poll
+/// placement: xdpool / xskref 0.60-0.74 at 5 ms, 0.86-1.18 at 1000 ms; 100 ms was
+/// in between, 0.71-0.99).
+const POLL_TIMEOUT_MS: u16 = 1000;
 /// Most buffers of one multi-buffer frame (the kernel sends at most MAX_SKB_FRAGS + 1,
 /// 18 by default); a longer chain is dropped whole and counted.
 pub const MAX_CHAIN: usize = 32;
@@ -169,7 +180,8 @@ pub struct WorkerShared {
     pub counters: WorkerCounters,
     /// The pool's remote handle, set once the worker has built its pool.
     pub pool: Mutex<Option<PoolRemote>>,
-    /// Last XDP_STATISTICS read (refreshed about every 100 ms by the worker).
+    /// Last XDP_STATISTICS read (refreshed by the worker about every 100 ms while
+    /// frames move, and within about a second (`POLL_TIMEOUT_MS`) once they stop).
     pub xsk_stats: Mutex<XdpStatistics>,
     /// Ring validation errors (refreshed with the stats).
     pub ring_errors: Mutex<crate::xsk::RingErrors>,
@@ -187,12 +199,17 @@ pub struct WorkerShared {
     /// Asked by the control thread once every socket and the UMEM are closed: take
     /// the frames the kernel held back into the pool.
     reclaim: AtomicBool,
+    /// Wakes the worker from poll() when the control thread asks something of it
+    /// (a socket, a release, a reclaim, the stop), so the poll timeout can be long.
+    wake: EventFd,
 }
 
 impl WorkerShared {
-    /// Fresh shared state for a queue.
-    pub fn new(queue: u32, core: Option<usize>) -> Arc<WorkerShared> {
-        Arc::new(WorkerShared {
+    /// Fresh shared state for a queue; fails only if no eventfd can be made (out of
+    /// file descriptors).
+    pub fn new(queue: u32, core: Option<usize>) -> nix::Result<Arc<WorkerShared>> {
+        let wake = EventFd::from_flags(EfdFlags::EFD_NONBLOCK | EfdFlags::EFD_CLOEXEC)?;
+        Ok(Arc::new(WorkerShared {
             queue,
             core,
             counters: WorkerCounters::default(),
@@ -205,7 +222,15 @@ impl WorkerShared {
             has_socket: AtomicBool::new(false),
             reclaim_pending: AtomicBool::new(false),
             reclaim: AtomicBool::new(false),
-        })
+            wake,
+        }))
+    }
+
+    /// Wakes the worker if it waits in poll(); call after asking it something (the
+    /// methods below do) or after setting the stop flag.
+    pub fn wake(&self) {
+        // EAGAIN only when the counter is near overflow: the worker is awake then.
+        let _ = self.wake.write(1);
     }
 
     /// The pool's stats, once the worker has started.
@@ -217,7 +242,9 @@ impl WorkerShared {
     /// starts on it. A socket offered earlier and not yet taken is returned.
     pub fn offer_socket(&self, sock: XskSocket) -> Option<XskSocket> {
         self.release.store(false, Ordering::SeqCst);
-        self.incoming.lock().unwrap_or_else(|p| p.into_inner()).replace(sock)
+        let earlier = self.incoming.lock().unwrap_or_else(|p| p.into_inner()).replace(sock);
+        self.wake();
+        earlier
     }
 
     /// Asks the worker to give its socket up (drain RX, reap, close, reclaim). A
@@ -225,6 +252,7 @@ impl WorkerShared {
     pub fn request_release(&self) {
         drop(self.incoming.lock().unwrap_or_else(|p| p.into_inner()).take());
         self.release.store(true, Ordering::SeqCst);
+        self.wake();
     }
 
     /// Whether the worker runs on a socket now (false once a release is done).
@@ -237,6 +265,7 @@ impl WorkerShared {
     /// are closed, so the kernel can no longer touch them.
     pub fn request_reclaim(&self) {
         self.reclaim.store(true, Ordering::SeqCst);
+        self.wake();
     }
 
     /// Whether frames of a closed socket still wait to be reclaimed.
@@ -359,7 +388,7 @@ pub fn run(region: Arc<Region>, spec: WorkerSpec, shared: Arc<WorkerShared>, sto
         }
         if !busy {
             w.c.idle_loops += 1;
-            w.idle(s);
+            w.idle(s, &shared);
         }
     }
     if let Some(s) = sock.take() {
@@ -1022,13 +1051,20 @@ impl Worker {
         );
     }
 
-    fn idle(&mut self, sock: &XskSocket) {
+    fn idle(&mut self, sock: &XskSocket, shared: &WorkerShared) {
         match self.wait {
             WaitMode::Spin | WaitMode::BusyPoll => std::hint::spin_loop(),
             WaitMode::Poll => {
                 use nix::poll::{poll, PollFd, PollFlags, PollTimeout};
-                let mut fds = [PollFd::new(sock.fd(), PollFlags::POLLIN)];
-                let _ = poll(&mut fds, PollTimeout::from(5u8));
+                let mut fds = [
+                    PollFd::new(sock.fd(), PollFlags::POLLIN),
+                    PollFd::new(shared.wake.as_fd(), PollFlags::POLLIN),
+                ];
+                let _ = poll(&mut fds, PollTimeout::from(POLL_TIMEOUT_MS));
+                if fds[1].revents().is_some_and(|r| !r.is_empty()) {
+                    // Reset the counter; the loop looks at what was asked.
+                    let _ = shared.wake.read();
+                }
             }
         }
     }
