@@ -1,11 +1,17 @@
 #!/bin/bash
-# Side by side on the lab, one run: xdpool rxdrop against xskref (a bare libxdp
-# AF_XDP receiver, tools/xskref) with the same generator, rings (rx 2048, fill
-# 4096, 8192 frames of 2048 B), cores and NAPI placement. Alternates the two
-# receivers REPS times per placement and prints received / sent and Mpps (frames
-# received / generator send time). Needs root, a built xdpool (make build) and
-# xskref (make -C tools/xskref). Bounded: each run sends COUNT frames, each
-# receiver runs DUR seconds. The lab (prefix vsx) is removed on exit.
+# Side by side on the lab, one run: xdpool against xskref (a bare libxdp AF_XDP
+# receiver, tools/xskref) with the same generator, rings (RX rx, FILL fill,
+# FRAMES frames of 2048 B), cores and NAPI placement. Alternates the two REPS
+# times per placement and prints, per run:
+#   received / sent, Mpps (frames received / generator send time),
+#   for l2fwd: frames back at the sender (its veth's RX counter) and their Mpps,
+#   the application's CPU: the busiest thread's run time (schedstat), ns and
+#   cycles (at the TSC's nominal MHz; this VM has no PMU) per frame received,
+#   and its context switches.
+# Needs root, a built xdpool (make build) and xskref (make -C tools/xskref).
+# Bounded: each run sends COUNT frames, each receiver runs DUR seconds. The lab
+# (prefix vsx) is removed on exit.
+#   PLACEMENTS="action:mode:napi ..." (default: all five below)
 set -u
 cd "$(dirname "$0")/../.."
 X=$PWD/target/release/xdpool
@@ -13,6 +19,11 @@ REF=$PWD/tools/xskref/xskref
 COUNT=${COUNT:-4000000}
 REPS=${REPS:-3}
 DUR=${DUR:-6}
+RX=${RX:-2048}
+FILL=${FILL:-4096}
+FRAMES=${FRAMES:-8192}
+PLACEMENTS=${PLACEMENTS:-drop:spin:softirq drop:poll:softirq drop:poll:threaded l2fwd:spin:softirq l2fwd:poll:threaded}
+MHZ=$(awk -F: '/^cpu MHz/{print $2; exit}' /proc/cpuinfo)
 P=vsx
 W=$(mktemp -d)
 cleanup() { "$X" lab down --prefix $P >/dev/null 2>&1; rm -rf "$W"; }
@@ -25,10 +36,20 @@ pin_napi() { # veth re-creates its NAPI when a program comes: pin after attach
     done
 }
 
-run_one() { # $1 receiver, $2 mode, $3 napi (softirq|threaded)
+threads() { # pid -> "tid:run_ns:ctx_switches ..." for each of its threads
+    for t in /proc/$1/task/*; do
+        echo -n "$(basename "$t"):$(cut -d' ' -f1 "$t/schedstat"):$(awk '/ctxt_switches/{s+=$2}END{print s}' "$t/status") "
+    done
+}
+
+back_count() { # frames the sender's veth received (l2fwd returns)
+    ip -n $P-a -s -j link show ${P}a0 | python3 -c "import json,sys;print(json.load(sys.stdin)[0]['stats64']['rx']['packets'])"
+}
+
+run_one() { # $1 receiver, $2 action, $3 mode, $4 napi (softirq|threaded)
     local out
     if [ "$1" = xskref ]; then
-        ip netns exec $P-b "$REF" -i ${P}b0 -q 0 -c 1 -m "$2" -d "$DUR" > "$W/ref.out" 2>/dev/null &
+        ip netns exec $P-b "$REF" -i ${P}b0 -q 0 -c 1 -m "$3" -a "$2" -d "$DUR" -r "$RX" -f "$FILL" -n "$FRAMES" > "$W/ref.out" 2>/dev/null &
     else
         cat > "$W/run.toml" <<EOT
 [interface]
@@ -36,20 +57,20 @@ name = "${P}b0"
 netns = "$P-b"
 queues = [0]
 [umem]
-frames = 8192
+frames = $FRAMES
 chunk_size = 2048
 [rings]
-fill = 4096
+fill = $FILL
 completion = 2048
-rx = 2048
+rx = $RX
 tx = 2048
 [workers]
 cores = [1]
-mode = "$2"
+mode = "$3"
 [[rule]]
 proto = "udp"
 dst_port = "9"
-action = "drop"
+action = "$2"
 [stats]
 control_socket = "$W/ctl.sock"
 live = false
@@ -58,9 +79,15 @@ EOT
     fi
     local pid=$!
     sleep 1.5
-    [ "$3" = threaded ] && pin_napi 1
+    [ "$4" = threaded ] && pin_napi 1
+    local t0 t1 b0 b1
+    t0=$(threads $pid)
+    b0=$(back_count)
     out=$("$X" gen --netns $P-a --dev ${P}a0 --count "$COUNT" --cores 0 2>/dev/null | tail -1)
+    sleep 0.3
+    t1=$(threads $pid)
     wait $pid
+    b1=$(back_count)
     local secs got
     secs=$(echo "$out" | sed -n 's/.* in \([0-9.]*\) s:.*/\1/p')
     if [ "$1" = xskref ]; then
@@ -68,17 +95,31 @@ EOT
     else
         got=$(python3 -c "import json;print(json.load(open('$W/sum.json'))['packets'])")
     fi
-    python3 -c "print(f'{\"$1\":7} {\"$2\":5} {\"$3\":9} received {$got:>9} of $COUNT ({$got/$COUNT*100:5.1f}%)  {$got/$secs/1e6:6.3f} Mpps')"
+    python3 - "$1" "$2" "$3" "$4" "$got" "$COUNT" "$secs" "$t0" "$t1" "$((b1 - b0))" "$MHZ" <<'PY'
+import sys
+who, act, mode, napi, got, count, secs, t0, t1, back, mhz = sys.argv[1:]
+got, count, secs, back, mhz = int(got), int(count), float(secs), int(back), float(mhz)
+parse = lambda s: {t: (int(r), int(c)) for t, r, c in (x.split(':') for x in s.split())}
+a, b = parse(t0), parse(t1)
+ns, cs = max((b[t][0] - a[t][0], b[t][1] - a[t][1]) for t in b if t in a)
+per = ns / max(got, 1)
+line = f'{who:7} {act:5} {mode:4} {napi:8} received {got:>8} of {count} ({got/count*100:5.1f}%) {got/secs/1e6:6.3f} Mpps'
+if act == 'l2fwd':
+    line += f' | back {back:>8} {back/secs/1e6:6.3f} Mpps'
+line += f' | app {ns/1e6:6.1f} ms cpu, {per:6.1f} ns = {per*mhz/1e3:6.0f} cycles/frame, {cs:6d} ctx sw'
+print(line)
+PY
 }
 
-for placement in "spin softirq" "poll softirq" "poll threaded"; do
-    set -- $placement
+echo "# $(date -u +%F), $(nproc) CPUs, kernel $(uname -r), TSC ${MHZ} MHz; COUNT=$COUNT REPS=$REPS rx=$RX fill=$FILL frames=$FRAMES"
+for placement in $PLACEMENTS; do
+    IFS=: read -r act mode napi <<< "$placement"
     "$X" lab down --prefix $P >/dev/null 2>&1
     "$X" lab up --prefix $P >/dev/null || exit 1
-    if [ "$2" = threaded ]; then ip netns exec $P-b sh -c "echo 1 > /sys/class/net/${P}b0/threaded"; fi
-    echo "# worker core 1 ($1), generator core 0, NAPI $2 $([ "$2" = threaded ] && echo 'on core 1' || echo 'on the sending core')"
+    if [ "$napi" = threaded ]; then ip netns exec $P-b sh -c "echo 1 > /sys/class/net/${P}b0/threaded"; fi
+    echo "# $act, worker core 1 ($mode), generator core 0, NAPI $napi $([ "$napi" = threaded ] && echo 'on core 1' || echo 'on the sending core')"
     for rep in $(seq "$REPS"); do
-        run_one xskref "$1" "$2"
-        run_one xdpool "$1" "$2"
+        run_one xskref "$act" "$mode" "$napi"
+        run_one xdpool "$act" "$mode" "$napi"
     done
 done

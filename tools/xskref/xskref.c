@@ -1,8 +1,11 @@
 // SPDX-License-Identifier: MIT OR Apache-2.0
 /*
- * xskref: a bare AF_XDP rxdrop receiver, the baseline xdpool's benchmarks
- * put beside their own numbers. One socket, one queue, one core; every RX
- * descriptor goes straight back to the fill ring, packet data is never read.
+ * xskref: a bare AF_XDP receiver, the baseline xdpool's benchmarks put
+ * beside their own numbers. One socket, one queue, one core.
+ *   -a drop (default): every RX descriptor goes straight back to the fill
+ *      ring, packet data is never read.
+ *   -a l2fwd: MAC addresses swapped in place, the same chunk goes out on the
+ *      socket's TX ring; completions go back to the fill ring.
  *
  * Setup is libxdp's xsk API with its defaults: libxdp loads and attaches its
  * own redirect program in native (DRV) mode and removes it when the socket
@@ -43,6 +46,7 @@
 #define MAX_SECONDS 86400.0
 
 enum wait_mode { WAIT_POLL, WAIT_SPIN };
+enum action { ACT_DROP, ACT_L2FWD };
 
 struct options {
 	const char *ifname;
@@ -50,6 +54,7 @@ struct options {
 	uint32_t queue;
 	int core;
 	enum wait_mode mode;
+	enum action action;
 	double seconds;
 	uint32_t rx_size;
 	uint32_t fill_size;
@@ -60,6 +65,11 @@ struct receiver {
 	struct xsk_ring_cons rx;
 	struct xsk_ring_prod fill;
 	struct xsk_ring_cons comp;
+	struct xsk_ring_prod tx;
+	uint32_t in_tx; /* l2fwd: descriptors on TX not yet completed */
+	uint64_t tx_completed;
+	uint64_t *spare; /* l2fwd: chunks beyond the fill ring's first load */
+	uint32_t nspare;
 	struct xsk_umem *umem;
 	struct xsk_socket *xsk;
 	void *area;
@@ -79,12 +89,14 @@ static void usage(FILE *out)
 {
 	fprintf(out,
 		"usage: xskref -i IFNAME -q QUEUE -c CORE -m poll|spin -d SECONDS\n"
-		"              [-r RXSIZE] [-f FILLSIZE] [-n FRAMES]\n"
+		"              [-a drop|l2fwd] [-r RXSIZE] [-f FILLSIZE] [-n FRAMES]\n"
 		"  -i IFNAME    interface in the current network namespace\n"
 		"  -q QUEUE     RX queue to bind (default 0)\n"
 		"  -c CORE      CPU to pin this process to\n"
 		"  -m MODE      poll: poll() when RX is empty; spin: busy loop\n"
 		"  -d SECONDS   run time (> 0, fractions allowed)\n"
+		"  -a ACTION    drop (default): RX straight back to fill; l2fwd: swap\n"
+		"               MACs and send the frame back out on the same socket\n"
 		"  -r RXSIZE    RX ring entries, power of two (default 2048)\n"
 		"  -f FILLSIZE  fill ring entries, power of two (default 4096)\n"
 		"  -n FRAMES    UMEM frames of %u bytes (default 8192)\n",
@@ -135,7 +147,7 @@ static int parse_args(int argc, char **argv, struct options *o)
 		.frames = 8192,
 	};
 
-	while ((opt = getopt(argc, argv, "i:q:c:m:d:r:f:n:h")) != -1) {
+	while ((opt = getopt(argc, argv, "i:q:c:m:d:a:r:f:n:h")) != -1) {
 		switch (opt) {
 		case 'i':
 			o->ifname = optarg;
@@ -172,6 +184,17 @@ static int parse_args(int argc, char **argv, struct options *o)
 				return 2;
 			}
 			have_d = 1;
+			break;
+		case 'a':
+			if (!strcmp(optarg, "drop"))
+				o->action = ACT_DROP;
+			else if (!strcmp(optarg, "l2fwd"))
+				o->action = ACT_L2FWD;
+			else {
+				fprintf(stderr, "xskref: -a wants 'drop' or 'l2fwd', "
+					"got '%s'\n", optarg);
+				return 2;
+			}
 			break;
 		case 'r':
 			if (parse_ring("-r", optarg, &o->rx_size))
@@ -275,6 +298,7 @@ static void receiver_close(struct receiver *r)
 		xsk_umem__delete(r->umem);
 	if (r->area && r->area != MAP_FAILED)
 		munmap(r->area, r->area_len);
+	free(r->spare);
 	*r = (struct receiver){ .fd = -1 };
 }
 
@@ -289,7 +313,7 @@ static int receiver_open(struct receiver *r, const struct options *o)
 	};
 	struct xsk_socket_config scfg = {
 		.rx_size = o->rx_size,
-		.tx_size = 0,
+		.tx_size = o->action == ACT_L2FWD ? XSK_RING_PROD__DEFAULT_NUM_DESCS : 0,
 		.libxdp_flags = 0, /* let libxdp load its default program */
 		.xdp_flags = XDP_FLAGS_DRV_MODE,
 		.bind_flags = XDP_COPY | XDP_USE_NEED_WAKEUP,
@@ -320,7 +344,7 @@ static int receiver_open(struct receiver *r, const struct options *o)
 	}
 
 	err = xsk_socket__create(&r->xsk, o->ifname, o->queue, r->umem, &r->rx,
-				 NULL, &scfg);
+				 o->action == ACT_L2FWD ? &r->tx : NULL, &scfg);
 	if (err) {
 		r->xsk = NULL;
 		fprintf(stderr, "xskref: xsk_socket__create on %s queue %u "
@@ -354,6 +378,18 @@ static int receiver_open(struct receiver *r, const struct options *o)
 		*xsk_ring_prod__fill_addr(&r->fill, idx + i) =
 			(uint64_t)i * CHUNK_SIZE;
 	xsk_ring_prod__submit(&r->fill, initial);
+	/* l2fwd keeps chunks on TX: the rest of the UMEM tops the fill ring up. */
+	if (o->action == ACT_L2FWD) {
+		/* Room for every chunk: completions land here when fill is full. */
+		r->spare = malloc((size_t)o->frames * sizeof(*r->spare));
+		if (!r->spare) {
+			fprintf(stderr, "xskref: out of memory\n");
+			receiver_close(r);
+			return -1;
+		}
+		for (i = initial; i < o->frames; i++)
+			r->spare[r->nspare++] = (uint64_t)i * CHUNK_SIZE;
+	}
 	return 0;
 }
 
@@ -385,12 +421,100 @@ static inline uint32_t rx_drop(struct receiver *r)
 	return n;
 }
 
+static void kick_tx(const struct receiver *r)
+{
+	sendto(r->fd, NULL, 0, MSG_DONTWAIT, NULL, 0);
+}
+
+/* Completions back onto the fill ring (the spare stack when it is full);
+ * returns how many. */
+static inline uint32_t reap(struct receiver *r)
+{
+	uint32_t comp_idx = 0, fill_idx = 0, n, room, i;
+
+	n = xsk_ring_cons__peek(&r->comp, RX_BATCH, &comp_idx);
+	if (!n)
+		return 0;
+	room = xsk_prod_nb_free(&r->fill, n);
+	if (room > n)
+		room = n;
+	if (room && xsk_ring_prod__reserve(&r->fill, room, &fill_idx) != room)
+		room = 0;
+	for (i = 0; i < room; i++)
+		*xsk_ring_prod__fill_addr(&r->fill, fill_idx + i) =
+			*xsk_ring_cons__comp_addr(&r->comp, comp_idx + i);
+	for (; i < n; i++)
+		r->spare[r->nspare++] = *xsk_ring_cons__comp_addr(&r->comp, comp_idx + i);
+	if (room)
+		xsk_ring_prod__submit(&r->fill, room);
+	xsk_ring_cons__release(&r->comp, n);
+	r->in_tx -= n;
+	r->tx_completed += n;
+	return n;
+}
+
+/* One RX batch, MACs swapped, out on TX; returns the frames received. */
+static inline uint32_t rx_l2fwd(struct receiver *r)
+{
+	uint32_t rx_idx = 0, tx_idx = 0, n, i;
+
+	reap(r);
+	if (r->nspare) {
+		uint32_t room = xsk_prod_nb_free(&r->fill, r->nspare), fill_idx = 0;
+
+		if (room > r->nspare)
+			room = r->nspare;
+		if (room && xsk_ring_prod__reserve(&r->fill, room, &fill_idx) == room) {
+			for (i = 0; i < room; i++)
+				*xsk_ring_prod__fill_addr(&r->fill, fill_idx + i) =
+					r->spare[--r->nspare];
+			xsk_ring_prod__submit(&r->fill, room);
+		}
+	}
+	n = xsk_ring_cons__peek(&r->rx, RX_BATCH, &rx_idx);
+	if (!n) {
+		if (r->in_tx && xsk_ring_prod__needs_wakeup(&r->tx))
+			kick_tx(r);
+		return 0;
+	}
+	while (xsk_ring_prod__reserve(&r->tx, n, &tx_idx) != n) {
+		/* TX full: let the kernel send, take completions back. */
+		kick_tx(r);
+		reap(r);
+		if (stop) {
+			xsk_ring_cons__cancel(&r->rx, n);
+			return 0;
+		}
+	}
+	for (i = 0; i < n; i++) {
+		const struct xdp_desc *d = xsk_ring_cons__rx_desc(&r->rx, rx_idx + i);
+		struct xdp_desc *t = xsk_ring_prod__tx_desc(&r->tx, tx_idx + i);
+		uint8_t *eth = xsk_umem__get_data(r->area, d->addr);
+		uint8_t mac[6];
+
+		if (d->len >= 12) {
+			memcpy(mac, eth, 6);
+			memcpy(eth, eth + 6, 6);
+			memcpy(eth + 6, mac, 6);
+		}
+		t->addr = d->addr;
+		t->len = d->len;
+		t->options = 0;
+	}
+	xsk_ring_prod__submit(&r->tx, n);
+	xsk_ring_cons__release(&r->rx, n);
+	r->in_tx += n;
+	if (xsk_ring_prod__needs_wakeup(&r->tx))
+		kick_tx(r);
+	return n;
+}
+
 struct run_result {
 	uint64_t packets;
 	double seconds;
 };
 
-static struct run_result run(struct receiver *r, enum wait_mode mode)
+static struct run_result run(struct receiver *r, enum wait_mode mode, enum action act)
 {
 	struct pollfd pfd = { .fd = r->fd, .events = POLLIN };
 	struct run_result res = { 0 };
@@ -398,11 +522,14 @@ static struct run_result run(struct receiver *r, enum wait_mode mode)
 	uint32_t n;
 
 	while (!stop) {
-		n = rx_drop(r);
+		n = act == ACT_L2FWD ? rx_l2fwd(r) : rx_drop(r);
 		if (n) {
 			res.packets += n;
 			continue;
 		}
+		/* Frames still on TX: keep sending and reaping (poll() reports RX). */
+		if (r->in_tx)
+			continue;
 		if (xsk_ring_prod__needs_wakeup(&r->fill))
 			kick_fill(r);
 		if (mode == WAIT_POLL)
@@ -432,6 +559,7 @@ int main(int argc, char **argv)
 	struct run_result res;
 	struct options o;
 	struct receiver r;
+	uint64_t tx_completed;
 	int rc, stats_ok;
 
 	setvbuf(stdout, NULL, _IOLBF, 0);
@@ -457,8 +585,9 @@ int main(int argc, char **argv)
 		return 1;
 	}
 
-	res = run(&r, o.mode);
+	res = run(&r, o.mode, o.action);
 	stats_ok = !read_xdp_stats(r.fd, &st);
+	tx_completed = r.tx_completed;
 	receiver_close(&r);
 
 	printf("xskref rx_packets %llu seconds %.3f mpps %.3f",
@@ -471,6 +600,8 @@ int main(int argc, char **argv)
 		       (unsigned long long)st.rx_invalid_descs,
 		       (unsigned long long)st.rx_ring_full,
 		       (unsigned long long)st.rx_fill_ring_empty_descs);
+	if (o.action == ACT_L2FWD)
+		printf(" tx_completed=%llu", (unsigned long long)tx_completed);
 	printf("\n");
 	return stats_ok ? 0 : 1;
 }
