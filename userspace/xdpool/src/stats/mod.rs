@@ -12,17 +12,20 @@ use std::sync::Arc;
 /// Produces the current snapshot (called from the export threads).
 pub type SnapshotFn = Arc<dyn Fn() -> Value + Send + Sync>;
 
+/// One flattened metric: name, labels (name, value), value.
+pub type Sample = (String, Vec<(String, String)>, f64);
+
 /// Flattens a snapshot into `(metric name, labels, value)` triples.
 ///
 /// Objects nest with `_`; arrays of objects named `queues` become a `queue` label
 /// taken from each element's `queue` field; strings and booleans are skipped.
-pub fn flatten(snapshot: &Value) -> Vec<(String, Vec<(String, String)>, f64)> {
+pub fn flatten(snapshot: &Value) -> Vec<Sample> {
     let mut out = Vec::new();
     walk(snapshot, "xdpool", &[], &mut out);
     out
 }
 
-fn walk(v: &Value, name: &str, labels: &[(String, String)], out: &mut Vec<(String, Vec<(String, String)>, f64)>) {
+fn walk(v: &Value, name: &str, labels: &[(String, String)], out: &mut Vec<Sample>) {
     match v {
         Value::Number(n) => {
             if let Some(f) = n.as_f64() {
