@@ -181,6 +181,10 @@ fn rxdrop_steady_state_never_empties_the_fill_ring() {
     assert_eq!(s["packets"].as_u64().unwrap() + named_rx_drops(&s), steered, "{s:#}");
     assert!(steered >= N * 99 / 100, "only {steered} of {N} reached the program: {s:#}");
     assert_eq!(c(&s, "action_drop"), s["packets"].as_u64().unwrap());
+    // Each dropped frame went straight from RX back to the fill ring (rx_drop): one
+    // cached recycle per drop, and every one of them went back into the ring.
+    assert_eq!(s["workers"][0]["pool"]["recycle_cached"].as_u64(), Some(c(&s, "action_drop")), "{s:#}");
+    assert!(c(&s, "fill_produced") >= c(&s, "action_drop"), "{s:#}");
     assert_all_frames_back(&s);
 }
 
