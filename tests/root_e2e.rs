@@ -166,6 +166,29 @@ fn e2e_zero_copy_refused_names_the_fix() {
     assert_eq!(on_dev, None);
 }
 
+/// A device without native XDP (the namespace's loopback): exit code 6, the fix
+/// named, the frame accounting still exact at teardown, nothing left attached.
+#[test]
+fn e2e_native_mode_refused_names_the_fix() {
+    if !root_or_skip("e2e_native_mode_refused_names_the_fix") {
+        return;
+    }
+    let prefix = unique_prefix("x6");
+    let lab = LabGuard::up(&LabConfig { prefix, ..LabConfig::default() }).expect("lab up");
+    let st = lab.status().clone();
+    let tmp = scratch_dir("mode");
+    let sock = tmp.path().join("control.sock");
+    let cfg = write_config(tmp.path(), "mode", &st.b.netns, "lo", &[0], "[[rule]]\naction = \"drop\"\n", &sock);
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_xdpool")).args(["run", "--config"]).arg(&cfg).output().unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(6), "{err}");
+    assert!(err.contains("native") && err.contains("--xdp-mode skb"), "{err}");
+    assert!(err.contains("frame accounting exact"), "teardown after the refusal: {err}");
+    let lo = xdpool::netns::in_netns(&st.b.netns, || nix::net::if_::if_nametoindex("lo")).unwrap().unwrap();
+    let on_dev = xdpool::netns::in_netns(&st.b.netns, || xdpool::steer::xdp_program_on(lo)).unwrap().unwrap();
+    assert_eq!(on_dev, None);
+}
+
 /// Each capability xdpool needs, removed alone (root with a reduced bounding set):
 /// exit code 3, the missing capability named, and what to do.
 #[test]
