@@ -775,6 +775,15 @@ impl PoolOwner {
     /// the chunk start (headroom). Rejected (and counted): foreign addresses, lengths
     /// crossing the chunk, frames not in this pool's fill ring.
     pub fn take_rx(&mut self, addr: u64, len: u32) -> Result<Frame, FrameError> {
+        let entry = self.rx_entry(addr, len)?;
+        Ok(self.hand_out(entry, Location::Application))
+    }
+
+    /// The cache-style entry (generation, index) of the frame an RX descriptor names,
+    /// after checking it lies in one chunk and is in this pool's fill ring; a refusal
+    /// is counted.
+    #[inline]
+    fn rx_entry(&mut self, addr: u64, len: u32) -> Result<u64, FrameError> {
         let idx = match self.region.check_addr(addr, len) {
             Ok(i) => i,
             Err(e) => {
@@ -790,10 +799,7 @@ impl PoolOwner {
                 location: st.loc(),
             });
         }
-        Ok(self.hand_out(
-            ((st.gen() as u64) << 32) | idx as u64,
-            Location::Application,
-        ))
+        Ok(((st.gen() as u64) << 32) | idx as u64)
     }
 
     /// An RX descriptor whose frame the application drops unread: the frame goes
@@ -805,26 +811,10 @@ impl PoolOwner {
     /// ring: the caller must put it there (or take it back with `take_rx`).
     #[inline]
     pub fn rx_drop(&mut self, addr: u64, len: u32) -> Result<u64, FrameError> {
-        let idx = match self.region.check_addr(addr, len) {
-            Ok(i) => i,
-            Err(e) => {
-                self.shared.owner.foreign_addr.inc();
-                return Err(e);
-            }
-        };
-        let st = self.state(idx);
-        if st.loc() != Location::Fill || st.owner() != self.slot {
-            self.shared.owner.not_in_fill.inc();
-            return Err(FrameError::NotInFill {
-                addr,
-                location: st.loc(),
-            });
-        }
+        let entry = self.rx_entry(addr, len)?;
         self.hot_recycle_cached += 1;
         self.hot_alloc_fast += 1;
-        Ok(self
-            .hand_out(((st.gen() as u64) << 32) | idx as u64, Location::Fill)
-            .addr())
+        Ok(self.hand_out(entry, Location::Fill).addr())
     }
 
     /// Hand a frame to TX; returns the descriptor address (chunk base + `offset`).
