@@ -12,6 +12,7 @@
 # Bounded: each run sends COUNT frames, each receiver runs DUR seconds. The lab
 # (prefix vsx) is removed on exit.
 #   PLACEMENTS="action:mode:napi ..." (default: all five below)
+#   WORKERS_EXTRA="poll_coalesce_us = 0" adds lines to xdpool's [workers] section
 set -u
 cd "$(dirname "$0")/../.."
 X=$PWD/target/release/xdpool
@@ -67,6 +68,7 @@ tx = 2048
 [workers]
 cores = [1]
 mode = "$3"
+${WORKERS_EXTRA:-}
 [[rule]]
 proto = "udp"
 dst_port = "9"

@@ -481,6 +481,7 @@ pub fn run(cfg: &Config, opts: &RunOptions) -> Result<Summary, Fatal> {
             copybreak_bytes: *cfg.workers.copybreak_bytes.get_ref(),
             // Validated to 1..=1024.
             busy_poll_budget: *cfg.workers.busy_poll_budget.get_ref() as u16,
+            poll_coalesce: Duration::from_micros(u64::from(*cfg.workers.poll_coalesce_us.get_ref())),
         };
         let (region, stop) = (region.clone(), stop.clone());
         let h = std::thread::Builder::new()

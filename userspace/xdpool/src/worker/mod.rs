@@ -66,6 +66,8 @@ pub struct WorkerSpec {
     pub copybreak_bytes: u32,
     /// `busy-poll` mode: SO_BUSY_POLL_BUDGET.
     pub busy_poll_budget: u16,
+    /// `poll` mode: nap after a pass that received frames (zero: poll() at once).
+    pub poll_coalesce: Duration,
 }
 
 macro_rules! counters {
@@ -161,6 +163,9 @@ counters!(
     /// Sockets in busy-poll mode that received frames without a NAPI id (veth gives
     /// none), so recvfrom had no NAPI to poll: the worker waited in poll() instead.
     busy_poll_no_napi,
+    /// `poll` mode: naps taken while traffic flowed (`workers.poll_coalesce_us`)
+    /// instead of waiting in poll().
+    poll_naps,
 });
 
 /// State a worker shares with the control thread.
@@ -343,6 +348,7 @@ pub fn run(region: Arc<Region>, spec: WorkerSpec, shared: Arc<WorkerShared>, sto
         busy_poll: false,
         busy_poll_warned: false,
         napi_checked: false,
+        received_since_idle: false,
         chain: Vec::with_capacity(MAX_CHAIN),
         chain_broken: false,
         wait: WaitMode::Spin,
@@ -472,6 +478,8 @@ struct Worker {
     busy_poll_warned: bool,
     /// Busy-poll mode: the socket's NAPI id was looked at (after its first frames).
     napi_checked: bool,
+    /// Frames arrived since the loop last went idle (poll mode naps then).
+    received_since_idle: bool,
     /// Buffers of a multi-buffer frame received so far (the last one ends it).
     chain: Vec<(Frame, XdpDesc)>,
     /// A buffer of the frame in `chain` was refused: drop the frame when it ends.
@@ -502,6 +510,7 @@ impl Worker {
         let reaped = self.reap(sock, pool);
         self.refill(sock, pool);
         let got = self.receive(sock, pool);
+        self.received_since_idle |= got > 0;
         if !self.tx.is_empty() {
             self.transmit(sock, pool);
         }
@@ -1056,6 +1065,13 @@ impl Worker {
             WaitMode::Spin | WaitMode::BusyPoll => std::hint::spin_loop(),
             WaitMode::Poll => {
                 use nix::poll::{poll, PollFd, PollFlags, PollTimeout};
+                if std::mem::take(&mut self.received_since_idle) && !self.spec.poll_coalesce.is_zero() {
+                    // Traffic is flowing: let a batch gather instead of being woken
+                    // at every kernel flush (a wake-up costs the sending CPU too).
+                    self.c.poll_naps += 1;
+                    std::thread::sleep(self.spec.poll_coalesce);
+                    return;
+                }
                 let mut fds = [
                     PollFd::new(sock.fd(), PollFlags::POLLIN),
                     PollFd::new(shared.wake.as_fd(), PollFlags::POLLIN),
