@@ -229,6 +229,50 @@ fn busy_poll_sets_socket_options_and_forwards_every_frame() {
     assert_all_frames_back(&s);
 }
 
+/// Multi-buffer frames on the second queue of a two-queue lab: the AF_XDP generator
+/// sends on queue 1, so the peer receives them there; queue 1's worker takes each
+/// 9000-byte chain as one frame, queue 0's sees none, and every frame is accounted.
+#[test]
+fn jumbo_frames_on_the_second_queue_arrive_whole_at_its_worker() {
+    if !root_or_skip("jumbo_frames_on_the_second_queue_arrive_whole_at_its_worker") {
+        return;
+    }
+    const SIZE: usize = 9000;
+    const N: u64 = 1_000;
+    let lab = LabGuard::up(&LabConfig { prefix: unique_prefix("xk"), mtu: Some(9000), queues: Some(2), ..LabConfig::default() }).expect("lab up");
+    let st = lab.status().clone();
+    let tmp = scratch_dir("jumboq");
+    let sock = tmp.path().join("control.sock");
+    let cfg = write_config(tmp.path(), "jumboq", &st.b.netns, &st.b.dev, &[0, 1], &rule("drop"), &sock);
+    let text = std::fs::read_to_string(&cfg).unwrap().replacen("queues = [0, 1]", "queues = [0, 1]\nmulti_buffer = true", 1);
+    std::fs::write(&cfg, text).unwrap();
+    let run = XdpoolRun::start(&cfg, &[]);
+    let mut g = GenConfig::for_lab(&st);
+    g.count = Some(N);
+    g.size = SIZE;
+    g.rate_pps = Some(50_000);
+    g.engine = gen::Engine::Afxdp;
+    g.queue = 1;
+    g.dst_ports = PortRange::single(9);
+    assert_eq!(gen::run(&g).expect("AF_XDP generator on queue 1").sent, N);
+    wait_for(Duration::from_secs(5), || total(&sock, "rx_packets") >= N * 9 / 10);
+    let (code, s, out) = run.stop();
+    assert_eq!(code, Some(0), "{out}");
+    let workers = s["workers"].as_array().unwrap();
+    let per_queue: Vec<(u64, u64, u64)> = workers
+        .iter()
+        .map(|w| (w["queue"].as_u64().unwrap(), w["counters"]["rx_packets"].as_u64().unwrap(), w["counters"]["rx_multi_buffer"].as_u64().unwrap()))
+        .collect();
+    eprintln!("jumbo on queue 1: per queue (queue, rx, multi-buffer) {per_queue:?}");
+    let rx = s["packets"].as_u64().unwrap();
+    assert!(rx >= N * 9 / 10, "only {rx} of {N} jumbo frames arrived: {s:#}");
+    assert_eq!(per_queue, vec![(0, 0, 0), (1, rx, rx)], "all on queue 1, each a multi-buffer frame");
+    assert_eq!(s["bytes"].as_u64().unwrap(), rx * SIZE as u64, "each counted once, whole: {s:#}");
+    assert_eq!(rx + named_rx_drops(&s), s["xdp"]["steered"].as_u64().unwrap(), "{s:#}");
+    assert_eq!(c(&s, "rx_chain_dropped"), 0);
+    assert_all_frames_back(&s);
+}
+
 /// Jumbo frames (MTU 9000) with `interface.multi_buffer = true`: the AF_XDP generator
 /// sends each 9000-byte frame as a chain of 5 chunks, the worker receives it as a
 /// chain of 6 buffers (`XDP_PKT_CONTD`), counts one frame of 9000 bytes, and with

@@ -119,7 +119,8 @@ pub enum EngineArg {
     Live,
     /// The kernel's pktgen through /proc/net/pktgen (where the kernel has it).
     Pktgen,
-    /// AF_XDP TX ring on queue 0 (copy mode), where live frames are unavailable.
+    /// AF_XDP TX ring on one queue (copy mode; --queue, default 0), where live frames
+    /// are unavailable, and for jumbo frames.
     Afxdp,
 }
 
@@ -161,6 +162,11 @@ pub struct GenArgs {
     /// Engine.
     #[arg(long, value_enum, default_value = "live")]
     pub engine: EngineArg,
+    /// AF_XDP engine: the device's TX queue to send on; a veth peer receives on the
+    /// same queue (`xdpool lab up --queues N`). The live engine reaches the peer queue
+    /// of the sending CPU instead (choose it with --cores).
+    #[arg(long, default_value_t = 0)]
+    pub queue: u32,
     /// Live engine: frames per kernel batch, 1..=256. Each batch ends with a flush
     /// to the device (on veth: onto the peer's 256-slot ring, then its NAPI runs).
     #[arg(long, default_value_t = 64, value_parser = clap::value_parser!(u32).range(1..=256))]

@@ -118,6 +118,7 @@ fn gen_config(args: &GenArgs) -> Result<xdpool::gen::GenConfig, Fatal> {
         EngineArg::Pktgen => Engine::Pktgen,
         EngineArg::Afxdp => Engine::Afxdp,
     };
+    cfg.queue = args.queue;
     Ok(cfg)
 }
 
@@ -354,6 +355,7 @@ fn demo_inner(args: &DemoArgs, stop: &std::sync::atomic::AtomicBool) -> Result<(
         src_ports: "1024".into(),
         cores: vec![0],
         engine: EngineArg::Live,
+        queue: 0,
         batch: 64,
         json: None,
     };

@@ -2,7 +2,8 @@
 //!
 //! One thread (pinned to the first of `cores`, if any) enters the namespace, builds a
 //! small recycler region (4096 chunks of 2048 B), registers it as a UMEM and binds a
-//! copy-mode socket (need_wakeup) to queue 0 of the device. Frames of at most half a
+//! copy-mode socket (need_wakeup) to the device's queue `GenConfig::queue` (0 unless
+//! `--queue`; a veth peer receives on the same queue). Frames of at most half a
 //! chunk (1024 B) are packed several to a chunk with `PoolOwner::alloc_frag`; larger
 //! ones get a whole chunk. Up to [`TX_SLOTS`] templates are written once, handed to
 //! TX (`give_tx_frag` / `give_tx`), and then re-sent: a completed address is put back
@@ -103,7 +104,7 @@ pub fn run_afxdp(cfg: &GenConfig) -> Result<GenReport, GenError> {
 pub fn run_afxdp_detailed(cfg: &GenConfig) -> Result<AfxdpReport, GenError> {
     if cfg.cores.len() > 1 {
         return Err(GenError::Config(format!(
-            "the afxdp engine sends from one core on queue 0; give one core (--cores {}) or use --engine live",
+            "the afxdp engine sends from one core on one queue (--queue); give one core (--cores {}) or use --engine live",
             cfg.cores[0]
         )));
     }
@@ -167,7 +168,7 @@ fn sender(cfg: &GenConfig, core: Option<usize>, templates: &[Vec<u8>]) -> Result
     // Frames longer than a chunk go out as chains of chunks (multi-buffer TX).
     let multi_buffer = cfg.size > CHUNK_SIZE as usize;
     let scfg = SocketConfig { rx_size: TX_SLOTS, tx_size: TX_SLOTS, zero_copy: false, need_wakeup: true, multi_buffer };
-    let mut sock = XskSocket::bind(&umem, ifindex, 0, &scfg).map_err(|e| xsk_err(cfg, e))?;
+    let mut sock = XskSocket::bind(&umem, ifindex, cfg.queue, &scfg).map_err(|e| xsk_err(cfg, e))?;
     let mut pool = PoolOwner::new(&region, PoolConfig::default());
     if multi_buffer {
         let result = send_chains(cfg, &mut sock, &mut pool, &region, templates);

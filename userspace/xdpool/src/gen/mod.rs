@@ -83,6 +83,9 @@ pub struct GenConfig {
     pub chunk: u32,
     /// Engine.
     pub engine: Engine,
+    /// AF_XDP engine: the device's TX queue to send on (a veth peer receives on the
+    /// same queue). The live engine reaches the peer queue of the sending CPU instead.
+    pub queue: u32,
     /// Pktgen engine: its proc directory (`None`: `/proc/thread-self/net/pktgen`,
     /// i.e. the one of the namespace we send from).
     pub pktgen_root: Option<PathBuf>,
@@ -111,6 +114,7 @@ impl GenConfig {
             batch: 64,
             chunk: 1 << 22,
             engine: Engine::Live,
+            queue: 0,
             pktgen_root: None,
         }
     }
@@ -179,6 +183,12 @@ impl GenConfig {
         }
         if self.chunk == 0 {
             return Err(GenError::Config("chunk 0: give at least 1 frame per call".into()));
+        }
+        if self.queue != 0 && self.engine != Engine::Afxdp {
+            return Err(GenError::Config(format!(
+                "--queue {} is for --engine afxdp: the live engine's frames reach the peer queue of the sending CPU (choose it with --cores), pktgen picks its own",
+                self.queue
+            )));
         }
         packet::check_frame_size(self.size, self.ipv6)?;
         // Traffic stays between namespaces of ours, inside the benchmarking ranges.
@@ -365,6 +375,7 @@ mod tests {
         for bad in [
             GenConfig { batch: 257, ..ok.clone() },
             GenConfig { chunk: 0, ..ok.clone() },
+            GenConfig { queue: 1, ..ok.clone() },
             GenConfig { netns: None, ..ok.clone() },
             // Just past 198.18.0.0/15: refused by validate(), never sent.
             GenConfig { ipv4: ("198.20.0.1".parse().unwrap(), ok.ipv4.1), ..ok.clone() },
