@@ -175,8 +175,9 @@ fn rxdrop_steady_state_never_empties_the_fill_ring() {
     assert_eq!(s["workers"][0]["xsk"]["rx_fill_ring_empty_descs"], 0);
     assert_eq!(c(&s, "fill_pool_empty"), 0, "the pool always had frames for the fill ring");
     // A poll worker (the default poll_coalesce_us) napped between passes while
-    // frames flowed, and the fill ring still never ran dry (above).
-    assert!(c(&s, "poll_naps") > 0, "{s:#}");
+    // frames flowed (one nap follows the last frames anyway: ask for many), and the
+    // fill ring still never ran dry (above).
+    assert!(c(&s, "poll_naps") >= 10, "{s:#}");
     // Exact from where xdpool's program saw the frame. Before that the veth may drop
     // at transmit when its 256-slot ring is full (softirq deferred to ksoftirqd on a
     // loaded machine): not ours, and not counted anywhere we can read, so bounded.
@@ -184,10 +185,10 @@ fn rxdrop_steady_state_never_empties_the_fill_ring() {
     assert_eq!(s["packets"].as_u64().unwrap() + named_rx_drops(&s), steered, "{s:#}");
     assert!(steered >= N * 99 / 100, "only {steered} of {N} reached the program: {s:#}");
     assert_eq!(c(&s, "action_drop"), s["packets"].as_u64().unwrap());
-    // Each dropped frame went straight from RX back to the fill ring (rx_drop): one
-    // cached recycle per drop, and every one of them went back into the ring.
+    // Each dropped frame went straight from RX back to the fill ring (rx_drop), but
+    // those the teardown drained (through the cache): one cached recycle per drop.
+    assert_eq!(c(&s, "rx_drop_to_fill") + c(&s, "drained_rx"), c(&s, "action_drop"), "{s:#}");
     assert_eq!(s["workers"][0]["pool"]["recycle_cached"].as_u64(), Some(c(&s, "action_drop")), "{s:#}");
-    assert!(c(&s, "fill_produced") >= c(&s, "action_drop"), "{s:#}");
     assert_all_frames_back(&s);
 }
 

@@ -166,6 +166,9 @@ counters!(
     /// `poll` mode: naps taken while traffic flowed (`workers.poll_coalesce_us`)
     /// instead of waiting in poll().
     poll_naps,
+    /// Frames dropped unread straight from RX back to the fill ring
+    /// (`PoolOwner::rx_drop`), without a trip through the pool's cache.
+    rx_drop_to_fill,
 });
 
 /// State a worker shares with the control thread.
@@ -679,6 +682,7 @@ impl Worker {
                 Ok(addr) => {
                     self.addrs[back] = addr;
                     back += 1;
+                    self.c.rx_drop_to_fill += 1;
                     self.c.rx_packets += 1;
                     self.c.rx_bytes += d.len as u64;
                     self.c.action_drop += 1;
