@@ -465,11 +465,14 @@ pub fn run(cfg: &Config, opts: &RunOptions) -> Result<Summary, Fatal> {
     let classifier = Classifier::new(cfg.valid_rules());
     let mut shared = Vec::new();
     let mut handles = Vec::new();
+    // Every worker's shared state first: a failure here leaves no thread running.
     for (i, &q) in queues.iter().enumerate() {
-        let core = cores.get(i).copied();
-        let ws = WorkerShared::new(q, core)
+        let ws = WorkerShared::new(q, cores.get(i).copied())
             .map_err(|e| Fatal::new(ExitCode::Failure, format!("cannot make a worker's eventfd: {e} (raise ulimit -n)")))?;
-        shared.push(ws.clone());
+        shared.push(ws);
+    }
+    for (i, (&q, ws)) in queues.iter().zip(shared.clone()).enumerate() {
+        let core = cores.get(i).copied();
         let spec = WorkerSpec {
             queue: q,
             core,
@@ -483,12 +486,19 @@ pub fn run(cfg: &Config, opts: &RunOptions) -> Result<Summary, Fatal> {
             busy_poll_budget: *cfg.workers.busy_poll_budget.get_ref() as u16,
             poll_coalesce: Duration::from_micros(u64::from(*cfg.workers.poll_coalesce_us.get_ref())),
         };
-        let (region, stop) = (region.clone(), stop.clone());
-        let h = std::thread::Builder::new()
-            .name(format!("xdpool-q{q}"))
-            .spawn(move || worker::run(region, spec, ws, stop))
-            .map_err(|e| Fatal::new(ExitCode::Failure, format!("cannot start a worker thread: {e}")))?;
-        handles.push(h);
+        let (region, worker_stop) = (region.clone(), stop.clone());
+        match std::thread::Builder::new().name(format!("xdpool-q{q}")).spawn(move || worker::run(region, spec, ws, worker_stop)) {
+            Ok(h) => handles.push(h),
+            Err(e) => {
+                // The workers already started hold no socket yet: stop them first.
+                stop.store(true, Ordering::SeqCst);
+                shared.iter().for_each(|w| w.wake());
+                for h in handles {
+                    let _ = h.join();
+                }
+                return Err(Fatal::new(ExitCode::Failure, format!("cannot start a worker thread: {e}")));
+            }
+        }
     }
     let device = DeviceStats::new(ifindex);
     let mut lc = Lifecycle {
