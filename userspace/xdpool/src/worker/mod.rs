@@ -604,23 +604,14 @@ impl Worker {
         }
         for i in 0..n {
             let d = self.descs[i];
-            let frame = match pool.take_rx(d.addr, d.len) {
-                Ok(f) => f,
-                Err(_) => {
-                    self.c.rx_rejected += 1;
-                    if d.options & XDP_PKT_CONTD != 0 || !self.chain.is_empty() || self.chain_broken {
-                        self.chain_broken = true;
-                        if d.options & XDP_PKT_CONTD == 0 {
-                            self.drop_chain(pool);
-                        }
-                    }
-                    continue;
-                }
-            };
-            if d.options & XDP_PKT_CONTD != 0 || !self.chain.is_empty() || self.chain_broken {
-                self.chain_part(frame, d, pool);
+            if self.in_chain(&d) {
+                self.chain_desc(d, pool);
                 continue;
             }
+            let Ok(frame) = pool.take_rx(d.addr, d.len) else {
+                self.c.rx_rejected += 1;
+                continue;
+            };
             self.c.rx_packets += 1;
             self.c.rx_bytes += d.len as u64;
             // take_rx checked addr..addr+len lies in the frame's chunk.
@@ -665,17 +656,8 @@ impl Worker {
         let mut back = 0;
         for i in 0..n {
             let d = self.descs[i];
-            if d.options & XDP_PKT_CONTD != 0 || !self.chain.is_empty() || self.chain_broken {
-                match pool.take_rx(d.addr, d.len) {
-                    Ok(frame) => self.chain_part(frame, d, pool),
-                    Err(_) => {
-                        self.c.rx_rejected += 1;
-                        self.chain_broken = true;
-                        if d.options & XDP_PKT_CONTD == 0 {
-                            self.drop_chain(pool);
-                        }
-                    }
-                }
+            if self.in_chain(&d) {
+                self.chain_desc(d, pool);
                 continue;
             }
             match pool.rx_drop(d.addr, d.len) {
@@ -704,6 +686,29 @@ impl Worker {
             pool.publish_stats();
         }
         n
+    }
+
+    /// Whether `d` is a buffer of a multi-buffer frame: it has more to come, or it
+    /// ends a frame whose earlier buffers were taken (or refused).
+    #[inline]
+    fn in_chain(&self, d: &XdpDesc) -> bool {
+        d.options & XDP_PKT_CONTD != 0 || !self.chain.is_empty() || self.chain_broken
+    }
+
+    /// A buffer of a multi-buffer frame: taken into the chain, or, when the pool
+    /// refuses it, counted and the whole frame dropped once its last buffer is seen.
+    #[cold]
+    fn chain_desc(&mut self, d: XdpDesc, pool: &mut PoolOwner) {
+        match pool.take_rx(d.addr, d.len) {
+            Ok(frame) => self.chain_part(frame, d, pool),
+            Err(_) => {
+                self.c.rx_rejected += 1;
+                self.chain_broken = true;
+                if d.options & XDP_PKT_CONTD == 0 {
+                    self.drop_chain(pool);
+                }
+            }
+        }
     }
 
     /// One buffer of a multi-buffer frame (`XDP_USE_SG`): kept until the last one
