@@ -122,6 +122,12 @@ fn to_steer_rules(cfg: &Config) -> Vec<Rule> {
         .collect()
 }
 
+/// Tells every worker to stop and wakes those waiting in poll().
+fn stop_workers(stop: &AtomicBool, shared: &[Arc<WorkerShared>]) {
+    stop.store(true, Ordering::SeqCst);
+    shared.iter().for_each(|w| w.wake());
+}
+
 fn xsk_fatal(e: XskError, iface: &str) -> Fatal {
     let code = match &e {
         XskError::ZeroCopyUnsupported { .. } => ExitCode::ZeroCopyRefused,
@@ -491,8 +497,7 @@ pub fn run(cfg: &Config, opts: &RunOptions) -> Result<Summary, Fatal> {
             Ok(h) => handles.push(h),
             Err(e) => {
                 // The workers already started hold no socket yet: stop them first.
-                stop.store(true, Ordering::SeqCst);
-                shared.iter().for_each(|w| w.wake());
+                stop_workers(&stop, &shared);
                 for h in handles {
                     let _ = h.join();
                 }
@@ -518,8 +523,7 @@ pub fn run(cfg: &Config, opts: &RunOptions) -> Result<Summary, Fatal> {
     };
     if let Err(e) = lc.bring_up(ifindex) {
         lc.bring_down();
-        stop.store(true, Ordering::SeqCst);
-        shared.iter().for_each(|w| w.wake());
+        stop_workers(&stop, &shared);
         for h in handles {
             let _ = h.join();
         }
@@ -662,8 +666,7 @@ pub fn run(cfg: &Config, opts: &RunOptions) -> Result<Summary, Fatal> {
         lc.bring_down();
     }
     let xdp = lc.steering().counters().unwrap_or_default();
-    stop.store(true, Ordering::SeqCst);
-    shared.iter().for_each(|w| w.wake());
+    stop_workers(&stop, &shared);
     let mut exits = Vec::new();
     for h in handles {
         match h.join() {
