@@ -34,6 +34,26 @@ fn send(st: &LabStatus, n: u64, size: usize, pps: Option<u64>) {
     assert_eq!(gen::run(&g).expect("generator").sent, n);
 }
 
+/// Sends `n` jumbo UDP frames of `size` bytes to port 9 through the AF_XDP engine
+/// (multi-buffer chains) on TX queue `queue`, at 50 000 frames/s.
+fn send_jumbo(st: &LabStatus, n: u64, size: usize, queue: u32) {
+    let mut g = GenConfig::for_lab(st);
+    g.count = Some(n);
+    g.size = size;
+    g.rate_pps = Some(50_000);
+    g.engine = gen::Engine::Afxdp;
+    g.queue = queue;
+    g.dst_ports = PortRange::single(9);
+    assert_eq!(gen::run(&g).expect("AF_XDP generator, multi-buffer").sent, n);
+}
+
+/// Turns `interface.multi_buffer` on in a config written by `write_config`.
+fn set_multi_buffer(cfg: &std::path::Path, queues: &str) {
+    let text = std::fs::read_to_string(cfg).unwrap().replacen(queues, &format!("{queues}\nmulti_buffer = true"), 1);
+    assert!(text.contains("multi_buffer = true"), "queues line not found");
+    std::fs::write(cfg, text).unwrap();
+}
+
 fn total(sock: &std::path::Path, key: &str) -> u64 {
     xdpool::stats::control::query(sock).map(|s| s["total"][key].as_u64().unwrap_or(0)).unwrap_or(0)
 }
@@ -245,17 +265,9 @@ fn jumbo_frames_on_the_second_queue_arrive_whole_at_its_worker() {
     let tmp = scratch_dir("jumboq");
     let sock = tmp.path().join("control.sock");
     let cfg = write_config(tmp.path(), "jumboq", &st.b.netns, &st.b.dev, &[0, 1], &rule("drop"), &sock);
-    let text = std::fs::read_to_string(&cfg).unwrap().replacen("queues = [0, 1]", "queues = [0, 1]\nmulti_buffer = true", 1);
-    std::fs::write(&cfg, text).unwrap();
+    set_multi_buffer(&cfg, "queues = [0, 1]");
     let run = XdpoolRun::start(&cfg, &[]);
-    let mut g = GenConfig::for_lab(&st);
-    g.count = Some(N);
-    g.size = SIZE;
-    g.rate_pps = Some(50_000);
-    g.engine = gen::Engine::Afxdp;
-    g.queue = 1;
-    g.dst_ports = PortRange::single(9);
-    assert_eq!(gen::run(&g).expect("AF_XDP generator on queue 1").sent, N);
+    send_jumbo(&st, N, SIZE, 1);
     wait_for(Duration::from_secs(5), || total(&sock, "rx_packets") >= N * 9 / 10);
     let (code, s, out) = run.stop();
     assert_eq!(code, Some(0), "{out}");
@@ -287,24 +299,14 @@ fn jumbo_frames_arrive_whole_and_l2fwd_returns_them_whole() {
     let lab = LabGuard::up(&LabConfig { prefix: unique_prefix("xj"), mtu: Some(9000), ..LabConfig::default() }).expect("lab up");
     let st = lab.status().clone();
     let back = RxCounter::attach_in(Some(&st.a.netns), &st.a.dev).expect("counter on the sender's veth");
-    let send_jumbo = |n: u64| {
-        let mut g = GenConfig::for_lab(&st);
-        g.count = Some(n);
-        g.size = SIZE;
-        g.rate_pps = Some(50_000);
-        g.engine = gen::Engine::Afxdp;
-        g.dst_ports = PortRange::single(9);
-        assert_eq!(gen::run(&g).expect("AF_XDP generator, multi-buffer").sent, n);
-    };
     for (action, n) in [("drop", 2_000u64), ("l2fwd", 1_000)] {
         let tmp = scratch_dir("jumbo");
         let sock = tmp.path().join("control.sock");
         let cfg = write_config(tmp.path(), "jumbo", &st.b.netns, &st.b.dev, &[0], &rule(action), &sock);
-        let text = std::fs::read_to_string(&cfg).unwrap().replacen("queues = [0]", "queues = [0]\nmulti_buffer = true", 1);
-        std::fs::write(&cfg, text).unwrap();
+        set_multi_buffer(&cfg, "queues = [0]");
         let before = back.counts().unwrap();
         let run = XdpoolRun::start(&cfg, &[]);
-        send_jumbo(n);
+        send_jumbo(&st, n, SIZE, 0);
         let returned = back.settle(Duration::from_millis(300), Duration::from_secs(10)).expect("counts");
         let (code, s, out) = run.stop();
         assert_eq!(code, Some(0), "{out}");

@@ -71,8 +71,7 @@ fn e2e_lab_rxdrop_counts_every_frame_and_leaves_nothing() {
 
     // Nothing left behind: no program on the device, every frame accounted for.
     assert_eq!(summary["program_left_attached"], false);
-    let on_dev = xdpool::netns::in_netns(&st.b.netns, || xdpool::steer::xdp_program_on(st.b.ifindex)).unwrap().unwrap();
-    assert_eq!(on_dev, None, "an XDP program is still attached to {}", st.b.dev);
+    assert_eq!(program_on(&st.b.netns, st.b.ifindex), None, "an XDP program is still attached to {}", st.b.dev);
     assert_eq!(summary["accounting_ok"], true, "{:#}", summary["accounting"]);
     let a = &summary["accounting"];
     assert_eq!(a["total"].as_u64().unwrap(), 16384);
@@ -101,24 +100,21 @@ fn e2e_errors_a_new_user_meets_say_what_to_do() {
     }
     let _g = NsGuard(ns.clone());
     let cfg = write_config(tmp.path(), "err", &ns, "nosuchdev0", &[0], "[[rule]]\naction = \"drop\"\n", &sock);
-    let out = std::process::Command::new(exe).args(["run", "--config"]).arg(&cfg).output().unwrap();
-    let err = String::from_utf8_lossy(&out.stderr);
-    assert_eq!(out.status.code(), Some(4), "{err}");
+    let (code, err) = run_config(&cfg);
+    assert_eq!(code, Some(4), "{err}");
     assert!(err.contains("nosuchdev0") && err.contains("xdpool lab up"), "{err}");
 
     // Namespace missing.
     let cfg2 = write_config(tmp.path(), "err2", "no-such-ns-xyz", "xdpb0", &[0], "[[rule]]\naction = \"drop\"\n", &sock);
-    let out = std::process::Command::new(exe).args(["run", "--config"]).arg(&cfg2).output().unwrap();
-    let err = String::from_utf8_lossy(&out.stderr);
-    assert_eq!(out.status.code(), Some(4), "{err}");
+    let (code, err) = run_config(&cfg2);
+    assert_eq!(code, Some(4), "{err}");
     assert!(err.contains("no-such-ns-xyz"), "{err}");
 
     // Config invalid: key and line named, exit 2.
     let bad = tmp.path().join("bad.toml");
     std::fs::write(&bad, "[interface]\nname = \"x\"\n[umem]\nchunk_size = 1000\n[[rule]]\naction = \"drop\"\n").unwrap();
-    let out = std::process::Command::new(exe).args(["run", "--config"]).arg(&bad).output().unwrap();
-    let err = String::from_utf8_lossy(&out.stderr);
-    assert_eq!(out.status.code(), Some(2), "{err}");
+    let (code, err) = run_config(&bad);
+    assert_eq!(code, Some(2), "{err}");
     assert!(err.contains(":4:") && err.contains("umem.chunk_size") && err.contains("2048 or 4096"), "{err}");
 
     // Not root: run as nobody through setuid in the child. The config is read before
@@ -129,6 +125,17 @@ fn e2e_errors_a_new_user_meets_say_what_to_do() {
     let out = unsafe_run_as_nobody(exe, &["run", "--config", cfg.to_str().unwrap()]);
     assert_eq!(out.0, Some(3), "{}", out.1);
     assert!(out.1.contains("needs root") && out.1.contains("sudo"), "{}", out.1);
+}
+
+/// Runs `xdpool run --config cfg` to its end; returns (exit code, stderr).
+fn run_config(cfg: &std::path::Path) -> (Option<i32>, String) {
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_xdpool")).args(["run", "--config"]).arg(cfg).output().unwrap();
+    (out.status.code(), String::from_utf8_lossy(&out.stderr).into_owned())
+}
+
+/// The id of the XDP program on `ifindex` in namespace `netns`, if any.
+fn program_on(netns: &str, ifindex: u32) -> Option<u32> {
+    xdpool::netns::in_netns(netns, || xdpool::steer::xdp_program_on(ifindex)).unwrap().unwrap()
 }
 
 /// Runs `exe args` as uid/gid 65534 (nobody); returns (exit code, stderr).
@@ -158,12 +165,10 @@ fn e2e_zero_copy_refused_names_the_fix() {
     let cfg = write_config(tmp.path(), "zc", &st.b.netns, &st.b.dev, &[0], "[[rule]]\naction = \"drop\"\n", &sock);
     let text = std::fs::read_to_string(&cfg).unwrap().replace("queues = [0]\n", "queues = [0]\nzero_copy = true\n");
     std::fs::write(&cfg, text).unwrap();
-    let out = std::process::Command::new(env!("CARGO_BIN_EXE_xdpool")).args(["run", "--config"]).arg(&cfg).output().unwrap();
-    let err = String::from_utf8_lossy(&out.stderr);
-    assert_eq!(out.status.code(), Some(7), "{err}");
+    let (code, err) = run_config(&cfg);
+    assert_eq!(code, Some(7), "{err}");
     assert!(err.contains("zero-copy") && err.contains("zero_copy = false"), "{err}");
-    let on_dev = xdpool::netns::in_netns(&st.b.netns, || xdpool::steer::xdp_program_on(st.b.ifindex)).unwrap().unwrap();
-    assert_eq!(on_dev, None);
+    assert_eq!(program_on(&st.b.netns, st.b.ifindex), None);
 }
 
 /// A device without native XDP (the namespace's loopback): exit code 6, the fix
@@ -179,14 +184,12 @@ fn e2e_native_mode_refused_names_the_fix() {
     let tmp = scratch_dir("mode");
     let sock = tmp.path().join("control.sock");
     let cfg = write_config(tmp.path(), "mode", &st.b.netns, "lo", &[0], "[[rule]]\naction = \"drop\"\n", &sock);
-    let out = std::process::Command::new(env!("CARGO_BIN_EXE_xdpool")).args(["run", "--config"]).arg(&cfg).output().unwrap();
-    let err = String::from_utf8_lossy(&out.stderr);
-    assert_eq!(out.status.code(), Some(6), "{err}");
+    let (code, err) = run_config(&cfg);
+    assert_eq!(code, Some(6), "{err}");
     assert!(err.contains("native") && err.contains("--xdp-mode skb"), "{err}");
     assert!(err.contains("frame accounting exact"), "teardown after the refusal: {err}");
     let lo = xdpool::netns::in_netns(&st.b.netns, || nix::net::if_::if_nametoindex("lo")).unwrap().unwrap();
-    let on_dev = xdpool::netns::in_netns(&st.b.netns, || xdpool::steer::xdp_program_on(lo)).unwrap().unwrap();
-    assert_eq!(on_dev, None);
+    assert_eq!(program_on(&st.b.netns, lo), None);
 }
 
 /// Each capability xdpool needs, removed alone (root with a reduced bounding set):
