@@ -203,3 +203,26 @@ pub fn udp_snmp(ns: &str) -> (u64, u64, u64) {
     })
     .unwrap()
 }
+
+/// The veth `dev`'s XDP transmit counters in namespace `ns`, summed over its queues:
+/// (frames its peer's ring took, frames refused because that ring was full). The
+/// live generator transmits with XDP_TX, so every frame it hands over lands in one
+/// of the two; refused ones never reach the peer's XDP program. Read with
+/// `ethtool -S` (veth's own statistics; the ethtool package, installed by setup).
+pub fn veth_xdp_xmit(ns: &str, dev: &str) -> (u64, u64) {
+    let out = Command::new("ip").args(["netns", "exec", ns, "ethtool", "-S", dev]).output().expect("run ethtool (make setup installs it)");
+    assert!(out.status.success(), "ethtool -S {dev} in {ns}: {}", String::from_utf8_lossy(&out.stderr));
+    let text = String::from_utf8_lossy(&out.stdout);
+    let (mut xmit, mut errors) = (0, 0);
+    for line in text.lines() {
+        let Some((name, value)) = line.trim().split_once(':') else { continue };
+        let Ok(value) = value.trim().parse::<u64>() else { continue };
+        if name.starts_with("tx_queue_") && name.ends_with("_xdp_xmit") {
+            xmit += value;
+        } else if name.starts_with("tx_queue_") && name.ends_with("_xdp_xmit_errors") {
+            errors += value;
+        }
+    }
+    assert!(text.contains("_xdp_xmit_errors"), "no XDP transmit counters in ethtool -S {dev}:\n{text}");
+    (xmit, errors)
+}
