@@ -9,10 +9,22 @@
 #   cycles (at the TSC's nominal MHz; this VM has no PMU) per frame received,
 #   and its context switches.
 # Needs root, a built xdpool (make build) and xskref (make -C tools/xskref).
-# Bounded: each run sends COUNT frames, each receiver runs DUR seconds. The lab
+# Bounded: each run sends COUNT frames (or for GEN_SECS seconds), each receiver
+# runs DUR seconds. Needs ethtool (make setup installs it). The lab
 # (prefix vsx) is removed on exit.
 #   PLACEMENTS="action:mode:napi ..." (default: all five below)
 #   WORKERS_EXTRA="poll_coalesce_us = 0" adds lines to xdpool's [workers] section
+#   XDPSOCK=/path/to/xdpsock adds the kernel's AF_XDP sample (bpf-examples'
+#     AF_XDP-example, built outside this tree; it is not ours to ship) as a third
+#     receiver, pinned with taskset, -p in the poll placements; XDPSOCK_MODES="spin
+#     poll" runs it in both modes in every placement.
+#   XDPOOL_B="NAME=/path/to/xdpool ...": other xdpool builds, each one more
+#     receiver called NAME with the same config (A/B of a change).
+#   GEN_SECS=S: the generator sends for S seconds at full speed instead of COUNT
+#     frames, so every receiver gets the same window.
+# Each line also says how many frames the sender's veth refused (the receiver's
+# ring was full: its NAPI fell behind) out of those offered, and how many the
+# socket's RX ring had no room for (the application fell behind).
 set -u
 cd "$(dirname "$0")/../.."
 X=$PWD/target/release/xdpool
@@ -30,6 +42,8 @@ W=$(mktemp -d)
 cleanup() { "$X" lab down --prefix $P >/dev/null 2>&1; rm -rf "$W"; }
 trap cleanup EXIT
 [ -x "$X" ] && [ -x "$REF" ] || { echo "build first: make build && make -C tools/xskref" >&2; exit 2; }
+[ -z "${XDPSOCK:-}" ] || [ -x "$XDPSOCK" ] || { echo "XDPSOCK=$XDPSOCK is not an executable" >&2; exit 2; }
+command -v ethtool >/dev/null || { echo "needs ethtool (make setup installs it)" >&2; exit 2; }
 
 pin_napi() { # veth re-creates its NAPI when a program comes: pin after attach
     for c in /proc/[0-9]*/comm; do
@@ -43,13 +57,22 @@ threads() { # pid -> "tid:run_ns:ctx_switches ..." for each of its threads
     done
 }
 
+xmit_counts() { # "into-ring refused": the sender veth's XDP transmit counters (ethtool -S)
+    ip netns exec $P-a ethtool -S ${P}a0 | awk '/tx_queue_.*_xdp_xmit:/{a+=$2} /tx_queue_.*_xdp_xmit_errors:/{b+=$2} END{print a+0, b+0}'
+}
+
 back_count() { # frames the sender's veth received (l2fwd returns)
     ip -n $P-a -s -j link show ${P}a0 | python3 -c "import json,sys;print(json.load(sys.stdin)[0]['stats64']['rx']['packets'])"
 }
 
 run_one() { # $1 receiver, $2 action, $3 mode, $4 napi (softirq|threaded)
     local out
-    if [ "$1" = xskref ]; then
+    if [ "$1" = xdpsock ]; then
+        local f=-r pf=
+        [ "$2" = l2fwd ] && f=-l
+        [ "$3" = poll ] && pf=-p
+        ip netns exec $P-b env LC_ALL=C taskset -c 1 "$XDPSOCK" -i ${P}b0 -q 0 $f $pf -c -x -d "$DUR" > "$W/xs.out" 2>&1 &
+    elif [ "$1" = xskref ]; then
         ip netns exec $P-b "$REF" -i ${P}b0 -q 0 -c 1 -m "$3" -a "$2" -d "$DUR" -r "$RX" -f "$FILL" -n "$FRAMES" > "$W/ref.out" 2>/dev/null &
     else
         cat > "$W/run.toml" <<EOT
@@ -77,30 +100,42 @@ action = "$2"
 control_socket = "$W/ctl.sock"
 live = false
 EOT
-        "$X" run -c "$W/run.toml" --duration "$DUR" --quiet --summary-json "$W/sum.json" > "$W/run.out" 2>&1 &
+        local bin=$X b
+        for b in ${XDPOOL_B:-}; do [ "${b%%=*}" = "$1" ] && bin=${b#*=}; done
+        "$bin" run -c "$W/run.toml" --duration "$DUR" --quiet --summary-json "$W/sum.json" > "$W/run.out" 2>&1 &
     fi
     local pid=$!
     sleep 1.5
     [ "$4" = threaded ] && pin_napi 1
-    local t0 t1 b0 b1
+    local t0 t1 b0 b1 x0 x1 gen_args
     t0=$(threads $pid)
     b0=$(back_count)
-    out=$("$X" gen --netns $P-a --dev ${P}a0 --count "$COUNT" --cores 0 2>/dev/null | tail -1)
+    x0=$(xmit_counts)
+    if [ -n "${GEN_SECS:-}" ]; then gen_args="--count 1000000000 --duration $GEN_SECS"; else gen_args="--count $COUNT"; fi
+    out=$("$X" gen --netns $P-a --dev ${P}a0 $gen_args --cores 0 2>/dev/null | tail -1)
     sleep 0.3
     t1=$(threads $pid)
+    x1=$(xmit_counts)
     wait $pid
     b1=$(back_count)
-    local secs got
+    local secs got offered
     secs=$(echo "$out" | sed -n 's/.* in \([0-9.]*\) s:.*/\1/p')
-    if [ "$1" = xskref ]; then
+    offered=$(echo "$out" | sed -n 's/^sent \([0-9]*\) frames.*/\1/p')
+    local full
+    if [ "$1" = xdpsock ]; then
+        got=$(awk '$1 == "rx" && $2 ~ /^[0-9.]+$/ {n = $3} END {print n + 0}' "$W/xs.out")
+        full=$(awk '$1 == "rx" && $2 == "queue" {n = $5} END {print n + 0}' "$W/xs.out")
+    elif [ "$1" = xskref ]; then
         got=$(sed -n 's/.*rx_packets \([0-9]*\).*/\1/p' "$W/ref.out")
+        full=$(sed -n 's/.*rx_ring_full=\([0-9]*\).*/\1/p' "$W/ref.out")
     else
         got=$(python3 -c "import json;print(json.load(open('$W/sum.json'))['packets'])")
+        full=$(python3 -c "import json;print(json.load(open('$W/sum.json'))['drops']['rx_ring_full'])")
     fi
-    python3 - "$1" "$2" "$3" "$4" "$got" "$COUNT" "$secs" "$t0" "$t1" "$((b1 - b0))" "$MHZ" <<'PY'
+    python3 - "$1" "$2" "$3" "$4" "$got" "$offered" "$secs" "$t0" "$t1" "$((b1 - b0))" "$MHZ" "$(( ${x1#* } - ${x0#* } ))" "${full:-0}" <<'PY'
 import sys
-who, act, mode, napi, got, count, secs, t0, t1, back, mhz = sys.argv[1:]
-got, count, secs, back, mhz = int(got), int(count), float(secs), int(back), float(mhz)
+who, act, mode, napi, got, count, secs, t0, t1, back, mhz, refused, full = sys.argv[1:]
+got, count, secs, back, mhz, refused = int(got), int(count), float(secs), int(back), float(mhz), int(refused)
 parse = lambda s: {t: (int(r), int(c)) for t, r, c in (x.split(':') for x in s.split())}
 a, b = parse(t0), parse(t1)
 ns, cs = max((b[t][0] - a[t][0], b[t][1] - a[t][1]) for t in b if t in a)
@@ -109,6 +144,7 @@ line = f'{who:7} {act:5} {mode:4} {napi:8} received {got:>8} of {count} ({got/co
 if act == 'l2fwd':
     line += f' | back {back:>8} {back/secs/1e6:6.3f} Mpps'
 line += f' | app {ns/1e6:6.1f} ms cpu, {per:6.1f} ns = {per*mhz/1e3:6.0f} cycles/frame, {cs:6d} ctx sw'
+line += f' | veth refused {refused} | RX ring full {full}'
 print(line)
 PY
 }
@@ -121,7 +157,18 @@ for placement in $PLACEMENTS; do
     if [ "$napi" = threaded ]; then ip netns exec $P-b sh -c "echo 1 > /sys/class/net/${P}b0/threaded"; fi
     echo "# $act, worker core 1 ($mode), generator core 0, NAPI $napi $([ "$napi" = threaded ] && echo 'on core 1' || echo 'on the sending core')"
     for rep in $(seq "$REPS"); do
-        run_one xskref "$act" "$mode" "$napi"
-        run_one xdpool "$act" "$mode" "$napi"
+        # Odd reps run the baselines first, even reps xdpool first, so that a drift
+        # in the machine over a placement does not favour one side.
+        runs=()
+        if [ -n "${XDPSOCK:-}" ]; then
+            for m in ${XDPSOCK_MODES:-$mode}; do runs+=("xdpsock $act $m $napi"); done
+        fi
+        runs+=("xskref $act $mode $napi" "xdpool $act $mode $napi")
+        for b in ${XDPOOL_B:-}; do runs+=("${b%%=*} $act $mode $napi"); done
+        if [ $((rep % 2)) = 0 ]; then
+            for ((i = ${#runs[@]} - 1; i >= 0; i--)); do run_one ${runs[$i]}; done
+        else
+            for r in "${runs[@]}"; do run_one $r; done
+        fi
     done
 done
