@@ -22,6 +22,7 @@
 #     receiver called NAME with the same config (A/B of a change).
 #   GEN_SECS=S: the generator sends for S seconds at full speed instead of COUNT
 #     frames, so every receiver gets the same window.
+#   GEN_RATE=PPS: the generator paces itself to PPS frames/s (default: flat out).
 # Each line also says how many frames the sender's veth refused (the receiver's
 # ring was full: its NAPI fell behind) out of those offered, and how many the
 # socket's RX ring had no room for (the application fell behind).
@@ -112,6 +113,7 @@ EOT
     b0=$(back_count)
     x0=$(xmit_counts)
     if [ -n "${GEN_SECS:-}" ]; then gen_args="--count 1000000000 --duration $GEN_SECS"; else gen_args="--count $COUNT"; fi
+    [ -n "${GEN_RATE:-}" ] && gen_args="$gen_args --rate $GEN_RATE"
     out=$("$X" gen --netns $P-a --dev ${P}a0 $gen_args --cores 0 2>/dev/null | tail -1)
     sleep 0.3
     t1=$(threads $pid)
