@@ -208,7 +208,7 @@ fn rxdrop_steady_state_never_empties_the_fill_ring() {
     let steered = s["xdp"]["steered"].as_u64().unwrap();
     assert_eq!(steered, into_ring, "the program steered every frame that reached it: {s:#}");
     assert_eq!(s["packets"].as_u64().unwrap() + named_rx_drops(&s), steered, "{s:#}");
-    assert!(steered >= N * 99 / 100, "only {steered} of {N} reached the program (the sender's veth refused {refused}): {s:#}");
+    assert!(steered >= N / 2, "only {steered} of {N} reached the program (the sender's veth refused {refused}): too little traffic to call this a steady state: {s:#}");
     assert_eq!(c(&s, "action_drop"), s["packets"].as_u64().unwrap());
     // Each dropped frame went straight from RX back to the fill ring (rx_drop), but
     // those the teardown drained (through the cache): one cached recycle per drop.

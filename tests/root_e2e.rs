@@ -44,6 +44,7 @@ fn e2e_lab_rxdrop_counts_every_frame_and_leaves_nothing() {
     let xmit_after = veth_xdp_xmit(&st.a.netns, &st.a.dev);
     let (into_ring, refused) = (xmit_after.0 - xmit_before.0, xmit_after.1 - xmit_before.1);
     assert_eq!(into_ring + refused, N, "the sender's veth transmitted {into_ring} and refused {refused} of {N}");
+    eprintln!("sender's veth: {into_ring} frames into the receiver's ring, {refused} refused");
     let mut other = GenConfig::for_lab(&st);
     other.count = Some(1_000);
     other.dst_ports = PortRange::single(10); // matches no rule: must reach the kernel
@@ -63,7 +64,10 @@ fn e2e_lab_rxdrop_counts_every_frame_and_leaves_nothing() {
     let d = &summary["drops"];
     let named: u64 = ["rx_ring_full", "rx_fill_ring_empty", "rx_dropped", "invalid_descs", "rejected_descs"].iter().map(|k| d[k].as_u64().unwrap()).sum();
     assert!(seen || packets + named == into_ring, "control socket never showed {into_ring} frames: {live}");
-    assert!(packets >= N * 9 / 10, "only {packets} of {N} received at 250 kpps (the sender's veth refused {refused}): {summary:#}");
+    // Enough traffic reached xdpool for the run to prove something: most of what the
+    // sender's veth delivered, and most of what was sent.
+    assert!(into_ring >= N / 2, "the sender's veth refused {refused} of {N} frames at 250 kpps (a starved machine?)");
+    assert!(packets >= into_ring * 9 / 10, "only {packets} of the {into_ring} delivered frames received at 250 kpps: {summary:#}");
     assert_eq!(packets + named + refused, N, "received {packets} + named drops {named} + refused at the sender's veth {refused} != sent {N}: {summary:#}");
     assert_eq!(summary["drops"]["action_drop"].as_u64().unwrap(), packets, "rxdrop drops what it receives");
     assert_eq!(summary["xdp"]["steered"].as_u64().unwrap(), into_ring, "XDP program steered exactly the matching frames that reached it");

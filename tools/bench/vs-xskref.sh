@@ -1,8 +1,9 @@
 #!/bin/bash
 # Side by side on the lab, one run: xdpool against xskref (a bare libxdp AF_XDP
-# receiver, tools/xskref) with the same generator, rings (RX rx, FILL fill,
-# FRAMES frames of 2048 B), cores and NAPI placement. Alternates the two REPS
-# times per placement and prints, per run:
+# receiver, tools/xskref) and optionally xdpsock and other xdpool builds, with the
+# same generator, rings (RX rx, FILL fill, FRAMES frames of 2048 B; xdpsock has its
+# own, compiled in), cores and NAPI placement. Runs each receiver once per rep, REPS
+# times per placement, and prints, per run:
 #   received / sent, Mpps (frames received / generator send time),
 #   for l2fwd: frames back at the sender (its veth's RX counter) and their Mpps,
 #   the application's CPU: the busiest thread's run time (schedstat), ns and
@@ -32,7 +33,7 @@ X=$PWD/target/release/xdpool
 REF=$PWD/tools/xskref/xskref
 COUNT=${COUNT:-4000000}
 REPS=${REPS:-3}
-DUR=${DUR:-6}
+DUR=${DUR:-$(( ${GEN_SECS:-2} + 4 ))}  # each receiver's lifetime: covers start-up and the send window
 RX=${RX:-2048}
 FILL=${FILL:-4096}
 FRAMES=${FRAMES:-8192}
@@ -59,7 +60,8 @@ threads() { # pid -> "tid:run_ns:ctx_switches ..." for each of its threads
 }
 
 xmit_counts() { # "into-ring refused": the sender veth's XDP transmit counters (ethtool -S)
-    ip netns exec $P-a ethtool -S ${P}a0 | awk '/tx_queue_.*_xdp_xmit:/{a+=$2} /tx_queue_.*_xdp_xmit_errors:/{b+=$2} END{print a+0, b+0}'
+    ip netns exec $P-a ethtool -S ${P}a0 | awk '/tx_queue_.*_xdp_xmit:/{a+=$2; n++} /tx_queue_.*_xdp_xmit_errors:/{b+=$2} END{if (!n) exit 1; print a+0, b+0}' \
+        || { echo "no XDP transmit counters in ethtool -S ${P}a0" >&2; exit 2; }
 }
 
 back_count() { # frames the sender's veth received (l2fwd returns)
@@ -68,6 +70,7 @@ back_count() { # frames the sender's veth received (l2fwd returns)
 
 run_one() { # $1 receiver, $2 action, $3 mode, $4 napi (softirq|threaded)
     local out
+    rm -f "$W/sum.json" "$W/ref.out" "$W/xs.out"
     if [ "$1" = xdpsock ]; then
         local f=-r pf=
         [ "$2" = l2fwd ] && f=-l
@@ -118,11 +121,12 @@ EOT
     sleep 0.3
     t1=$(threads $pid)
     x1=$(xmit_counts)
-    wait $pid
+    wait $pid || echo "# $1 exited with status $? (its figures below are not to be trusted)"
     b1=$(back_count)
     local secs got offered
     secs=$(echo "$out" | sed -n 's/.* in \([0-9.]*\) s:.*/\1/p')
     offered=$(echo "$out" | sed -n 's/^sent \([0-9]*\) frames.*/\1/p')
+    [ -n "$offered" ] && [ -n "$secs" ] || { echo "# generator failed: $out"; return; }
     local full
     if [ "$1" = xdpsock ]; then
         got=$(awk '$1 == "rx" && $2 ~ /^[0-9.]+$/ {n = $3} END {print n + 0}' "$W/xs.out")
@@ -132,7 +136,7 @@ EOT
         full=$(sed -n 's/.*rx_ring_full=\([0-9]*\).*/\1/p' "$W/ref.out")
     else
         got=$(python3 -c "import json;print(json.load(open('$W/sum.json'))['packets'])")
-        full=$(python3 -c "import json;print(json.load(open('$W/sum.json'))['drops']['rx_ring_full'])")
+        full=$(python3 -c "import json;d=json.load(open('$W/sum.json'))['drops'];print(d['rx_ring_full'], '| TX ring full', d['tx_ring_full'])")
     fi
     python3 - "$1" "$2" "$3" "$4" "$got" "$offered" "$secs" "$t0" "$t1" "$((b1 - b0))" "$MHZ" "$(( ${x1#* } - ${x0#* } ))" "${full:-0}" <<'PY'
 import sys
@@ -156,11 +160,12 @@ for placement in $PLACEMENTS; do
     IFS=: read -r act mode napi <<< "$placement"
     "$X" lab down --prefix $P >/dev/null 2>&1
     "$X" lab up --prefix $P >/dev/null || exit 1
+    xmit_counts >/dev/null || exit 2
     if [ "$napi" = threaded ]; then ip netns exec $P-b sh -c "echo 1 > /sys/class/net/${P}b0/threaded"; fi
     echo "# $act, worker core 1 ($mode), generator core 0, NAPI $napi $([ "$napi" = threaded ] && echo 'on core 1' || echo 'on the sending core')"
     for rep in $(seq "$REPS"); do
-        # Odd reps run the baselines first, even reps xdpool first, so that a drift
-        # in the machine over a placement does not favour one side.
+        # Odd reps run the list in order, even reps reversed (the xdpool builds
+        # first), so that a drift in the machine over a placement favours no one.
         runs=()
         if [ -n "${XDPSOCK:-}" ]; then
             for m in ${XDPSOCK_MODES:-$mode}; do runs+=("xdpsock $act $m $napi"); done
