@@ -217,6 +217,49 @@ fn rxdrop_steady_state_never_empties_the_fill_ring() {
     assert_all_frames_back(&s);
 }
 
+/// l2fwd faster than the TX ring drains: the worker leaves frames in the RX ring
+/// (back-pressure, `rx_limited_by_tx`) instead of taking them and dropping them at a
+/// full TX ring, so every frame it received went back out, and what the kernel could
+/// not deliver is named at the RX ring.
+#[test]
+fn l2fwd_with_a_full_tx_ring_holds_frames_in_rx_instead_of_dropping_them() {
+    if !root_or_skip("l2fwd_with_a_full_tx_ring_holds_frames_in_rx_instead_of_dropping_them") {
+        return;
+    }
+    let lab = LabGuard::up(&LabConfig { prefix: unique_prefix("xh"), ..LabConfig::default() }).expect("lab up");
+    let st = lab.status().clone();
+    let tmp = scratch_dir("hold");
+    let sock = tmp.path().join("control.sock");
+    let cfg = write_config(tmp.path(), "hold", &st.b.netns, &st.b.dev, &[0], &rule("l2fwd"), &sock);
+    // A small TX ring and the generator flat out: TX fills for sure.
+    let text = std::fs::read_to_string(&cfg).unwrap().replace("tx = 2048", "tx = 64");
+    std::fs::write(&cfg, text).unwrap();
+    set_workers(&cfg, "mode = \"spin\"");
+    let back = RxCounter::attach_in(Some(&st.a.netns), &st.a.dev).expect("counter on the sender's veth");
+    let run = XdpoolRun::start(&cfg, &[]);
+    const N: u64 = 500_000;
+    let before = veth_xdp_xmit(&st.a.netns, &st.a.dev);
+    send(&st, N, 64, None);
+    let after = veth_xdp_xmit(&st.a.netns, &st.a.dev);
+    let into_ring = after.0 - before.0;
+    wait_for(Duration::from_secs(5), || total(&sock, "tx_completed") >= total(&sock, "rx_packets") && total(&sock, "rx_packets") > 0);
+    let returned = back.settle(Duration::from_millis(500), Duration::from_secs(10)).expect("counts");
+    let (code, s, out) = run.stop();
+    assert_eq!(code, Some(0), "{out}");
+    let rx = s["packets"].as_u64().unwrap();
+    let tx = c(&s, "tx_packets");
+    eprintln!("l2fwd, tx ring 64: offered {N}, into the ring {into_ring}, rx {rx}, tx {tx}, back {}, passes limited by TX room {}; drops {}", returned.packets, c(&s, "rx_limited_by_tx"), s["drops"]);
+    assert!(c(&s, "rx_limited_by_tx") > 0, "the TX ring never filled, so this proves nothing: {s:#}");
+    assert_eq!(c(&s, "tx_ring_full_drop"), 0, "a received frame was dropped at a full TX ring: {s:#}");
+    assert_eq!(tx, rx, "every received frame was sent back: {s:#}");
+    assert_eq!(c(&s, "tx_completed"), tx, "every TX completed");
+    assert_eq!(returned.packets, tx, "the sender got every frame sent back: {returned:?} / {s:#}");
+    assert_eq!(s["xdp"]["steered"].as_u64().unwrap(), into_ring, "{s:#}");
+    assert_eq!(rx + named_rx_drops(&s), into_ring, "received or named at the RX ring: {s:#}");
+    assert!(rx >= N / 100, "only {rx} of {N} forwarded: {s:#}");
+    assert_all_frames_back(&s);
+}
+
 /// busy-poll: the socket options are set when the worker takes its socket, the loop
 /// drives RX with recvfrom, and l2fwd still returns every frame.
 #[test]

@@ -13,6 +13,7 @@ use std::net::IpAddr;
 pub struct Classifier {
     rules: Vec<ValidRule>,
     uniform: Option<Action>,
+    tx_per_frame: usize,
 }
 
 impl Classifier {
@@ -25,7 +26,15 @@ impl Classifier {
             None => Some(Action::Drop),
             _ => None,
         };
-        Classifier { rules, uniform }
+        let tx_per_frame = rules.iter().filter(|r| r.action.reaches_userspace()).map(|r| r.action.tx_descs()).max().unwrap_or(0);
+        Classifier { rules, uniform, tx_per_frame }
+    }
+
+    /// The most TX descriptors one received buffer can turn into under these rules
+    /// (0: nothing is sent back).
+    #[inline]
+    pub fn tx_descs_per_frame(&self) -> usize {
+        self.tx_per_frame
     }
 
     /// Whether every steered frame gets the same action.
@@ -61,6 +70,16 @@ impl Action {
     /// Whether frames under this action are steered to a worker.
     pub fn reaches_userspace(self) -> bool {
         matches!(self, Action::Drop | Action::L2fwd | Action::Mirror | Action::Copybreak)
+    }
+
+    /// TX descriptors one received buffer becomes: mirror sends two references,
+    /// l2fwd and copybreak one, the rest none.
+    pub fn tx_descs(self) -> usize {
+        match self {
+            Action::Mirror => 2,
+            Action::L2fwd | Action::Copybreak => 1,
+            _ => 0,
+        }
     }
 }
 

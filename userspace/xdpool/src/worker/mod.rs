@@ -106,6 +106,9 @@ counters!(
     tx_completed,
     /// TX descriptors (l2fwd, mirror, copybreak) dropped because the TX ring was full.
     tx_ring_full_drop,
+    /// Passes that took fewer RX descriptors than a batch because the TX ring had
+    /// room for no more of what they send back (back-pressure instead of a drop).
+    rx_limited_by_tx,
     /// RX descriptors the recycler rejected (not a frame we gave the kernel).
     rx_rejected,
     /// Frames too short to swap MACs (l2fwd), dropped.
@@ -593,9 +596,32 @@ impl Worker {
         }
     }
 
+    /// How many RX descriptors to take this pass. Where rules send frames back, no
+    /// more than the TX ring has room for: a frame taken now and then refused by a
+    /// full TX ring was copied and handled for nothing, while one left in the RX ring
+    /// waits, and if the RX ring fills the kernel drops at its door (counted
+    /// `rx_ring_full`) before copying anything.
+    #[inline]
+    fn rx_budget(&mut self, sock: &mut XskSocket) -> usize {
+        let per = self.spec.classifier.tx_descs_per_frame();
+        if per == 0 || sock.tx().size() == 0 {
+            return self.batch;
+        }
+        let room = sock.tx().writable((self.batch * per) as u32) as usize;
+        let want = (room.saturating_sub(self.tx.len()) / per).min(self.batch);
+        if want < self.batch {
+            self.c.rx_limited_by_tx += 1;
+        }
+        want
+    }
+
     /// One RX batch, each frame through its action.
     fn receive(&mut self, sock: &mut XskSocket, pool: &mut PoolOwner) -> usize {
-        let consumed = sock.rx().consume_counted(&mut self.descs[..self.batch]);
+        let want = self.rx_budget(sock);
+        if want == 0 {
+            return 0;
+        }
+        let consumed = sock.rx().consume_counted(&mut self.descs[..want]);
         let n = consumed.kept;
         // Every descriptor taken used a fill entry, dropped ones included.
         self.in_fill = self.in_fill.saturating_sub(consumed.taken as u32);

@@ -449,6 +449,17 @@ impl TxRing {
         self.raw.as_ref().is_some_and(RawRing::needs_wakeup)
     }
 
+    /// How many descriptors, up to `want`, a `produce` now would take (0 for an
+    /// absent ring). Reads the kernel's consumer index only when the cached view
+    /// shows too little room.
+    #[inline]
+    pub fn writable(&mut self, want: u32) -> u32 {
+        match &mut self.raw {
+            Some(raw) => raw.writable(clamp_len(want as usize), &mut self.errors),
+            None => 0,
+        }
+    }
+
     /// Ring size in entries (0: bound without a TX ring).
     pub fn size(&self) -> u32 {
         self.raw.as_ref().map_or(0, |r| r.size)
