@@ -578,17 +578,7 @@ impl Worker {
                 self.c.fill_pool_empty += 1;
                 return;
             }
-            let put = sock.fill().produce(&self.addrs[..got]);
-            if put < got {
-                // The ring had less room than we counted: give the rest back.
-                for &addr in &self.addrs[put..got] {
-                    if let Ok(f) = pool.take_rx(addr, 0) {
-                        pool.recycle(f);
-                    }
-                }
-            }
-            self.in_fill += put as u32;
-            self.c.fill_produced += put as u64;
+            let put = self.put_on_fill(sock, pool, got);
             room -= got;
             if put < got {
                 return;
@@ -699,19 +689,26 @@ impl Worker {
             }
         }
         if back > 0 {
-            // Each of these took a fill entry, so the ring has room for them all;
-            // whatever it refuses goes back to the pool all the same.
-            let put = sock.fill().produce(&self.addrs[..back]);
-            self.in_fill += put as u32;
-            self.c.fill_produced += put as u64;
-            for &addr in &self.addrs[put..back] {
-                if let Ok(f) = pool.take_rx(addr, 0) {
-                    pool.recycle(f);
-                }
-            }
+            // Each of these took a fill entry, so the ring has room for them all.
+            self.put_on_fill(sock, pool, back);
             pool.publish_stats();
         }
         n
+    }
+
+    /// Puts `self.addrs[..n]` (fill frames of this pool) on the fill ring, counts
+    /// them, and takes back into the pool whatever the ring had no room for.
+    /// Returns how many went on the ring.
+    fn put_on_fill(&mut self, sock: &mut XskSocket, pool: &mut PoolOwner, n: usize) -> usize {
+        let put = sock.fill().produce(&self.addrs[..n]);
+        for &addr in &self.addrs[put..n] {
+            if let Ok(f) = pool.take_rx(addr, 0) {
+                pool.recycle(f);
+            }
+        }
+        self.in_fill += put as u32;
+        self.c.fill_produced += put as u64;
+        put
     }
 
     /// Whether `d` is a buffer of a multi-buffer frame: it has more to come, or it
