@@ -18,9 +18,7 @@ fn rule(action: &str) -> String {
 
 /// Replaces the `[workers]` table of a config written by `write_config`.
 fn set_workers(cfg: &std::path::Path, workers: &str) {
-    let text = std::fs::read_to_string(cfg).unwrap().replace("[workers]\nmode = \"poll\"\n", &format!("[workers]\n{workers}\n"));
-    assert!(text.contains(workers), "workers table not replaced");
-    std::fs::write(cfg, text).unwrap();
+    patch_config(cfg, "[workers]\nmode = \"poll\"\n", &format!("[workers]\n{workers}\n"));
 }
 
 /// Sends `n` UDP frames of `size` bytes to port 9 at `pps`.
@@ -49,9 +47,7 @@ fn send_jumbo(st: &LabStatus, n: u64, size: usize, queue: u32) {
 
 /// Turns `interface.multi_buffer` on in a config written by `write_config`.
 fn set_multi_buffer(cfg: &std::path::Path, queues: &str) {
-    let text = std::fs::read_to_string(cfg).unwrap().replacen(queues, &format!("{queues}\nmulti_buffer = true"), 1);
-    assert!(text.contains("multi_buffer = true"), "queues line not found");
-    std::fs::write(cfg, text).unwrap();
+    patch_config(cfg, queues, &format!("{queues}\nmulti_buffer = true"));
 }
 
 fn total(sock: &std::path::Path, key: &str) -> u64 {
@@ -186,11 +182,7 @@ fn rxdrop_steady_state_never_empties_the_fill_ring() {
     let cfg = write_config(tmp.path(), "fill", &st.b.netns, &st.b.dev, &[0], &rule("drop"), &sock);
     let run = XdpoolRun::start(&cfg, &[]);
     const N: u64 = 300_000;
-    let xmit_before = veth_xdp_xmit(&st.a.netns, &st.a.dev);
-    send(&st, N, 64, None);
-    let xmit_after = veth_xdp_xmit(&st.a.netns, &st.a.dev);
-    let (into_ring, refused) = (xmit_after.0 - xmit_before.0, xmit_after.1 - xmit_before.1);
-    assert_eq!(into_ring + refused, N, "the sender's veth transmitted {into_ring} and refused {refused} of {N}");
+    let (into_ring, refused) = veth_delivery(&st.a.netns, &st.a.dev, N, || send(&st, N, 64, None));
     wait_for(Duration::from_secs(5), || total(&sock, "rx_packets") >= into_ring);
     let (code, s, out) = run.stop();
     assert_eq!(code, Some(0), "{out}");
@@ -232,16 +224,12 @@ fn l2fwd_with_a_full_tx_ring_holds_frames_in_rx_instead_of_dropping_them() {
     let sock = tmp.path().join("control.sock");
     let cfg = write_config(tmp.path(), "hold", &st.b.netns, &st.b.dev, &[0], &rule("l2fwd"), &sock);
     // A small TX ring and the generator flat out: TX fills for sure.
-    let text = std::fs::read_to_string(&cfg).unwrap().replace("tx = 2048", "tx = 64");
-    std::fs::write(&cfg, text).unwrap();
+    patch_config(&cfg, "tx = 2048", "tx = 64");
     set_workers(&cfg, "mode = \"spin\"");
     let back = RxCounter::attach_in(Some(&st.a.netns), &st.a.dev).expect("counter on the sender's veth");
     let run = XdpoolRun::start(&cfg, &[]);
     const N: u64 = 500_000;
-    let before = veth_xdp_xmit(&st.a.netns, &st.a.dev);
-    send(&st, N, 64, None);
-    let after = veth_xdp_xmit(&st.a.netns, &st.a.dev);
-    let into_ring = after.0 - before.0;
+    let (into_ring, _) = veth_delivery(&st.a.netns, &st.a.dev, N, || send(&st, N, 64, None));
     wait_for(Duration::from_secs(5), || total(&sock, "tx_completed") >= total(&sock, "rx_packets") && total(&sock, "rx_packets") > 0);
     let returned = back.settle(Duration::from_millis(500), Duration::from_secs(10)).expect("counts");
     let (code, s, out) = run.stop();

@@ -35,15 +35,13 @@ fn e2e_lab_rxdrop_counts_every_frame_and_leaves_nothing() {
     // named (rx_ring_full) and accepted below, but then this test would prove less.
     g.rate_pps = Some(250_000);
     g.chunk = 2048; // frames per kernel call: bursts smaller than the RX ring (4096)
-    let xmit_before = veth_xdp_xmit(&st.a.netns, &st.a.dev);
-    let sent = gen::run(&g).expect("generator");
-    assert_eq!(sent.sent, N, "generator handed {} frames to the kernel", sent.sent);
     // Frames the sender's veth could not put in the receiver's ring (it is full when
     // the receiving NAPI is held off, as on a loaded machine): they never reach the
     // program, and the veth names them.
-    let xmit_after = veth_xdp_xmit(&st.a.netns, &st.a.dev);
-    let (into_ring, refused) = (xmit_after.0 - xmit_before.0, xmit_after.1 - xmit_before.1);
-    assert_eq!(into_ring + refused, N, "the sender's veth transmitted {into_ring} and refused {refused} of {N}");
+    let (into_ring, refused) = veth_delivery(&st.a.netns, &st.a.dev, N, || {
+        let sent = gen::run(&g).expect("generator");
+        assert_eq!(sent.sent, N, "generator handed {} frames to the kernel", sent.sent);
+    });
     eprintln!("sender's veth: {into_ring} frames into the receiver's ring, {refused} refused");
     let mut other = GenConfig::for_lab(&st);
     other.count = Some(1_000);
@@ -175,8 +173,7 @@ fn e2e_zero_copy_refused_names_the_fix() {
     let tmp = scratch_dir("zc");
     let sock = tmp.path().join("control.sock");
     let cfg = write_config(tmp.path(), "zc", &st.b.netns, &st.b.dev, &[0], "[[rule]]\naction = \"drop\"\n", &sock);
-    let text = std::fs::read_to_string(&cfg).unwrap().replace("queues = [0]\n", "queues = [0]\nzero_copy = true\n");
-    std::fs::write(&cfg, text).unwrap();
+    patch_config(&cfg, "queues = [0]\n", "queues = [0]\nzero_copy = true\n");
     let (code, err) = run_config(&cfg);
     assert_eq!(code, Some(7), "{err}");
     assert!(err.contains("zero-copy") && err.contains("zero_copy = false"), "{err}");

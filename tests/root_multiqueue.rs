@@ -102,8 +102,7 @@ fn stats_prometheus_equals_stats_json_and_socket_refuses_others() {
     let sock = tmp.path().join("control.sock");
     let port = 19000 + (std::process::id() % 1000) as u16;
     let cfg = write_config(tmp.path(), "st", &st.b.netns, &st.b.dev, &[0], DROP_UDP9, &sock);
-    let text = std::fs::read_to_string(&cfg).unwrap().replace("[stats]\n", &format!("[stats]\nprometheus = \"127.0.0.1:{port}\"\n"));
-    std::fs::write(&cfg, text).unwrap();
+    patch_config(&cfg, "[stats]\n", &format!("[stats]\nprometheus = \"127.0.0.1:{port}\"\n"));
     let run = XdpoolRun::start(&cfg, &[]);
     let mut g = GenConfig::for_lab(&st);
     g.count = Some(5_000);

@@ -86,6 +86,14 @@ live = false
     path
 }
 
+/// Replaces the first `from` with `to` in the config at `cfg` (one written by
+/// `write_config`); the text must contain `from`.
+pub fn patch_config(cfg: &Path, from: &str, to: &str) {
+    let text = std::fs::read_to_string(cfg).unwrap();
+    assert!(text.contains(from), "{from:?} not in {}:\n{text}", cfg.display());
+    std::fs::write(cfg, text.replacen(from, to, 1)).unwrap();
+}
+
 /// A running `xdpool run` child, killed (by PID) if the test ends early.
 pub struct XdpoolRun {
     child: Option<Child>,
@@ -225,4 +233,16 @@ pub fn veth_xdp_xmit(ns: &str, dev: &str) -> (u64, u64) {
     }
     assert!(text.contains("_xdp_xmit_errors"), "no XDP transmit counters in ethtool -S {dev}:\n{text}");
     (xmit, errors)
+}
+
+/// Runs `send` (which sends `n` frames with the live generator out of the veth `dev`
+/// in namespace `ns`) and returns what the veth did with them: (put in the
+/// receiver's ring, refused because it was full). Asserts they add up to `n`.
+pub fn veth_delivery(ns: &str, dev: &str, n: u64, send: impl FnOnce()) -> (u64, u64) {
+    let before = veth_xdp_xmit(ns, dev);
+    send();
+    let after = veth_xdp_xmit(ns, dev);
+    let (into_ring, refused) = (after.0 - before.0, after.1 - before.1);
+    assert_eq!(into_ring + refused, n, "the sender's veth transmitted {into_ring} and refused {refused} of {n}");
+    (into_ring, refused)
 }
