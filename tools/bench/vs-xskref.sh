@@ -135,8 +135,7 @@ EOT
         got=$(sed -n 's/.*rx_packets \([0-9]*\).*/\1/p' "$W/ref.out")
         full=$(sed -n 's/.*rx_ring_full=\([0-9]*\).*/\1/p' "$W/ref.out")
     else
-        got=$(python3 -c "import json;print(json.load(open('$W/sum.json'))['packets'])")
-        full=$(python3 -c "import json;d=json.load(open('$W/sum.json'))['drops'];print(d['rx_ring_full'], '| TX ring full', d['tx_ring_full'])")
+        { read -r got; read -r full; } < <(python3 -c "import json;s=json.load(open('$W/sum.json'));d=s['drops'];print(s['packets']);print(d['rx_ring_full'], '| TX ring full', d['tx_ring_full'])")
     fi
     python3 - "$1" "$2" "$3" "$4" "$got" "$offered" "$secs" "$t0" "$t1" "$((b1 - b0))" "$MHZ" "$(( ${x1#* } - ${x0#* } ))" "${full:-0}" <<'PY'
 import sys
