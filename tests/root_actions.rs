@@ -167,9 +167,9 @@ fn copybreak_packs_small_frames_into_fewer_chunks_and_returns_all() {
 }
 
 /// rxdrop at a steady 500 kpps: the worker keeps the fill ring topped up, so the
-/// kernel never finds it empty (an overloaded worker would show as rx_ring_full:
-/// the fill ring holds twice the RX ring, and the kernel keeps the buffer of a frame
-/// it could not post to RX).
+/// kernel never finds it empty. (An overloaded worker shows here too: in copy mode
+/// the kernel holds at most an RX ring's worth of frames, so it runs out of fill
+/// entries when the RX ring is full; the next test makes that happen.)
 #[test]
 fn rxdrop_steady_state_never_empties_the_fill_ring() {
     if !root_or_skip("rxdrop_steady_state_never_empties_the_fill_ring") {
@@ -206,6 +206,46 @@ fn rxdrop_steady_state_never_empties_the_fill_ring() {
     // those the teardown drained (through the cache): one cached recycle per drop.
     assert_eq!(c(&s, "rx_drop_to_fill") + c(&s, "drained_rx"), c(&s, "action_drop"), "{s:#}");
     assert_eq!(s["workers"][0]["pool"]["recycle_cached"].as_u64(), Some(c(&s, "action_drop")), "{s:#}");
+    assert_all_frames_back(&s);
+}
+
+/// rxdrop with a worker far slower than the traffic (a 64-slot RX ring, a 1 ms nap
+/// after every pass): in copy mode the worker hands the kernel no more frames than
+/// the RX ring holds, so the kernel runs out of fill entries before the RX ring
+/// overflows and drops each excess frame before copying it (`rx_fill_ring_empty`),
+/// never after (`rx_ring_full`, a copy for nothing). The drops add up: the kernel
+/// counts such a frame in `rx_dropped` too, and the summary counts it once.
+#[test]
+fn overloaded_copy_mode_worker_drops_before_the_copy_not_at_a_full_rx_ring() {
+    if !root_or_skip("overloaded_copy_mode_worker_drops_before_the_copy_not_at_a_full_rx_ring") {
+        return;
+    }
+    let lab = LabGuard::up(&LabConfig { prefix: unique_prefix("xo"), ..LabConfig::default() }).expect("lab up");
+    let st = lab.status().clone();
+    let tmp = scratch_dir("over");
+    let sock = tmp.path().join("control.sock");
+    let cfg = write_config(tmp.path(), "over", &st.b.netns, &st.b.dev, &[0], &rule("drop"), &sock);
+    patch_config(&cfg, "rx = 4096", "rx = 64");
+    set_workers(&cfg, "mode = \"poll\"\npoll_coalesce_us = 1000");
+    let run = XdpoolRun::start(&cfg, &[]);
+    const N: u64 = 300_000;
+    let (into_ring, refused) = veth_delivery(&st.a.netns, &st.a.dev, N, || send(&st, N, 64, None));
+    wait_for(Duration::from_secs(5), || total(&sock, "rx_packets") > 0);
+    // What is left in the 64-slot RX ring goes in one pass.
+    std::thread::sleep(Duration::from_millis(300));
+    let (code, s, out) = run.stop();
+    assert_eq!(code, Some(0), "{out}");
+    let rx = s["packets"].as_u64().unwrap();
+    let d = &s["drops"];
+    eprintln!("rxdrop overloaded: into the ring {into_ring} (veth refused {refused}), received {rx}; drops {d}");
+    let steered = s["xdp"]["steered"].as_u64().unwrap();
+    assert_eq!(steered, into_ring, "{s:#}");
+    assert!(d["rx_fill_ring_empty"].as_u64().unwrap() > steered / 10, "the worker kept up, so this proves nothing: {s:#}");
+    assert_eq!(d["rx_ring_full"], 0, "the kernel copied frames the RX ring had no room for: {s:#}");
+    assert_eq!(d["rx_dropped"], 0, "a fill-ring-empty drop counted twice, or an unexplained drop: {s:#}");
+    assert_eq!(s["workers"][0]["xsk"]["rx_dropped"], d["rx_fill_ring_empty"], "the kernel's own count of the same drops");
+    assert_eq!(rx + named_rx_drops(&s), steered, "received or dropped for a named reason, each once: {s:#}");
+    assert_eq!(c(&s, "action_drop"), rx);
     assert_all_frames_back(&s);
 }
 

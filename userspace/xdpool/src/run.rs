@@ -9,7 +9,7 @@ use crate::device::{decide, Backoff, Decision, DeviceReport, DeviceStats, LinkEv
 use crate::exit::{ExitCode, Fatal};
 use crate::steer::{Rule, RuleAction, RuleMatch, Steering, XdpAttachMode, XdpCounters};
 use crate::worker::{self, classify::Classifier, WorkerCountersSnapshot, WorkerExit, WorkerShared, WorkerSpec};
-use crate::xsk::{SocketConfig, Umem, UmemConfig, XskError, XskSocket};
+use crate::xsk::{SocketConfig, Umem, UmemConfig, XdpStatistics, XskError, XskSocket};
 use pool::{Accounting, Region, RegionConfig, Topology};
 use serde::Serialize;
 use serde_json::{json, Value};
@@ -84,9 +84,11 @@ pub struct Drops {
     pub action_drop: u64,
     /// Kernel: RX ring full (XDP_STATISTICS rx_ring_full).
     pub rx_ring_full: u64,
-    /// Kernel: fill ring empty when a frame arrived.
+    /// Kernel: fill ring empty when a frame arrived (copy mode: the frame was
+    /// dropped; zero-copy: the driver found no buffer to post).
     pub rx_fill_ring_empty: u64,
-    /// Kernel: other RX drops.
+    /// Kernel: other RX drops (`rx_dropped` less the fill-ring-empty drops it also
+    /// counts in copy mode; e.g. frames too long for a chunk).
     pub rx_dropped: u64,
     /// Kernel: invalid fill / TX descriptors.
     pub invalid_descs: u64,
@@ -389,6 +391,41 @@ pub fn single_buffer_room(chunk_size: u32) -> u32 {
     chunk_size - crate::xsk::XDP_PACKET_HEADROOM
 }
 
+/// How many frames a worker keeps with the kernel: on the fill ring, or taken from
+/// it and not yet read back from the RX ring.
+///
+/// Zero-copy: the whole fill ring. The driver moves fill entries into its own RX
+/// ring ahead of traffic, so the fill ring must cover the device's ring and the
+/// socket's (the config check asks for fill >= rx; size it to both).
+///
+/// Copy mode: no more than the RX ring holds. The kernel takes a fill entry only
+/// when a frame arrives, copies the frame into it and only then finds out whether
+/// the RX ring has room (`rx_ring_full`: the copy was for nothing, on the core that
+/// runs the device's NAPI, which may be the worker's own). With at most an RX
+/// ring's worth of frames handed over, the RX ring cannot overflow: when the worker
+/// falls behind, the kernel finds the fill ring empty first and drops before it
+/// copies (counted `rx_fill_ring_empty`). Fewer frames in circulation also keeps
+/// the kernel's copies in a smaller, warmer part of the UMEM.
+pub fn fill_target(fill: u32, rx: u32, zero_copy: bool) -> u32 {
+    if zero_copy {
+        fill
+    } else {
+        fill.min(rx)
+    }
+}
+
+/// The kernel's RX drops that no other counter names. In copy mode a frame that
+/// finds the fill ring empty is counted twice, in `rx_dropped` and in
+/// `rx_fill_ring_empty_descs`; take it out of the first so that the drops add up.
+/// In zero-copy the second counts the driver's failed refills, not frames.
+pub fn other_rx_drops(x: &XdpStatistics, zero_copy: bool) -> u64 {
+    if zero_copy {
+        x.rx_dropped
+    } else {
+        x.rx_dropped.saturating_sub(x.rx_fill_ring_empty_descs)
+    }
+}
+
 /// Frames longer than a chunk's room are dropped by the kernel (`rx_dropped`) unless
 /// the sockets are multi-buffer: say so at start when the MTU allows such frames.
 fn warn_if_mtu_needs_multi_buffer(cfg: &Config, iface: &str) {
@@ -485,7 +522,7 @@ pub fn run(cfg: &Config, opts: &RunOptions) -> Result<Summary, Fatal> {
             batch: *cfg.workers.batch.get_ref() as usize,
             mode: cfg.workers.mode,
             classifier: classifier.clone(),
-            fill_size: *cfg.rings.fill.get_ref(),
+            fill_target: fill_target(*cfg.rings.fill.get_ref(), *cfg.rings.rx.get_ref(), cfg.interface.zero_copy),
             hold_frames: opts.hold_frames as usize,
             copybreak_bytes: *cfg.workers.copybreak_bytes.get_ref(),
             // Validated to 1..=1024.
@@ -692,7 +729,7 @@ pub fn run(cfg: &Config, opts: &RunOptions) -> Result<Summary, Fatal> {
         counters += e.counters;
         drops.rx_ring_full += e.xsk.rx_ring_full;
         drops.rx_fill_ring_empty += e.xsk.rx_fill_ring_empty_descs;
-        drops.rx_dropped += e.xsk.rx_dropped;
+        drops.rx_dropped += other_rx_drops(&e.xsk, cfg.interface.zero_copy);
         drops.invalid_descs += e.xsk.rx_invalid_descs + e.xsk.tx_invalid_descs;
     }
     drops.action_drop = counters.action_drop;
@@ -892,6 +929,26 @@ pub fn summary_text(s: &Summary) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn fill_target_is_the_rx_ring_in_copy_mode_and_the_fill_ring_in_zero_copy() {
+        assert_eq!(fill_target(4096, 2048, false), 2048);
+        assert_eq!(fill_target(2048, 2048, false), 2048);
+        assert_eq!(fill_target(4096, 2048, true), 4096);
+        // fill < rx is refused by the config check; were it not, the ring bounds it.
+        assert_eq!(fill_target(1024, 2048, false), 1024);
+    }
+
+    #[test]
+    fn fill_ring_empty_drops_are_not_counted_twice_in_copy_mode() {
+        // As the kernel reported them in a copy-mode overload run: 716996 frames
+        // found the fill ring empty, and rx_dropped counted the same frames.
+        let x = XdpStatistics { rx_dropped: 716_996 + 3, rx_fill_ring_empty_descs: 716_996, ..Default::default() };
+        assert_eq!(other_rx_drops(&x, false), 3);
+        assert_eq!(other_rx_drops(&x, true), 716_999);
+        let odd = XdpStatistics { rx_dropped: 1, rx_fill_ring_empty_descs: 5, ..Default::default() };
+        assert_eq!(other_rx_drops(&odd, false), 0);
+    }
 
     #[test]
     fn add_numbers_sums_nested() {

@@ -64,8 +64,9 @@ pub struct WorkerSpec {
     pub mode: WaitMode,
     /// Per-frame action.
     pub classifier: Classifier,
-    /// Fill ring size (the worker keeps it full).
-    pub fill_size: u32,
+    /// Frames the worker keeps with the kernel: on the fill ring, or taken from it
+    /// and not yet read back from RX ([`fill_target`](crate::run::fill_target)).
+    pub fill_target: u32,
     /// Frames the application keeps per socket (0: none). They stay held across a
     /// device loss and are returned, checked unchanged, once a new socket runs.
     pub hold_frames: usize,
@@ -408,7 +409,7 @@ pub fn run(region: Arc<Region>, spec: WorkerSpec, shared: Arc<WorkerShared>, sto
         // do them every PUBLISH_EVERY passes, and on the
         // first idle pass after work (every idle pass before poll() sleeps) so that
         // readers see a quiet worker's final figures at once.
-        if passes % PUBLISH_EVERY == 0 || (!busy && (was_busy || w.wait == WaitMode::Poll)) {
+        if passes.is_multiple_of(PUBLISH_EVERY) || (!busy && (was_busy || w.wait == WaitMode::Poll)) {
             shared.counters.publish(&w.c);
             if last_stats.elapsed() >= STATS_EVERY {
                 last_stats = Instant::now();
@@ -586,9 +587,9 @@ impl Worker {
         n
     }
 
-    /// Tops the fill ring up to its size, in batches.
+    /// Tops the fill ring up, in batches, until the kernel holds `fill_target` frames.
     fn refill(&mut self, sock: &mut XskSocket, pool: &mut PoolOwner) {
-        let mut room = self.spec.fill_size.saturating_sub(self.in_fill) as usize;
+        let mut room = self.spec.fill_target.saturating_sub(self.in_fill) as usize;
         while room >= self.batch.min(room.max(1)) && room > 0 {
             let want = room.min(MAX_BATCH);
             let got = pool.fill_bulk(&mut self.addrs[..want]);
