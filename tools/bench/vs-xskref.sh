@@ -121,6 +121,19 @@ EOT
     sleep 0.3
     t1=$(threads $pid)
     x1=$(xmit_counts)
+    # A receiver still there 10 s + DUR after the generator is stuck (xdpsock -p
+    # did that 5 times in 40 runs on 2026-11-30, in poll() with nothing received):
+    # kill it rather than wait for ever, and say so; its line shows 0 received.
+    local i
+    for ((i = 0; i < 100; i++)); do kill -0 $pid 2>/dev/null || break; sleep 0.1; done
+    for ((i = 0; i < DUR * 10; i++)); do kill -0 $pid 2>/dev/null || break; sleep 0.1; done
+    if kill -0 $pid 2>/dev/null; then
+        kill -9 $pid
+        echo "# $1 still running $((10 + DUR)) s after the generator; killed"
+        # Killed, it leaves its XDP program attached, which the next receiver would
+        # find in its way.
+        ip -n $P-b link set ${P}b0 xdp off 2>/dev/null
+    fi
     wait $pid || echo "# $1 exited with status $? (its figures below are not to be trusted)"
     b1=$(back_count)
     local secs got offered
