@@ -110,7 +110,21 @@ EOT
     fi
     local pid=$!
     sleep 1.5
+    # The receiver's program must be on before the NAPI thread is pinned: veth makes
+    # a new thread when a program comes, and one made after the pin runs anywhere
+    # (on the generator's core, a different placement). Wait up to 5 s more.
+    local w
+    for ((w = 0; w < 50; w++)); do
+        ip -n $P-b link show ${P}b0 | grep -q ' prog/xdp id ' && break
+        sleep 0.1
+    done
+    ((w == 50)) && echo "# $1: no XDP program on ${P}b0 6.5 s after start"
     [ "$4" = threaded ] && pin_napi 1
+    if [ "$4" = threaded ]; then
+        local napi_cpus
+        napi_cpus=$(for c in /proc/[0-9]*/comm; do grep -q "^napi/${P}b0-" "$c" 2>/dev/null && taskset -pc "$(basename "$(dirname "$c")")" | sed 's/.*: //'; done | sort -u | tr '\n' ' ')
+        [ "$napi_cpus" = "1 " ] || echo "# $1: NAPI thread CPUs '$napi_cpus', not 1"
+    fi
     local t0 t1 b0 b1 x0 x1 gen_args
     t0=$(threads $pid)
     b0=$(back_count)
