@@ -182,7 +182,7 @@ fn rxdrop_steady_state_never_empties_the_fill_ring() {
     let cfg = write_config(tmp.path(), "fill", &st.b.netns, &st.b.dev, &[0], &rule("drop"), &sock);
     let run = XdpoolRun::start(&cfg, &[]);
     const N: u64 = 300_000;
-    let (into_ring, refused) = veth_delivery(&st.a.netns, &st.a.dev, N, || send(&st, N, 64, None));
+    let (into_ring, refused) = veth_delivery(&st.a.netns, &st.a.dev, N, || send(&st, N, 64, Some(500_000)));
     wait_for(Duration::from_secs(5), || total(&sock, "rx_packets") >= into_ring);
     let (code, s, out) = run.stop();
     assert_eq!(code, Some(0), "{out}");
@@ -209,8 +209,8 @@ fn rxdrop_steady_state_never_empties_the_fill_ring() {
     assert_all_frames_back(&s);
 }
 
-/// rxdrop with a worker far slower than the traffic (a 64-slot RX ring, a 1 ms nap
-/// after every pass): in copy mode the worker hands the kernel no more frames than
+/// rxdrop with a worker far slower than the traffic (a 64-slot RX ring, and a 1 ms
+/// nap each time it finds the ring empty after taking frames): in copy mode the worker hands the kernel no more frames than
 /// the RX ring holds, so the kernel runs out of fill entries before the RX ring
 /// overflows and drops each excess frame before copying it (`rx_fill_ring_empty`),
 /// never after (`rx_ring_full`, a copy for nothing). The drops add up: the kernel

@@ -147,6 +147,7 @@ EOT
         # Killed, it leaves its XDP program attached, which the next receiver would
         # find in its way.
         ip -n $P-b link set ${P}b0 xdp off 2>/dev/null
+        ip -n $P-b link set ${P}b0 xdpgeneric off 2>/dev/null
     fi
     wait $pid || echo "# $1 exited with status $? (its figures below are not to be trusted)"
     b1=$(back_count)
@@ -164,6 +165,7 @@ EOT
     else
         { read -r got; read -r full; } < <(python3 -c "import json;s=json.load(open('$W/sum.json'));d=s['drops'];print(s['packets']);print(d['rx_ring_full'], '| TX ring full', d['tx_ring_full'])")
     fi
+    got=${got:-0}  # a killed receiver left no figures
     python3 - "$1" "$2" "$3" "$4" "$got" "$offered" "$secs" "$t0" "$t1" "$((b1 - b0))" "$MHZ" "$(( ${x1#* } - ${x0#* } ))" "${full:-0}" <<'PY'
 import sys
 who, act, mode, napi, got, count, secs, t0, t1, back, mhz, refused, full = sys.argv[1:]

@@ -385,7 +385,7 @@ impl Config {
             return Err(err(
                 "rings.fill",
                 self.rings.fill.span(),
-                format!("{fill} is smaller than rings.rx = {rx}: the fill ring must hold at least the RX ring plus the device's RX ring, or the kernel starves; use fill >= {}", (rx * 2).next_power_of_two()),
+                format!("{fill} is smaller than rings.rx = {rx}: the fill ring must hold at least the RX ring (with zero_copy also the device's RX ring, which the driver fills ahead of traffic), or frames the RX ring has room for find no buffer; use fill >= {rx} (zero-copy: >= {})", (rx * 2).next_power_of_two()),
             ));
         }
         let per_queue = fill + *self.rings.tx.get_ref() + 256;
