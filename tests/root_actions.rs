@@ -210,11 +210,12 @@ fn rxdrop_steady_state_never_empties_the_fill_ring() {
 }
 
 /// rxdrop with a worker far slower than the traffic (a 64-slot RX ring, and a 1 ms
-/// nap each time it finds the ring empty after taking frames): in copy mode the worker hands the kernel no more frames than
-/// the RX ring holds, so the kernel runs out of fill entries before the RX ring
-/// overflows and drops each excess frame before copying it (`rx_fill_ring_empty`),
-/// never after (`rx_ring_full`, a copy for nothing). The drops add up: the kernel
-/// counts such a frame in `rx_dropped` too, and the summary counts it once.
+/// nap each time it finds the ring empty after taking frames): in copy mode the
+/// worker hands the kernel no more frames than the RX ring holds, so the kernel runs
+/// out of fill entries before the RX ring overflows and drops each excess frame
+/// before copying it (`rx_fill_ring_empty`), never after (`rx_ring_full`, a copy for
+/// nothing). The drops add up: the kernel counts such a frame in `rx_dropped` too,
+/// and the summary counts it once.
 #[test]
 fn overloaded_copy_mode_worker_drops_before_the_copy_not_at_a_full_rx_ring() {
     if !root_or_skip("overloaded_copy_mode_worker_drops_before_the_copy_not_at_a_full_rx_ring") {

@@ -47,10 +47,19 @@ trap cleanup EXIT
 [ -z "${XDPSOCK:-}" ] || [ -x "$XDPSOCK" ] || { echo "XDPSOCK=$XDPSOCK is not an executable" >&2; exit 2; }
 command -v ethtool >/dev/null || { echo "needs ethtool (make setup installs it)" >&2; exit 2; }
 
-pin_napi() { # veth re-creates its NAPI when a program comes: pin after attach
+napi_pids() { # the receiving veth's NAPI threads
+    local c
     for c in /proc/[0-9]*/comm; do
-        if grep -q "^napi/${P}b0-" "$c" 2>/dev/null; then taskset -pc "$1" "$(basename "$(dirname "$c")")" >/dev/null; fi
+        if grep -q "^napi/${P}b0-" "$c" 2>/dev/null; then basename "$(dirname "$c")"; fi
     done
+}
+
+pin_napi() { # veth re-creates its NAPI when a program comes: pin after attach, then
+    # say so if any thread is elsewhere
+    local t cpus
+    for t in $(napi_pids); do taskset -pc "$1" "$t" >/dev/null; done
+    cpus=$(for t in $(napi_pids); do taskset -pc "$t" | sed 's/.*: //'; done | sort -u | tr '\n' ' ')
+    [ "$cpus" = "$1 " ] || echo "# $2: NAPI thread CPUs '$cpus', not $1"
 }
 
 threads() { # pid -> "tid:run_ns:ctx_switches ..." for each of its threads
@@ -119,12 +128,7 @@ EOT
         sleep 0.1
     done
     ((w == 50)) && echo "# $1: no XDP program on ${P}b0 6.5 s after start"
-    [ "$4" = threaded ] && pin_napi 1
-    if [ "$4" = threaded ]; then
-        local napi_cpus
-        napi_cpus=$(for c in /proc/[0-9]*/comm; do grep -q "^napi/${P}b0-" "$c" 2>/dev/null && taskset -pc "$(basename "$(dirname "$c")")" | sed 's/.*: //'; done | sort -u | tr '\n' ' ')
-        [ "$napi_cpus" = "1 " ] || echo "# $1: NAPI thread CPUs '$napi_cpus', not 1"
-    fi
+    [ "$4" = threaded ] && pin_napi 1 "$1"
     local t0 t1 b0 b1 x0 x1 gen_args
     t0=$(threads $pid)
     b0=$(back_count)
@@ -139,8 +143,7 @@ EOT
     # did that 5 times in 40 runs on 2026-11-30, in poll() with nothing received):
     # kill it rather than wait for ever, and say so; its line shows 0 received.
     local i
-    for ((i = 0; i < 100; i++)); do kill -0 $pid 2>/dev/null || break; sleep 0.1; done
-    for ((i = 0; i < DUR * 10; i++)); do kill -0 $pid 2>/dev/null || break; sleep 0.1; done
+    for ((i = 0; i < 100 + DUR * 10; i++)); do kill -0 $pid 2>/dev/null || break; sleep 0.1; done
     if kill -0 $pid 2>/dev/null; then
         kill -9 $pid
         echo "# $1 still running $((10 + DUR)) s after the generator; killed"

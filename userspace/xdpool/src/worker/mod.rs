@@ -406,9 +406,9 @@ pub fn run(region: Arc<Region>, spec: WorkerSpec, shared: Arc<WorkerShared>, sto
         passes = passes.wrapping_add(1);
         // Publishing the counters (some forty stores) and reading the clock are not
         // free (the clock alone took 5% of a spinning l2fwd worker's core in perf):
-        // do them every PUBLISH_EVERY passes, and on the
-        // first idle pass after work (every idle pass before poll() sleeps) so that
-        // readers see a quiet worker's final figures at once.
+        // do them every PUBLISH_EVERY passes, and on the first idle pass after work
+        // (every idle pass before poll() sleeps) so that readers see a quiet
+        // worker's final figures at once.
         if passes.is_multiple_of(PUBLISH_EVERY) || (!busy && (was_busy || w.wait == WaitMode::Poll)) {
             shared.counters.publish(&w.c);
             if last_stats.elapsed() >= STATS_EVERY {
@@ -607,9 +607,9 @@ impl Worker {
 
     /// How many RX descriptors to take this pass. Where rules send frames back, no
     /// more than the TX ring has room for: a frame taken now and then refused by a
-    /// full TX ring was copied and handled for nothing, while one left in the RX ring
-    /// waits, and if the RX ring fills the kernel drops at its door (counted
-    /// `rx_ring_full`) before copying anything.
+    /// full TX ring was handled for nothing, while one left in the RX ring waits, and
+    /// once the RX ring is full the kernel finds the fill ring empty and drops the
+    /// next frames before copying them (copy mode: see `fill_target`).
     #[inline]
     fn rx_budget(&mut self, sock: &mut XskSocket) -> usize {
         let per = self.spec.classifier.tx_descs_per_frame();
