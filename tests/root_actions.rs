@@ -5,12 +5,11 @@
 mod common;
 
 use common::*;
-use serde_json::Value;
 use std::time::Duration;
 use xdpool::gen::count::RxCounter;
 use xdpool::gen::packet::PortRange;
 use xdpool::gen::{self, GenConfig};
-use xdpool::lab::{LabConfig, LabGuard, LabStatus};
+use xdpool::lab::{LabConfig, LabStatus};
 
 fn rule(action: &str) -> String {
     format!("[[rule]]\nproto = \"udp\"\ndst_port = \"9\"\naction = \"{action}\"\n")
@@ -54,29 +53,6 @@ fn total(sock: &std::path::Path, key: &str) -> u64 {
     xdpool::stats::control::query(sock).map(|s| s["total"][key].as_u64().unwrap_or(0)).unwrap_or(0)
 }
 
-/// Frames the kernel or the worker dropped, each for a named reason.
-fn named_rx_drops(s: &Value) -> u64 {
-    ["rx_ring_full", "rx_fill_ring_empty", "rx_dropped", "invalid_descs", "rejected_descs"].iter().map(|k| s["drops"][k].as_u64().unwrap()).sum()
-}
-
-fn c(s: &Value, key: &str) -> u64 {
-    s["counters"][key].as_u64().unwrap_or_else(|| panic!("counter {key} missing"))
-}
-
-/// Nothing leaked: the invariant holds, every frame is back on the free lists, no
-/// reference is left at the pool's destroy, and the recycler saw no misuse.
-fn assert_all_frames_back(s: &Value) {
-    assert_eq!(s["accounting_ok"], true, "{s:#}");
-    assert_eq!(s["accounting"]["free"], s["accounting"]["total"], "no frame leaked: {s:#}");
-    for w in s["workers"].as_array().unwrap() {
-        assert_eq!(w["inflight_at_destroy"], 0, "{w:#}");
-        for k in ["double_release", "foreign_addr", "not_in_tx", "not_in_fill"] {
-            assert_eq!(w["pool"][k], 0, "pool misuse {k}: {w:#}");
-        }
-    }
-    assert_eq!(c(s, "completion_rejected"), 0);
-    assert_eq!(s["program_left_attached"], false);
-}
 
 /// mirror: every mirrored frame leaves twice (two descriptors, one frag, two
 /// references), both copies arrive at the sender, every reference is released and
@@ -87,11 +63,9 @@ fn mirror_delivers_each_frame_twice_and_releases_every_reference() {
     if !root_or_skip("mirror_delivers_each_frame_twice_and_releases_every_reference") {
         return;
     }
-    let lab = LabGuard::up(&LabConfig { prefix: unique_prefix("xm"), ..LabConfig::default() }).expect("lab up");
-    let st = lab.status().clone();
-    let tmp = scratch_dir("mirror");
-    let sock = tmp.path().join("control.sock");
-    let cfg = write_config(tmp.path(), "mirror", &st.b.netns, &st.b.dev, &[0], &rule("mirror"), &sock);
+    let rig = LabRig::up(LabConfig { prefix: unique_prefix("xm"), ..LabConfig::default() }, "mirror");
+    let (st, sock) = (&rig.st, &rig.sock);
+    let cfg = rig.config("mirror", &[0], &rule("mirror"));
     let back = RxCounter::attach_in(Some(&st.a.netns), &st.a.dev).expect("counter on the sender's veth");
     let run = XdpoolRun::start(&cfg, &[]);
     const N: u64 = 5_000;
@@ -102,12 +76,12 @@ fn mirror_delivers_each_frame_twice_and_releases_every_reference() {
     let (code, s, out) = run.stop();
     assert_eq!(code, Some(0), "{out}");
     let rx = s["packets"].as_u64().unwrap();
-    let mirrored = c(&s, "mirror_queued");
-    let tx = c(&s, "tx_packets");
+    let mirrored = counter(&s, "mirror_queued");
+    let tx = counter(&s, "tx_packets");
     eprintln!("mirror: sent {} rx {rx} mirrored {mirrored} tx {tx} returned {} ; drops {}", 2 * N, returned.packets, s["drops"]);
-    assert_eq!(mirrored + c(&s, "rx_too_short") + c(&s, "frag_alloc_failed") + c(&s, "rx_rejected"), rx, "every received frame mirrored or named: {s:#}");
-    assert_eq!(tx + c(&s, "tx_ring_full_drop"), 2 * mirrored, "two descriptors per mirrored frame: {s:#}");
-    assert_eq!(c(&s, "tx_completed"), tx, "every TX completed");
+    assert_eq!(mirrored + counter(&s, "rx_too_short") + counter(&s, "frag_alloc_failed") + counter(&s, "rx_rejected"), rx, "every received frame mirrored or named: {s:#}");
+    assert_eq!(tx + counter(&s, "tx_ring_full_drop"), 2 * mirrored, "two descriptors per mirrored frame: {s:#}");
+    assert_eq!(counter(&s, "tx_completed"), tx, "every TX completed");
     assert_eq!(returned.packets, tx, "the sender got every copy sent back: {returned:?} / {s:#}");
     assert!(returned.packets >= 2 * 2 * N * 9 / 10, "only {} of {} came back", returned.packets, 4 * N);
     assert_eq!(rx + named_rx_drops(&s), 2 * N, "{s:#}");
@@ -125,11 +99,9 @@ fn copybreak_packs_small_frames_into_fewer_chunks_and_returns_all() {
     if !root_or_skip("copybreak_packs_small_frames_into_fewer_chunks_and_returns_all") {
         return;
     }
-    let lab = LabGuard::up(&LabConfig { prefix: unique_prefix("xc"), ..LabConfig::default() }).expect("lab up");
-    let st = lab.status().clone();
-    let tmp = scratch_dir("copybreak");
-    let sock = tmp.path().join("control.sock");
-    let cfg = write_config(tmp.path(), "copybreak", &st.b.netns, &st.b.dev, &[0], &rule("copybreak"), &sock);
+    let rig = LabRig::up(LabConfig { prefix: unique_prefix("xc"), ..LabConfig::default() }, "copybreak");
+    let (st, sock) = (&rig.st, &rig.sock);
+    let cfg = rig.config("copybreak", &[0], &rule("copybreak"));
     // A large batch lets a burst sit in TX at once.
     set_workers(&cfg, "mode = \"poll\"\nbatch = 256\ncopybreak_bytes = 256");
     let back = RxCounter::attach_in(Some(&st.a.netns), &st.a.dev).expect("counter on the sender's veth");
@@ -156,11 +128,11 @@ fn copybreak_packs_small_frames_into_fewer_chunks_and_returns_all() {
     let (code, s, out) = run.stop();
     assert_eq!(code, Some(0), "{out}");
     let rx = s["packets"].as_u64().unwrap();
-    let tx = c(&s, "tx_packets");
-    eprintln!("copybreak: total rx {rx} tx {tx} returned {}; peak in TX over the run {} frames in {} chunks; drops {}", returned.packets, c(&s, "tx_inflight_max"), c(&s, "tx_inflight_chunks_at_max"), s["drops"]);
-    assert_eq!(c(&s, "copybreak_copied"), copied, "512-byte frames (above copybreak_bytes) are not copied");
-    assert_eq!(tx + c(&s, "tx_ring_full_drop") + c(&s, "rx_too_short") + c(&s, "frag_alloc_failed") + c(&s, "rx_rejected"), rx, "{s:#}");
-    assert_eq!(c(&s, "tx_completed"), tx, "every TX completed");
+    let tx = counter(&s, "tx_packets");
+    eprintln!("copybreak: total rx {rx} tx {tx} returned {}; peak in TX over the run {} frames in {} chunks; drops {}", returned.packets, counter(&s, "tx_inflight_max"), counter(&s, "tx_inflight_chunks_at_max"), s["drops"]);
+    assert_eq!(counter(&s, "copybreak_copied"), copied, "512-byte frames (above copybreak_bytes) are not copied");
+    assert_eq!(tx + counter(&s, "tx_ring_full_drop") + counter(&s, "rx_too_short") + counter(&s, "frag_alloc_failed") + counter(&s, "rx_rejected"), rx, "{s:#}");
+    assert_eq!(counter(&s, "tx_completed"), tx, "every TX completed");
     assert_eq!(returned.packets, tx, "every frame sent back arrived: {returned:?} / {s:#}");
     assert_eq!(rx + named_rx_drops(&s), SMALL + LARGE, "{s:#}");
     assert_all_frames_back(&s);
@@ -175,11 +147,9 @@ fn rxdrop_steady_state_never_empties_the_fill_ring() {
     if !root_or_skip("rxdrop_steady_state_never_empties_the_fill_ring") {
         return;
     }
-    let lab = LabGuard::up(&LabConfig { prefix: unique_prefix("xf"), ..LabConfig::default() }).expect("lab up");
-    let st = lab.status().clone();
-    let tmp = scratch_dir("fill");
-    let sock = tmp.path().join("control.sock");
-    let cfg = write_config(tmp.path(), "fill", &st.b.netns, &st.b.dev, &[0], &rule("drop"), &sock);
+    let rig = LabRig::up(LabConfig { prefix: unique_prefix("xf"), ..LabConfig::default() }, "fill");
+    let (st, sock) = (&rig.st, &rig.sock);
+    let cfg = rig.config("fill", &[0], &rule("drop"));
     let run = XdpoolRun::start(&cfg, &[]);
     const N: u64 = 300_000;
     let (into_ring, refused) = veth_delivery(&st.a.netns, &st.a.dev, N, || send(&st, N, 64, Some(500_000)));
@@ -189,11 +159,11 @@ fn rxdrop_steady_state_never_empties_the_fill_ring() {
     eprintln!("rxdrop: {} of {N} received, {:.3} Mpps while active; drops {}", s["packets"], s["mpps"].as_f64().unwrap(), s["drops"]);
     assert_eq!(s["drops"]["rx_fill_ring_empty"], 0, "the fill ring ran dry: {s:#}");
     assert_eq!(s["workers"][0]["xsk"]["rx_fill_ring_empty_descs"], 0);
-    assert_eq!(c(&s, "fill_pool_empty"), 0, "the pool always had frames for the fill ring");
+    assert_eq!(counter(&s, "fill_pool_empty"), 0, "the pool always had frames for the fill ring");
     // A poll worker (the default poll_coalesce_us) napped between passes while
     // frames flowed (one nap follows the last frames anyway: ask for many), and the
     // fill ring still never ran dry (above).
-    assert!(c(&s, "poll_naps") >= 10, "{s:#}");
+    assert!(counter(&s, "poll_naps") >= 10, "{s:#}");
     // Exact from the generator on. Before the program, the sender's veth refuses
     // frames when the receiver's 256-slot ring is full (its NAPI deferred to
     // ksoftirqd on a loaded machine), and names them (ethtool's xdp_xmit_errors).
@@ -201,11 +171,11 @@ fn rxdrop_steady_state_never_empties_the_fill_ring() {
     assert_eq!(steered, into_ring, "the program steered every frame that reached it: {s:#}");
     assert_eq!(s["packets"].as_u64().unwrap() + named_rx_drops(&s), steered, "{s:#}");
     assert!(steered >= N / 2, "only {steered} of {N} reached the program (the sender's veth refused {refused}): too little traffic to call this a steady state: {s:#}");
-    assert_eq!(c(&s, "action_drop"), s["packets"].as_u64().unwrap());
+    assert_eq!(counter(&s, "action_drop"), s["packets"].as_u64().unwrap());
     // Each dropped frame went straight from RX back to the fill ring (rx_drop), but
     // those the teardown drained (through the cache): one cached recycle per drop.
-    assert_eq!(c(&s, "rx_drop_to_fill") + c(&s, "drained_rx"), c(&s, "action_drop"), "{s:#}");
-    assert_eq!(s["workers"][0]["pool"]["recycle_cached"].as_u64(), Some(c(&s, "action_drop")), "{s:#}");
+    assert_eq!(counter(&s, "rx_drop_to_fill") + counter(&s, "drained_rx"), counter(&s, "action_drop"), "{s:#}");
+    assert_eq!(s["workers"][0]["pool"]["recycle_cached"].as_u64(), Some(counter(&s, "action_drop")), "{s:#}");
     assert_all_frames_back(&s);
 }
 
@@ -221,11 +191,9 @@ fn overloaded_copy_mode_worker_drops_before_the_copy_not_at_a_full_rx_ring() {
     if !root_or_skip("overloaded_copy_mode_worker_drops_before_the_copy_not_at_a_full_rx_ring") {
         return;
     }
-    let lab = LabGuard::up(&LabConfig { prefix: unique_prefix("xo"), ..LabConfig::default() }).expect("lab up");
-    let st = lab.status().clone();
-    let tmp = scratch_dir("over");
-    let sock = tmp.path().join("control.sock");
-    let cfg = write_config(tmp.path(), "over", &st.b.netns, &st.b.dev, &[0], &rule("drop"), &sock);
+    let rig = LabRig::up(LabConfig { prefix: unique_prefix("xo"), ..LabConfig::default() }, "over");
+    let (st, sock) = (&rig.st, &rig.sock);
+    let cfg = rig.config("over", &[0], &rule("drop"));
     patch_config(&cfg, "rx = 4096", "rx = 64");
     set_workers(&cfg, "mode = \"poll\"\npoll_coalesce_us = 1000");
     let run = XdpoolRun::start(&cfg, &[]);
@@ -246,7 +214,7 @@ fn overloaded_copy_mode_worker_drops_before_the_copy_not_at_a_full_rx_ring() {
     assert_eq!(d["rx_dropped"], 0, "a fill-ring-empty drop counted twice, or an unexplained drop: {s:#}");
     assert_eq!(s["workers"][0]["xsk"]["rx_dropped"], d["rx_fill_ring_empty"], "the kernel's own count of the same drops");
     assert_eq!(rx + named_rx_drops(&s), steered, "received or dropped for a named reason, each once: {s:#}");
-    assert_eq!(c(&s, "action_drop"), rx);
+    assert_eq!(counter(&s, "action_drop"), rx);
     assert_all_frames_back(&s);
 }
 
@@ -259,11 +227,9 @@ fn l2fwd_with_a_full_tx_ring_holds_frames_in_rx_instead_of_dropping_them() {
     if !root_or_skip("l2fwd_with_a_full_tx_ring_holds_frames_in_rx_instead_of_dropping_them") {
         return;
     }
-    let lab = LabGuard::up(&LabConfig { prefix: unique_prefix("xh"), ..LabConfig::default() }).expect("lab up");
-    let st = lab.status().clone();
-    let tmp = scratch_dir("hold");
-    let sock = tmp.path().join("control.sock");
-    let cfg = write_config(tmp.path(), "hold", &st.b.netns, &st.b.dev, &[0], &rule("l2fwd"), &sock);
+    let rig = LabRig::up(LabConfig { prefix: unique_prefix("xh"), ..LabConfig::default() }, "hold");
+    let (st, sock) = (&rig.st, &rig.sock);
+    let cfg = rig.config("hold", &[0], &rule("l2fwd"));
     // A small TX ring and the generator flat out: TX fills for sure.
     patch_config(&cfg, "tx = 2048", "tx = 64");
     set_workers(&cfg, "mode = \"spin\"");
@@ -276,12 +242,12 @@ fn l2fwd_with_a_full_tx_ring_holds_frames_in_rx_instead_of_dropping_them() {
     let (code, s, out) = run.stop();
     assert_eq!(code, Some(0), "{out}");
     let rx = s["packets"].as_u64().unwrap();
-    let tx = c(&s, "tx_packets");
-    eprintln!("l2fwd, tx ring 64: offered {N}, into the ring {into_ring}, rx {rx}, tx {tx}, back {}, passes limited by TX room {}; drops {}", returned.packets, c(&s, "rx_limited_by_tx"), s["drops"]);
-    assert!(c(&s, "rx_limited_by_tx") > 0, "the TX ring never filled, so this proves nothing: {s:#}");
-    assert_eq!(c(&s, "tx_ring_full_drop"), 0, "a received frame was dropped at a full TX ring: {s:#}");
+    let tx = counter(&s, "tx_packets");
+    eprintln!("l2fwd, tx ring 64: offered {N}, into the ring {into_ring}, rx {rx}, tx {tx}, back {}, passes limited by TX room {}; drops {}", returned.packets, counter(&s, "rx_limited_by_tx"), s["drops"]);
+    assert!(counter(&s, "rx_limited_by_tx") > 0, "the TX ring never filled, so this proves nothing: {s:#}");
+    assert_eq!(counter(&s, "tx_ring_full_drop"), 0, "a received frame was dropped at a full TX ring: {s:#}");
     assert_eq!(tx, rx, "every received frame was sent back: {s:#}");
-    assert_eq!(c(&s, "tx_completed"), tx, "every TX completed");
+    assert_eq!(counter(&s, "tx_completed"), tx, "every TX completed");
     assert_eq!(returned.packets, tx, "the sender got every frame sent back: {returned:?} / {s:#}");
     assert_eq!(s["xdp"]["steered"].as_u64().unwrap(), into_ring, "{s:#}");
     assert_eq!(rx + named_rx_drops(&s), into_ring, "received or named at the RX ring: {s:#}");
@@ -296,11 +262,9 @@ fn busy_poll_sets_socket_options_and_forwards_every_frame() {
     if !root_or_skip("busy_poll_sets_socket_options_and_forwards_every_frame") {
         return;
     }
-    let lab = LabGuard::up(&LabConfig { prefix: unique_prefix("xb"), ..LabConfig::default() }).expect("lab up");
-    let st = lab.status().clone();
-    let tmp = scratch_dir("busy");
-    let sock = tmp.path().join("control.sock");
-    let cfg = write_config(tmp.path(), "busy", &st.b.netns, &st.b.dev, &[0], &rule("l2fwd"), &sock);
+    let rig = LabRig::up(LabConfig { prefix: unique_prefix("xb"), ..LabConfig::default() }, "busy");
+    let (st, sock) = (&rig.st, &rig.sock);
+    let cfg = rig.config("busy", &[0], &rule("l2fwd"));
     set_workers(&cfg, "mode = \"busy-poll\"\nbusy_poll_budget = 64");
     let back = RxCounter::attach_in(Some(&st.a.netns), &st.a.dev).expect("counter on the sender's veth");
     let run = XdpoolRun::start(&cfg, &[]);
@@ -310,18 +274,18 @@ fn busy_poll_sets_socket_options_and_forwards_every_frame() {
     let returned = back.settle(Duration::from_millis(500), Duration::from_secs(10)).expect("counts");
     let (code, s, out) = run.stop();
     assert_eq!(code, Some(0), "{out}");
-    eprintln!("busy-poll: rx {} returned {} busy-poll calls {}", s["packets"], returned.packets, c(&s, "busy_poll_calls"));
+    eprintln!("busy-poll: rx {} returned {} busy-poll calls {}", s["packets"], returned.packets, counter(&s, "busy_poll_calls"));
     // As root on a kernel with CONFIG_NET_RX_BUSY_POLL the options are accepted.
-    assert_eq!(c(&s, "busy_poll_sockets"), 1, "{s:#}");
-    assert_eq!(c(&s, "busy_poll_refused"), 0);
-    assert!(c(&s, "busy_poll_calls") > 0, "RX is driven by recvfrom in busy-poll mode");
+    assert_eq!(counter(&s, "busy_poll_sockets"), 1, "{s:#}");
+    assert_eq!(counter(&s, "busy_poll_refused"), 0);
+    assert!(counter(&s, "busy_poll_calls") > 0, "RX is driven by recvfrom in busy-poll mode");
     // veth gives AF_XDP sockets no NAPI id (Linux 6.18), so there is nothing for
     // recvfrom to poll: the worker notices with the first frames, says so, and waits
     // in poll() instead of spinning against the NAPI thread that delivers.
-    assert_eq!(c(&s, "busy_poll_no_napi"), 1, "{s:#}");
-    let tx = c(&s, "tx_packets");
-    assert_eq!(tx + c(&s, "tx_ring_full_drop"), s["packets"].as_u64().unwrap());
-    assert_eq!(c(&s, "tx_completed"), tx);
+    assert_eq!(counter(&s, "busy_poll_no_napi"), 1, "{s:#}");
+    let tx = counter(&s, "tx_packets");
+    assert_eq!(tx + counter(&s, "tx_ring_full_drop"), s["packets"].as_u64().unwrap());
+    assert_eq!(counter(&s, "tx_completed"), tx);
     assert_eq!(returned.packets, tx, "{returned:?} / {s:#}");
     assert!(returned.packets >= N * 9 / 10, "only {} of {N} came back", returned.packets);
     assert_all_frames_back(&s);
@@ -337,11 +301,9 @@ fn jumbo_frames_on_the_second_queue_arrive_whole_at_its_worker() {
     }
     const SIZE: usize = 9000;
     const N: u64 = 1_000;
-    let lab = LabGuard::up(&LabConfig { prefix: unique_prefix("xk"), mtu: Some(9000), queues: Some(2), ..LabConfig::default() }).expect("lab up");
-    let st = lab.status().clone();
-    let tmp = scratch_dir("jumboq");
-    let sock = tmp.path().join("control.sock");
-    let cfg = write_config(tmp.path(), "jumboq", &st.b.netns, &st.b.dev, &[0, 1], &rule("drop"), &sock);
+    let rig = LabRig::up(LabConfig { prefix: unique_prefix("xk"), mtu: Some(9000), queues: Some(2), ..LabConfig::default() }, "jumboq");
+    let (st, sock) = (&rig.st, &rig.sock);
+    let cfg = rig.config("jumboq", &[0, 1], &rule("drop"));
     set_multi_buffer(&cfg, "queues = [0, 1]");
     let run = XdpoolRun::start(&cfg, &[]);
     send_jumbo(&st, N, SIZE, 1);
@@ -359,7 +321,7 @@ fn jumbo_frames_on_the_second_queue_arrive_whole_at_its_worker() {
     assert_eq!(per_queue, vec![(0, 0, 0), (1, rx, rx)], "all on queue 1, each a multi-buffer frame");
     assert_eq!(s["bytes"].as_u64().unwrap(), rx * SIZE as u64, "each counted once, whole: {s:#}");
     assert_eq!(rx + named_rx_drops(&s), s["xdp"]["steered"].as_u64().unwrap(), "{s:#}");
-    assert_eq!(c(&s, "rx_chain_dropped"), 0);
+    assert_eq!(counter(&s, "rx_chain_dropped"), 0);
     assert_all_frames_back(&s);
 }
 
@@ -373,13 +335,11 @@ fn jumbo_frames_arrive_whole_and_l2fwd_returns_them_whole() {
         return;
     }
     const SIZE: usize = 9000;
-    let lab = LabGuard::up(&LabConfig { prefix: unique_prefix("xj"), mtu: Some(9000), ..LabConfig::default() }).expect("lab up");
-    let st = lab.status().clone();
+    let rig = LabRig::up(LabConfig { prefix: unique_prefix("xj"), mtu: Some(9000), ..LabConfig::default() }, "jumbo");
+    let st = &rig.st;
     let back = RxCounter::attach_in(Some(&st.a.netns), &st.a.dev).expect("counter on the sender's veth");
     for (action, n) in [("drop", 2_000u64), ("l2fwd", 1_000)] {
-        let tmp = scratch_dir("jumbo");
-        let sock = tmp.path().join("control.sock");
-        let cfg = write_config(tmp.path(), "jumbo", &st.b.netns, &st.b.dev, &[0], &rule(action), &sock);
+        let cfg = rig.config(&format!("jumbo-{action}"), &[0], &rule(action));
         set_multi_buffer(&cfg, "queues = [0]");
         let before = back.counts().unwrap();
         let run = XdpoolRun::start(&cfg, &[]);
@@ -388,17 +348,17 @@ fn jumbo_frames_arrive_whole_and_l2fwd_returns_them_whole() {
         let (code, s, out) = run.stop();
         assert_eq!(code, Some(0), "{out}");
         let lost = named_rx_drops(&s);
-        eprintln!("jumbo {action}: rx {} ({} B) multi-buffer {} dropped {lost}", s["packets"], s["bytes"], c(&s, "rx_multi_buffer"));
+        eprintln!("jumbo {action}: rx {} ({} B) multi-buffer {} dropped {lost}", s["packets"], s["bytes"], counter(&s, "rx_multi_buffer"));
         let rx = s["packets"].as_u64().unwrap();
         let steered = s["xdp"]["steered"].as_u64().unwrap();
         assert_eq!(rx + lost, steered, "every frame the program steered was received or dropped for a named reason: {s:#}");
         assert!(rx >= n * 9 / 10, "only {rx} of {n} jumbo frames arrived: {s:#}");
         assert_eq!(s["bytes"].as_u64().unwrap(), rx * SIZE as u64, "each counted once, whole: {s:#}");
-        assert_eq!(c(&s, "rx_multi_buffer"), rx, "every 9000-byte frame spans several chunks");
-        assert_eq!(c(&s, "rx_chain_dropped"), 0);
+        assert_eq!(counter(&s, "rx_multi_buffer"), rx, "every 9000-byte frame spans several chunks");
+        assert_eq!(counter(&s, "rx_chain_dropped"), 0);
         if action == "l2fwd" {
-            let tx = c(&s, "tx_packets");
-            assert_eq!(tx + c(&s, "tx_ring_full_drop"), rx);
+            let tx = counter(&s, "tx_packets");
+            assert_eq!(tx + counter(&s, "tx_ring_full_drop"), rx);
             let got = returned.packets - before.packets;
             assert_eq!(got, tx, "every frame sent back arrived at the sender: {returned:?} / {s:#}");
             assert_eq!(returned.bytes - before.bytes, got * SIZE as u64, "and arrived whole");

@@ -9,20 +9,18 @@ use common::*;
 use std::time::Duration;
 use xdpool::gen::{self, GenConfig};
 use xdpool::gen::packet::PortRange;
-use xdpool::lab::{LabConfig, LabGuard};
+use xdpool::lab::LabConfig;
 
 #[test]
 fn e2e_lab_rxdrop_counts_every_frame_and_leaves_nothing() {
     if !root_or_skip("e2e_lab_rxdrop_counts_every_frame_and_leaves_nothing") {
         return;
     }
-    let prefix = unique_prefix("xe");
-    let lab = LabGuard::up(&LabConfig { prefix: prefix.clone(), ..LabConfig::default() }).expect("lab up");
-    let st = lab.status().clone();
-    let tmp = scratch_dir("e2e");
-    let sock = tmp.path().join("control.sock");
+    let rig = LabRig::up(LabConfig { prefix: unique_prefix("xe"), ..LabConfig::default() }, "e2e");
+    // Owned: the lab is dropped below, and its namespaces checked gone.
+    let (st, sock) = (rig.st.clone(), rig.sock.clone());
     let rules = "[[rule]]\nproto = \"udp\"\ndst_port = \"9\"\naction = \"drop\"\n";
-    let cfg = write_config(tmp.path(), "e2e", &st.b.netns, &st.b.dev, &[0], rules, &sock);
+    let cfg = rig.config("e2e", &[0], rules);
     let run = XdpoolRun::start(&cfg, &[]);
 
     let udp_before = udp_snmp(&st.b.netns);
@@ -59,8 +57,7 @@ fn e2e_lab_rxdrop_counts_every_frame_and_leaves_nothing() {
     // Every matching frame received, or named in a drop counter (ours, or the
     // sender veth's).
     let packets = summary["packets"].as_u64().unwrap();
-    let d = &summary["drops"];
-    let named: u64 = ["rx_ring_full", "rx_fill_ring_empty", "rx_dropped", "invalid_descs", "rejected_descs"].iter().map(|k| d[k].as_u64().unwrap()).sum();
+    let named = named_rx_drops(&summary);
     assert!(seen || packets + named == into_ring, "control socket never showed {into_ring} frames: {live}");
     // Enough traffic reached xdpool for the run to prove something: most of what the
     // sender's veth delivered, and most of what was sent.
@@ -87,7 +84,7 @@ fn e2e_lab_rxdrop_counts_every_frame_and_leaves_nothing() {
     assert_eq!(a["total"].as_u64().unwrap(), 16384);
     assert_eq!(a["free"].as_u64().unwrap(), 16384, "all frames back on the free lists: {a:#}");
     assert!(!sock.exists(), "control socket removed at exit");
-    drop(lab);
+    drop(rig);
     assert!(!xdpool::netns::exists(&st.a.netns) && !xdpool::netns::exists(&st.b.netns), "lab namespaces removed");
 }
 
@@ -167,12 +164,9 @@ fn e2e_zero_copy_refused_names_the_fix() {
     if !root_or_skip("e2e_zero_copy_refused_names_the_fix") {
         return;
     }
-    let prefix = unique_prefix("xz");
-    let lab = LabGuard::up(&LabConfig { prefix, ..LabConfig::default() }).expect("lab up");
-    let st = lab.status().clone();
-    let tmp = scratch_dir("zc");
-    let sock = tmp.path().join("control.sock");
-    let cfg = write_config(tmp.path(), "zc", &st.b.netns, &st.b.dev, &[0], "[[rule]]\naction = \"drop\"\n", &sock);
+    let rig = LabRig::up(LabConfig { prefix: unique_prefix("xz"), ..LabConfig::default() }, "zc");
+    let st = &rig.st;
+    let cfg = rig.config("zc", &[0], "[[rule]]\naction = \"drop\"\n");
     patch_config(&cfg, "queues = [0]\n", "queues = [0]\nzero_copy = true\n");
     let (code, err) = run_config(&cfg);
     assert_eq!(code, Some(7), "{err}");
@@ -187,12 +181,9 @@ fn e2e_native_mode_refused_names_the_fix() {
     if !root_or_skip("e2e_native_mode_refused_names_the_fix") {
         return;
     }
-    let prefix = unique_prefix("x6");
-    let lab = LabGuard::up(&LabConfig { prefix, ..LabConfig::default() }).expect("lab up");
-    let st = lab.status().clone();
-    let tmp = scratch_dir("mode");
-    let sock = tmp.path().join("control.sock");
-    let cfg = write_config(tmp.path(), "mode", &st.b.netns, "lo", &[0], "[[rule]]\naction = \"drop\"\n", &sock);
+    let rig = LabRig::up(LabConfig { prefix: unique_prefix("x6"), ..LabConfig::default() }, "mode");
+    let st = &rig.st;
+    let cfg = write_config(rig.dir(), "mode", &st.b.netns, "lo", &[0], "[[rule]]\naction = \"drop\"\n", &rig.sock);
     let (code, err) = run_config(&cfg);
     assert_eq!(code, Some(6), "{err}");
     assert!(err.contains("native") && err.contains("--xdp-mode skb"), "{err}");

@@ -8,7 +8,7 @@ use std::time::Duration;
 use xdpool::gen::count::RxCounter;
 use xdpool::gen::packet::PortRange;
 use xdpool::gen::{self, GenConfig};
-use xdpool::lab::{LabConfig, LabGuard};
+use xdpool::lab::LabConfig;
 
 const DROP_UDP9: &str = "[[rule]]\nproto = \"udp\"\ndst_port = \"9\"\naction = \"drop\"\n";
 
@@ -20,12 +20,9 @@ fn two_queue_lab_each_worker_receives_on_its_queue() {
     if !root_or_skip("two_queue_lab_each_worker_receives_on_its_queue") {
         return;
     }
-    let prefix = unique_prefix("xq");
-    let lab = LabGuard::up(&LabConfig { prefix, queues: Some(2), ..LabConfig::default() }).expect("lab up");
-    let st = lab.status().clone();
-    let tmp = scratch_dir("mq");
-    let sock = tmp.path().join("control.sock");
-    let cfg = write_config(tmp.path(), "mq", &st.b.netns, &st.b.dev, &[0, 1], DROP_UDP9, &sock);
+    let rig = LabRig::up(LabConfig { prefix: unique_prefix("xq"), queues: Some(2), ..LabConfig::default() }, "mq");
+    let (st, sock) = (&rig.st, &rig.sock);
+    let cfg = rig.config("mq", &[0, 1], DROP_UDP9);
     let run = XdpoolRun::start(&cfg, &[]);
     const N: u64 = 40_000;
     let mut g = GenConfig::for_lab(&st);
@@ -44,11 +41,8 @@ fn two_queue_lab_each_worker_receives_on_its_queue() {
     assert_eq!(workers.len(), 2);
     let per_queue: Vec<(u64, u64)> = workers.iter().map(|w| (w["queue"].as_u64().unwrap(), w["counters"]["rx_packets"].as_u64().unwrap())).collect();
     assert!(per_queue.iter().all(|(_, n)| *n > 0), "every queue's worker receives: {per_queue:?}");
-    let named: u64 = ["rx_ring_full", "rx_fill_ring_empty", "rx_dropped", "invalid_descs", "rejected_descs"].iter().map(|k| s["drops"][k].as_u64().unwrap()).sum();
-    assert_eq!(s["packets"].as_u64().unwrap() + named, N, "{s:#}");
-    assert_eq!(s["accounting_ok"], true);
-    assert_eq!(s["accounting"]["free"], s["accounting"]["total"]);
-    assert_eq!(s["program_left_attached"], false);
+    assert_eq!(s["packets"].as_u64().unwrap() + named_rx_drops(&s), N, "{s:#}");
+    assert_all_frames_back(&s);
 }
 
 /// l2fwd: every frame comes back to the generator's side (counted there by an XDP
@@ -58,13 +52,10 @@ fn l2fwd_returns_every_frame_to_the_sender() {
     if !root_or_skip("l2fwd_returns_every_frame_to_the_sender") {
         return;
     }
-    let prefix = unique_prefix("xl");
-    let lab = LabGuard::up(&LabConfig { prefix, ..LabConfig::default() }).expect("lab up");
-    let st = lab.status().clone();
-    let tmp = scratch_dir("l2");
-    let sock = tmp.path().join("control.sock");
+    let rig = LabRig::up(LabConfig { prefix: unique_prefix("xl"), ..LabConfig::default() }, "l2");
+    let st = &rig.st;
     let rules = "[[rule]]\nproto = \"udp\"\ndst_port = \"9\"\naction = \"l2fwd\"\n";
-    let cfg = write_config(tmp.path(), "l2", &st.b.netns, &st.b.dev, &[0], rules, &sock);
+    let cfg = rig.config("l2", &[0], rules);
     let back = RxCounter::attach_in(Some(&st.a.netns), &st.a.dev).expect("counter on the sender's veth");
     let run = XdpoolRun::start(&cfg, &[]);
     const N: u64 = 20_000;
@@ -84,8 +75,7 @@ fn l2fwd_returns_every_frame_to_the_sender() {
     assert_eq!(done, tx, "every TX completed");
     assert_eq!(returned.packets, tx, "frames that came back to the sender = frames sent back: {returned:?} / {s:#}");
     assert!(returned.packets >= N * 9 / 10, "only {} of {N} came back: {s:#}", returned.packets);
-    assert_eq!(s["accounting_ok"], true);
-    assert_eq!(s["accounting"]["free"], s["accounting"]["total"], "no frame leaked");
+    assert_all_frames_back(&s);
 }
 
 /// The Prometheus endpoint parses as the text format and its numbers equal
@@ -95,13 +85,10 @@ fn stats_prometheus_equals_stats_json_and_socket_refuses_others() {
     if !root_or_skip("stats_prometheus_equals_stats_json_and_socket_refuses_others") {
         return;
     }
-    let prefix = unique_prefix("xs");
-    let lab = LabGuard::up(&LabConfig { prefix, ..LabConfig::default() }).expect("lab up");
-    let st = lab.status().clone();
-    let tmp = scratch_dir("st");
-    let sock = tmp.path().join("control.sock");
+    let rig = LabRig::up(LabConfig { prefix: unique_prefix("xs"), ..LabConfig::default() }, "st");
+    let (st, sock) = (&rig.st, &rig.sock);
     let port = 19000 + (std::process::id() % 1000) as u16;
-    let cfg = write_config(tmp.path(), "st", &st.b.netns, &st.b.dev, &[0], DROP_UDP9, &sock);
+    let cfg = rig.config("st", &[0], DROP_UDP9);
     patch_config(&cfg, "[stats]\n", &format!("[stats]\nprometheus = \"127.0.0.1:{port}\"\n"));
     let run = XdpoolRun::start(&cfg, &[]);
     let mut g = GenConfig::for_lab(&st);
@@ -148,7 +135,7 @@ fn stats_prometheus_equals_stats_json_and_socket_refuses_others() {
     assert_eq!(meta.mode() & 0o777, 0o600);
     // The socket's own mode must be what refuses, not the 0700 scratch dir: let
     // others through the dir (search only).
-    std::fs::set_permissions(tmp.path(), std::fs::Permissions::from_mode(0o711)).unwrap();
+    std::fs::set_permissions(rig.dir(), std::fs::Permissions::from_mode(0o711)).unwrap();
     use std::os::unix::process::CommandExt;
     let other = std::process::Command::new(env!("CARGO_BIN_EXE_xdpool"))
         .args(["stats", "--socket"])

@@ -6,6 +6,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
+use xdpool::lab::{LabConfig, LabGuard, LabStatus};
 
 /// Whether the test runs as root; prints the skip line otherwise.
 pub fn root_or_skip(test: &str) -> bool {
@@ -84,6 +85,40 @@ live = false
     let path = dir.join(format!("{name}.toml"));
     std::fs::write(&path, text).unwrap();
     path
+}
+
+/// How most root tests start: a lab, a private scratch dir (`scratch_dir`) and the
+/// control socket path the configs written in it use. Dropped, it removes the
+/// scratch dir, then the lab (its namespaces), even when the test failed.
+pub struct LabRig {
+    /// The lab's namespaces, devices and addresses.
+    pub st: LabStatus,
+    /// The control socket every config from `config` names.
+    pub sock: PathBuf,
+    tmp: tempfile::TempDir,
+    _lab: LabGuard,
+}
+
+impl LabRig {
+    /// Brings up the lab `lab` and makes a scratch dir called after `name`.
+    pub fn up(lab: LabConfig, name: &str) -> LabRig {
+        let guard = LabGuard::up(&lab).expect("lab up");
+        let st = guard.status().clone();
+        let tmp = scratch_dir(name);
+        let sock = tmp.path().join("control.sock");
+        LabRig { st, sock, tmp, _lab: guard }
+    }
+
+    /// The scratch dir.
+    pub fn dir(&self) -> &Path {
+        self.tmp.path()
+    }
+
+    /// Writes `NAME.toml` for the lab's receiving side (`write_config`) and returns
+    /// its path.
+    pub fn config(&self, name: &str, queues: &[u32], rules: &str) -> PathBuf {
+        write_config(self.dir(), name, &self.st.b.netns, &self.st.b.dev, queues, rules, &self.sock)
+    }
 }
 
 /// Replaces the first `from` with `to` in the config at `cfg` (one written by
@@ -245,4 +280,31 @@ pub fn veth_delivery(ns: &str, dev: &str, n: u64, send: impl FnOnce()) -> (u64, 
     let (into_ring, refused) = (after.0 - before.0, after.1 - before.1);
     assert_eq!(into_ring + refused, n, "the sender's veth transmitted {into_ring} and refused {refused} of {n}");
     (into_ring, refused)
+}
+
+/// A counter from a run summary's `counters`.
+pub fn counter(s: &serde_json::Value, key: &str) -> u64 {
+    s["counters"][key].as_u64().unwrap_or_else(|| panic!("counter {key} missing"))
+}
+
+/// Frames in a run summary that the kernel or the worker dropped, each for a named
+/// reason.
+pub fn named_rx_drops(s: &serde_json::Value) -> u64 {
+    ["rx_ring_full", "rx_fill_ring_empty", "rx_dropped", "invalid_descs", "rejected_descs"].iter().map(|k| s["drops"][k].as_u64().unwrap()).sum()
+}
+
+/// Nothing leaked in a run summary: the invariant holds, every frame is back on the
+/// free lists, no reference is left at the pool's destroy, the recycler saw no
+/// misuse, and no program is left attached.
+pub fn assert_all_frames_back(s: &serde_json::Value) {
+    assert_eq!(s["accounting_ok"], true, "{s:#}");
+    assert_eq!(s["accounting"]["free"], s["accounting"]["total"], "no frame leaked: {s:#}");
+    for w in s["workers"].as_array().unwrap() {
+        assert_eq!(w["inflight_at_destroy"], 0, "{w:#}");
+        for k in ["double_release", "foreign_addr", "not_in_tx", "not_in_fill"] {
+            assert_eq!(w["pool"][k], 0, "pool misuse {k}: {w:#}");
+        }
+    }
+    assert_eq!(counter(s, "completion_rejected"), 0);
+    assert_eq!(s["program_left_attached"], false);
 }
