@@ -8,7 +8,8 @@
 #   for l2fwd: frames back at the sender (its veth's RX counter) and their Mpps,
 #   the application's CPU: the busiest thread's run time (schedstat), ns and
 #   cycles (at the TSC's nominal MHz; this VM has no PMU) per frame received,
-#   and its context switches.
+#   and its context switches,
+#   the share of the window the hypervisor took cores 0 and 1 away (steal time).
 # Needs root, a built xdpool (make build) and xskref (make -C tools/xskref).
 # Bounded: each run sends COUNT frames (or for GEN_SECS seconds), each receiver
 # runs DUR seconds. Needs ethtool (make setup installs it). The lab
@@ -68,6 +69,11 @@ threads() { # pid -> "tid:run_ns:ctx_switches ..." for each of its threads
     done
 }
 
+steal() { # "c0 c1 t": steal ticks of cores 0 and 1 (/proc/stat, USER_HZ), and when
+    awk '$1 == "cpu0" {a = $9} $1 == "cpu1" {b = $9} END {print a, b}' /proc/stat
+    date +%s.%N
+}
+
 xmit_counts() { # "into-ring refused": the sender veth's XDP transmit counters (ethtool -S)
     ip netns exec $P-a ethtool -S ${P}a0 | awk '/tx_queue_.*_xdp_xmit:/{a+=$2; n++} /tx_queue_.*_xdp_xmit_errors:/{b+=$2} END{if (!n) exit 1; print a+0, b+0}' \
         || { echo "no XDP transmit counters in ethtool -S ${P}a0" >&2; exit 2; }
@@ -84,7 +90,9 @@ run_one() { # $1 receiver, $2 action, $3 mode, $4 napi (softirq|threaded)
         local f=-r pf=
         [ "$2" = l2fwd ] && f=-l
         [ "$3" = poll ] && pf=-p
-        ip netns exec $P-b env LC_ALL=C taskset -c 1 "$XDPSOCK" -i ${P}b0 -q 0 $f $pf -c -x -d "$DUR" > "$W/xs.out" 2>&1 &
+        # Line-buffered, so that its per-second reports reach the file even when the
+        # watchdog below has to kill it.
+        ip netns exec $P-b env LC_ALL=C taskset -c 1 stdbuf -oL "$XDPSOCK" -i ${P}b0 -q 0 $f $pf -c -x -d "$DUR" > "$W/xs.out" 2>&1 &
     elif [ "$1" = xskref ]; then
         ip netns exec $P-b "$REF" -i ${P}b0 -q 0 -c 1 -m "$3" -a "$2" -d "$DUR" -r "$RX" -f "$FILL" -n "$FRAMES" > "$W/ref.out" 2>/dev/null &
     else
@@ -129,8 +137,9 @@ EOT
     done
     ((w == 50)) && echo "# $1: no XDP program on ${P}b0 6.5 s after start"
     [ "$4" = threaded ] && pin_napi 1 "$1"
-    local t0 t1 b0 b1 x0 x1 gen_args
+    local t0 t1 s0 s1 b0 b1 x0 x1 gen_args
     t0=$(threads $pid)
+    s0=$(steal)
     b0=$(back_count)
     x0=$(xmit_counts)
     if [ -n "${GEN_SECS:-}" ]; then gen_args="--count 1000000000 --duration $GEN_SECS"; else gen_args="--count $COUNT"; fi
@@ -138,21 +147,32 @@ EOT
     out=$("$X" gen --netns $P-a --dev ${P}a0 $gen_args --cores 0 2>/dev/null | tail -1)
     sleep 0.3
     t1=$(threads $pid)
+    s1=$(steal)
     x1=$(xmit_counts)
-    # A receiver still there 10 s + DUR after the generator is stuck (xdpsock -p
-    # did that 5 times in 40 runs on 2026-11-30, in poll() with nothing received):
-    # kill it rather than wait for ever, and say so; its line shows 0 received.
-    local i
+    # A receiver still there 10 s + DUR after the generator is stuck: kill it rather
+    # than wait for ever, and say so. xdpsock -p always gets stuck once the traffic
+    # has stopped before its -d time is up: its loop goes back to poll() whenever
+    # poll() times out, before it looks at the end of the run. Its last per-second
+    # report, printed after the traffic ended, then has its count. Any other
+    # receiver's line shows 0 received.
+    local i killed=
     for ((i = 0; i < 100 + DUR * 10; i++)); do kill -0 $pid 2>/dev/null || break; sleep 0.1; done
     if kill -0 $pid 2>/dev/null; then
         kill -9 $pid
-        echo "# $1 still running $((10 + DUR)) s after the generator; killed"
+        killed=1
+        if [ "$1" = xdpsock ]; then
+            echo "# xdpsock still running $((10 + DUR)) s after the generator (stuck in its poll loop); killed, counted from its last per-second report"
+        else
+            echo "# $1 still running $((10 + DUR)) s after the generator; killed"
+        fi
         # Killed, it leaves its XDP program attached, which the next receiver would
         # find in its way.
         ip -n $P-b link set ${P}b0 xdp off 2>/dev/null
         ip -n $P-b link set ${P}b0 xdpgeneric off 2>/dev/null
     fi
-    wait $pid || echo "# $1 exited with status $? (its figures below are not to be trusted)"
+    local status=0
+    wait $pid 2>/dev/null || status=$?
+    [ $status = 0 ] || [ -n "$killed" ] || echo "# $1 exited with status $status (its figures below are not to be trusted)"
     b1=$(back_count)
     local secs got offered
     secs=$(echo "$out" | sed -n 's/.* in \([0-9.]*\) s:.*/\1/p')
@@ -169,9 +189,9 @@ EOT
         { read -r got; read -r full; } < <(python3 -c "import json;s=json.load(open('$W/sum.json'));d=s['drops'];print(s['packets']);print(d['rx_ring_full'], '| TX ring full', d['tx_ring_full'])")
     fi
     got=${got:-0}  # a killed receiver left no figures
-    python3 - "$1" "$2" "$3" "$4" "$got" "$offered" "$secs" "$t0" "$t1" "$((b1 - b0))" "$MHZ" "$(( ${x1#* } - ${x0#* } ))" "${full:-0}" <<'PY'
-import sys
-who, act, mode, napi, got, count, secs, t0, t1, back, mhz, refused, full = sys.argv[1:]
+    python3 - "$1" "$2" "$3" "$4" "$got" "$offered" "$secs" "$t0" "$t1" "$((b1 - b0))" "$MHZ" "$(( ${x1#* } - ${x0#* } ))" "${full:-0}" "$s0" "$s1" <<'PY'
+import os, sys
+who, act, mode, napi, got, count, secs, t0, t1, back, mhz, refused, full, s0, s1 = sys.argv[1:]
 got, count, secs, back, mhz, refused = int(got), int(count), float(secs), int(back), float(mhz), int(refused)
 parse = lambda s: {t: (int(r), int(c)) for t, r, c in (x.split(':') for x in s.split())}
 a, b = parse(t0), parse(t1)
@@ -182,6 +202,12 @@ if act == 'l2fwd':
     line += f' | back {back:>8} {back/secs/1e6:6.3f} Mpps'
 line += f' | app {ns/1e6:6.1f} ms cpu, {per:6.1f} ns = {per*mhz/1e3:6.0f} cycles/frame, {cs:6d} ctx sw'
 line += f' | veth refused {refused} | RX ring full {full}'
+# Time the hypervisor gave neither core to this VM during the window: a window with
+# much of it is slow for reasons outside the receivers.
+(a0, b0), w0 = map(int, s0.split()[:2]), float(s0.split()[2])
+(a1, b1), w1 = map(int, s1.split()[:2]), float(s1.split()[2])
+hz, wall = os.sysconf('SC_CLK_TCK'), max(w1 - w0, 1e-3)
+line += f' | steal c0 {(a1 - a0) / hz / wall * 100:.0f}% c1 {(b1 - b0) / hz / wall * 100:.0f}%'
 print(line)
 PY
 }
