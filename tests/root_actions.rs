@@ -69,9 +69,9 @@ fn mirror_delivers_each_frame_twice_and_releases_every_reference() {
     let back = RxCounter::attach_in(Some(&st.a.netns), &st.a.dev).expect("counter on the sender's veth");
     let run = XdpoolRun::start(&cfg, &[]);
     const N: u64 = 5_000;
-    send(&st, N, 64, Some(100_000));
-    send(&st, N, 1400, Some(100_000));
-    wait_for(Duration::from_secs(5), || total(&sock, "tx_completed") >= 4 * N);
+    send(st, N, 64, Some(100_000));
+    send(st, N, 1400, Some(100_000));
+    wait_for(Duration::from_secs(5), || total(sock, "tx_completed") >= 4 * N);
     let returned = back.settle(Duration::from_millis(500), Duration::from_secs(10)).expect("counts");
     let (code, s, out) = run.stop();
     assert_eq!(code, Some(0), "{out}");
@@ -108,10 +108,10 @@ fn copybreak_packs_small_frames_into_fewer_chunks_and_returns_all() {
     let run = XdpoolRun::start(&cfg, &[]);
     const SMALL: u64 = 20_000;
     const LARGE: u64 = 5_000;
-    send(&st, SMALL, 64, Some(500_000));
-    wait_for(Duration::from_secs(5), || total(&sock, "tx_completed") >= SMALL);
+    send(st, SMALL, 64, Some(500_000));
+    wait_for(Duration::from_secs(5), || total(sock, "tx_completed") >= SMALL);
     // One snapshot after the small frames: the peak gauge is theirs alone.
-    let mid = xdpool::stats::control::query(&sock).expect("stats");
+    let mid = xdpool::stats::control::query(sock).expect("stats");
     let t = |k: &str| mid["total"][k].as_u64().unwrap_or_else(|| panic!("{k} missing"));
     let (small_rx, copied) = (t("rx_packets"), t("copybreak_copied"));
     let (peak_frames, peak_chunks) = (t("tx_inflight_max"), t("tx_inflight_chunks_at_max"));
@@ -122,8 +122,8 @@ fn copybreak_packs_small_frames_into_fewer_chunks_and_returns_all() {
     assert!(peak_chunks < peak_frames, "packed frags: {peak_frames} frames in TX occupied {peak_chunks} chunks");
     // 64-byte frags, 32 to a 2048-byte chunk: the peak fits in about frames/32 chunks.
     assert!(peak_chunks <= peak_frames / 32 + 2, "{peak_frames} small frames should pack 32 to a chunk, got {peak_chunks} chunks");
-    send(&st, LARGE, 512, Some(100_000));
-    wait_for(Duration::from_secs(5), || total(&sock, "tx_completed") >= small_rx + LARGE * 9 / 10);
+    send(st, LARGE, 512, Some(100_000));
+    wait_for(Duration::from_secs(5), || total(sock, "tx_completed") >= small_rx + LARGE * 9 / 10);
     let returned = back.settle(Duration::from_millis(500), Duration::from_secs(10)).expect("counts");
     let (code, s, out) = run.stop();
     assert_eq!(code, Some(0), "{out}");
@@ -152,8 +152,8 @@ fn rxdrop_steady_state_never_empties_the_fill_ring() {
     let cfg = rig.config("fill", &[0], &rule("drop"));
     let run = XdpoolRun::start(&cfg, &[]);
     const N: u64 = 300_000;
-    let (into_ring, refused) = veth_delivery(&st.a.netns, &st.a.dev, N, || send(&st, N, 64, Some(500_000)));
-    wait_for(Duration::from_secs(5), || total(&sock, "rx_packets") >= into_ring);
+    let (into_ring, refused) = veth_delivery(&st.a.netns, &st.a.dev, N, || send(st, N, 64, Some(500_000)));
+    wait_for(Duration::from_secs(5), || total(sock, "rx_packets") >= into_ring);
     let (code, s, out) = run.stop();
     assert_eq!(code, Some(0), "{out}");
     eprintln!("rxdrop: {} of {N} received, {:.3} Mpps while active; drops {}", s["packets"], s["mpps"].as_f64().unwrap(), s["drops"]);
@@ -198,8 +198,8 @@ fn overloaded_copy_mode_worker_drops_before_the_copy_not_at_a_full_rx_ring() {
     set_workers(&cfg, "mode = \"poll\"\npoll_coalesce_us = 1000");
     let run = XdpoolRun::start(&cfg, &[]);
     const N: u64 = 300_000;
-    let (into_ring, refused) = veth_delivery(&st.a.netns, &st.a.dev, N, || send(&st, N, 64, None));
-    wait_for(Duration::from_secs(5), || total(&sock, "rx_packets") > 0);
+    let (into_ring, refused) = veth_delivery(&st.a.netns, &st.a.dev, N, || send(st, N, 64, None));
+    wait_for(Duration::from_secs(5), || total(sock, "rx_packets") > 0);
     // What is left in the 64-slot RX ring goes in one pass.
     std::thread::sleep(Duration::from_millis(300));
     let (code, s, out) = run.stop();
@@ -236,8 +236,8 @@ fn l2fwd_with_a_full_tx_ring_holds_frames_in_rx_instead_of_dropping_them() {
     let back = RxCounter::attach_in(Some(&st.a.netns), &st.a.dev).expect("counter on the sender's veth");
     let run = XdpoolRun::start(&cfg, &[]);
     const N: u64 = 500_000;
-    let (into_ring, _) = veth_delivery(&st.a.netns, &st.a.dev, N, || send(&st, N, 64, None));
-    wait_for(Duration::from_secs(5), || total(&sock, "tx_completed") >= total(&sock, "rx_packets") && total(&sock, "rx_packets") > 0);
+    let (into_ring, _) = veth_delivery(&st.a.netns, &st.a.dev, N, || send(st, N, 64, None));
+    wait_for(Duration::from_secs(5), || total(sock, "tx_completed") >= total(sock, "rx_packets") && total(sock, "rx_packets") > 0);
     let returned = back.settle(Duration::from_millis(500), Duration::from_secs(10)).expect("counts");
     let (code, s, out) = run.stop();
     assert_eq!(code, Some(0), "{out}");
@@ -269,8 +269,8 @@ fn busy_poll_sets_socket_options_and_forwards_every_frame() {
     let back = RxCounter::attach_in(Some(&st.a.netns), &st.a.dev).expect("counter on the sender's veth");
     let run = XdpoolRun::start(&cfg, &[]);
     const N: u64 = 10_000;
-    send(&st, N, 64, Some(100_000));
-    wait_for(Duration::from_secs(5), || total(&sock, "tx_completed") >= N * 9 / 10);
+    send(st, N, 64, Some(100_000));
+    wait_for(Duration::from_secs(5), || total(sock, "tx_completed") >= N * 9 / 10);
     let returned = back.settle(Duration::from_millis(500), Duration::from_secs(10)).expect("counts");
     let (code, s, out) = run.stop();
     assert_eq!(code, Some(0), "{out}");
@@ -306,8 +306,8 @@ fn jumbo_frames_on_the_second_queue_arrive_whole_at_its_worker() {
     let cfg = rig.config("jumboq", &[0, 1], &rule("drop"));
     set_multi_buffer(&cfg, "queues = [0, 1]");
     let run = XdpoolRun::start(&cfg, &[]);
-    send_jumbo(&st, N, SIZE, 1);
-    wait_for(Duration::from_secs(5), || total(&sock, "rx_packets") >= N * 9 / 10);
+    send_jumbo(st, N, SIZE, 1);
+    wait_for(Duration::from_secs(5), || total(sock, "rx_packets") >= N * 9 / 10);
     let (code, s, out) = run.stop();
     assert_eq!(code, Some(0), "{out}");
     let workers = s["workers"].as_array().unwrap();
@@ -343,7 +343,7 @@ fn jumbo_frames_arrive_whole_and_l2fwd_returns_them_whole() {
         set_multi_buffer(&cfg, "queues = [0]");
         let before = back.counts().unwrap();
         let run = XdpoolRun::start(&cfg, &[]);
-        send_jumbo(&st, n, SIZE, 0);
+        send_jumbo(st, n, SIZE, 0);
         let returned = back.settle(Duration::from_millis(300), Duration::from_secs(10)).expect("counts");
         let (code, s, out) = run.stop();
         assert_eq!(code, Some(0), "{out}");

@@ -25,7 +25,7 @@ fn two_queue_lab_each_worker_receives_on_its_queue() {
     let cfg = rig.config("mq", &[0, 1], DROP_UDP9);
     let run = XdpoolRun::start(&cfg, &[]);
     const N: u64 = 40_000;
-    let mut g = GenConfig::for_lab(&st);
+    let mut g = GenConfig::for_lab(st);
     g.count = Some(N);
     g.cores = vec![0, 1];
     g.rate_pps = Some(200_000);
@@ -33,7 +33,7 @@ fn two_queue_lab_each_worker_receives_on_its_queue() {
     g.dst_ports = PortRange::single(9);
     assert_eq!(gen::run(&g).expect("generator").sent, N);
     wait_for(Duration::from_secs(5), || {
-        xdpool::stats::control::query(&sock).map(|s| s["total"]["rx_packets"].as_u64().unwrap_or(0) >= N).unwrap_or(false)
+        xdpool::stats::control::query(sock).map(|s| s["total"]["rx_packets"].as_u64().unwrap_or(0) >= N).unwrap_or(false)
     });
     let (code, s, out) = run.stop();
     assert_eq!(code, Some(0), "{out}");
@@ -59,7 +59,7 @@ fn l2fwd_returns_every_frame_to_the_sender() {
     let back = RxCounter::attach_in(Some(&st.a.netns), &st.a.dev).expect("counter on the sender's veth");
     let run = XdpoolRun::start(&cfg, &[]);
     const N: u64 = 20_000;
-    let mut g = GenConfig::for_lab(&st);
+    let mut g = GenConfig::for_lab(st);
     g.count = Some(N);
     g.rate_pps = Some(100_000);
     g.chunk = 1024;
@@ -91,18 +91,18 @@ fn stats_prometheus_equals_stats_json_and_socket_refuses_others() {
     let cfg = rig.config("st", &[0], DROP_UDP9);
     patch_config(&cfg, "[stats]\n", &format!("[stats]\nprometheus = \"127.0.0.1:{port}\"\n"));
     let run = XdpoolRun::start(&cfg, &[]);
-    let mut g = GenConfig::for_lab(&st);
+    let mut g = GenConfig::for_lab(st);
     g.count = Some(5_000);
     g.rate_pps = Some(100_000);
     g.chunk = 1024;
     gen::run(&g).expect("generator");
     // Let the counters settle so both reads see the same numbers.
     assert!(wait_for(Duration::from_secs(5), || {
-        xdpool::stats::control::query(&sock).map(|s| s["total"]["rx_packets"].as_u64() == Some(5_000)).unwrap_or(false)
+        xdpool::stats::control::query(sock).map(|s| s["total"]["rx_packets"].as_u64() == Some(5_000)).unwrap_or(false)
     }));
     std::thread::sleep(Duration::from_millis(300));
 
-    let json_out = std::process::Command::new(env!("CARGO_BIN_EXE_xdpool")).args(["stats", "--json", "--socket"]).arg(&sock).output().unwrap();
+    let json_out = std::process::Command::new(env!("CARGO_BIN_EXE_xdpool")).args(["stats", "--json", "--socket"]).arg(sock).output().unwrap();
     assert!(json_out.status.success(), "{}", String::from_utf8_lossy(&json_out.stderr));
     let snap: serde_json::Value = serde_json::from_slice(&json_out.stdout).unwrap();
     let body = http_get(&format!("127.0.0.1:{port}"), "/metrics");
@@ -131,7 +131,7 @@ fn stats_prometheus_equals_stats_json_and_socket_refuses_others() {
     assert_eq!(metrics["xdpool_total_rx_packets"], 5_000.0);
 
     use std::os::unix::fs::{MetadataExt, PermissionsExt};
-    let meta = std::fs::metadata(&sock).unwrap();
+    let meta = std::fs::metadata(sock).unwrap();
     assert_eq!(meta.mode() & 0o777, 0o600);
     // The socket's own mode must be what refuses, not the 0700 scratch dir: let
     // others through the dir (search only).
@@ -139,7 +139,7 @@ fn stats_prometheus_equals_stats_json_and_socket_refuses_others() {
     use std::os::unix::process::CommandExt;
     let other = std::process::Command::new(env!("CARGO_BIN_EXE_xdpool"))
         .args(["stats", "--socket"])
-        .arg(&sock)
+        .arg(sock)
         .uid(65534)
         .gid(65534)
         .output()
