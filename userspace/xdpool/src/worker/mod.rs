@@ -637,6 +637,11 @@ impl Worker {
         if self.drops_unread() {
             return self.receive_drop(sock, pool, n);
         }
+        // Every action below reads the frame (its MACs at least), which the kernel
+        // wrote a while ago or on another core: start all of the batch's misses now.
+        for d in &self.descs[..n] {
+            self.region.prefetch(d.addr);
+        }
         for i in 0..n {
             let d = self.descs[i];
             if self.in_chain(&d) {
