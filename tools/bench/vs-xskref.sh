@@ -150,18 +150,20 @@ EOT
     s1=$(steal)
     x1=$(xmit_counts)
     # A receiver still there 10 s + DUR after the generator is stuck: kill it rather
-    # than wait for ever, and say so. xdpsock -p always gets stuck once the traffic
+    # than wait for ever, and say so. xdpsock -p often gets stuck once the traffic
     # has stopped before its -d time is up: its loop goes back to poll() whenever
     # poll() times out, before it looks at the end of the run. Its last per-second
-    # report, printed after the traffic ended, then has its count. Any other
-    # receiver's line shows 0 received.
+    # report, printed after the traffic ended, then has its count (for any killed
+    # xdpsock). Any other receiver's line shows 0 received.
     local i killed=
     for ((i = 0; i < 100 + DUR * 10; i++)); do kill -0 $pid 2>/dev/null || break; sleep 0.1; done
     if kill -0 $pid 2>/dev/null; then
         kill -9 $pid
         killed=1
         if [ "$1" = xdpsock ]; then
-            echo "# xdpsock still running $((10 + DUR)) s after the generator (stuck in its poll loop); killed, counted from its last per-second report"
+            local why=
+            [ "$3" = poll ] && why=" (stuck in its poll loop)"
+            echo "# xdpsock still running $((10 + DUR)) s after the generator$why; killed, counted from its last per-second report"
         else
             echo "# $1 still running $((10 + DUR)) s after the generator; killed"
         fi
