@@ -313,7 +313,7 @@ fn jumbo_frames_on_the_second_queue_arrive_whole_at_its_worker() {
     let workers = s["workers"].as_array().unwrap();
     let per_queue: Vec<(u64, u64, u64)> = workers
         .iter()
-        .map(|w| (w["queue"].as_u64().unwrap(), w["counters"]["rx_packets"].as_u64().unwrap(), w["counters"]["rx_multi_buffer"].as_u64().unwrap()))
+        .map(|w| (w["queue"].as_u64().unwrap(), counter(w, "rx_packets"), counter(w, "rx_multi_buffer")))
         .collect();
     eprintln!("jumbo on queue 1: per queue (queue, rx, multi-buffer) {per_queue:?}");
     let rx = s["packets"].as_u64().unwrap();

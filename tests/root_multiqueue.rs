@@ -39,7 +39,7 @@ fn two_queue_lab_each_worker_receives_on_its_queue() {
     assert_eq!(code, Some(0), "{out}");
     let workers = s["workers"].as_array().unwrap();
     assert_eq!(workers.len(), 2);
-    let per_queue: Vec<(u64, u64)> = workers.iter().map(|w| (w["queue"].as_u64().unwrap(), w["counters"]["rx_packets"].as_u64().unwrap())).collect();
+    let per_queue: Vec<(u64, u64)> = workers.iter().map(|w| (w["queue"].as_u64().unwrap(), counter(w, "rx_packets"))).collect();
     assert!(per_queue.iter().all(|(_, n)| *n > 0), "every queue's worker receives: {per_queue:?}");
     assert_eq!(s["packets"].as_u64().unwrap() + named_rx_drops(&s), N, "{s:#}");
     assert_all_frames_back(&s);
@@ -69,8 +69,8 @@ fn l2fwd_returns_every_frame_to_the_sender() {
     let (code, s, out) = run.stop();
     assert_eq!(code, Some(0), "{out}");
     let rx = s["packets"].as_u64().unwrap();
-    let tx = s["counters"]["tx_packets"].as_u64().unwrap();
-    let done = s["counters"]["tx_completed"].as_u64().unwrap();
+    let tx = counter(&s, "tx_packets");
+    let done = counter(&s, "tx_completed");
     assert_eq!(tx + s["drops"]["tx_ring_full"].as_u64().unwrap(), rx, "every received frame queued for TX or named: {s:#}");
     assert_eq!(done, tx, "every TX completed");
     assert_eq!(returned.packets, tx, "frames that came back to the sender = frames sent back: {returned:?} / {s:#}");
