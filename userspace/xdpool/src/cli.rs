@@ -27,7 +27,8 @@ pub struct Cli {
 pub enum Command {
     /// Attach to an interface and process frames until Ctrl-C or --duration.
     Run(RunArgs),
-    /// Create or remove the built-in veth lab (two namespaces, 198.18.0.0/15).
+    /// Create or remove the built-in veth lab (two namespaces, or three with
+    /// `--topology forward`; addresses from 198.18.0.0/15).
     Lab {
         /// up or down.
         #[command(subcommand)]
@@ -93,10 +94,17 @@ pub enum XdpModeArg {
 pub enum LabAction {
     /// Create the lab (a no-op that says so when it exists).
     Up {
+        /// `pair`: namespaces PREFIX-a (xdpa0) and PREFIX-b (xdpb0), one veth pair.
+        /// `forward`: PREFIX-src (xdps0), PREFIX-fwd (xdpool's ports xdpf0 "in",
+        /// xdpf1 "out", xdpf2 "mon") and PREFIX-dst (xdpd0, xdpm0), for
+        /// configs/forward.toml.
+        #[arg(long, value_enum, default_value = "pair")]
+        topology: LabTopology,
         /// RX/TX queues on each veth end.
         #[arg(long, default_value_t = 1)]
         queues: u32,
-        /// Name prefix of the namespaces (`PREFIX-a`, `PREFIX-b`).
+        /// Name prefix of the namespaces (`PREFIX-a`, `PREFIX-b`; `PREFIX-src`,
+        /// `PREFIX-fwd`, `PREFIX-dst` for the forward topology).
         #[arg(long, default_value = "xdpool")]
         prefix: String,
         /// MTU of both veth ends (default 1500). For jumbo frames, e.g. 9000: xdpool
@@ -104,12 +112,22 @@ pub enum LabAction {
         #[arg(long, value_parser = clap::value_parser!(u32).range(68..=65535))]
         mtu: Option<u32>,
     },
-    /// Remove the lab's namespaces (and with them the veth pair).
+    /// Remove the lab's namespaces (and with them the veth pairs), whichever
+    /// topology is up.
     Down {
         /// Name prefix of the namespaces.
         #[arg(long, default_value = "xdpool")]
         prefix: String,
     },
+}
+
+/// Which lab `xdpool lab up` builds.
+#[derive(Debug, Clone, Copy, ValueEnum, PartialEq, Eq)]
+pub enum LabTopology {
+    /// Two namespaces joined by one veth pair (the default; configs/lab.toml).
+    Pair,
+    /// Sender, xdpool with three ports, receiver (configs/forward.toml).
+    Forward,
 }
 
 /// Generator engine.

@@ -23,6 +23,8 @@ use serde::Serialize;
 
 use crate::netns::{self, NetnsError};
 
+pub mod forward;
+
 /// Prefix of the default lab (`xdpool lab up`).
 pub const DEFAULT_PREFIX: &str = "xdpool";
 /// IPv4 address of the generator side "a".
@@ -98,12 +100,7 @@ impl LabNames {
     /// `xdp` and cut to 13 characters (interface names hold 15). The default prefix
     /// gives `xdpool-a`/`xdpool-b` and `xdpa0`/`xdpb0`.
     pub fn from_prefix(prefix: &str) -> Result<Self, LabError> {
-        let valid = !prefix.is_empty()
-            && prefix.len() <= 32
-            && prefix.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-');
-        if !valid {
-            return Err(LabError::BadPrefix(prefix.to_string()));
-        }
+        check_prefix(prefix)?;
         let stem = match prefix.strip_prefix("xdpool") {
             Some(rest) => format!("xdp{rest}"),
             None => prefix.to_string(),
@@ -116,6 +113,23 @@ impl LabNames {
             dev_a: format!("{stem}a0"),
             dev_b: format!("{stem}b0"),
         })
+    }
+}
+
+/// 1-32 characters from [A-Za-z0-9_-].
+fn check_prefix(prefix: &str) -> Result<(), LabError> {
+    let valid = !prefix.is_empty() && prefix.len() <= 32 && prefix.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-');
+    if valid {
+        Ok(())
+    } else {
+        Err(LabError::BadPrefix(prefix.to_string()))
+    }
+}
+
+fn check_queues(queues: Option<u32>) -> Result<(), LabError> {
+    match queues {
+        Some(q) if !(1..=64).contains(&q) => Err(LabError::BadQueues(q)),
+        _ => Ok(()),
     }
 }
 
@@ -191,11 +205,7 @@ impl Lab {
     /// everything made so far is removed again.
     pub fn up(cfg: &LabConfig) -> Result<LabStatus, LabError> {
         let names = LabNames::from_prefix(&cfg.prefix)?;
-        if let Some(q) = cfg.queues {
-            if !(1..=64).contains(&q) {
-                return Err(LabError::BadQueues(q));
-            }
-        }
+        check_queues(cfg.queues)?;
         if let Some(mut status) = Self::status(&cfg.prefix)? {
             status.already_up = true;
             return Ok(status);
@@ -218,14 +228,17 @@ impl Lab {
         Ok(status)
     }
 
-    /// Removes both namespaces (deleting a namespace deletes its veth end, which
-    /// deletes the pair). Returns whether anything existed.
+    /// Removes the lab of this prefix, whichever topology is up: the two-namespace
+    /// lab's `PREFIX-a`/`PREFIX-b` and the forward lab's `PREFIX-src`/`-fwd`/`-dst`
+    /// (deleting a namespace deletes its veth ends, which deletes the pairs).
+    /// Returns whether anything existed.
     pub fn down(prefix: &str) -> Result<bool, LabError> {
         let names = LabNames::from_prefix(prefix)?;
+        let fwd = forward::ForwardNames::from_prefix(prefix)?;
         let mut removed = false;
         let mut first_err = None;
-        // Try both, even when the first fails, so a guard never leaves half a lab.
-        for ns in [&names.netns_a, &names.netns_b] {
+        // Try all, even when one fails, so a guard never leaves half a lab.
+        for ns in [names.netns_a.as_str(), names.netns_b.as_str()].into_iter().chain(fwd.all()) {
             if netns::exists(ns) {
                 match ip(&["netns", "del", ns], "run as root") {
                     Ok(_) => removed = true,

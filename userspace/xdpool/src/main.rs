@@ -5,7 +5,7 @@ use clap::Parser;
 use std::io::{BufRead, BufReader};
 use std::process::{Command as Process, Stdio};
 use std::time::{Duration, Instant};
-use xdpool::cli::{BenchWhich, Cli, Command, DemoArgs, EngineArg, GenArgs, LabAction, RunArgs, StatsArgs, XdpModeArg};
+use xdpool::cli::{BenchWhich, Cli, Command, DemoArgs, EngineArg, GenArgs, LabAction, LabTopology, RunArgs, StatsArgs, XdpModeArg};
 use xdpool::config::{Config, XdpModeConfig};
 use xdpool::exit::{ExitCode, Fatal};
 
@@ -67,7 +67,30 @@ fn cmd_lab(action: LabAction) -> Result<(), Fatal> {
     use xdpool::lab::{Lab, LabConfig};
     xdpool::exit::require_privileges("xdpool lab")?;
     match action {
-        LabAction::Up { queues, prefix, mtu } => {
+        LabAction::Up { topology: LabTopology::Forward, queues, prefix, mtu } => {
+            let cfg = LabConfig { prefix, queues: Some(queues), mtu, ..LabConfig::default() };
+            let st = xdpool::lab::forward::ForwardLab::up(&cfg).map_err(|e| Fatal::new(ExitCode::Failure, e.to_string()))?;
+            println!("{}", if st.already_up { "forward lab already up (nothing changed):" } else { "forward lab up:" });
+            let rows = [(&st.src, "sender")]
+                .into_iter()
+                .chain(st.ports.iter().zip(["port in", "port out", "port mon"]))
+                .chain([(&st.dst, "receiver"), (&st.mon, "monitor")]);
+            for (side, role) in rows {
+                println!(
+                    "  netns {:<16} dev {:<6} {:<9} ifindex {:<4} mac {} {} {}",
+                    side.netns,
+                    side.dev,
+                    role,
+                    side.ifindex,
+                    xdpool::lab::format_mac(&side.mac),
+                    side.ipv4,
+                    side.ipv6
+                );
+            }
+            println!("  xdpool: `xdpool run --config configs/forward.toml`; traffic: `xdpool gen --lab-topology forward --engine afxdp --payload sequenced`");
+            Ok(())
+        }
+        LabAction::Up { topology: LabTopology::Pair, queues, prefix, mtu } => {
             let cfg = LabConfig { prefix, queues: Some(queues), mtu, ..LabConfig::default() };
             let st = Lab::up(&cfg).map_err(|e| Fatal::new(ExitCode::Failure, e.to_string()))?;
             if st.already_up {
