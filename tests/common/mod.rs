@@ -308,3 +308,70 @@ pub fn assert_all_frames_back(s: &serde_json::Value) {
     assert_eq!(counter(s, "completion_rejected"), 0);
     assert_eq!(s["program_left_attached"], false);
 }
+
+/// How the forward tests start: the forward lab (`xdpool lab up --topology forward`
+/// with a unique prefix), a scratch dir and the control socket path. Dropped, it
+/// removes the scratch dir, then the three namespaces, even when the test failed.
+pub struct ForwardRig {
+    /// The lab's namespaces, devices and addresses.
+    pub st: xdpool::lab::forward::ForwardStatus,
+    /// The control socket every config from `config` names.
+    pub sock: PathBuf,
+    tmp: tempfile::TempDir,
+    lab: xdpool::lab::forward::ForwardLabGuard,
+}
+
+impl ForwardRig {
+    /// Brings up a forward lab with prefix `prefix` and a scratch dir called after `name`.
+    pub fn up(prefix: &str, name: &str) -> ForwardRig {
+        let lab = xdpool::lab::forward::ForwardLabGuard::up(&LabConfig::with_prefix(prefix)).expect("forward lab up");
+        let st = lab.status().clone();
+        let tmp = scratch_dir(name);
+        let sock = tmp.path().join("control.sock");
+        ForwardRig { st, sock, tmp, lab }
+    }
+
+    /// The scratch dir.
+    pub fn dir(&self) -> &Path {
+        self.tmp.path()
+    }
+
+    /// The lab's config (for `ForwardLab::recreate_link`).
+    pub fn lab_config(&self) -> &LabConfig {
+        self.lab.config()
+    }
+
+    /// Writes `NAME.toml`: the named ports among "in", "out" and "mon" (on the lab's
+    /// xdpf0/1/2 in its P-fwd namespace), the given `[workers]` body and rules, and
+    /// returns its path.
+    pub fn config(&self, name: &str, ports: &[&str], workers: &str, rules: &str) -> PathBuf {
+        let ns = &self.st.names.fwd;
+        let mut text = String::new();
+        for (port, dev) in [("in", "xdpf0"), ("out", "xdpf1"), ("mon", "xdpf2")].into_iter().filter(|(p, _)| ports.contains(p)) {
+            text.push_str(&format!("[[port]]\nname = \"{port}\"\ninterface = \"{dev}\"\nnetns = \"{ns}\"\nqueues = [0]\nzero_copy = \"auto\"\n\n"));
+        }
+        text.push_str(&format!(
+            "[umem]\nframes = 32768\nchunk_size = 2048\n\n[rings]\nfill = 4096\ncompletion = 2048\nrx = 2048\ntx = 2048\n\n[workers]\n{workers}\n\n{rules}\n\n[stats]\ncontrol_socket = \"{}\"\nlive = false\n",
+            self.sock.display()
+        ));
+        let path = self.dir().join(format!("{name}.toml"));
+        std::fs::write(&path, text).unwrap();
+        path
+    }
+}
+
+/// A `forward` rule on port "in" for UDP to `dst_port`, out of `to`, MACs from the
+/// neighbour table, plus `extra` lines (e.g. `mirror_to = "mon"`).
+pub fn forward_rule(dst_port: u16, from: &str, to: &str, extra: &str) -> String {
+    format!("[[rule]]\nport = \"{from}\"\nproto = \"udp\"\ndst_port = \"{dst_port}\"\naction = \"forward\"\nto = \"{to}\"\nmac = \"neigh\"\n{extra}\n")
+}
+
+/// Sum over a run summary's workers of one pool counter (`workers[].pool.KEY`).
+pub fn pool_counter(s: &serde_json::Value, key: &str) -> u64 {
+    s["workers"].as_array().expect("workers in the summary").iter().map(|w| w["pool"][key].as_u64().unwrap_or_else(|| panic!("pool counter {key} missing: {w:#}"))).sum()
+}
+
+/// Sets IP forwarding (IPv4) in namespace `ns` (the forward lab leaves it off).
+pub fn set_ip_forward(ns: &str, on: bool) {
+    xdpool::netns::in_netns(ns, || std::fs::write("/proc/sys/net/ipv4/ip_forward", if on { "1" } else { "0" })).unwrap().unwrap();
+}

@@ -145,12 +145,34 @@ pub enum EngineArg {
 /// `xdpool gen`
 #[derive(Debug, Args)]
 pub struct GenArgs {
-    /// Namespace to send from.
-    #[arg(long, default_value = "xdpool-a")]
-    pub netns: String,
-    /// Device to send from (its peer receives).
-    #[arg(long, default_value = "xdpa0")]
-    pub dev: String,
+    /// The lab to send into. `pair` (default): from xdpa0 in xdpool-a to 198.18.0.2.
+    /// `forward`: from xdps0 in PREFIX-src through xdpool's port "in" (destination
+    /// MAC xdpf0's) to 198.18.2.1 behind port "out" (2001:2:0:2::1 with --ipv6).
+    #[arg(long, value_enum, default_value = "pair")]
+    pub lab_topology: LabTopology,
+    /// Lab name prefix (namespaces PREFIX-a, or PREFIX-src for the forward lab).
+    #[arg(long, default_value = "xdpool")]
+    pub prefix: String,
+    /// Namespace to send from (default: the lab's sender).
+    #[arg(long)]
+    pub netns: Option<String>,
+    /// Device to send from (default: the lab's sender; its peer receives).
+    #[arg(long)]
+    pub dev: Option<String>,
+    /// Destination IP (IPv4, or IPv6 with --ipv6), inside 198.18.0.0/15 or 2001:2::/48.
+    #[arg(long)]
+    pub dst_ip: Option<std::net::IpAddr>,
+    /// Destination MAC (aa:bb:cc:dd:ee:ff), e.g. the next hop's.
+    #[arg(long)]
+    pub dst_mac: Option<String>,
+    /// `template`: one frame resent; `sequenced`: each frame numbered, its payload
+    /// derived from the number and its UDP checksum recomputed, so a receiver can
+    /// check every frame (needs --engine afxdp; the default with --lab-topology forward).
+    #[arg(long, value_enum)]
+    pub payload: Option<crate::gen::Payload>,
+    /// `sequenced`: the first frame's number.
+    #[arg(long, default_value_t = 0)]
+    pub seq_first: u64,
     /// Frames to send in all.
     #[arg(long, default_value_t = 100_000)]
     pub count: u64,
@@ -177,9 +199,9 @@ pub struct GenArgs {
     /// Cores to send from, one thread each (comma list). Default: core 0.
     #[arg(long, value_delimiter = ',', default_value = "0")]
     pub cores: Vec<usize>,
-    /// Engine.
-    #[arg(long, value_enum, default_value = "live")]
-    pub engine: EngineArg,
+    /// Engine (default: live; afxdp with --lab-topology forward).
+    #[arg(long, value_enum)]
+    pub engine: Option<EngineArg>,
     /// AF_XDP engine: the device's TX queue to send on; a veth peer receives on the
     /// same queue (`xdpool lab up --queues N`). The live engine reaches the peer queue
     /// of the sending CPU instead (choose it with --cores).
@@ -303,13 +325,22 @@ pub struct ThroughputArgs {
 /// `xdpool demo`
 #[derive(Debug, Args)]
 pub struct DemoArgs {
-    /// Frames to send.
-    #[arg(long, default_value_t = 1_000_000)]
-    pub count: u64,
+    /// The forwarding demo instead: the forward lab, xdpool forwarding from port
+    /// "in" to port "out" (configs/forward.toml), sequenced frames checked one by
+    /// one by a UDP socket in the receiver's namespace.
+    #[arg(long)]
+    pub forward: bool,
+    /// Frames to send (default 1 000 000; 200 000 with --forward).
+    #[arg(long)]
+    pub count: Option<u64>,
     /// Frame size.
     #[arg(long, default_value_t = 64)]
     pub size: u32,
-    /// Config for the receiving side.
-    #[arg(long, default_value = "configs/lab.toml")]
-    pub config: PathBuf,
+    /// --forward: frames per second (default 100 000: what the receiver's UDP socket
+    /// takes on this lab without dropping; the demo counts every frame there).
+    #[arg(long)]
+    pub rate: Option<u64>,
+    /// Config for xdpool (default configs/lab.toml; configs/forward.toml with --forward).
+    #[arg(long)]
+    pub config: Option<PathBuf>,
 }

@@ -9,6 +9,8 @@ use xdpool::cli::{BenchWhich, Cli, Command, DemoArgs, EngineArg, GenArgs, LabAct
 use xdpool::config::{Config, XdpModeConfig};
 use xdpool::exit::{ExitCode, Fatal};
 
+mod demo_forward;
+
 fn main() {
     let cli = Cli::parse();
     // netlink-packet-route warns about attributes newer than itself on every dump.
@@ -124,9 +126,32 @@ fn cmd_lab(action: LabAction) -> Result<(), Fatal> {
 fn gen_config(args: &GenArgs) -> Result<xdpool::gen::GenConfig, Fatal> {
     use xdpool::gen::{Engine, GenConfig};
     let usage = |e: String| Fatal::new(ExitCode::Usage, e);
-    let mut cfg = GenConfig::default_lab();
-    cfg.netns = Some(args.netns.clone());
-    cfg.dev = args.dev.clone();
+    let mut cfg = match args.lab_topology {
+        LabTopology::Pair => {
+            let names = xdpool::lab::LabNames::from_prefix(&args.prefix).map_err(|e| usage(e.to_string()))?;
+            GenConfig { netns: Some(names.netns_a), dev: names.dev_a, ..GenConfig::default_lab() }
+        }
+        LabTopology::Forward => GenConfig::for_forward_lab(&args.prefix).map_err(|e| usage(e.to_string()))?,
+    };
+    if let Some(ns) = &args.netns {
+        cfg.netns = Some(ns.clone());
+    }
+    if let Some(dev) = &args.dev {
+        cfg.dev = dev.clone();
+    }
+    match args.dst_ip {
+        Some(std::net::IpAddr::V4(a)) if !args.ipv6 => cfg.ipv4.1 = a,
+        Some(std::net::IpAddr::V6(a)) if args.ipv6 => cfg.ipv6_addrs.1 = a,
+        Some(a) => return Err(usage(format!("--dst-ip {a} is not of the family sent: give an IPv{} address{}", if args.ipv6 { 6 } else { 4 }, if args.ipv6 { "" } else { ", or add --ipv6" }))),
+        None => {}
+    }
+    if let Some(mac) = &args.dst_mac {
+        cfg.dst_mac = xdpool::lab::parse_mac(mac).ok_or_else(|| usage(format!("--dst-mac {mac}: write it as aa:bb:cc:dd:ee:ff")))?;
+    }
+    if let Some(p) = args.payload {
+        cfg.payload = p;
+    }
+    cfg.seq_first = args.seq_first;
     cfg.count = Some(args.count);
     cfg.duration = Some(Duration::from_secs_f64(args.duration));
     cfg.size = args.size as usize;
@@ -137,10 +162,15 @@ fn gen_config(args: &GenArgs) -> Result<xdpool::gen::GenConfig, Fatal> {
     cfg.dst_ports = args.dst_ports.parse().map_err(|e| usage(format!("--dst-ports: {e}")))?;
     cfg.src_ports = args.src_ports.parse().map_err(|e| usage(format!("--src-ports: {e}")))?;
     cfg.engine = match args.engine {
-        EngineArg::Live => Engine::Live,
-        EngineArg::Pktgen => Engine::Pktgen,
-        EngineArg::Afxdp => Engine::Afxdp,
+        Some(EngineArg::Live) => Engine::Live,
+        Some(EngineArg::Pktgen) => Engine::Pktgen,
+        Some(EngineArg::Afxdp) => Engine::Afxdp,
+        None => cfg.engine,
     };
+    if args.payload.is_none() && cfg.engine != Engine::Afxdp {
+        // Only the AF_XDP engine numbers frames; the forward lab's default follows it.
+        cfg.payload = xdpool::gen::Payload::Template;
+    }
     cfg.queue = args.queue;
     Ok(cfg)
 }
@@ -267,10 +297,14 @@ fn cmd_bench(which: BenchWhich) -> Result<(), Fatal> {
 
 /// `make run`: lab up, `xdpool run` in a child, traffic from the generator, summary,
 /// lab down (also when something fails).
-fn cmd_demo(args: DemoArgs) -> Result<(), Fatal> {
+fn cmd_demo(mut args: DemoArgs) -> Result<(), Fatal> {
     use xdpool::lab::{Lab, LabConfig};
     xdpool::exit::require_privileges("xdpool demo")?;
-    let cfg = Config::load(&args.config).map_err(|e| Fatal::new(ExitCode::Usage, e.to_string()))?;
+    if args.forward {
+        return demo_forward::run(&args);
+    }
+    let config = args.config.get_or_insert_with(|| "configs/lab.toml".into()).clone();
+    let cfg = Config::load(&config).map_err(|e| Fatal::new(ExitCode::Usage, e.to_string()))?;
     let lab = LabConfig::default();
     let names = xdpool::lab::LabNames::from_prefix(&lab.prefix).map_err(|e| Fatal::new(ExitCode::Failure, e.to_string()))?;
     // The demo only ever attaches to the lab's receiving end, inside its namespace.
@@ -279,7 +313,7 @@ fn cmd_demo(args: DemoArgs) -> Result<(), Fatal> {
             ExitCode::Usage,
             format!(
                 "{}: the demo runs on the lab only; its config must have interface.name = \"{}\" and interface.netns = \"{}\" (see configs/lab.toml); use `xdpool run` for other interfaces",
-                args.config.display(),
+                config.display(),
                 names.dev_b,
                 names.netns_b
             ),
@@ -302,13 +336,14 @@ fn cmd_demo(args: DemoArgs) -> Result<(), Fatal> {
 }
 
 /// `xdpool run` as a child: stopped with SIGINT, then SIGKILL, whatever happens.
-struct DemoChild {
+pub(crate) struct DemoChild {
     child: std::process::Child,
-    lines: std::sync::mpsc::Receiver<String>,
+    pub(crate) lines: std::sync::mpsc::Receiver<String>,
 }
 
 impl DemoChild {
-    fn interrupt_and_wait(&mut self, grace: Duration) -> Option<std::process::ExitStatus> {
+    /// Sends SIGINT, waits up to `grace`, then SIGKILL.
+    pub(crate) fn interrupt_and_wait(&mut self, grace: Duration) -> Option<std::process::ExitStatus> {
         let pid = nix::unistd::Pid::from_raw(self.child.id() as i32);
         let _ = nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGINT);
         let deadline = Instant::now() + grace;
@@ -335,10 +370,59 @@ impl Drop for DemoChild {
 
 fn demo_inner(args: &DemoArgs, stop: &std::sync::atomic::AtomicBool) -> Result<(), Fatal> {
     use std::sync::atomic::Ordering;
+    let mut child = start_run(args.config.as_deref().expect("set by cmd_demo"))?;
+    // Let the worker settle on its core before the burst (a cold start drops a few
+    // thousand frames at full speed: rx ring full).
+    std::thread::sleep(Duration::from_millis(1000));
+    if stop.load(Ordering::SeqCst) {
+        child.interrupt_and_wait(Duration::from_secs(10));
+        return Err(Fatal::new(ExitCode::Failure, "interrupted"));
+    }
+    let count = args.count.unwrap_or(1_000_000);
+    println!("demo: xdpool attached; sending {} frames of {} bytes", count, args.size);
+    let gen_args = GenArgs {
+        lab_topology: LabTopology::Pair,
+        prefix: xdpool::lab::DEFAULT_PREFIX.into(),
+        netns: None,
+        dev: None,
+        dst_ip: None,
+        dst_mac: None,
+        payload: None,
+        seq_first: 0,
+        count,
+        size: args.size,
+        duration: 20.0,
+        rate: None,
+        ipv6: false,
+        dst_ports: "9".into(),
+        src_ports: "1024".into(),
+        cores: vec![0],
+        engine: Some(EngineArg::Live),
+        queue: 0,
+        batch: 64,
+        json: None,
+    };
+    let gen = gen_config(&gen_args).and_then(|c| xdpool::gen::run(&c).map_err(|e| Fatal::new(ExitCode::Failure, e.to_string())));
+    std::thread::sleep(Duration::from_millis(1500));
+    let status = child.interrupt_and_wait(Duration::from_secs(10));
+    while let Ok(l) = child.lines.recv_timeout(Duration::from_millis(500)) {
+        println!("{l}");
+    }
+    let report = gen?;
+    println!("demo: generator: {}", report.summary());
+    match status.and_then(|s| s.code()) {
+        Some(0) => Ok(()),
+        code => Err(Fatal::new(ExitCode::Failure, format!("`xdpool run` ended with {code:?}"))),
+    }
+}
+
+/// Starts `xdpool run --config CONFIG --duration 60 --ready-line` as a child and
+/// waits (at most 30 s) for its ready line.
+pub(crate) fn start_run(config: &std::path::Path) -> Result<DemoChild, Fatal> {
     let exe = std::env::current_exe().map_err(|e| Fatal::new(ExitCode::Failure, format!("cannot find my own binary: {e}")))?;
     let mut child = Process::new(&exe)
         .args(["run", "--config"])
-        .arg(&args.config)
+        .arg(config)
         .args(["--duration", "60", "--ready-line"])
         .stdout(Stdio::piped())
         .spawn()
@@ -358,40 +442,5 @@ fn demo_inner(args: &DemoArgs, stop: &std::sync::atomic::AtomicBool) -> Result<(
         let status = child.interrupt_and_wait(Duration::from_secs(5)).and_then(|s| s.code());
         return Err(Fatal::new(ExitCode::Failure, format!("`xdpool run` did not start (exit {status:?}); see its message above")));
     }
-    // Let the worker settle on its core before the burst (a cold start drops a few
-    // thousand frames at full speed: rx ring full).
-    std::thread::sleep(Duration::from_millis(1000));
-    if stop.load(Ordering::SeqCst) {
-        child.interrupt_and_wait(Duration::from_secs(10));
-        return Err(Fatal::new(ExitCode::Failure, "interrupted"));
-    }
-    println!("demo: xdpool attached; sending {} frames of {} bytes", args.count, args.size);
-    let gen_args = GenArgs {
-        netns: "xdpool-a".into(),
-        dev: "xdpa0".into(),
-        count: args.count,
-        size: args.size,
-        duration: 20.0,
-        rate: None,
-        ipv6: false,
-        dst_ports: "9".into(),
-        src_ports: "1024".into(),
-        cores: vec![0],
-        engine: EngineArg::Live,
-        queue: 0,
-        batch: 64,
-        json: None,
-    };
-    let gen = gen_config(&gen_args).and_then(|c| xdpool::gen::run(&c).map_err(|e| Fatal::new(ExitCode::Failure, e.to_string())));
-    std::thread::sleep(Duration::from_millis(1500));
-    let status = child.interrupt_and_wait(Duration::from_secs(10));
-    while let Ok(l) = child.lines.recv_timeout(Duration::from_millis(500)) {
-        println!("{l}");
-    }
-    let report = gen?;
-    println!("demo: generator: {}", report.summary());
-    match status.and_then(|s| s.code()) {
-        Some(0) => Ok(()),
-        code => Err(Fatal::new(ExitCode::Failure, format!("`xdpool run` ended with {code:?}"))),
-    }
+    Ok(child)
 }

@@ -170,6 +170,12 @@ fn sender(cfg: &GenConfig, core: Option<usize>, templates: &[Vec<u8>]) -> Result
     let scfg = SocketConfig { rx_size: TX_SLOTS, tx_size: TX_SLOTS, zero_copy: false, need_wakeup: true, multi_buffer };
     let mut sock = XskSocket::bind(&umem, ifindex, cfg.queue, &scfg).map_err(|e| xsk_err(cfg, e))?;
     let mut pool = PoolOwner::new(&region, PoolConfig::default());
+    if cfg.payload == super::Payload::Sequenced {
+        let result = send_sequenced(cfg, &mut sock, &mut pool, &region, templates);
+        drop(sock);
+        drop(umem);
+        return finish(cfg, core, pool, &region, result);
+    }
     if multi_buffer {
         let result = send_chains(cfg, &mut sock, &mut pool, &region, templates);
         drop(sock);
@@ -361,6 +367,97 @@ fn send_chains(cfg: &GenConfig, sock: &mut XskSocket, pool: &mut PoolOwner, regi
     let elapsed = if completed == produced { start.elapsed() } else { elapsed_send };
     tracing::debug!(produced, completed, wakeups, per_frame, "afxdp multi-buffer thread done");
     Ok(Sent { produced, completed, wakeups, elapsed, slots: slots as u32, chunks: (slots * per_frame) as u32 })
+}
+
+/// Sequenced payloads: each frame is written for its number just before it goes on
+/// the TX ring, in a buffer taken from the pool (a frag packed with others when it
+/// fits in half a chunk), and given back to the pool at its completion. Frame `i`
+/// (from 0) is template `i % templates`, numbered `seq_first + i`.
+fn send_sequenced(cfg: &GenConfig, sock: &mut XskSocket, pool: &mut PoolOwner, region: &Region, templates: &[Vec<u8>]) -> Result<Sent, GenError> {
+    let quota = cfg.count.unwrap_or(u64::MAX);
+    let len = cfg.size as u32;
+    let packed = len * 2 <= CHUNK_SIZE;
+    let start = Instant::now();
+    let deadline = cfg.duration.map(|d| start + d);
+    let (mut produced, mut completed, mut wakeups) = (0u64, 0u64, 0u64);
+    let mut chunks = std::collections::BTreeSet::new();
+    let mut descs = Vec::with_capacity(BATCH);
+    let mut comp = [0u64; BATCH * 4];
+    let mut frame = vec![0u8; cfg.size];
+    let mut reap = |sock: &mut XskSocket, pool: &mut PoolOwner, completed: &mut u64| -> Result<usize, GenError> {
+        let got = sock.completion().consume(&mut comp);
+        for &addr in &comp[..got] {
+            pool.take_completion(addr).map_err(|e| GenError::Afxdp(e.into()))?;
+        }
+        *completed += got as u64;
+        Ok(got)
+    };
+    let result = loop {
+        let now = Instant::now();
+        if produced >= quota || deadline.is_some_and(|d| now >= d) {
+            break Ok(());
+        }
+        let due = allowed_now(quota, produced, cfg.rate_pps, now - start).min(BATCH as u64) as u32;
+        let n = sock.tx().writable(due) as usize;
+        descs.clear();
+        for i in 0..n as u64 {
+            let index = produced + i;
+            frame.copy_from_slice(&templates[(index % templates.len() as u64) as usize]);
+            super::seq::stamp_frame(&mut frame, cfg.seq_first + index).map_err(|e| GenError::Config(e.to_string()))?;
+            let addr = if packed {
+                let Some(frag) = pool.alloc_frag(len) else { break };
+                if let Err(e) = region.write_frag(&frag, &frame) {
+                    pool.release_frag(frag);
+                    return Err(GenError::Afxdp(e.into()));
+                }
+                pool.give_tx_frag(frag).map_err(|e| GenError::Afxdp(e.into()))?
+            } else {
+                let Some(mut f) = pool.alloc() else { break };
+                if let Err(e) = region.write_frame(&mut f, 0, &frame) {
+                    pool.recycle(f);
+                    return Err(GenError::Afxdp(e.into()));
+                }
+                pool.give_tx(f, 0).map_err(|e| GenError::Afxdp(e.into()))?
+            };
+            chunks.insert(addr / u64::from(CHUNK_SIZE));
+            descs.push(XdpDesc { addr, len, options: 0 });
+        }
+        // `writable` said there is room for all of them.
+        let put = sock.tx().produce(&descs);
+        for d in &descs[put..] {
+            pool.take_completion(d.addr).map_err(|e| GenError::Afxdp(e.into()))?;
+        }
+        produced += put as u64;
+        if produced > completed {
+            if let Err(e) = kick(cfg, sock, &mut wakeups) {
+                break Err(e);
+            }
+        }
+        let got = match reap(sock, pool, &mut completed) {
+            Ok(g) => g,
+            Err(e) => break Err(e),
+        };
+        if put == 0 && got == 0 {
+            idle(cfg.rate_pps.is_some());
+        }
+    };
+    let elapsed_send = start.elapsed();
+    if result.is_ok() {
+        let drain_until = Instant::now() + DRAIN_LIMIT;
+        while completed < produced && Instant::now() < drain_until {
+            if kick(cfg, sock, &mut wakeups).is_err() {
+                break;
+            }
+            if reap(sock, pool, &mut completed)? == 0 {
+                std::thread::sleep(Duration::from_micros(100));
+            }
+        }
+    }
+    pool.frag_drain();
+    result?;
+    let elapsed = if completed == produced { start.elapsed() } else { elapsed_send };
+    tracing::debug!(produced, completed, wakeups, "afxdp sequenced thread done");
+    Ok(Sent { produced, completed, wakeups, elapsed, slots: 0, chunks: chunks.len() as u32 })
 }
 
 /// Nothing moved this step: under a rate with frames ready, the rate is what holds

@@ -19,6 +19,8 @@ pub mod count;
 pub mod live;
 pub mod packet;
 pub mod pktgen;
+pub mod seq;
+pub mod sink;
 
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 use std::path::PathBuf;
@@ -40,6 +42,17 @@ pub enum Engine {
     Pktgen,
     /// AF_XDP TX (copy mode) on queue 0, templates packed in the recycler's frags.
     Afxdp,
+}
+
+/// What the frames carry.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, clap::ValueEnum)]
+#[serde(rename_all = "lowercase")]
+pub enum Payload {
+    /// The same template bytes over and over (every engine).
+    Template,
+    /// Each frame its own number and bytes derived from it, UDP checksum recomputed
+    /// ([`seq`]): a receiver ([`sink::SeqSink`]) can check every frame. AF_XDP engine only.
+    Sequenced,
 }
 
 /// What to send, from where, how much.
@@ -89,6 +102,10 @@ pub struct GenConfig {
     /// Pktgen engine: its proc directory (`None`: `/proc/thread-self/net/pktgen`,
     /// i.e. the one of the namespace we send from).
     pub pktgen_root: Option<PathBuf>,
+    /// What the frames carry.
+    pub payload: Payload,
+    /// [`Payload::Sequenced`]: the first frame's number (then counting up).
+    pub seq_first: u64,
 }
 
 impl GenConfig {
@@ -116,7 +133,33 @@ impl GenConfig {
             engine: Engine::Live,
             queue: 0,
             pktgen_root: None,
+            payload: Payload::Template,
+            seq_first: 0,
         }
+    }
+
+    /// Sends from the forward lab's sender (xdps0 in P-src) through xdpool's port
+    /// "in" (destination MAC: xdpf0's) to the receiver behind port "out", 198.18.2.1
+    /// (IPv6 2001:2:0:2::1), UDP port 9, sequenced payloads over the AF_XDP engine,
+    /// one flow, unpinned. Set `count` or `duration` before running.
+    pub fn for_forward_lab(prefix: &str) -> Result<Self, lab::LabError> {
+        use lab::forward::{outer_end, port_end, ForwardNames, Link, Role};
+        let names = ForwardNames::from_prefix(prefix)?;
+        let (src, via, dst) = (outer_end(Link::In), port_end(Link::In), outer_end(Link::Out));
+        Ok(Self {
+            netns: Some(names.netns(Role::Src).to_string()),
+            dev: src.dev.to_string(),
+            src_mac: src.mac,
+            dst_mac: via.mac,
+            ipv4: (src.ipv4, dst.ipv4),
+            ipv6_addrs: (src.ipv6, dst.ipv6),
+            src_ports: PortRange::single(1024),
+            flows: 1,
+            cores: vec![],
+            engine: Engine::Afxdp,
+            payload: Payload::Sequenced,
+            ..Self::default_lab()
+        })
     }
 
     /// The default lab's addresses, without looking the lab up.
@@ -191,6 +234,16 @@ impl GenConfig {
             )));
         }
         packet::check_frame_size(self.size, self.ipv6)?;
+        if self.payload == Payload::Sequenced {
+            if self.engine != Engine::Afxdp {
+                return Err(GenError::Config("--payload sequenced writes every frame and needs --engine afxdp (the live and pktgen engines resend one template)".into()));
+            }
+            let min = seq::min_frame_size(self.ipv6);
+            let max = afxdp::CHUNK_SIZE as usize;
+            if self.size < min || self.size > max {
+                return Err(GenError::Config(format!("--payload sequenced takes frame sizes {min}..={max} (one chunk, room for the number): got {}", self.size)));
+            }
+        }
         // Traffic stays between namespaces of ours, inside the benchmarking ranges.
         match self.netns.as_deref() {
             None | Some("") => {
@@ -383,6 +436,9 @@ mod tests {
             GenConfig { count: Some(0), ..ok.clone() },
             GenConfig { rate_pps: Some(0), ..ok.clone() },
             GenConfig { cores: vec![0, 0], ..ok.clone() },
+            GenConfig { payload: Payload::Sequenced, ..ok.clone() },
+            GenConfig { payload: Payload::Sequenced, engine: Engine::Afxdp, size: 2049, ..ok.clone() },
+            GenConfig { payload: Payload::Sequenced, engine: Engine::Afxdp, size: 64, ipv6: true, ..ok.clone() },
         ] {
             assert!(matches!(bad.validate(), Err(GenError::Config(_))), "{bad:?}");
         }
@@ -402,6 +458,22 @@ mod tests {
         assert_eq!(t.len(), 4);
         assert!(t.iter().all(|f| f.len() == 64 && f[0..6] == lab::MAC_B && f[6..12] == lab::MAC_A));
         assert!(t.iter().all(|f| f[22 + 16..22 + 32] == lab::IPV6_B.octets()));
+    }
+
+    #[test]
+    fn forward_lab_frames_go_to_the_receiver_through_port_in() {
+        let cfg = GenConfig { count: Some(10), ..GenConfig::for_forward_lab("xdpool").unwrap() };
+        cfg.validate().unwrap();
+        assert_eq!((cfg.netns.as_deref(), cfg.dev.as_str()), (Some("xdpool-src"), "xdps0"));
+        let t = cfg.templates().unwrap();
+        assert_eq!(t.len(), 1);
+        let f = &t[0];
+        // dst MAC xdpf0's, src MAC xdps0's, 198.18.1.1 -> 198.18.2.1, UDP 1024 -> 9.
+        assert_eq!(f[0..6], [0x02, 0x78, 0x64, 0x70, 1, 2]);
+        assert_eq!(f[6..12], [0x02, 0x78, 0x64, 0x70, 1, 1]);
+        assert_eq!(f[26..34], [198, 18, 1, 1, 198, 18, 2, 1]);
+        assert_eq!(f[34..38], [4, 0, 0, 9]);
+        assert!(GenConfig::for_forward_lab("bad prefix").is_err());
     }
 
     #[test]

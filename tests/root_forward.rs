@@ -1,0 +1,303 @@
+//! Forwarding between ports on one shared UMEM (issue 15), on the forward lab, as root.
+//!
+//! P-src (xdps0) -> xdpool's port "in" (xdpf0) -> port "out" (xdpf1) -> P-dst (xdpd0);
+//! port "mon" (xdpf2) -> P-dst (xdpm0). The generator numbers every frame and derives
+//! its payload from the number ([`xdpool::gen::seq`]); receivers in P-dst (a UDP
+//! socket through the stack, or a packet socket on a device) check every byte and
+//! count each number, so "all arrived, once, intact" is asserted frame by frame.
+//! P-fwd has IP forwarding off: without xdpool nothing reaches P-dst (checked).
+//! Rates are paced so that no receiver legitimately drops.
+
+mod common;
+
+use common::*;
+use std::net::{Ipv4Addr, SocketAddr};
+use std::time::Duration;
+use xdpool::gen::sink::{SeqSink, SinkReport};
+use xdpool::gen::{self, GenConfig};
+use xdpool::lab::forward::{outer_end, port_end, ForwardLab, ForwardNames, Link};
+use xdpool::lab::{format_mac, Lab, LabConfig};
+
+/// `n` sequenced UDP frames of `size` bytes, numbers from `first`, at `pps`, from
+/// the sender (xdps0) through port "in" to 198.18.2.1:9. Returns frames sent.
+fn send_forward(prefix: &str, n: u64, first: u64, size: usize, pps: u64) -> u64 {
+    let g = GenConfig { count: Some(n), seq_first: first, size, rate_pps: Some(pps), ..GenConfig::for_forward_lab(prefix).unwrap() };
+    gen::run(&g).expect("generator from the sender").sent
+}
+
+/// The same, from the monitor side (xdpm0 in P-dst) into port "mon", to the sender's
+/// 198.18.1.1:9: the way back through xdpool for a rule on "mon".
+fn send_from_mon(prefix: &str, n: u64, first: u64, pps: u64) -> u64 {
+    let names = ForwardNames::from_prefix(prefix).unwrap();
+    let (me, via, to) = (outer_end(Link::Mon), port_end(Link::Mon), outer_end(Link::In));
+    let g = GenConfig {
+        netns: Some(names.dst.clone()),
+        dev: me.dev.to_string(),
+        src_mac: me.mac,
+        dst_mac: via.mac,
+        ipv4: (me.ipv4, to.ipv4),
+        count: Some(n),
+        seq_first: first,
+        size: 128,
+        rate_pps: Some(pps),
+        ..GenConfig::for_forward_lab(prefix).unwrap()
+    };
+    gen::run(&g).expect("generator from the monitor side").sent
+}
+
+fn receiver(rig: &ForwardRig, first: u64, n: u64) -> SeqSink {
+    SeqSink::udp(&rig.st.names.dst, SocketAddr::from((outer_end(Link::Out).ipv4, 9)), first, n).expect("UDP receiver in P-dst")
+}
+
+fn assert_exact(what: &str, r: &SinkReport, sink: &SeqSink) {
+    assert!(r.exact(), "{what}: {}; first missing {:?}; first corrupt {:?}", r.line(), sink.missing_sample(8), r.first_corrupt);
+}
+
+/// (InDatagrams, InCsumErrors, RcvbufErrors) of namespace `ns`.
+fn udp_in(ns: &str) -> (u64, u64, u64) {
+    xdpool::netns::in_netns(ns, || {
+        let text = std::fs::read_to_string("/proc/thread-self/net/snmp").unwrap();
+        let mut lines = text.lines().filter(|l| l.starts_with("Udp:"));
+        let names: Vec<&str> = lines.next().unwrap().split_whitespace().collect();
+        let values: Vec<u64> = lines.next().unwrap().split_whitespace().skip(1).map(|v| v.parse().unwrap()).collect();
+        let get = |n: &str| values[names.iter().position(|x| *x == n).unwrap() - 1];
+        (get("InDatagrams"), get("InCsumErrors"), get("RcvbufErrors"))
+    })
+    .unwrap()
+}
+
+/// The permanent neighbour entries of `dev` in `ns`: (address, MAC).
+fn permanent_neighbours(ns: &str, dev: &str) -> Vec<(String, String)> {
+    let out = std::process::Command::new("ip").args(["-n", ns, "-j", "neigh", "show", "dev", dev]).output().unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    v.as_array()
+        .unwrap()
+        .iter()
+        .filter(|n| n["state"].as_array().is_some_and(|s| s.iter().any(|x| x == "PERMANENT")))
+        .map(|n| (n["dst"].as_str().unwrap().to_string(), n["lladdr"].as_str().unwrap_or("").to_string()))
+        .collect()
+}
+
+fn netns_list() -> String {
+    String::from_utf8(std::process::Command::new("ip").args(["netns", "list"]).output().unwrap().stdout).unwrap()
+}
+
+#[test]
+fn forward_lab_comes_up_with_permanent_neighbours_and_goes_down_leaving_nothing() {
+    require_root!();
+    let prefix = unique_prefix("xfl");
+    let st = ForwardLab::up(&LabConfig::with_prefix(&prefix)).expect("forward lab up");
+    let result = std::panic::catch_unwind(|| {
+        assert!(!st.already_up);
+        let n = &st.names;
+        assert_eq!([n.src.as_str(), n.fwd.as_str(), n.dst.as_str()], [format!("{prefix}-src"), format!("{prefix}-fwd"), format!("{prefix}-dst")]);
+        let devs: Vec<(&str, &str, String)> =
+            [&st.src, &st.ports[0], &st.ports[1], &st.ports[2], &st.dst, &st.mon].iter().map(|s| (s.netns.as_str(), s.dev.as_str(), s.ipv4.to_string())).collect();
+        assert_eq!(
+            devs,
+            [
+                (n.src.as_str(), "xdps0", "198.18.1.1".to_string()),
+                (n.fwd.as_str(), "xdpf0", "198.18.1.2".to_string()),
+                (n.fwd.as_str(), "xdpf1", "198.18.2.2".to_string()),
+                (n.fwd.as_str(), "xdpf2", "198.18.3.2".to_string()),
+                (n.dst.as_str(), "xdpd0", "198.18.2.1".to_string()),
+                (n.dst.as_str(), "xdpm0", "198.18.3.1".to_string()),
+            ]
+        );
+        // The SPEC's entries, with the MACs the devices really have.
+        let mac = |s: &xdpool::lab::LabSide| format_mac(&s.mac);
+        let has = |ns: &str, dev: &str, ip: &str, want_mac: String| {
+            let got = permanent_neighbours(ns, dev);
+            assert!(got.contains(&(ip.to_string(), want_mac.clone())), "{ns} {dev}: no permanent {ip} -> {want_mac} in {got:?}");
+        };
+        has(&n.fwd, "xdpf1", "198.18.2.1", mac(&st.dst));
+        has(&n.fwd, "xdpf2", "198.18.3.1", mac(&st.mon));
+        has(&n.fwd, "xdpf1", "2001:2:0:2::1", mac(&st.dst));
+        has(&n.src, "xdps0", "198.18.1.2", mac(&st.ports[0]));
+        has(&n.dst, "xdpd0", "198.18.2.2", mac(&st.ports[1]));
+        let routes = String::from_utf8(std::process::Command::new("ip").args(["-n", &n.src, "route"]).output().unwrap().stdout).unwrap();
+        for want in ["198.18.2.0/24 via 198.18.1.2 dev xdps0", "198.18.3.0/24 via 198.18.1.2 dev xdps0"] {
+            assert!(routes.contains(want), "no `{want}` in\n{routes}");
+        }
+        let fwd_on = xdpool::netns::in_netns(&n.fwd, || std::fs::read_to_string("/proc/sys/net/ipv4/ip_forward").unwrap()).unwrap();
+        assert_eq!(fwd_on.trim(), "0", "the lab must not forward by itself");
+        // Up again: complete, so nothing changes.
+        assert!(ForwardLab::up(&LabConfig::with_prefix(&prefix)).unwrap().already_up);
+    });
+    let removed = Lab::down(&prefix);
+    if let Err(p) = result {
+        std::panic::resume_unwind(p);
+    }
+    assert!(removed.expect("lab down"), "lab down found nothing to remove");
+    let left = netns_list();
+    assert!(!left.lines().any(|l| l.starts_with(&format!("{prefix}-"))), "namespaces left behind:\n{left}");
+    assert!(ForwardLab::status(&prefix).unwrap().is_none());
+    assert!(!Lab::down(&prefix).unwrap(), "a second lab down finds nothing");
+}
+
+/// Without xdpool the lab's routes, neighbours, generator and receiver work when
+/// the kernel forwards (turned on for this test only), and nothing arrives while
+/// forwarding is off: what the xdpool tests count can only be xdpool's doing.
+#[test]
+fn generator_reaches_the_receiver_only_when_p_fwd_forwards() {
+    require_root!();
+    let rig = ForwardRig::up(&unique_prefix("xfk"), "fwdkernel");
+    let prefix = rig.st.names.prefix.clone();
+    const N: u64 = 20_000;
+    let sink = receiver(&rig, 0, 2 * N);
+    // Forwarding off (as the lab leaves it): sent, never received.
+    assert_eq!(send_forward(&prefix, N, N, 64, 50_000), N);
+    std::thread::sleep(Duration::from_millis(500));
+    assert_eq!(sink.report().received, 0, "frames crossed P-fwd without anyone forwarding them");
+    // The kernel forwarding: every frame arrives once and intact.
+    set_ip_forward(&rig.st.names.fwd, true);
+    let before = udp_in(&rig.st.names.dst);
+    assert_eq!(send_forward(&prefix, N / 2, 0, 64, 50_000), N / 2);
+    assert_eq!(send_forward(&prefix, N / 2, N / 2, 1400, 50_000), N / 2);
+    let r = sink.settle(Duration::from_millis(500), Duration::from_secs(10));
+    set_ip_forward(&rig.st.names.fwd, false);
+    let after = udp_in(&rig.st.names.dst);
+    assert_eq!(r.received, N, "{}", r.line());
+    assert_eq!(r.unique, N, "{}", r.line());
+    assert_eq!((r.duplicates, r.corrupt, r.out_of_range), (0, 0, 0), "{}", r.line());
+    assert_eq!(sink.missing_sample(N as usize).iter().filter(|&&s| s < N).count(), 0, "a kernel-forwarded frame is missing");
+    assert_eq!(after.0 - before.0, N, "UDP InDatagrams in P-dst");
+    assert_eq!(after.1 - before.1, 0, "UDP checksum errors in P-dst");
+}
+
+/// Issue 15: forwarding A->B, 100 000 frames, all counted at the receiver, byte-exact.
+#[test]
+fn forward_in_to_out_delivers_100000_frames_each_once_byte_exact() {
+    require_root!();
+    let rig = ForwardRig::up(&unique_prefix("xfa"), "fwd100k");
+    let prefix = rig.st.names.prefix.clone();
+    const N: u64 = 100_000;
+    let cfg = rig.config("fwd", &["in", "out", "mon"], "mode = \"poll\"", &forward_rule(9, "in", "out", ""));
+    let sink = receiver(&rig, 0, N);
+    let before = udp_in(&rig.st.names.dst);
+    let run = XdpoolRun::start(&cfg, &[]);
+    // Half small, half large frames.
+    assert_eq!(send_forward(&prefix, N / 2, 0, 64, 100_000), N / 2);
+    assert_eq!(send_forward(&prefix, N / 2, N / 2, 1400, 100_000), N / 2);
+    let r = sink.settle(Duration::from_millis(1000), Duration::from_secs(20));
+    let (code, s, out) = run.stop();
+    let after = udp_in(&rig.st.names.dst);
+    assert_eq!(code, Some(0), "{out}");
+    assert_exact("receiver in P-dst", &r, &sink);
+    assert_eq!(r.bytes, (N / 2) * (64 - 42) + (N / 2) * (1400 - 42), "UDP payload bytes");
+    assert_eq!(after.1 - before.1, 0, "UDP checksum errors in P-dst");
+    assert_eq!(after.2 - before.2, 0, "receive buffer drops in P-dst");
+    assert_eq!(s["packets"].as_u64().unwrap(), N, "xdpool received: {s:#}");
+    assert_eq!(counter(&s, "forwarded"), N, "{s:#}");
+    assert_all_frames_back(&s);
+}
+
+/// Issue 15: port mirror: each frame delivered on "out" once and mirrored on "mon"
+/// once (a packet socket on xdpm0 sees the copies whatever their MACs).
+#[test]
+fn mirror_to_mon_delivers_each_frame_once_on_out_and_once_on_mon() {
+    require_root!();
+    let rig = ForwardRig::up(&unique_prefix("xfm"), "fwdmirror");
+    let prefix = rig.st.names.prefix.clone();
+    const N: u64 = 20_000;
+    let cfg = rig.config("mirror", &["in", "out", "mon"], "mode = \"poll\"", &forward_rule(9, "in", "out", "mirror_to = \"mon\""));
+    let sink = receiver(&rig, 0, N);
+    let mon = SeqSink::packet(&rig.st.names.dst, outer_end(Link::Mon).dev, 9, 0, N).expect("packet receiver on xdpm0");
+    let run = XdpoolRun::start(&cfg, &[]);
+    assert_eq!(send_forward(&prefix, N / 2, 0, 64, 50_000), N / 2);
+    assert_eq!(send_forward(&prefix, N / 2, N / 2, 1000, 50_000), N / 2);
+    let r = sink.settle(Duration::from_millis(1000), Duration::from_secs(20));
+    let m = mon.settle(Duration::from_millis(1000), Duration::from_secs(20));
+    let (code, s, out) = run.stop();
+    assert_eq!(code, Some(0), "{out}");
+    assert_exact("receiver behind out", &r, &sink);
+    assert_exact("monitor behind mon", &m, &mon);
+    assert_eq!(m.bytes, (N / 2) * 64 + (N / 2) * 1000, "whole mirrored frames");
+    assert_eq!(counter(&s, "forwarded"), N, "{s:#}");
+    assert_eq!(counter(&s, "mirrored"), N, "{s:#}");
+    assert_all_frames_back(&s);
+}
+
+/// Issue 15: two ports on two workers on two cores: frames received by "in"'s
+/// worker complete on "out"'s and go back to "in"'s pool through its return ring.
+#[test]
+fn two_ports_on_two_workers_recycle_through_the_return_ring() {
+    require_root!();
+    let rig = ForwardRig::up(&unique_prefix("xfw"), "fwd2w");
+    let prefix = rig.st.names.prefix.clone();
+    const N: u64 = 100_000;
+    let cfg = rig.config("twoworkers", &["in", "out"], "cores = [0, 1]\nmode = \"poll\"", &forward_rule(9, "in", "out", ""));
+    let sink = receiver(&rig, 0, N);
+    let run = XdpoolRun::start(&cfg, &[]);
+    assert_eq!(send_forward(&prefix, N, 0, 64, 100_000), N);
+    let r = sink.settle(Duration::from_millis(1000), Duration::from_secs(20));
+    let (code, s, out) = run.stop();
+    assert_eq!(code, Some(0), "{out}");
+    let workers = s["workers"].as_array().expect("workers");
+    assert_eq!(workers.len(), 2, "one worker per port: {s:#}");
+    assert_exact("receiver in P-dst", &r, &sink);
+    assert_eq!(counter(&s, "forwarded"), N, "{s:#}");
+    assert!(pool_counter(&s, "recycle_ring") > 0, "no frame came back through a return ring: {s:#}");
+    assert_eq!(counter(&s, "foreign_completed"), N, "every forwarded frame completed on the other worker and went home: {s:#}");
+    assert_all_frames_back(&s);
+}
+
+/// Issue 15: one port's device deleted mid-traffic while the other path keeps
+/// forwarding, then re-created. Two flows: A, sender -> "in" -> "out" -> P-dst;
+/// B, xdpm0 -> "mon" -> "in" -> sender. The out link (xdpf1/xdpd0) is deleted while
+/// both run: B arrives whole; every A frame xdpool took is either delivered once or
+/// named in a counter; after re-creation A arrives whole again.
+#[test]
+fn deleting_one_ports_device_mid_traffic_keeps_the_other_forwarding() {
+    require_root!();
+    let rig = ForwardRig::up(&unique_prefix("xfd"), "fwddel");
+    let prefix = rig.st.names.prefix.clone();
+    const NA: u64 = 150_000; // 3 s at 50 000/s
+    const NB: u64 = 150_000;
+    const N2: u64 = 20_000;
+    const PROBE: u64 = 1 << 40;
+    let rules = format!("{}{}", forward_rule(9, "in", "out", ""), forward_rule(9, "mon", "in", ""));
+    let cfg = rig.config("delete", &["in", "out", "mon"], "mode = \"poll\"", &rules);
+    let sink_a = receiver(&rig, 0, NA + N2);
+    let sink_b = SeqSink::udp(&rig.st.names.src, SocketAddr::from((Ipv4Addr::new(198, 18, 1, 1), 9)), 0, NB).expect("UDP receiver in P-src");
+    let run = XdpoolRun::start(&cfg, &[]);
+    let (sent_a, sent_b) = std::thread::scope(|s| {
+        let a = s.spawn(|| send_forward(&prefix, NA, 0, 64, 50_000));
+        let b = s.spawn(|| send_from_mon(&prefix, NB, 0, 50_000));
+        std::thread::sleep(Duration::from_millis(1000));
+        ForwardLab::delete_link(&prefix, Link::Out).expect("delete xdpf1/xdpd0");
+        (a.join().unwrap(), b.join().unwrap())
+    });
+    assert_eq!((sent_a, sent_b), (NA, NB));
+    let rb = sink_b.settle(Duration::from_millis(1000), Duration::from_secs(20));
+    assert_exact("flow B (mon -> in), the surviving path", &rb, &sink_b);
+    let a_before = sink_a.report();
+    assert!(a_before.unique > 0 && a_before.unique < NA, "flow A before the deletion: {}", a_before.line());
+
+    ForwardLab::recreate_link(rig.lab_config(), Link::Out).expect("re-create xdpf1/xdpd0");
+    // Probes (numbers outside the expected range) until xdpool forwards to "out" again.
+    let mut probes = 0;
+    let back = wait_for(Duration::from_secs(15), || {
+        send_forward(&prefix, 1, PROBE + probes, 64, 1000);
+        probes += 1;
+        std::thread::sleep(Duration::from_millis(100));
+        sink_a.report().out_of_range > 0
+    });
+    assert!(back, "port out did not forward within 15 s of its device's return");
+    assert_eq!(send_forward(&prefix, N2, NA, 64, 50_000), N2);
+    let ra = sink_a.settle(Duration::from_millis(1000), Duration::from_secs(20));
+    let (code, s, out) = run.stop();
+    assert_eq!(code, Some(0), "{out}");
+    assert_eq!((ra.duplicates, ra.corrupt), (0, 0), "flow A: {}", ra.line());
+    let missing_after = sink_a.missing_sample(usize::MAX).into_iter().filter(|&m| m >= NA).count();
+    assert_eq!(missing_after, 0, "flow A after re-creation lost frames: {}", ra.line());
+    let delivered_a = ra.unique;
+    let delivered_probes = ra.out_of_range;
+    // Every frame xdpool took is delivered once or named.
+    let rx = s["packets"].as_u64().unwrap();
+    assert_eq!(rx, NA + N2 + probes + NB, "xdpool took every frame sent to it: {s:#}");
+    let named: u64 = ["egress_port_down_drop", "egress_full_drop", "neigh_miss_drop", "foreign_reclaimed", "tx_ring_full_drop"].iter().map(|k| counter(&s, k)).sum();
+    assert_eq!(delivered_a + delivered_probes + NB + named, rx, "delivered {delivered_a} + probes {delivered_probes} + B {NB} + named {named} != received {rx}: {s:#}");
+    assert_all_frames_back(&s);
+}
