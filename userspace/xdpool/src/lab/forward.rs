@@ -15,7 +15,9 @@
 //! only the namespaces take the prefix. Every MAC is fixed and every neighbour entry
 //! is permanent, so `mac = "neigh"` and the generator need no ARP or ND. P-fwd keeps
 //! IP forwarding off (set explicitly: a new namespace may inherit it from the host),
-//! so a frame reaches P-dst only when xdpool forwards it.
+//! so a frame reaches P-dst only when xdpool forwards it. RX checksum offload is off on
+//! every end, so the receiving stacks verify UDP checksums (veth would otherwise
+//! mark every frame as verified).
 //!
 //! The plan (which `ip` commands, in which order) is a pure function, unit-tested
 //! without root; [`ForwardLab`] runs it.
@@ -241,6 +243,9 @@ pub fn plan_link(names: &ForwardNames, link: Link, cfg: &LabConfig) -> Vec<Step>
             steps.push(step(&["-n", ns, "neigh", "replace", &peer_ip, "lladdr", &peer_mac, "dev", me.dev, "nud", "permanent"], ROOT));
         }
         steps.push(step(&["-n", ns, "link", "set", me.dev, "up"], ROOT));
+        // veth marks what it receives as checksum-verified while rx-checksumming is
+        // on: off, the receiving stack checks every UDP checksum (InCsumErrors).
+        steps.push(step(&["netns", "exec", ns, "ethtool", "-K", me.dev, "rx", "off"], "install ethtool (`make setup`)"));
     }
     // Routes need the device up. The sender reaches both receiver subnets through
     // xdpool's "in" end; the receiver answers (and passes reverse-path checks) for
@@ -504,7 +509,10 @@ mod tests {
         assert_eq!(cmds.iter().filter(|c| c.contains(" link add ")).count(), 3);
         // Nothing outside the lab's namespaces: every command names one of them.
         for c in &cmds {
-            assert!(c.starts_with("-n t1-") || c.starts_with("netns add t1-") || c.starts_with("sysctl t1-fwd "), "{c}");
+            assert!(
+                c.starts_with("-n t1-") || c.starts_with("netns add t1-") || c.starts_with("sysctl t1-fwd ") || c.starts_with("netns exec t1-"),
+                "{c}"
+            );
         }
         assert!(cmds.contains(&"sysctl t1-fwd net/ipv4/ip_forward=0".to_string()));
         assert!(cmds.contains(&"sysctl t1-fwd net/ipv6/conf/all/forwarding=0".to_string()));
@@ -525,6 +533,9 @@ mod tests {
             "-n t2-dst neigh replace 198.18.2.2 lladdr 02:78:64:70:02:02 dev xdpd0 nud permanent",
             "-n t2-dst route replace 198.18.1.0/24 via 198.18.2.2",
             "-n t2-fwd neigh replace 2001:2:0:2::1 lladdr 02:78:64:70:02:01 dev xdpf1 nud permanent",
+            "netns exec t2-dst ethtool -K xdpd0 rx off",
+            "netns exec t2-dst ethtool -K xdpm0 rx off",
+            "netns exec t2-src ethtool -K xdps0 rx off",
         ] {
             assert!(cmds.iter().any(|c| c == want), "missing `ip {want}` in\n{}", cmds.join("\n"));
         }
