@@ -82,6 +82,8 @@ pub struct Lifecycle {
     first: Option<usize>,
     /// Losses, re-attaches and their times (all ports).
     pub device: Arc<DeviceStats>,
+    /// MACs `forward` writes, read again before a port comes up (when a rule needs them).
+    macs: Option<Arc<crate::neigh::Neighbours>>,
 }
 
 impl Lifecycle {
@@ -111,7 +113,22 @@ impl Lifecycle {
             })
             .collect();
         let ucfg = UmemConfig { chunk_size: plan.umem.chunk_size, headroom: 0, fill_size: plan.umem.fill, comp_size: plan.umem.completion, unaligned: false };
-        Lifecycle { region, ucfg, zero_copy: plan.umem.zero_copy, copy_only: false, ports, sockets, umem: None, first: None, device }
+        Lifecycle { region, ucfg, zero_copy: plan.umem.zero_copy, copy_only: false, ports, sockets, umem: None, first: None, device, macs: None }
+    }
+
+    /// Keeps `macs` current: read again before each port comes up, so that no frame
+    /// leaves a returning device with its old MAC or an old neighbour's.
+    pub fn follow_macs(&mut self, macs: Arc<crate::neigh::Neighbours>) {
+        self.macs = Some(macs);
+    }
+
+    fn refresh_macs(&self, p: usize, ifindex: u32) {
+        let Some(macs) = &self.macs else { return };
+        let ifx: Vec<Option<u32>> = self.ports.iter().enumerate().map(|(i, x)| if i == p { Some(ifindex) } else { x.attached }).collect();
+        match crate::neigh::read_book(&ifx) {
+            Ok(book) => macs.update(book),
+            Err(e) => tracing::warn!(error = %e, "cannot read device MACs and neighbours"),
+        }
     }
 
     /// A port's steering (locked).
@@ -151,6 +168,7 @@ impl Lifecycle {
     /// Registers the UMEM if no port holds it; binds port `p`'s sockets on it, hands
     /// them to the workers, waits for full fill rings, then attaches the program.
     pub fn bring_up(&mut self, p: usize, ifindex: u32) -> Result<(), UpError> {
+        self.refresh_macs(p, ifindex);
         let mut sockets = Vec::new();
         for q in self.ports[p].queues.clone() {
             sockets.push(self.bind(p, ifindex, q)?);
@@ -336,6 +354,12 @@ impl Lifecycle {
                 break;
             }
             std::thread::sleep(Duration::from_micros(200));
+        }
+        if self.any_attached() {
+            // Other ports run on: the owner map and the rings move while we look, so
+            // the exact check waits for a teardown at rest (the end of the run).
+            tracing::info!(ports = ?ports, "teardown done; the other ports keep running");
+            return;
         }
         let acc = self.region.accounting();
         match acc.check() {

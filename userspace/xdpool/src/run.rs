@@ -272,7 +272,10 @@ fn start(cfg: &Config, opts: &RunOptions, plan: Plan, ifindexes: &[u32], watcher
     let stop = Arc::new(AtomicBool::new(false));
     let handles = start_workers(worker_specs(&plan, cfg, opts), &region, &fabric, &stop)?;
     let device = DeviceStats::new(ifindexes.first().copied().unwrap_or(0));
-    let lc = Lifecycle::new(&plan, region.clone(), fabric.sockets.clone(), steerings, opts.xdp_mode, device.clone());
+    let mut lc = Lifecycle::new(&plan, region.clone(), fabric.sockets.clone(), steerings, opts.xdp_mode, device.clone());
+    if plan.ports.iter().any(|p| p.needs_macs()) {
+        lc.follow_macs(fabric.neighbours.clone());
+    }
     let mut rt = Running { plan, region, fabric, lc, handles, stop, watcher, device };
     if let Err((p, e)) = rt.lc.start(ifindexes) {
         let iface = rt.plan.ports[p].def.interface.clone();
@@ -285,6 +288,9 @@ fn start(cfg: &Config, opts: &RunOptions, plan: Plan, ifindexes: &[u32], watcher
     }
     Ok(rt)
 }
+
+/// How often device MACs and neighbours are read again while nothing asks.
+const MAC_REFRESH: Duration = Duration::from_secs(5);
 
 /// Rates seen by the control loop.
 #[derive(Default)]
@@ -302,10 +308,19 @@ fn control_loop(rt: &mut Running, opts: &RunOptions, stop_signal: &AtomicBool, s
     let (mut last_line, mut last_sample, mut last_prog_check) = (Instant::now(), Instant::now(), Instant::now());
     let (mut last_rx, mut sample_rx) = (0u64, 0u64);
     let mut recheck = Backoff::new();
+    let needs_macs = rt.plan.ports.iter().any(|p| p.needs_macs());
+    let mut macs_for: Vec<Option<u32>> = rt.lc.ports.iter().map(|p| p.attached).collect();
+    let mut last_macs = Instant::now();
     loop {
         follow_devices(rt, opts, &mut recheck, &mut last_prog_check);
-        if rt.fabric.neighbours.take_miss() {
+        // Read MACs again when a worker missed one, when a device came back (its MAC
+        // and its neighbours' may be new), and every few seconds (entries change).
+        let attached: Vec<Option<u32>> = rt.lc.ports.iter().map(|p| p.attached).collect();
+        let miss = rt.fabric.neighbours.take_miss();
+        if needs_macs && (miss || attached != macs_for || last_macs.elapsed() >= MAC_REFRESH) {
             refresh_macs(rt);
+            macs_for = attached;
+            last_macs = Instant::now();
         }
         if opts.no_reattach && rt.lc.ports.iter().any(|p| p.attached.is_none()) {
             seen.device_gone = true;
@@ -342,8 +357,7 @@ fn control_loop(rt: &mut Running, opts: &RunOptions, stop_signal: &AtomicBool, s
     seen
 }
 
-/// A worker met an unknown next hop: read the neighbour table again (at most every
-/// 100 ms: the flag stays set while misses continue).
+/// Reads device MACs and the neighbour table again.
 fn refresh_macs(rt: &mut Running) {
     let ifx: Vec<Option<u32>> = rt.lc.ports.iter().map(|p| p.attached).collect();
     match crate::neigh::read_book(&ifx) {
