@@ -441,3 +441,47 @@ fn a_chain_with_a_refused_buffer_is_dropped_whole() {
     a.check().unwrap();
     assert_eq!(a.tx + a.application, 0);
 }
+
+#[test]
+fn a_worker_hands_frames_to_another_workers_queue_and_counts_a_full_one() {
+    use super::shared::{PortShared, Waker};
+    use super::{Fabric, LaneSpec, Worker, WorkerSpec};
+    let region = Region::new(RegionConfig { frames: FRAMES, chunk_size: CHUNK, ..RegionConfig::default() }).unwrap();
+    // Socket 0 (port 0) is ours; socket 1 (port 1) belongs to another worker whose
+    // handoff queue holds 8.
+    let (w0, w1) = (Waker::new().unwrap(), Waker::new().unwrap());
+    let sockets = vec![PortShared::new(0, "in", "a", 0, None, 8, w0), PortShared::new(1, "out", "b", 0, None, 8, w1)];
+    sockets[1].set_has_socket(true);
+    let fabric = Arc::new(Fabric { sockets, port_sockets: vec![vec![0], vec![1]], remotes: Remotes::new(2), neighbours: crate::neigh::Neighbours::new(MacBook::new(2)) });
+    let rule = crate::config::ValidRule { proto: None, dst_port: None, dst: None, action: crate::config::Action::Forward, port: 0, to: Some(1), mac: MacRewrite::Swap, mirror_to: None };
+    let lane = LaneSpec { socket: 0, port: 0, queue_pos: 0, classifier: super::classify::Classifier::new(vec![rule]), rings: PortRings { fill: 64, rx: 64 } };
+    let spec = WorkerSpec { core: None, batch: 64, mode: crate::config::WaitMode::Spin, lanes: vec![lane], hold_frames: 0, copybreak_bytes: 128, busy_poll_budget: 64, poll_coalesce: std::time::Duration::ZERO };
+    let mut w = Worker::new(&region, spec, fabric.clone());
+    stamp(&mut w.lanes[0].port, 0);
+    let (io, kernel) = heap_socket(&region, 64);
+    w.lanes[0].port.attach(io);
+    // The budget sees 8 free slots in the other worker's queue: 8 taken.
+    kernel.deliver(20);
+    assert_eq!(w.receive(0), 8);
+    assert_eq!(w.lanes[0].port.c.rx_limited_by_tx, 1);
+    w.route(0, &fabric.remotes.clone());
+    assert_eq!(fabric.sockets[1].inbound.len(), 8);
+    // The queue fills behind the budget's back (a second producer): the next frames
+    // go back to our pool, counted.
+    let extra = fabric.sockets[1].inbound.pop().unwrap();
+    assert_eq!(w.receive(0), 1);
+    assert!(fabric.sockets[1].inbound.push(extra).is_ok());
+    w.route(0, &fabric.remotes.clone());
+    assert_eq!(w.lanes[0].port.c.egress_full_drop, 1);
+    assert_eq!(w.lanes[0].port.c.forwarded, 9);
+    // The other worker completes what it got: back to our pool through its ring.
+    let before = w.lanes[0].port.pool.stats().recycle_ring;
+    while let Some(e) = fabric.sockets[1].inbound.pop() {
+        assert_eq!(e.origin, 0);
+        assert!(fabric.remotes.release(e.origin, e.token));
+    }
+    assert_eq!(w.lanes[0].port.pool.stats().recycle_ring - before, 8);
+    let a = region.accounting();
+    a.check().unwrap();
+    assert_eq!(a.application, 0, "every frame back: {a:?}");
+}
