@@ -5,7 +5,9 @@
 //! byte-exact, each is mirrored once, frames cross workers and return to the
 //! ingress pool through its return ring, and the accounting is exact. Then the
 //! egress device is deleted mid-traffic and re-created: ingress keeps running, the
-//! frames meant for the missing port are counted, nothing is lost or doubled.
+//! frames meant for the missing port are counted, nothing is lost or doubled. A
+//! second test deletes the ingress device, whose socket registered the UMEM: every
+//! port comes back on a new registration and forwarding is exact again.
 
 mod common;
 
@@ -43,19 +45,27 @@ impl Topo {
     fn up(prefix: &str) -> Topo {
         let t = Topo { src: format!("{prefix}-src"), fwd: format!("{prefix}-fwd"), dst: format!("{prefix}-dst") };
         for ns in [&t.src, &t.fwd, &t.dst] {
-            let _ = Command::new("ip").args(["netns", "del", ns]).status();
+            let _ = Command::new("ip").args(["netns", "del", ns]).output();
             ip(&["netns", "add", ns]);
             ip(&["-n", ns, "link", "set", "lo", "up"]);
             // No IPv6 chatter (router solicitations, MLD) in the device counters.
             let _ = Command::new("ip").args(["netns", "exec", ns, "sysctl", "-qw", "net.ipv6.conf.all.disable_ipv6=1", "net.ipv6.conf.default.disable_ipv6=1"]).status();
         }
+        t.ingress();
+        t.egress("xdpf1", "xdpd0", "198.18.2");
+        t.egress("xdpf2", "xdpm0", "198.18.3");
+        t
+    }
+
+    /// The ingress veth (source side xdps0, xdpool's side xdpf0), the source's
+    /// checksum setting, neighbour and routes.
+    fn ingress(&self) {
+        let t = self;
         ip(&["-n", &t.src, "link", "add", "xdps0", "type", "veth", "peer", "name", "xdpf0", "netns", &t.fwd]);
         ip(&["-n", &t.src, "addr", "add", "198.18.1.1/24", "dev", "xdps0"]);
         ip(&["-n", &t.src, "link", "set", "xdps0", "up"]);
         ip(&["-n", &t.fwd, "addr", "add", "198.18.1.2/24", "dev", "xdpf0"]);
         ip(&["-n", &t.fwd, "link", "set", "xdpf0", "up"]);
-        t.egress("xdpf1", "xdpd0", "198.18.2");
-        t.egress("xdpf2", "xdpm0", "198.18.3");
         // A socket's UDP checksum is left to the device (CHECKSUM_PARTIAL) on veth;
         // a frame redirected to AF_XDP keeps the partial sum, so the receiver would
         // count it bad. Have the sender's stack compute it.
@@ -65,7 +75,6 @@ impl Topo {
         ip(&["-n", &t.src, "neigh", "replace", "198.18.1.2", "lladdr", &f0, "dev", "xdps0", "nud", "permanent"]);
         ip(&["-n", &t.src, "route", "add", "198.18.2.0/24", "via", "198.18.1.2"]);
         ip(&["-n", &t.src, "route", "add", "198.18.3.0/24", "via", "198.18.1.2"]);
-        t
     }
 
     /// One egress veth (fwd side `f`, dst side `d`, subnet `net`.0/24) with the
@@ -298,4 +307,56 @@ fn forward_with_neighbour_macs_and_a_mirror_then_the_egress_device_goes_and_retu
     assert!(workers.iter().all(|w| w["zero_copy"] == false), "veth: copy mode everywhere (auto fell back)");
     assert_eq!(s["accounting"]["application"], 0, "{s:#}");
     assert_eq!(s["device"]["reattaches"].as_u64().unwrap(), 1, "{s:#}");
+}
+
+/// Sends probes until one arrives (xdpool is back and knows the next hop).
+fn until_forwarding(topo: &Topo, from: u32) {
+    let probe = receiver(&topo.dst);
+    probe.set_read_timeout(Some(Duration::from_millis(50))).unwrap();
+    let mut k = 0;
+    assert!(wait_for(Duration::from_secs(10), || {
+        k += 1;
+        send(&topo.src, from + k, 1);
+        let mut buf = [0u8; 2048];
+        probe.recv(&mut buf).is_ok()
+    }), "forwarding resumed within 10 s");
+}
+
+/// The ingress port holds the UMEM's first socket: losing its device takes every
+/// port down (the UMEM is closed and re-registered), the others come back at once,
+/// the ingress when its device returns; then forwarding is exact again.
+#[test]
+fn losing_the_port_that_registered_the_umem_brings_every_port_back() {
+    if !root_or_skip("losing_the_port_that_registered_the_umem_brings_every_port_back") {
+        return;
+    }
+    let topo = Topo::up(&unique_prefix("xfu"));
+    let dir = scratch_dir("fwdumem");
+    let cfg = config(dir.path(), &topo.fwd);
+    let run = XdpoolRun::start(&cfg, &[]);
+    const N: u32 = 2000;
+    let rx = collect(receiver(&topo.dst));
+    send(&topo.src, 0, N);
+    let (got, bad) = rx.join().unwrap();
+    assert_eq!((got.len() as u32, bad), (N, 0));
+    ip(&["-n", &topo.fwd, "link", "del", "xdpf0"]);
+    std::thread::sleep(Duration::from_millis(200));
+    topo.ingress();
+    until_forwarding(&topo, 100 * N);
+    let rx = collect(receiver(&topo.dst));
+    send(&topo.src, N, N);
+    let (mut got, bad) = rx.join().unwrap();
+    got.retain(|&i| (N..2 * N).contains(&i));
+    got.sort_unstable();
+    got.dedup();
+    assert_eq!((got.len() as u32, bad), (N, 0), "forwarding exact after the UMEM came back");
+    let (code, s, out) = run.stop();
+    eprintln!("{out}");
+    assert_eq!(code, Some(0), "{s:#}");
+    assert_eq!(s["accounting_ok"], true, "{s:#}");
+    assert_eq!(s["accounting"]["application"], 0, "{s:#}");
+    let workers = s["workers"].as_array().unwrap();
+    // Every port re-attached once: in when its device came back, out and mon at once.
+    assert!(workers.iter().all(|w| w["counters"]["socket_attaches"] == 2), "{s:#}");
+    assert!(s["device"]["teardown_accounting_failures"] == 0, "{s:#}");
 }
