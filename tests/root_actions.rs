@@ -1,4 +1,4 @@
-//! The worker actions beyond drop and l2fwd (mirror, copybreak), busy-poll, and the
+//! The worker actions beyond drop and l2fwd (reflect-twice, copybreak), busy-poll, and the
 //! fill ring in a steady rxdrop run, on the veth lab, as root. The sender's veth
 //! carries an XDP counter, so what comes back is counted where it arrives.
 
@@ -54,18 +54,18 @@ fn total(sock: &std::path::Path, key: &str) -> u64 {
 }
 
 
-/// mirror: every mirrored frame leaves twice (two descriptors, one frag, two
+/// reflect-twice (was `mirror`): every such frame leaves twice (two descriptors, one frag, two
 /// references), both copies arrive at the sender, every reference is released and
 /// the chunk recycled. Small frames (packed frags) and large ones (a frag that is a
 /// whole chunk) both.
 #[test]
-fn mirror_delivers_each_frame_twice_and_releases_every_reference() {
-    if !root_or_skip("mirror_delivers_each_frame_twice_and_releases_every_reference") {
+fn reflect_twice_delivers_each_frame_twice_and_releases_every_reference() {
+    if !root_or_skip("reflect_twice_delivers_each_frame_twice_and_releases_every_reference") {
         return;
     }
     let rig = LabRig::up(LabConfig { prefix: unique_prefix("xm"), ..LabConfig::default() }, "mirror");
     let (st, sock) = (&rig.st, &rig.sock);
-    let cfg = rig.config("mirror", &[0], &rule("mirror"));
+    let cfg = rig.config("mirror", &[0], &rule("reflect-twice"));
     let back = RxCounter::attach_in(Some(&st.a.netns), &st.a.dev).expect("counter on the sender's veth");
     let run = XdpoolRun::start(&cfg, &[]);
     const N: u64 = 5_000;
@@ -76,9 +76,9 @@ fn mirror_delivers_each_frame_twice_and_releases_every_reference() {
     let (code, s, out) = run.stop();
     assert_eq!(code, Some(0), "{out}");
     let rx = s["packets"].as_u64().unwrap();
-    let mirrored = counter(&s, "mirror_queued");
+    let mirrored = counter(&s, "reflected_twice");
     let tx = counter(&s, "tx_packets");
-    eprintln!("mirror: sent {} rx {rx} mirrored {mirrored} tx {tx} returned {} ; drops {}", 2 * N, returned.packets, s["drops"]);
+    eprintln!("reflect-twice: sent {} rx {rx} mirrored {mirrored} tx {tx} returned {} ; drops {}", 2 * N, returned.packets, s["drops"]);
     assert_eq!(mirrored + counter(&s, "rx_too_short") + counter(&s, "frag_alloc_failed") + counter(&s, "rx_rejected"), rx, "every received frame mirrored or named: {s:#}");
     assert_eq!(tx + counter(&s, "tx_ring_full_drop"), 2 * mirrored, "two descriptors per mirrored frame: {s:#}");
     assert_eq!(counter(&s, "tx_completed"), tx, "every TX completed");

@@ -42,8 +42,12 @@ impl fmt::Display for ConfigError {
 #[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct Config {
-    /// The interface xdpool attaches to.
-    pub interface: InterfaceConfig,
+    /// The single-interface form (one port named "main"); `[[port]]` is the general one.
+    #[serde(default)]
+    pub interface: Option<InterfaceConfig>,
+    /// `[[port]]`: the (device, queues) xdpool serves, each named; all share one UMEM.
+    #[serde(default, rename = "port")]
+    pub ports: Vec<PortConfig>,
     /// The UMEM (frame memory).
     #[serde(default)]
     pub umem: UmemConfig,
@@ -73,9 +77,9 @@ pub struct InterfaceConfig {
     /// XDP attach mode: native (default) or skb.
     #[serde(default)]
     pub xdp_mode: XdpModeConfig,
-    /// Ask for zero-copy AF_XDP (refused on veth).
-    #[serde(default)]
-    pub zero_copy: bool,
+    /// Zero-copy AF_XDP: `true` (refused on veth), `false` (default here), `"auto"`.
+    #[serde(default = "zero_copy_off")]
+    pub zero_copy: Spanned<ZeroCopy>,
     /// Multi-buffer AF_XDP (`XDP_USE_SG`): frames larger than a chunk (jumbo MTU)
     /// arrive as a chain of chunks. Needed when the MTU does not fit one chunk.
     #[serde(default = "default_multi_buffer")]
@@ -84,6 +88,92 @@ pub struct InterfaceConfig {
     #[serde(default = "default_queues")]
     pub queues: Spanned<Vec<u32>>,
 }
+
+/// `[[port]]`: one device (and its queues) xdpool serves, under a name rules use.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct PortConfig {
+    /// Port name: `[a-z0-9_-]`, 1..15 characters; used by rules and stats labels.
+    pub name: Spanned<String>,
+    /// Interface name, e.g. `xdpf0`.
+    pub interface: Spanned<String>,
+    /// Network namespace the device lives in (every port must name the same one).
+    #[serde(default)]
+    pub netns: Option<Spanned<String>>,
+    /// XDP attach mode: native (default) or skb.
+    #[serde(default)]
+    pub xdp_mode: XdpModeConfig,
+    /// `"auto"` (default: try zero-copy, fall back to copy with one log line), `true`, `false`.
+    #[serde(default = "zero_copy_auto")]
+    pub zero_copy: Spanned<ZeroCopy>,
+    /// Multi-buffer AF_XDP (`XDP_USE_SG`); one UMEM means every port must agree.
+    #[serde(default = "default_multi_buffer")]
+    pub multi_buffer: Spanned<bool>,
+    /// RX queues to serve, one socket (and by default one worker) each.
+    #[serde(default = "default_queues")]
+    pub queues: Spanned<Vec<u32>>,
+}
+
+/// Zero-copy wish of a port: `true`, `false` or `"auto"`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, serde::Serialize)]
+#[serde(try_from = "ZeroCopyText")]
+pub enum ZeroCopy {
+    /// Copy mode (`XDP_COPY`).
+    Off,
+    /// Zero-copy or fail (`XDP_ZEROCOPY`).
+    On,
+    /// Try zero-copy; fall back to copy mode, saying why once.
+    Auto,
+}
+
+#[derive(Deserialize)]
+#[serde(untagged)]
+enum ZeroCopyText {
+    Bool(bool),
+    Text(String),
+}
+
+impl TryFrom<ZeroCopyText> for ZeroCopy {
+    type Error = String;
+    fn try_from(t: ZeroCopyText) -> Result<Self, String> {
+        match t {
+            ZeroCopyText::Bool(true) => Ok(ZeroCopy::On),
+            ZeroCopyText::Bool(false) => Ok(ZeroCopy::Off),
+            ZeroCopyText::Text(s) if s == "auto" => Ok(ZeroCopy::Auto),
+            ZeroCopyText::Text(s) => Err(format!("zero_copy = \"{s}\" is not valid: use true, false or \"auto\"")),
+        }
+    }
+}
+
+fn zero_copy_off() -> Spanned<ZeroCopy> {
+    Spanned::new(0..0, ZeroCopy::Off)
+}
+
+fn zero_copy_auto() -> Spanned<ZeroCopy> {
+    Spanned::new(0..0, ZeroCopy::Auto)
+}
+
+/// One port, normalized from `[[port]]` or the old `[interface]` table.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PortDef {
+    /// Port name ("main" for the `[interface]` form).
+    pub name: String,
+    /// Interface name.
+    pub interface: String,
+    /// Namespace of the device.
+    pub netns: Option<String>,
+    /// Queues served.
+    pub queues: Vec<u32>,
+    /// XDP attach mode.
+    pub xdp_mode: XdpModeConfig,
+    /// Zero-copy wish.
+    pub zero_copy: ZeroCopy,
+    /// Multi-buffer sockets.
+    pub multi_buffer: bool,
+}
+
+/// The port name the `[interface]` form gets.
+pub const MAIN_PORT: &str = "main";
 
 fn default_multi_buffer() -> Spanned<bool> {
     Spanned::new(0..0, false)
@@ -212,21 +302,23 @@ pub enum WaitMode {
     BusyPoll,
 }
 
-/// What a worker does with a frame steered to it.
+/// What a worker does with a frame steered to it (as written in a rule).
 #[derive(Debug, Clone, Copy, Default, Deserialize, PartialEq, Eq, serde::Serialize)]
-#[serde(rename_all = "lowercase")]
+#[serde(try_from = "String", rename_all = "kebab-case")]
 pub enum Action {
     /// Count and recycle (rxdrop).
     #[default]
     Drop,
     /// Swap MACs and transmit on the same socket (zero-copy: the RX chunk is sent).
     L2fwd,
-    /// Swap MACs and transmit the frame twice (a clone, e.g. for a tap): the frame is
-    /// copied once into a pool frag, which is queued as two TX descriptors holding one
-    /// reference each (`ref_frag`); the RX chunk goes straight back to the fill ring
-    /// and the frag's chunk is recycled at the second completion. The sender sees 2N
-    /// frames for N mirrored.
-    Mirror,
+    /// Send out of another port (`to`), MACs rewritten as `mac` says; the descriptor
+    /// moves, the bytes stay (one shared UMEM).
+    Forward,
+    /// Swap MACs and send the frame back twice on the same socket, by reference: two
+    /// TX descriptors on the RX chunk (`frame_into_frag` + `ref_frag`), recycled at the
+    /// second completion. The sender sees 2N frames for N. (Called `mirror` before
+    /// ports existed; a port mirror is `mirror_to`.)
+    ReflectTwice,
     /// Like `l2fwd`, but frames of at most `workers.copybreak_bytes` are copied into
     /// small frags (several per chunk, one TX descriptor each) so that their RX chunk
     /// goes straight back to the fill ring; larger frames are forwarded as `l2fwd`.
@@ -237,10 +329,64 @@ pub enum Action {
     Xdpdrop,
 }
 
+/// Every action name, as a rule writes it.
+pub const ACTION_NAMES: &str = "drop, l2fwd, forward, reflect-twice, copybreak, pass, xdpdrop";
+
+impl TryFrom<String> for Action {
+    type Error = String;
+    fn try_from(s: String) -> Result<Self, String> {
+        Ok(match s.as_str() {
+            "drop" => Action::Drop,
+            "l2fwd" => Action::L2fwd,
+            "forward" => Action::Forward,
+            "reflect-twice" => Action::ReflectTwice,
+            "copybreak" => Action::Copybreak,
+            "pass" => Action::Pass,
+            "xdpdrop" => Action::Xdpdrop,
+            "mirror" => {
+                return Err("action `mirror` was renamed `reflect-twice` (the frame sent back twice on the same socket); \
+                            for a port mirror keep the action and add mirror_to = \"<port>\""
+                    .into())
+            }
+            other => return Err(format!("unknown variant `{other}`: use one of {ACTION_NAMES}")),
+        })
+    }
+}
+
+impl Action {
+    /// The name a rule writes.
+    pub fn name(self) -> &'static str {
+        match self {
+            Action::Drop => "drop",
+            Action::L2fwd => "l2fwd",
+            Action::Forward => "forward",
+            Action::ReflectTwice => "reflect-twice",
+            Action::Copybreak => "copybreak",
+            Action::Pass => "pass",
+            Action::Xdpdrop => "xdpdrop",
+        }
+    }
+}
+
+/// How `forward` sets the MAC addresses of a frame leaving another port.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+pub enum MacRewrite {
+    /// Exchange source and destination.
+    Swap,
+    /// Destination: the next hop's MAC from the egress namespace's neighbour table
+    /// (by the frame's destination IP); source: the egress device's MAC.
+    Neigh,
+    /// Destination: this MAC; source: the egress device's MAC.
+    Fixed([u8; 6]),
+}
+
 /// `[[rule]]`: match fields are ANDed; an absent field matches anything.
 #[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct RuleConfig {
+    /// The port whose XDP program holds the rule (may be omitted with one port).
+    #[serde(default)]
+    pub port: Option<Spanned<String>>,
     /// IP protocol: `udp`, `tcp`, `icmp`, `icmpv6` or a number.
     #[serde(default)]
     pub proto: Option<Spanned<String>>,
@@ -253,6 +399,16 @@ pub struct RuleConfig {
     /// What to do with matching frames.
     #[serde(default)]
     pub action: Action,
+    /// `forward`: the egress port.
+    #[serde(default)]
+    pub to: Option<Spanned<String>>,
+    /// `forward`: "swap" (default), "neigh" or a MAC "aa:bb:cc:dd:ee:ff".
+    #[serde(default)]
+    pub mac: Option<Spanned<String>>,
+    /// drop, l2fwd, forward: a copy (by reference) of each matched frame also leaves
+    /// this port.
+    #[serde(default)]
+    pub mirror_to: Option<Spanned<String>>,
 }
 
 /// A port or a port range as written in the config.
@@ -297,6 +453,14 @@ pub struct ValidRule {
     pub dst: Option<(IpAddr, u8)>,
     /// Action.
     pub action: Action,
+    /// Index (in [`Config::ports`]) of the port whose program holds the rule.
+    pub port: usize,
+    /// `forward`: index of the egress port.
+    pub to: Option<usize>,
+    /// `forward`: the MAC rewrite.
+    pub mac: MacRewrite,
+    /// Index of the port a copy of each matched frame also leaves.
+    pub mirror_to: Option<usize>,
 }
 
 fn line_of(text: &str, offset: usize) -> Option<usize> {
@@ -346,23 +510,9 @@ impl Config {
             message,
             file: None,
         };
-        let name = self.interface.name.get_ref();
-        if name.is_empty() || name.len() > 15 || name.contains('/') || name.contains(char::is_whitespace) {
-            return Err(err("interface.name", self.interface.name.span(), format!("`{name}` is not a valid interface name (1-15 characters, no '/' or spaces)")));
-        }
-        let queues = self.interface.queues.get_ref();
-        if queues.is_empty() {
-            return Err(err("interface.queues", self.interface.queues.span(), "at least one queue is needed, e.g. queues = [0]".into()));
-        }
-        let mut seen = std::collections::BTreeSet::new();
-        for q in queues {
-            if !seen.insert(*q) {
-                return Err(err("interface.queues", self.interface.queues.span(), format!("queue {q} is listed twice: each queue gets exactly one worker")));
-            }
-            if *q >= 64 {
-                return Err(err("interface.queues", self.interface.queues.span(), format!("queue {q} is out of range: valid queues are 0..63")));
-            }
-        }
+        self.validate_ports(&err)?;
+        let ports = self.ports();
+        let sockets: usize = ports.iter().map(|p| p.queues.len()).sum();
         let cs = *self.umem.chunk_size.get_ref();
         if cs != 2048 && cs != 4096 {
             return Err(err("umem.chunk_size", self.umem.chunk_size.span(), format!("{cs} is not valid: use 2048 or 4096")));
@@ -389,12 +539,12 @@ impl Config {
             ));
         }
         let per_queue = fill + *self.rings.tx.get_ref() + 256;
-        let needed = per_queue as u64 * queues.len() as u64;
+        let needed = per_queue as u64 * sockets as u64;
         if (frames as u64) < needed {
             return Err(err(
                 "umem.frames",
                 self.umem.frames.span(),
-                format!("{frames} frames cannot keep {} queue(s) supplied (fill {fill} + tx {} + 256 cache per queue): use at least {needed}", queues.len(), self.rings.tx.get_ref()),
+                format!("{frames} frames cannot keep {sockets} queue(s) supplied (fill {fill} + tx {} + 256 cache per queue): use at least {needed}", self.rings.tx.get_ref()),
             ));
         }
         if frames > (1 << 22) {
@@ -402,8 +552,8 @@ impl Config {
         }
         let cores = self.workers.cores.get_ref();
         if !cores.is_empty() {
-            if cores.len() != queues.len() {
-                return Err(err("workers.cores", self.workers.cores.span(), format!("{} core(s) for {} queue(s): give one core per queue, in the order of interface.queues, or leave it empty", cores.len(), queues.len())));
+            if cores.len() != sockets {
+                return Err(err("workers.cores", self.workers.cores.span(), format!("{} core(s) for {sockets} queue(s): give one core per queue, in the order ports and their queues are listed, or leave it empty", cores.len())));
             }
             let online = online_cpus();
             for c in cores {
@@ -442,16 +592,23 @@ impl Config {
         if self.rules.len() > 64 {
             return Err(err("rule", 0..0, format!("{} rules given: at most 64", self.rules.len())));
         }
+        let names: Vec<&str> = ports.iter().map(|p| p.name.as_str()).collect();
         for (i, r) in self.rules.iter().enumerate() {
-            validate_rule(r).map_err(|(key, span, msg)| err(&format!("rule[{i}].{key}"), span, msg))?;
+            validate_rule(r, &names).map_err(|(key, span, msg)| err(&format!("rule[{i}].{key}"), span, msg))?;
         }
-        if *self.interface.multi_buffer.get_ref() {
+        if ports.iter().any(|p| p.multi_buffer) {
+            let (key, span) = match (&self.interface, self.ports.first()) {
+                (Some(i), _) => ("interface.multi_buffer", i.multi_buffer.span()),
+                (None, Some(p)) => ("port.multi_buffer", p.multi_buffer.span()),
+                (None, None) => ("port.multi_buffer", 0..0),
+            };
             for (i, r) in self.rules.iter().enumerate() {
-                if matches!(r.action, Action::Mirror | Action::Copybreak) {
+                if matches!(r.action, Action::ReflectTwice | Action::Copybreak | Action::Forward) || r.mirror_to.is_some() {
+                    let what = if r.mirror_to.is_some() { "mirror_to".to_string() } else { format!("`{}`", r.action.name()) };
                     return Err(err(
-                        "interface.multi_buffer",
-                        self.interface.multi_buffer.span(),
-                        format!("rule[{i}] uses `{}`, which takes single-buffer frames only: with multi_buffer = true use drop, l2fwd, pass or xdpdrop, or turn multi_buffer off", format!("{:?}", r.action).to_lowercase()),
+                        key,
+                        span,
+                        format!("rule[{i}] uses {what}, which takes single-buffer frames only: with multi_buffer = true use drop, l2fwd, pass or xdpdrop, or turn multi_buffer off"),
                     ));
                 }
             }
@@ -466,7 +623,104 @@ impl Config {
 
     /// The rules, validated.
     pub fn valid_rules(&self) -> Vec<ValidRule> {
-        self.rules.iter().map(|r| validate_rule(r).expect("validated at load")).collect()
+        let ports = self.ports();
+        let names: Vec<&str> = ports.iter().map(|p| p.name.as_str()).collect();
+        self.rules.iter().map(|r| validate_rule(r, &names).expect("validated at load")).collect()
+    }
+
+    /// The ports, in the order listed: `[[port]]`, or the `[interface]` table as one
+    /// port named [`MAIN_PORT`].
+    pub fn ports(&self) -> Vec<PortDef> {
+        if let Some(i) = &self.interface {
+            return vec![PortDef {
+                name: MAIN_PORT.into(),
+                interface: i.name.get_ref().clone(),
+                netns: i.netns.clone(),
+                queues: i.queues.get_ref().clone(),
+                xdp_mode: i.xdp_mode,
+                zero_copy: *i.zero_copy.get_ref(),
+                multi_buffer: *i.multi_buffer.get_ref(),
+            }];
+        }
+        self.ports
+            .iter()
+            .map(|p| PortDef {
+                name: p.name.get_ref().clone(),
+                interface: p.interface.get_ref().clone(),
+                netns: p.netns.as_ref().map(|n| n.get_ref().clone()),
+                queues: p.queues.get_ref().clone(),
+                xdp_mode: p.xdp_mode,
+                zero_copy: *p.zero_copy.get_ref(),
+                multi_buffer: *p.multi_buffer.get_ref(),
+            })
+            .collect()
+    }
+
+    /// The namespace every port lives in (validated to be one).
+    pub fn netns(&self) -> Option<String> {
+        self.ports().into_iter().next().and_then(|p| p.netns)
+    }
+
+    fn validate_ports(&self, err: &dyn Fn(&str, std::ops::Range<usize>, String) -> ConfigError) -> Result<(), ConfigError> {
+        let check_queues = |key: &str, q: &Spanned<Vec<u32>>| -> Result<(), ConfigError> {
+            if q.get_ref().is_empty() {
+                return Err(err(key, q.span(), "at least one queue is needed, e.g. queues = [0]".into()));
+            }
+            let mut seen = std::collections::BTreeSet::new();
+            for q_ in q.get_ref() {
+                if !seen.insert(*q_) {
+                    return Err(err(key, q.span(), format!("queue {q_} is listed twice: each queue gets exactly one worker")));
+                }
+                if *q_ >= 64 {
+                    return Err(err(key, q.span(), format!("queue {q_} is out of range: valid queues are 0..63")));
+                }
+            }
+            Ok(())
+        };
+        let check_ifname = |key: &str, n: &Spanned<String>| -> Result<(), ConfigError> {
+            let name = n.get_ref();
+            if name.is_empty() || name.len() > 15 || name.contains('/') || name.contains(char::is_whitespace) {
+                return Err(err(key, n.span(), format!("`{name}` is not a valid interface name (1-15 characters, no '/' or spaces)")));
+            }
+            Ok(())
+        };
+        match (&self.interface, self.ports.is_empty()) {
+            (Some(_), false) => return Err(err("port", self.ports[0].name.span(), "both [interface] and [[port]] given: use [[port]] tables only (the [interface] form is one port named \"main\")".into())),
+            (None, true) => return Err(err("port", 0..0, "no port given: add a [[port]] table (name, interface, netns, queues), or the single-interface [interface] table".into())),
+            (Some(i), true) => {
+                check_ifname("interface.name", &i.name)?;
+                return check_queues("interface.queues", &i.queues);
+            }
+            (None, false) => {}
+        }
+        let mut names = std::collections::BTreeSet::new();
+        let mut devices = std::collections::BTreeSet::new();
+        let first = &self.ports[0];
+        for p in &self.ports {
+            let name = p.name.get_ref();
+            if name.is_empty() || name.len() > 15 || !name.bytes().all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'_' || b == b'-') {
+                return Err(err("port.name", p.name.span(), format!("`{name}` is not a valid port name: 1-15 characters of a-z, 0-9, '_' and '-'")));
+            }
+            if !names.insert(name.clone()) {
+                return Err(err("port.name", p.name.span(), format!("port `{name}` is defined twice: port names must be unique")));
+            }
+            check_ifname("port.interface", &p.interface)?;
+            if !devices.insert(p.interface.get_ref().clone()) {
+                return Err(err("port.interface", p.interface.span(), format!("interface `{}` belongs to two ports: give each device one [[port]] with all its queues", p.interface.get_ref())));
+            }
+            check_queues("port.queues", &p.queues)?;
+            if p.netns.as_ref().map(|n| n.get_ref()) != first.netns.as_ref().map(|n| n.get_ref()) {
+                let span = p.netns.as_ref().map(|n| n.span()).unwrap_or(p.name.span());
+                return Err(err("port.netns", span, format!("port `{name}` is in another namespace than port `{}`: every port of one xdpool must live in the same namespace (one UMEM, one process namespace)", first.name.get_ref())));
+            }
+            if *p.zero_copy.get_ref() != ZeroCopy::Auto && self.ports.iter().any(|q| *q.zero_copy.get_ref() != ZeroCopy::Auto && q.zero_copy.get_ref() != p.zero_copy.get_ref()) {
+                return Err(err("port.zero_copy", p.zero_copy.span(), "zero_copy = true and false on ports of one UMEM: the kernel gives every socket of a UMEM the same mode; use \"auto\" or the same value everywhere".into()));
+            }
+            if p.multi_buffer.get_ref() != first.multi_buffer.get_ref() {
+                return Err(err("port.multi_buffer", p.multi_buffer.span(), "multi_buffer differs between ports: the UMEM is shared, so every port must agree".into()));
+            }
+        }
+        Ok(())
     }
 
     /// The cores to pin workers to: configured, else online cores round-robin.
@@ -476,14 +730,55 @@ impl Config {
             return cores.clone();
         }
         let online = online_cpus();
-        let n = self.interface.queues.get_ref().len();
+        let n: usize = self.ports().iter().map(|p| p.queues.len()).sum();
         (0..n).map(|i| online[(online.len() - 1 - i % online.len()) % online.len()]).collect()
     }
 }
 
 type RuleErr = (&'static str, std::ops::Range<usize>, String);
 
-fn validate_rule(r: &RuleConfig) -> Result<ValidRule, RuleErr> {
+fn validate_rule(r: &RuleConfig, ports: &[&str]) -> Result<ValidRule, RuleErr> {
+    let find = |key: &'static str, n: &Spanned<String>| -> Result<usize, RuleErr> {
+        ports.iter().position(|p| *p == n.get_ref().as_str()).ok_or_else(|| (key, n.span(), format!("no port named `{}`: ports are {}", n.get_ref(), ports.join(", "))))
+    };
+    let port = match &r.port {
+        Some(n) => find("port", n)?,
+        None if ports.len() == 1 => 0,
+        None => return Err(("port", 0..0, format!("which port's program holds this rule? add port = \"<name>\" (ports are {})", ports.join(", ")))),
+    };
+    let to = match (&r.to, r.action) {
+        (Some(n), Action::Forward) => {
+            let to = find("to", n)?;
+            if to == port {
+                return Err(("to", n.span(), format!("`forward` to the port the frame came in on: use action = \"l2fwd\" to send it back out of `{}`", ports[port])));
+            }
+            Some(to)
+        }
+        (None, Action::Forward) => return Err(("to", 0..0, format!("`forward` needs to = \"<port>\" (ports are {})", ports.join(", ")))),
+        (Some(n), a) => return Err(("to", n.span(), format!("`to` belongs to action = \"forward\", not `{}`", a.name()))),
+        (None, _) => None,
+    };
+    let mac = match (&r.mac, r.action) {
+        (None, _) => MacRewrite::Swap,
+        (Some(m), Action::Forward) => parse_mac_rewrite(m.get_ref()).ok_or_else(|| ("mac", m.span(), format!("`{}` is not valid: use \"swap\", \"neigh\" or a MAC like \"02:00:00:00:00:01\"", m.get_ref())))?,
+        (Some(m), a) => return Err(("mac", m.span(), format!("`mac` belongs to action = \"forward\", not `{}`", a.name()))),
+    };
+    let mirror_to = match &r.mirror_to {
+        None => None,
+        Some(n) => {
+            if !matches!(r.action, Action::Drop | Action::L2fwd | Action::Forward) {
+                return Err(("mirror_to", n.span(), format!("mirror_to works with drop, l2fwd and forward, not `{}`", r.action.name())));
+            }
+            let m = find("mirror_to", n)?;
+            if m == port {
+                return Err(("mirror_to", n.span(), "mirror_to the port the frame came in on: use action = \"reflect-twice\" to send it back twice".into()));
+            }
+            if Some(m) == to {
+                return Err(("mirror_to", n.span(), "mirror_to the port the frame is forwarded to would send it twice there: name a monitor port".into()));
+            }
+            Some(m)
+        }
+    };
     let proto = match &r.proto {
         None => None,
         Some(p) => Some(match p.get_ref().to_ascii_lowercase().as_str() {
@@ -540,7 +835,29 @@ fn validate_rule(r: &RuleConfig) -> Result<ValidRule, RuleErr> {
             Some((addr, len))
         }
     };
-    Ok(ValidRule { proto, dst_port, dst, action: r.action })
+    Ok(ValidRule { proto, dst_port, dst, action: r.action, port, to, mac, mirror_to })
+}
+
+/// `"swap"`, `"neigh"` or `"aa:bb:cc:dd:ee:ff"`.
+pub fn parse_mac_rewrite(s: &str) -> Option<MacRewrite> {
+    match s {
+        "swap" => Some(MacRewrite::Swap),
+        "neigh" => Some(MacRewrite::Neigh),
+        _ => {
+            let parts: Vec<&str> = s.split(':').collect();
+            if parts.len() != 6 {
+                return None;
+            }
+            let mut mac = [0u8; 6];
+            for (m, p) in mac.iter_mut().zip(parts) {
+                if p.len() != 2 {
+                    return None;
+                }
+                *m = u8::from_str_radix(p, 16).ok()?;
+            }
+            Some(MacRewrite::Fixed(mac))
+        }
+    }
 }
 
 /// Online CPUs, from /sys/devices/system/cpu/online (falls back to 0..nproc).
@@ -595,8 +912,9 @@ action = "drop"
     #[test]
     fn good_config_loads() {
         let c = Config::parse(GOOD).unwrap();
-        assert_eq!(c.valid_rules()[0], ValidRule { proto: Some(17), dst_port: Some((9, 10)), dst: None, action: Action::Drop });
-        assert_eq!(c.interface.netns.as_deref(), Some("xdpool-b"));
+        assert_eq!(c.valid_rules()[0], ValidRule { proto: Some(17), dst_port: Some((9, 10)), dst: None, action: Action::Drop, port: 0, to: None, mac: MacRewrite::Swap, mirror_to: None });
+        let ports = c.ports();
+        assert_eq!((ports[0].name.as_str(), ports[0].interface.as_str(), ports[0].netns.as_deref()), ("main", "xdpb0", Some("xdpool-b")));
     }
 
     #[test]
@@ -648,11 +966,11 @@ action = "drop"
     }
 
     #[test]
-    fn mirror_and_copybreak_parse_with_defaults() {
-        let text = GOOD.replacen("action = \"drop\"", "action = \"mirror\"\n[[rule]]\nproto = \"tcp\"\naction = \"copybreak\"", 1);
+    fn reflect_twice_and_copybreak_parse_with_defaults() {
+        let text = GOOD.replacen("action = \"drop\"", "action = \"reflect-twice\"\n[[rule]]\nproto = \"tcp\"\naction = \"copybreak\"", 1);
         let c = Config::parse(&text).unwrap();
         let actions: Vec<Action> = c.valid_rules().iter().map(|r| r.action).collect();
-        assert_eq!(actions, vec![Action::Mirror, Action::Copybreak]);
+        assert_eq!(actions, vec![Action::ReflectTwice, Action::Copybreak]);
         assert_eq!(*c.workers.copybreak_bytes.get_ref(), DEFAULT_COPYBREAK_BYTES);
         assert_eq!(*c.workers.busy_poll_budget.get_ref(), DEFAULT_BUSY_POLL_BUDGET);
         assert_eq!(*c.workers.poll_coalesce_us.get_ref(), DEFAULT_POLL_COALESCE_US);
@@ -667,8 +985,8 @@ action = "drop"
     fn multi_buffer_refuses_single_buffer_actions() {
         let mb = GOOD.replacen("queues = [0]", "queues = [0]\nmulti_buffer = true", 1);
         let c = Config::parse(&mb).unwrap();
-        assert!(*c.interface.multi_buffer.get_ref());
-        for action in ["mirror", "copybreak"] {
+        assert!(c.ports()[0].multi_buffer);
+        for action in ["reflect-twice", "copybreak"] {
             let text = mb.replacen("action = \"drop\"", &format!("action = \"{action}\""), 1);
             let e = Config::parse(&text).expect_err(action);
             assert_eq!((e.key.as_str(), e.line), ("interface.multi_buffer", Some(6)), "{e}");
@@ -676,6 +994,88 @@ action = "drop"
         }
         let l2fwd = mb.replacen("action = \"drop\"", "action = \"l2fwd\"", 1);
         Config::parse(&l2fwd).unwrap();
+    }
+
+    #[test]
+    fn old_mirror_name_is_refused_naming_the_new_one() {
+        let text = GOOD.replacen("action = \"drop\"", "action = \"mirror\"", 1);
+        let e = Config::parse(&text).unwrap_err();
+        assert_eq!(e.line, Some(14), "{e}");
+        assert!(e.to_string().contains("renamed `reflect-twice`") && e.to_string().contains("mirror_to"), "{e}");
+    }
+
+    const PORTS: &str = r#"
+[[port]]
+name = "in"
+interface = "xdpf0"
+netns = "fwd"
+
+[[port]]
+name = "out"
+interface = "xdpf1"
+netns = "fwd"
+zero_copy = "auto"
+
+[[port]]
+name = "mon"
+interface = "xdpf2"
+netns = "fwd"
+zero_copy = false
+
+[umem]
+frames = 32768
+
+[[rule]]
+port = "in"
+proto = "udp"
+dst_port = "9"
+action = "forward"
+to = "out"
+mac = "neigh"
+mirror_to = "mon"
+"#;
+
+    #[test]
+    fn ports_and_forward_rules_parse() {
+        let c = Config::parse(PORTS).unwrap();
+        let ports = c.ports();
+        assert_eq!(ports.iter().map(|p| p.name.as_str()).collect::<Vec<_>>(), ["in", "out", "mon"]);
+        assert_eq!(ports.iter().map(|p| p.zero_copy).collect::<Vec<_>>(), [ZeroCopy::Auto, ZeroCopy::Auto, ZeroCopy::Off]);
+        assert_eq!(c.netns().as_deref(), Some("fwd"));
+        let r = &c.valid_rules()[0];
+        assert_eq!((r.port, r.action, r.to, r.mac, r.mirror_to), (0, Action::Forward, Some(1), MacRewrite::Neigh, Some(2)));
+        let fixed = PORTS.replace("mac = \"neigh\"", "mac = \"02:00:00:00:00:aB\"");
+        assert_eq!(Config::parse(&fixed).unwrap().valid_rules()[0].mac, MacRewrite::Fixed([2, 0, 0, 0, 0, 0xab]));
+    }
+
+    /// Bad port configs: (edit applied to PORTS, key named, text in message).
+    #[test]
+    fn bad_port_configs_name_key_and_fix() {
+        let cases: &[(&str, &str, &str, &str)] = &[
+            ("to = \"out\"", "to = \"nowhere\"", "rule[0].to", "no port named `nowhere`"),
+            ("to = \"out\"\n", "", "rule[0].to", "needs to ="),
+            ("to = \"out\"", "to = \"in\"", "rule[0].to", "use action = \"l2fwd\""),
+            ("mirror_to = \"mon\"", "mirror_to = \"out\"", "rule[0].mirror_to", "twice"),
+            ("mirror_to = \"mon\"", "mirror_to = \"in\"", "rule[0].mirror_to", "reflect-twice"),
+            ("mac = \"neigh\"", "mac = \"02:00\"", "rule[0].mac", "\"swap\", \"neigh\""),
+            ("port = \"in\"\n", "", "rule[0].port", "which port"),
+            ("name = \"mon\"", "name = \"in\"", "port.name", "defined twice"),
+            ("name = \"mon\"", "name = \"Mon!\"", "port.name", "a-z, 0-9"),
+            ("interface = \"xdpf2\"", "interface = \"xdpf1\"", "port.interface", "two ports"),
+            ("netns = \"fwd\"\nzero_copy = false", "netns = \"other\"\nzero_copy = false", "port.netns", "same namespace"),
+            ("zero_copy = \"auto\"", "zero_copy = true", "port.zero_copy", "same mode"),
+            ("zero_copy = \"auto\"", "zero_copy = \"maybe\"", "-", "true, false or \"auto\""),
+            ("action = \"forward\"", "action = \"reflect-twice\"", "rule[0].to", "belongs to action = \"forward\""),
+            ("frames = 32768", "frames = 10000", "umem.frames", "3 queue(s)"),
+            ("[umem]", "[interface]\nname = \"x\"\n[umem]", "port", "both [interface] and [[port]]"),
+        ];
+        for (from, to, key, msg) in cases {
+            let text = PORTS.replacen(from, to, 1);
+            assert_ne!(text, PORTS, "edit {from} -> {to} did not apply");
+            let e = Config::parse(&text).expect_err(to);
+            assert_eq!(&e.key, key, "{to}: {e}");
+            assert!(e.to_string().contains(msg), "{to}: `{e}` lacks `{msg}`");
+        }
     }
 
     #[test]

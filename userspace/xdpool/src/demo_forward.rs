@@ -50,7 +50,7 @@ pub fn run(args: &DemoArgs) -> Result<(), Fatal> {
     let config: PathBuf = args.config.clone().unwrap_or_else(|| "configs/forward.toml".into());
     let names = ForwardNames::from_prefix(DEFAULT_PREFIX).map_err(fail)?;
     check_config(&config, &names.fwd)?;
-    let stop = xdpool::bench::signal::install_stop_flag().map_err(|e| fail(format!("cannot install the SIGINT handler: {e}")))?;
+    let stop = xdpool::signal::install_stop_flag().map_err(|e| fail(format!("cannot install the SIGINT handler: {e}")))?;
     let lab = LabConfig::default();
     let st = ForwardLab::up(&lab).map_err(fail)?;
     let dst = outer_end(Link::Out);

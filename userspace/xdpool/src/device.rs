@@ -511,3 +511,14 @@ mod tests {
         assert!(s.snapshot().reattach_ms.is_empty());
     }
 }
+
+/// The MTU of the link called `name` in the calling thread's namespace.
+pub fn link_mtu(name: &str) -> io::Result<Option<u32>> {
+    let Ok(ifindex) = crate::netns::ifindex(name) else { return Ok(None) };
+    Ok(crate::steer::netlink::get_link(ifindex)?.and_then(|l| {
+        l.attributes.iter().find_map(|a| match a {
+            LinkAttribute::Mtu(m) => Some(*m),
+            _ => None,
+        })
+    }))
+}

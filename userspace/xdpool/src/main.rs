@@ -308,7 +308,8 @@ fn cmd_demo(mut args: DemoArgs) -> Result<(), Fatal> {
     let lab = LabConfig::default();
     let names = xdpool::lab::LabNames::from_prefix(&lab.prefix).map_err(|e| Fatal::new(ExitCode::Failure, e.to_string()))?;
     // The demo only ever attaches to the lab's receiving end, inside its namespace.
-    if cfg.interface.netns.as_deref() != Some(names.netns_b.as_str()) || cfg.interface.name.get_ref() != &names.dev_b {
+    let ports = cfg.ports();
+    if ports.len() != 1 || ports[0].netns.as_deref() != Some(names.netns_b.as_str()) || ports[0].interface != names.dev_b {
         return Err(Fatal::new(
             ExitCode::Usage,
             format!(

@@ -12,7 +12,8 @@ pub mod generator;
 pub mod math;
 pub mod plot;
 pub mod report;
-pub mod signal;
+/// Ctrl-C handling (lives in the product; re-exported for the tools).
+pub use crate::signal;
 pub mod sweep;
 
 use std::path::{Path, PathBuf};

@@ -618,8 +618,9 @@ mod tests {
         for (subject, action) in [(Subject::Rxdrop, Action::Drop), (Subject::L2fwd, Action::L2fwd)] {
             let text = child_config(&lab(), 1, WaitMode::BusyPoll, subject, Path::new("/tmp/x/control.sock"));
             let cfg = Config::parse(&text).unwrap_or_else(|e| panic!("{e}\n{text}"));
-            assert_eq!(cfg.interface.name.get_ref(), "xdptputb0");
-            assert_eq!(cfg.interface.netns.as_deref(), Some("xdptput-b"));
+            let port = &cfg.ports()[0];
+            assert_eq!(port.interface, "xdptputb0");
+            assert_eq!(port.netns.as_deref(), Some("xdptput-b"));
             assert_eq!(cfg.worker_cores(), vec![1]);
             assert_eq!(cfg.workers.mode, WaitMode::BusyPoll);
             let rules = cfg.valid_rules();

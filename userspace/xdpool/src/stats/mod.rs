@@ -74,3 +74,29 @@ mod tests {
         assert_eq!(f[2], ("xdpool_total_rx_packets".into(), vec![], 5.0));
     }
 }
+
+/// The control socket and, when configured, the Prometheus endpoint, serving
+/// `snapshot`; each is optional (a failure is logged). Dropping the pair stops them.
+pub fn start_servers(cfg: &crate::config::Config, snapshot: &SnapshotFn) -> (Option<control::ControlServer>, Option<prom::PromServer>) {
+    let control = match control::ControlServer::start(&cfg.stats.control_socket, snapshot.clone()) {
+        Ok(s) => Some(s),
+        Err(e) => {
+            tracing::warn!(error = %e, "no control socket: `xdpool stats` will not reach this instance");
+            None
+        }
+    };
+    let prom = match &cfg.stats.prometheus {
+        Some(addr) => match prom::PromServer::start(addr.get_ref().parse().expect("validated"), snapshot.clone()) {
+            Ok(s) => {
+                tracing::info!(addr = %s.addr, "prometheus endpoint: GET /metrics");
+                Some(s)
+            }
+            Err(e) => {
+                tracing::warn!(error = %e, "prometheus endpoint not started");
+                None
+            }
+        },
+        None => None,
+    };
+    (control, prom)
+}

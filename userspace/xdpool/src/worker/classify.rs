@@ -4,81 +4,101 @@
 //! no frame is parsed; otherwise the frame is parsed with [`crate::wire`] and the
 //! first matching rule's action is taken, as the XDP program did.
 
+use super::action::{Act, PortId, Verdict};
 use crate::config::{Action, ValidRule};
 use crate::wire;
 use std::net::IpAddr;
 
-/// Finds the action for a frame that the XDP program steered to us.
+/// Finds the verdict for a frame that the XDP program steered to us.
 #[derive(Debug, Clone)]
 pub struct Classifier {
-    rules: Vec<ValidRule>,
-    uniform: Option<Action>,
-    tx_per_frame: usize,
+    rules: Vec<(ValidRule, Option<Verdict>)>,
+    uniform: Option<Verdict>,
 }
 
 impl Classifier {
-    /// Builds the lookup from the config's rules.
+    /// Builds the lookup from one port's rules (in the XDP program's order).
     pub fn new(rules: Vec<ValidRule>) -> Classifier {
-        let mut userspace = rules.iter().filter(|r| r.action.reaches_userspace()).map(|r| r.action);
+        let rules: Vec<(ValidRule, Option<Verdict>)> = rules.into_iter().map(|r| {
+            let v = verdict(&r);
+            (r, v)
+        }).collect();
+        let mut userspace = rules.iter().filter_map(|(_, v)| *v);
         let first = userspace.next();
         let uniform = match first {
             Some(a) if userspace.all(|b| b == a) => Some(a),
-            None => Some(Action::Drop),
+            None => Some(Verdict::DROP),
             _ => None,
         };
-        let tx_per_frame = rules.iter().filter(|r| r.action.reaches_userspace()).map(|r| r.action.tx_descs()).max().unwrap_or(0);
-        Classifier { rules, uniform, tx_per_frame }
+        Classifier { rules, uniform }
     }
 
-    /// The most TX descriptors one received buffer can turn into under these rules
-    /// (0: nothing is sent back).
-    #[inline]
-    pub fn tx_descs_per_frame(&self) -> usize {
-        self.tx_per_frame
+    /// Most descriptors one frame puts on the receiving port's TX ring, and every
+    /// port frames may be handed to, under these rules.
+    pub fn needs(&self) -> (usize, Vec<PortId>) {
+        let mut own = 0;
+        let mut egress = Vec::new();
+        for v in self.rules.iter().filter_map(|(_, v)| *v) {
+            let n = v.needs();
+            own = own.max(n.own_tx);
+            for p in n.egress.into_iter().flatten() {
+                if !egress.contains(&p) {
+                    egress.push(p);
+                }
+            }
+        }
+        (own, egress)
     }
 
-    /// Whether every steered frame gets the same action.
+    /// Whether every steered frame gets the same verdict.
     #[inline]
     pub fn is_uniform(&self) -> bool {
         self.uniform.is_some()
     }
 
-    /// The action when uniform (drop otherwise).
+    /// The verdict when uniform (drop otherwise).
     #[inline]
-    pub fn uniform(&self) -> Action {
-        self.uniform.unwrap_or(Action::Drop)
+    pub fn uniform(&self) -> Verdict {
+        self.uniform.unwrap_or(Verdict::DROP)
     }
 
-    /// The action of the first rule matching `frame`; drop when none matches or the
+    /// The verdict of the first rule matching `frame`; drop when none matches or the
     /// frame does not parse (the XDP program may steer a few the parser rejects, e.g.
     /// IPv4 options it skips by IHL: they are dropped here).
-    pub fn classify(&self, frame: &[u8]) -> Action {
+    pub fn classify(&self, frame: &[u8]) -> Verdict {
         if let Some(a) = self.uniform {
             return a;
         }
-        let Ok(p) = wire::parse(frame) else { return Action::Drop };
-        for r in &self.rules {
+        let Ok(p) = wire::parse(frame) else { return Verdict::DROP };
+        for (r, v) in &self.rules {
             if matches(r, &p) {
-                return if r.action.reaches_userspace() { r.action } else { Action::Drop };
+                return v.unwrap_or(Verdict::DROP);
             }
         }
-        Action::Drop
+        Verdict::DROP
     }
+}
+
+/// What a worker does under rule `r`; `None` for rules the XDP program settles
+/// (the frame never reaches a worker).
+pub fn verdict(r: &ValidRule) -> Option<Verdict> {
+    let act = match r.action {
+        Action::Drop => Act::Drop,
+        Action::L2fwd => Act::L2fwd,
+        Action::ReflectTwice => Act::ReflectTwice,
+        Action::Copybreak => Act::Copybreak,
+        Action::Forward => Act::Forward { to: r.to?, mac: r.mac },
+        Action::Pass | Action::Xdpdrop => return None,
+    };
+    Some(Verdict { act, mirror_to: r.mirror_to })
 }
 
 impl Action {
     /// Whether frames under this action are steered to a worker.
     pub fn reaches_userspace(self) -> bool {
-        matches!(self, Action::Drop | Action::L2fwd | Action::Mirror | Action::Copybreak)
-    }
-
-    /// TX descriptors one received buffer becomes: mirror sends two references,
-    /// l2fwd and copybreak one, the rest none.
-    pub fn tx_descs(self) -> usize {
         match self {
-            Action::Mirror => 2,
-            Action::L2fwd | Action::Copybreak => 1,
-            _ => 0,
+            Action::Drop | Action::L2fwd | Action::Forward | Action::ReflectTwice | Action::Copybreak => true,
+            Action::Pass | Action::Xdpdrop => false,
         }
     }
 }
@@ -139,14 +159,14 @@ mod tests {
     }
 
     fn rule(proto: Option<u8>, port: Option<(u16, u16)>, dst: Option<(&str, u8)>, action: Action) -> ValidRule {
-        ValidRule { proto, dst_port: port, dst: dst.map(|(a, l)| (a.parse().unwrap(), l)), action }
+        ValidRule { proto, dst_port: port, dst: dst.map(|(a, l)| (a.parse().unwrap(), l)), action, port: 0, to: (action == Action::Forward).then_some(1), mac: crate::config::MacRewrite::Swap, mirror_to: None }
     }
 
     #[test]
     fn uniform_skips_parsing() {
         let c = Classifier::new(vec![rule(Some(17), Some((9, 9)), None, Action::L2fwd), rule(None, None, None, Action::Pass)]);
         assert!(c.is_uniform());
-        assert_eq!(c.classify(&[]), Action::L2fwd);
+        assert_eq!(c.classify(&[]).act, Act::L2fwd);
     }
 
     #[test]
@@ -156,23 +176,26 @@ mod tests {
             rule(Some(17), None, Some(("198.18.0.0", 15)), Action::Drop),
         ]);
         assert!(!c.is_uniform());
-        assert_eq!(c.classify(&udp_frame(9, [198, 18, 0, 2])), Action::L2fwd);
-        assert_eq!(c.classify(&udp_frame(10, [198, 18, 0, 2])), Action::Drop);
-        assert_eq!(c.classify(&udp_frame(10, [198, 20, 0, 2])), Action::Drop, "no match: drop");
-        assert_eq!(c.classify(&[1, 2, 3]), Action::Drop, "unparsable: drop");
+        assert_eq!(c.classify(&udp_frame(9, [198, 18, 0, 2])).act, Act::L2fwd);
+        assert_eq!(c.classify(&udp_frame(10, [198, 18, 0, 2])).act, Act::Drop);
+        assert_eq!(c.classify(&udp_frame(10, [198, 20, 0, 2])).act, Act::Drop, "no match: drop");
+        assert_eq!(c.classify(&[1, 2, 3]).act, Act::Drop, "unparsable: drop");
     }
 
     #[test]
-    fn mirror_and_copybreak_reach_userspace() {
-        assert!(Action::Mirror.reaches_userspace() && Action::Copybreak.reaches_userspace());
+    fn reflect_twice_forward_and_copybreak_reach_userspace() {
+        assert!(Action::ReflectTwice.reaches_userspace() && Action::Copybreak.reaches_userspace() && Action::Forward.reaches_userspace());
         assert!(!Action::Pass.reaches_userspace() && !Action::Xdpdrop.reaches_userspace());
         let c = Classifier::new(vec![
-            rule(Some(17), Some((9, 9)), None, Action::Mirror),
+            rule(Some(17), Some((9, 9)), None, Action::ReflectTwice),
             rule(Some(17), Some((10, 10)), None, Action::Copybreak),
+            rule(Some(17), Some((11, 11)), None, Action::Forward),
         ]);
         assert!(!c.is_uniform());
-        assert_eq!(c.classify(&udp_frame(9, [198, 18, 0, 2])), Action::Mirror);
-        assert_eq!(c.classify(&udp_frame(10, [198, 18, 0, 2])), Action::Copybreak);
+        assert_eq!(c.classify(&udp_frame(9, [198, 18, 0, 2])).act, Act::ReflectTwice);
+        assert_eq!(c.classify(&udp_frame(10, [198, 18, 0, 2])).act, Act::Copybreak);
+        assert_eq!(c.classify(&udp_frame(11, [198, 18, 0, 2])).act, Act::Forward { to: 1, mac: crate::config::MacRewrite::Swap });
+        assert_eq!(c.needs(), (2, vec![1]));
     }
 
     #[test]

@@ -1,5 +1,5 @@
-//! Ctrl-C for the sweep: SIGINT and SIGTERM set a flag that the sweep checks between
-//! measurements, so the lab is always torn down and child processes stopped.
+//! SIGINT and SIGTERM set a flag that long loops check (`xdpool run`, the sweep, the
+//! demo), so that teardown always runs.
 use std::sync::atomic::{AtomicBool, Ordering};
 
 static STOP: AtomicBool = AtomicBool::new(false);

@@ -1,0 +1,442 @@
+//! The devices under a run, port by port: bring a port up (bind its sockets on the
+//! one shared UMEM, hand them to the workers, attach its XDP program), lose it
+//! (detach, let the workers drain and close, reclaim the kernel's frames), and come
+//! back on it. `device.rs` says *when* (link events, the pure `decide`); this says
+//! *how*.
+//!
+//! One UMEM for every port: the first socket bound registers it (the UMEM's first
+//! socket, whose descriptor lives as long as the UMEM); every later socket shares it
+//! (`XDP_SHARED_UMEM`) with its own fill and completion ring. Losing a port whose
+//! sockets all have their own descriptor touches that port only: once they are
+//! closed the kernel no longer reads their rings, and their frames are reclaimed
+//! while the other ports keep forwarding. Losing the port that holds the UMEM's
+//! first socket takes every port down (that descriptor stays bound to the lost
+//! device until the UMEM is closed, and no socket can share from it any more); the
+//! other ports then come back on a new registration at once.
+
+use crate::config::ZeroCopy;
+use crate::device::{DeviceStats, LossKind};
+use crate::plan::Plan;
+use crate::steer::{Steering, XdpAttachMode};
+use crate::worker::PortShared;
+use crate::xsk::{SocketConfig, Umem, UmemConfig, XskError, XskSocket};
+use pool::Region;
+use std::os::fd::AsRawFd;
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::{Duration, Instant};
+
+/// Why bringing a port up failed.
+#[derive(Debug)]
+pub enum UpError {
+    /// Binding a socket.
+    Xsk(XskError),
+    /// Loading rules or attaching the program.
+    Steer(crate::steer::SteerError),
+    /// The workers did not take their sockets in time.
+    WorkersSlow,
+}
+
+impl std::fmt::Display for UpError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            UpError::Xsk(e) => write!(f, "{e}"),
+            UpError::Steer(e) => write!(f, "{e}"),
+            UpError::WorkersSlow => f.write_str("workers did not take their sockets within 1 s; check CPU load"),
+        }
+    }
+}
+
+/// One port's device state.
+pub struct PortLife {
+    /// Port name.
+    pub name: String,
+    /// Interface name.
+    pub iface: String,
+    queues: Vec<u32>,
+    sockets: Vec<usize>,
+    sc: SocketConfig,
+    /// Its XDP program and rule maps.
+    pub steering: Arc<Mutex<Steering>>,
+    mode: XdpAttachMode,
+    program_id: Option<u32>,
+    /// Interface we run on (`None` while the device is away).
+    pub attached: Option<u32>,
+    /// Last interface we ran on (for the final "program left behind" check).
+    pub last_ifindex: u32,
+}
+
+/// Every port's lifecycle, and the UMEM they share.
+pub struct Lifecycle {
+    region: Arc<Region>,
+    ucfg: UmemConfig,
+    /// What the config asks of zero-copy, for the one UMEM.
+    zero_copy: ZeroCopy,
+    /// Zero-copy refused once under "auto": copy mode from then on.
+    copy_only: bool,
+    /// Every port.
+    pub ports: Vec<PortLife>,
+    sockets: Vec<Arc<PortShared>>,
+    /// The kernel registration of the region (none while every port is away).
+    umem: Option<Umem>,
+    /// Port whose socket registered the UMEM.
+    first: Option<usize>,
+    /// Losses, re-attaches and their times (all ports).
+    pub device: Arc<DeviceStats>,
+    /// MACs `forward` writes, read again before a port comes up (when a rule needs them).
+    macs: Option<Arc<crate::neigh::Neighbours>>,
+}
+
+impl Lifecycle {
+    /// The lifecycle of `plan`'s ports; one loaded program per port.
+    pub fn new(plan: &Plan, region: Arc<Region>, sockets: Vec<Arc<PortShared>>, steerings: Vec<Steering>, xdp_mode: Option<crate::config::XdpModeConfig>, device: Arc<DeviceStats>) -> Lifecycle {
+        let ports = plan
+            .ports
+            .iter()
+            .zip(steerings)
+            .map(|(p, st)| PortLife {
+                name: p.def.name.clone(),
+                iface: p.def.interface.clone(),
+                queues: p.def.queues.clone(),
+                sockets: p.sockets.clone(),
+                sc: SocketConfig {
+                    rx_size: plan.umem.rx,
+                    tx_size: if p.transmits { plan.umem.tx } else { 0 },
+                    zero_copy: false,
+                    need_wakeup: true,
+                    multi_buffer: plan.umem.multi_buffer,
+                },
+                program_id: st.program_id().ok(),
+                steering: Arc::new(Mutex::new(st)),
+                mode: p.xdp_mode(xdp_mode),
+                attached: None,
+                last_ifindex: 0,
+            })
+            .collect();
+        let ucfg = UmemConfig { chunk_size: plan.umem.chunk_size, headroom: 0, fill_size: plan.umem.fill, comp_size: plan.umem.completion, unaligned: false };
+        Lifecycle { region, ucfg, zero_copy: plan.umem.zero_copy, copy_only: false, ports, sockets, umem: None, first: None, device, macs: None }
+    }
+
+    /// Keeps `macs` current: read again before each port comes up, so that no frame
+    /// leaves a returning device with its old MAC or an old neighbour's.
+    pub fn follow_macs(&mut self, macs: Arc<crate::neigh::Neighbours>) {
+        self.macs = Some(macs);
+    }
+
+    fn refresh_macs(&self, p: usize, ifindex: u32) {
+        let Some(macs) = &self.macs else { return };
+        let ifx: Vec<Option<u32>> = self.ports.iter().enumerate().map(|(i, x)| if i == p { Some(ifindex) } else { x.attached }).collect();
+        match crate::neigh::read_book(&ifx) {
+            Ok(book) => macs.update(book),
+            Err(e) => tracing::warn!(error = %e, "cannot read device MACs and neighbours"),
+        }
+    }
+
+    /// A port's steering (locked).
+    pub fn steering(&self, p: usize) -> MutexGuard<'_, Steering> {
+        self.ports[p].steering.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Whether any port is attached.
+    pub fn any_attached(&self) -> bool {
+        self.ports.iter().any(|p| p.attached.is_some())
+    }
+
+    /// Brings every port up at start. Under zero_copy = "auto", a refusal by any
+    /// port's driver puts the whole UMEM in copy mode and starts over, once.
+    pub fn start(&mut self, ifindexes: &[u32]) -> Result<(), (usize, UpError)> {
+        for attempt in 0..2 {
+            let mut failed = None;
+            for (p, &ifx) in ifindexes.iter().enumerate() {
+                if let Err(e) = self.bring_up(p, ifx) {
+                    failed = Some((p, e));
+                    break;
+                }
+            }
+            match failed {
+                None => return Ok(()),
+                Some((p, UpError::Xsk(XskError::ZeroCopyUnsupported { .. }))) if attempt == 0 && self.zero_copy == ZeroCopy::Auto && !self.copy_only => {
+                    tracing::info!(port = %self.ports[p].name, "zero_copy = \"auto\": the driver of `{}` refuses zero-copy; every port falls back to copy mode (one UMEM, one mode)", self.ports[p].iface);
+                    self.copy_only = true;
+                    self.bring_down_all();
+                }
+                Some(f) => return Err(f),
+            }
+        }
+        Ok(())
+    }
+
+    /// Registers the UMEM if no port holds it; binds port `p`'s sockets on it, hands
+    /// them to the workers, waits for full fill rings, then attaches the program.
+    pub fn bring_up(&mut self, p: usize, ifindex: u32) -> Result<(), UpError> {
+        self.refresh_macs(p, ifindex);
+        let mut sockets = Vec::new();
+        for q in self.ports[p].queues.clone() {
+            sockets.push(self.bind(p, ifindex, q)?);
+        }
+        {
+            let mut st = self.steering(p);
+            for s in &sockets {
+                st.register_xsk(s.queue(), s.fd().as_raw_fd()).map_err(UpError::Steer)?;
+            }
+        }
+        let port = &mut self.ports[p];
+        port.attached = Some(ifindex);
+        port.last_ifindex = ifindex;
+        for (&s, sock) in port.sockets.iter().zip(sockets) {
+            self.sockets[s].device_gone.store(false, std::sync::atomic::Ordering::SeqCst);
+            drop(self.sockets[s].offer_socket(sock));
+        }
+        // Rings full before frames may flow.
+        let deadline = Instant::now() + Duration::from_secs(1);
+        while !self.ports[p].sockets.iter().all(|&s| self.sockets[s].has_socket() && !self.sockets[s].socket_pending()) {
+            if Instant::now() >= deadline {
+                return Err(UpError::WorkersSlow);
+            }
+            std::thread::sleep(Duration::from_micros(200));
+        }
+        let mode = self.ports[p].mode;
+        self.steering(p).attach(ifindex, mode).map_err(UpError::Steer)
+    }
+
+    /// One socket of port `p` on the shared UMEM (registering it first if needed).
+    fn bind(&mut self, p: usize, ifindex: u32, queue: u32) -> Result<XskSocket, UpError> {
+        if self.umem.is_none() {
+            // SAFETY: the region is page-aligned mmap'd memory of region.len() bytes,
+            // an Arc held here and by every worker; every Umem made here is dropped
+            // (bring_down, or the end of run) before the region, so the memory stays
+            // mapped while the kernel may use it; the recycler alone decides which
+            // chunk the kernel may write.
+            let umem = unsafe { Umem::register(self.region.as_ptr(), self.region.len(), self.ucfg) }.map_err(UpError::Xsk)?;
+            self.umem = Some(umem);
+            self.first = Some(p);
+            let want_zc = match self.zero_copy {
+                ZeroCopy::On => true,
+                ZeroCopy::Auto => !self.copy_only,
+                ZeroCopy::Off => false,
+            };
+            let sc = SocketConfig { zero_copy: want_zc, ..self.ports[p].sc };
+            return match self.bind_retry(ifindex, queue, &sc) {
+                Err(UpError::Xsk(e @ XskError::ZeroCopyUnsupported { .. })) if self.zero_copy == ZeroCopy::Auto => {
+                    tracing::info!(port = %self.ports[p].name, error = %e, "zero_copy = \"auto\": zero-copy refused; copy mode for every port");
+                    self.copy_only = true;
+                    self.bind_retry(ifindex, queue, &SocketConfig { zero_copy: false, ..self.ports[p].sc })
+                }
+                other => other,
+            };
+        }
+        let zc = self.umem.as_ref().is_some_and(|_| self.first_zero_copy());
+        self.bind_retry(ifindex, queue, &SocketConfig { zero_copy: zc, ..self.ports[p].sc })
+    }
+
+    /// The mode of the UMEM's first socket (every later socket gets it).
+    fn first_zero_copy(&self) -> bool {
+        match self.zero_copy {
+            ZeroCopy::On => true,
+            ZeroCopy::Auto => !self.copy_only,
+            ZeroCopy::Off => false,
+        }
+    }
+
+    /// Binds with retries: EBUSY comes from a socket the kernel is still tearing down
+    /// (socket release is asynchronous; a quick rebind after a device loss meets it).
+    fn bind_retry(&self, ifindex: u32, queue: u32, sc: &SocketConfig) -> Result<XskSocket, UpError> {
+        let umem = self.umem.as_ref().expect("registered");
+        let mut delay = Duration::from_millis(5);
+        let deadline = Instant::now() + Duration::from_secs(3);
+        let mut busy = 0;
+        loop {
+            match XskSocket::bind(umem, ifindex, queue, sc) {
+                Err(e) if e.is_retryable() && Instant::now() < deadline => {
+                    busy += 1;
+                    tracing::debug!(queue, error = %e, ?delay, "bind busy, retrying");
+                    std::thread::sleep(delay);
+                    delay = (delay * 2).min(Duration::from_millis(200));
+                }
+                Ok(s) => {
+                    if busy > 0 {
+                        self.device.busy_retries(busy);
+                        tracing::info!(queue, busy, "bind met EBUSY (old socket still closing); retried");
+                    }
+                    return Ok(s);
+                }
+                Err(e) => return Err(UpError::Xsk(e)),
+            }
+        }
+    }
+
+    /// Takes port `p` down in the order that loses nothing: detach its program, take
+    /// its sockets out of the map, let its workers drain RX, reap and close. Then
+    /// the kernel's frames are reclaimed: at once when the port's sockets had their
+    /// own descriptors; after closing the UMEM (and every other port) when the port
+    /// holds the UMEM's first socket. Returns the ports taken down.
+    pub fn bring_down(&mut self, p: usize) -> Vec<usize> {
+        self.release(p);
+        if self.first != Some(p) {
+            self.reclaim(&[p]);
+            return vec![p];
+        }
+        let mut down = vec![p];
+        for q in 0..self.ports.len() {
+            if q != p && self.ports[q].attached.is_some() {
+                tracing::warn!(port = %self.ports[q].name, "the UMEM's first socket was on the lost port: this port goes down too and comes back on a new UMEM");
+                self.release(q);
+                down.push(q);
+            }
+        }
+        // Only with every socket and the UMEM closed can the kernel no longer touch
+        // the frames it held.
+        self.umem = None;
+        self.first = None;
+        self.reclaim(&down);
+        down
+    }
+
+    /// Every port down (start-up retry, the end of the run).
+    pub fn bring_down_all(&mut self) {
+        for p in 0..self.ports.len() {
+            if self.ports[p].attached.is_some() || self.ports[p].sockets.iter().any(|&s| self.sockets[s].has_socket()) {
+                self.release(p);
+            }
+        }
+        self.umem = None;
+        self.first = None;
+        let all: Vec<usize> = (0..self.ports.len()).collect();
+        self.reclaim(&all);
+    }
+
+    /// Detach, unregister, and have port `p`'s workers drain and close its sockets.
+    fn release(&mut self, p: usize) {
+        {
+            let mut st = self.steering(p);
+            if st.attached_to().is_some() {
+                if let Err(e) = st.detach() {
+                    tracing::warn!(error = %e, "detach failed");
+                }
+            }
+            for &q in &self.ports[p].queues {
+                let _ = st.unregister_xsk(q);
+            }
+        }
+        for &s in &self.ports[p].sockets {
+            self.sockets[s].request_release();
+        }
+        let deadline = Instant::now() + Duration::from_secs(2);
+        while self.ports[p].sockets.iter().any(|&s| self.sockets[s].has_socket()) {
+            if Instant::now() >= deadline {
+                tracing::error!(port = %self.ports[p].name, "a worker did not give its socket up within 2 s; its frames stay counted where they are");
+                break;
+            }
+            std::thread::sleep(Duration::from_micros(200));
+        }
+        for &s in &self.ports[p].sockets {
+            self.sockets[s].device_gone.store(false, std::sync::atomic::Ordering::SeqCst);
+        }
+        self.ports[p].attached = None;
+    }
+
+    /// The workers of `ports` take back what their closed sockets left in the
+    /// kernel's rings; then the accounting is checked.
+    fn reclaim(&mut self, ports: &[usize]) {
+        if self.first_zero_copy() {
+            // A zero-copy driver releases its buffer pool from deferred work.
+            std::thread::sleep(Duration::from_millis(100));
+        }
+        let socks: Vec<usize> = ports.iter().flat_map(|&p| self.ports[p].sockets.clone()).collect();
+        for &s in &socks {
+            if self.sockets[s].reclaim_pending() {
+                self.sockets[s].request_reclaim();
+            }
+        }
+        let deadline = Instant::now() + Duration::from_secs(2);
+        while socks.iter().any(|&s| self.sockets[s].reclaim_pending()) {
+            if Instant::now() >= deadline {
+                tracing::error!("a worker did not reclaim its kernel frames within 2 s; they stay counted in the fill/TX rings");
+                break;
+            }
+            std::thread::sleep(Duration::from_micros(200));
+        }
+        if self.any_attached() {
+            // Other ports run on: the owner map and the rings move while we look, so
+            // the exact check waits for a teardown at rest (the end of the run).
+            tracing::info!(ports = ?ports, "teardown done; the other ports keep running");
+            return;
+        }
+        let acc = self.region.accounting();
+        match acc.check() {
+            Ok(()) => {
+                tracing::info!(free = acc.free, cached = acc.cached, ring = acc.ring, fill = acc.fill, tx = acc.tx, application = acc.application, total = acc.total, "teardown done; frame accounting exact");
+                self.device.teardown_checked(true);
+            }
+            Err(e) => {
+                tracing::error!("frame accounting failed after teardown: {e}");
+                self.device.teardown_checked(false);
+            }
+        }
+    }
+
+    /// Port `p`'s device went away: tear it (and, if it held the UMEM, every port)
+    /// down. Returns the ports taken down.
+    pub fn lose(&mut self, p: usize, kind: LossKind) -> Vec<usize> {
+        tracing::warn!(port = %self.ports[p].name, interface = %self.ports[p].iface, ifindex = self.ports[p].attached.unwrap_or(0), %kind, "device lost; tearing down");
+        self.device.lost(kind);
+        let down = self.bring_down(p);
+        tracing::info!(port = %self.ports[p].name, "device away; waiting for it to come back");
+        down
+    }
+
+    /// Tries to come back on `ifindex`; a failure leaves the port torn down.
+    pub fn try_reattach(&mut self, p: usize, ifindex: u32, seen_up: Instant) -> bool {
+        tracing::info!(port = %self.ports[p].name, ifindex, "device is back; re-attaching");
+        match self.bring_up(p, ifindex) {
+            Ok(()) => {
+                let took = seen_up.elapsed();
+                self.device.reattached(ifindex, took);
+                tracing::info!(port = %self.ports[p].name, ifindex, ms = took.as_secs_f64() * 1e3, "re-attached");
+                true
+            }
+            Err(e) => {
+                tracing::warn!(port = %self.ports[p].name, ifindex, error = %e, "re-attach failed; will retry");
+                self.device.reattach_failed();
+                self.bring_down(p);
+                false
+            }
+        }
+    }
+
+    /// The program is gone from a device that stayed: attach it again (sockets and
+    /// rings stay as they are).
+    pub fn reattach_program(&mut self, p: usize, ifindex: u32) -> bool {
+        let started = Instant::now();
+        let mode = self.ports[p].mode;
+        let res = {
+            let mut st = self.steering(p);
+            if st.attached_to().is_some() {
+                let _ = st.detach();
+            }
+            st.attach(ifindex, mode)
+        };
+        match res {
+            Ok(()) => {
+                let took = started.elapsed();
+                self.device.reattached(ifindex, took);
+                tracing::info!(port = %self.ports[p].name, ifindex, ms = took.as_secs_f64() * 1e3, "XDP program re-attached");
+                true
+            }
+            Err(e) => {
+                self.device.reattach_failed();
+                tracing::warn!(port = %self.ports[p].name, ifindex, error = %e, "XDP program re-attach failed; will retry");
+                false
+            }
+        }
+    }
+
+    /// Whether our program still runs on `ifindex`; `None` when the device is gone.
+    pub fn program_present(&self, p: usize, ifindex: u32) -> Option<bool> {
+        match crate::steer::xdp_program_on(ifindex) {
+            Ok(Some(id)) => Some(self.ports[p].program_id.is_none_or(|ours| ours == id)),
+            Ok(None) => Some(false),
+            Err(crate::steer::SteerError::InterfaceMissing { .. }) => None,
+            Err(_) => Some(true), // netlink hiccup: no evidence either way
+        }
+    }
+}

@@ -1,0 +1,260 @@
+//! Planning: the validated config, turned into what runs, without touching a
+//! device. Which sockets (one per (port, queue)), which worker serves each and on
+//! which core, each port's rules (for its XDP program and its workers), whether a
+//! port needs a TX ring, and the one UMEM every socket shares. Pure, so it is
+//! unit-tested; `lifecycle` and `run` do the I/O.
+
+use crate::config::{Action, Config, PortDef, ValidRule, XdpModeConfig, ZeroCopy};
+use crate::steer::{Rule, RuleAction, RuleMatch};
+
+/// Everything `run` builds, decided.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Plan {
+    /// Ports, in config order.
+    pub ports: Vec<PortPlan>,
+    /// Sockets, port by port, queue by queue (the index is the pool id).
+    pub sockets: Vec<SocketPlan>,
+    /// Workers and the sockets each serves.
+    pub workers: Vec<WorkerPlan>,
+    /// The UMEM and ring sizes.
+    pub umem: UmemPlan,
+}
+
+/// One port.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PortPlan {
+    /// The port as configured.
+    pub def: PortDef,
+    /// Its rules, in order (its XDP program's and its workers' lookup).
+    pub rules: Vec<ValidRule>,
+    /// Whether its sockets need a TX ring: a rule sends back out of it, or another
+    /// port's rule forwards or mirrors to it. Without one, poll() skips the kernel's
+    /// copy-mode TX path.
+    pub transmits: bool,
+    /// Its sockets (indexes into `Plan::sockets`), in queue order.
+    pub sockets: Vec<usize>,
+}
+
+/// One (port, queue) socket.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SocketPlan {
+    /// Port index.
+    pub port: usize,
+    /// Queue id.
+    pub queue: u32,
+    /// Position of the queue in its port's list.
+    pub queue_pos: usize,
+    /// Worker index.
+    pub worker: usize,
+}
+
+/// One worker thread.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct WorkerPlan {
+    /// Core to pin to.
+    pub core: Option<usize>,
+    /// Sockets served.
+    pub sockets: Vec<usize>,
+}
+
+/// The shared UMEM.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct UmemPlan {
+    /// Chunks.
+    pub frames: u32,
+    /// Chunk size.
+    pub chunk_size: u32,
+    /// Huge pages.
+    pub hugepages: bool,
+    /// Fill ring size (per socket).
+    pub fill: u32,
+    /// Completion ring size (per socket).
+    pub completion: u32,
+    /// RX ring size.
+    pub rx: u32,
+    /// TX ring size (for ports that transmit).
+    pub tx: u32,
+    /// Zero-copy for the UMEM: the kernel gives every socket sharing a UMEM the mode
+    /// of its first, so one wish for all: `On` if every port says true, `Off` if one
+    /// says false, `Auto` otherwise.
+    pub zero_copy: ZeroCopy,
+    /// Multi-buffer sockets (every port agrees; validated).
+    pub multi_buffer: bool,
+}
+
+/// Plans a run of `cfg` with workers on `cores` (one per socket, in order; fewer
+/// cores leave the rest unpinned).
+pub fn plan(cfg: &Config, cores: &[usize]) -> Plan {
+    let defs = cfg.ports();
+    let rules = cfg.valid_rules();
+    let mut ports: Vec<PortPlan> = defs
+        .into_iter()
+        .enumerate()
+        .map(|(i, def)| PortPlan { def, rules: rules.iter().filter(|r| r.port == i).cloned().collect(), transmits: false, sockets: Vec::new() })
+        .collect();
+    for r in &rules {
+        ports[r.port].transmits |= sends_back(r.action);
+        for p in r.to.into_iter().chain(r.mirror_to) {
+            ports[p].transmits = true;
+        }
+    }
+    let mut sockets = Vec::new();
+    let mut workers = Vec::new();
+    for (pi, p) in ports.iter_mut().enumerate() {
+        for (pos, &queue) in p.def.queues.iter().enumerate() {
+            let s = sockets.len();
+            sockets.push(SocketPlan { port: pi, queue, queue_pos: pos, worker: workers.len() });
+            workers.push(WorkerPlan { core: cores.get(s).copied(), sockets: vec![s] });
+            p.sockets.push(s);
+        }
+    }
+    let wishes: Vec<ZeroCopy> = ports.iter().map(|p| p.def.zero_copy).collect();
+    let zero_copy = if wishes.contains(&ZeroCopy::Off) {
+        ZeroCopy::Off
+    } else if wishes.iter().all(|z| *z == ZeroCopy::On) {
+        ZeroCopy::On
+    } else {
+        ZeroCopy::Auto
+    };
+    let umem = UmemPlan {
+        frames: *cfg.umem.frames.get_ref(),
+        chunk_size: *cfg.umem.chunk_size.get_ref(),
+        hugepages: cfg.umem.hugepages,
+        fill: *cfg.rings.fill.get_ref(),
+        completion: *cfg.rings.completion.get_ref(),
+        rx: *cfg.rings.rx.get_ref(),
+        tx: *cfg.rings.tx.get_ref(),
+        zero_copy,
+        multi_buffer: ports.iter().any(|p| p.def.multi_buffer),
+    };
+    Plan { ports, sockets, workers, umem }
+}
+
+/// Whether `a` sends frames back out of the receiving port.
+fn sends_back(a: Action) -> bool {
+    match a {
+        Action::L2fwd | Action::ReflectTwice | Action::Copybreak => true,
+        Action::Drop | Action::Forward | Action::Pass | Action::Xdpdrop => false,
+    }
+}
+
+impl PortPlan {
+    /// The port's rules in the XDP program's form.
+    pub fn steer_rules(&self) -> Vec<Rule> {
+        self.rules
+            .iter()
+            .map(|r| {
+                let matcher = if r.proto.is_none() && r.dst_port.is_none() && r.dst.is_none() {
+                    RuleMatch::All
+                } else {
+                    RuleMatch::Fields { proto: r.proto, dst_port: r.dst_port, dst_prefix: r.dst }
+                };
+                let action = match r.action {
+                    Action::Drop | Action::L2fwd | Action::Forward | Action::ReflectTwice | Action::Copybreak => RuleAction::Steer,
+                    Action::Pass => RuleAction::Pass,
+                    Action::Xdpdrop => RuleAction::Drop,
+                };
+                Rule { matcher, action }
+            })
+            .collect()
+    }
+
+    /// The XDP attach mode.
+    pub fn xdp_mode(&self, over: Option<XdpModeConfig>) -> crate::steer::XdpAttachMode {
+        match over.unwrap_or(self.def.xdp_mode) {
+            XdpModeConfig::Native => crate::steer::XdpAttachMode::Native,
+            XdpModeConfig::Skb => crate::steer::XdpAttachMode::Skb,
+        }
+    }
+
+    /// Whether some rule of this port uses `mac = "neigh"` or a fixed MAC (the
+    /// control thread then reads device MACs and neighbours).
+    pub fn needs_macs(&self) -> bool {
+        self.rules.iter().any(|r| r.action == Action::Forward && r.mac != crate::config::MacRewrite::Swap)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::config::MacRewrite;
+
+    const FWD: &str = r#"
+[[port]]
+name = "in"
+interface = "xdpf0"
+netns = "ns"
+queues = [0, 1]
+
+[[port]]
+name = "out"
+interface = "xdpf1"
+netns = "ns"
+zero_copy = false
+
+[[port]]
+name = "mon"
+interface = "xdpf2"
+netns = "ns"
+
+[umem]
+frames = 65536
+
+[[rule]]
+port = "in"
+proto = "udp"
+dst_port = "9"
+action = "forward"
+to = "out"
+mac = "neigh"
+mirror_to = "mon"
+
+[[rule]]
+port = "out"
+proto = "udp"
+action = "drop"
+"#;
+
+    #[test]
+    fn plan_gives_each_port_its_sockets_rules_workers_and_one_umem() {
+        let cfg = Config::parse(FWD).unwrap();
+        let p = plan(&cfg, &[3, 2, 1, 0]);
+        let names: Vec<&str> = p.ports.iter().map(|p| p.def.name.as_str()).collect();
+        assert_eq!(names, ["in", "out", "mon"]);
+        // One socket per (port, queue), in config order, one worker each, cores in order.
+        let s: Vec<(usize, u32, usize, usize)> = p.sockets.iter().map(|s| (s.port, s.queue, s.queue_pos, s.worker)).collect();
+        assert_eq!(s, [(0, 0, 0, 0), (0, 1, 1, 1), (1, 0, 0, 2), (2, 0, 0, 3)]);
+        assert_eq!(p.workers.iter().map(|w| w.core).collect::<Vec<_>>(), [Some(3), Some(2), Some(1), Some(0)]);
+        assert_eq!(p.ports[0].sockets, [0, 1]);
+        // Rules go to their port; forward's target and the mirror port transmit,
+        // the ingress port (which only forwards) binds no TX ring.
+        assert_eq!(p.ports[0].rules.len(), 1);
+        assert_eq!(p.ports[1].rules.len(), 1);
+        assert!(p.ports[2].rules.is_empty());
+        assert_eq!((p.ports[0].transmits, p.ports[1].transmits, p.ports[2].transmits), (false, true, true));
+        let r = &p.ports[0].rules[0];
+        assert_eq!((r.to, r.mac, r.mirror_to), (Some(1), MacRewrite::Neigh, Some(2)));
+        assert!(p.ports[0].needs_macs() && !p.ports[1].needs_macs());
+        assert_eq!(p.ports[0].steer_rules()[0].action, RuleAction::Steer);
+        // "out" says false: the one UMEM is copy mode for all.
+        assert_eq!(p.umem.zero_copy, ZeroCopy::Off);
+        assert_eq!(p.umem.frames, 65536);
+        // Fewer cores than sockets: the rest run unpinned.
+        let p = plan(&cfg, &[5]);
+        assert_eq!(p.workers.iter().map(|w| w.core).collect::<Vec<_>>(), [Some(5), None, None, None]);
+    }
+
+    #[test]
+    fn old_interface_form_is_one_port_named_main_and_zero_copy_wishes_combine() {
+        let text = "[interface]\nname = \"xdpb0\"\nqueues = [0]\n[[rule]]\nproto = \"udp\"\naction = \"l2fwd\"\n";
+        let p = plan(&Config::parse(text).unwrap(), &[]);
+        assert_eq!(p.ports.len(), 1);
+        assert_eq!(p.ports[0].def.name, "main");
+        assert!(p.ports[0].transmits);
+        assert_eq!(p.umem.zero_copy, ZeroCopy::Off, "[interface] keeps zero_copy = false by default");
+        let auto = FWD.replace("zero_copy = false", "zero_copy = \"auto\"");
+        assert_eq!(plan(&Config::parse(&auto).unwrap(), &[]).umem.zero_copy, ZeroCopy::Auto);
+        let on = FWD.replace("zero_copy = false\n", "").replace("netns = \"ns\"\n", "netns = \"ns\"\nzero_copy = true\n");
+        assert_eq!(plan(&Config::parse(&on).unwrap(), &[]).umem.zero_copy, ZeroCopy::On);
+    }
+}

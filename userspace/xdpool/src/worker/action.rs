@@ -1,0 +1,298 @@
+//! Every action a worker applies to a received frame, in one place.
+//!
+//! [`Act`] is what a rule does with a frame; [`Verdict`] adds the optional port
+//! mirror. [`Verdict::needs`] says, by an exhaustive match, what each variant needs
+//! (TX room on this port, a handoff to which port, a frag, a copy): the worker sizes
+//! its RX batch from it. [`apply`] runs the variant's code, also by an exhaustive
+//! match, over an [`ActCtx`] of plain borrows (pool, counters, TX queue, egress
+//! list), so that every action runs in unit tests over heap rings.
+//!
+//! Adding an action: a variant here (and its `needs` and `apply` arms, which the
+//! compiler asks for), its name in `config::Action` (and `Plan::verdict`), and its
+//! counters in `counters.rs`.
+
+use super::counters::WorkerCountersSnapshot;
+use super::handoff::Egress;
+use crate::config::MacRewrite;
+use crate::neigh::MacBook;
+use crate::xsk::XdpDesc;
+use pool::{Frame, PoolOwner, Region};
+
+/// Index of a port in the plan.
+pub type PortId = usize;
+
+/// What a rule does with a frame that reached a worker.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Act {
+    /// Count and recycle (rxdrop).
+    Drop,
+    /// Swap MACs; the RX chunk itself is sent back out of the same socket.
+    L2fwd,
+    /// Swap MACs; the RX chunk is sent back twice, by reference.
+    ReflectTwice,
+    /// Small frames copied into packed frags (RX chunk straight back), the rest as l2fwd.
+    Copybreak,
+    /// The RX chunk leaves another port, MACs rewritten; the descriptor moves.
+    Forward {
+        /// Egress port.
+        to: PortId,
+        /// MAC rewrite.
+        mac: MacRewrite,
+    },
+}
+
+/// An action plus the optional port mirror.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Verdict {
+    /// The action.
+    pub act: Act,
+    /// A reference to the frame (as it leaves, after any rewrite) also leaves this port.
+    pub mirror_to: Option<PortId>,
+}
+
+impl Verdict {
+    /// Drop, no mirror.
+    pub const DROP: Verdict = Verdict { act: Act::Drop, mirror_to: None };
+}
+
+/// What one received frame under a verdict needs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct Needs {
+    /// Descriptors on the receiving port's own TX ring.
+    pub own_tx: usize,
+    /// Ports the frame (or a reference to it) is handed to.
+    pub egress: [Option<PortId>; 2],
+    /// A frag reference is taken (reflect-twice, mirror).
+    pub frag: bool,
+    /// The bytes may be copied (copybreak).
+    pub copy: bool,
+}
+
+impl Verdict {
+    /// What this verdict needs per frame.
+    pub fn needs(&self) -> Needs {
+        let mut n = match self.act {
+            Act::Drop => Needs::default(),
+            Act::L2fwd => Needs { own_tx: 1, ..Needs::default() },
+            Act::ReflectTwice => Needs { own_tx: 2, frag: true, ..Needs::default() },
+            Act::Copybreak => Needs { own_tx: 1, copy: true, ..Needs::default() },
+            Act::Forward { to, .. } => Needs { egress: [Some(to), None], ..Needs::default() },
+        };
+        if let Some(m) = self.mirror_to {
+            n.frag = true;
+            n.egress[1] = Some(m);
+        }
+        n
+    }
+}
+
+/// What an action works with: plain borrows, no socket.
+pub struct ActCtx<'a> {
+    /// The receiving port's pool.
+    pub pool: &'a mut PoolOwner,
+    /// The receiving port's counters.
+    pub c: &'a mut WorkerCountersSnapshot,
+    /// The receiving port's TX queue (this pool's frames, given to TX).
+    pub tx: &'a mut Vec<XdpDesc>,
+    /// Frames for other ports (routed by the worker after the batch).
+    pub out: &'a mut Vec<(PortId, Egress)>,
+    /// Frame memory.
+    pub region: &'a Region,
+    /// One chunk of scratch for copies.
+    pub scratch: &'a mut [u8],
+    /// `copybreak`: frames of at most this many bytes are copied.
+    pub copybreak_bytes: u32,
+    /// Device MACs and next hops.
+    pub macs: &'a MacBook,
+    /// The receiving socket (the origin of the frames it hands out).
+    pub origin: u16,
+    /// Set when a next hop was unknown (the control thread looks again).
+    pub neigh_missed: &'a mut bool,
+}
+
+/// Applies `v` to a received frame `d` (taken from the pool as `frame`).
+#[inline]
+pub fn apply(v: Verdict, frame: Frame, d: XdpDesc, cx: &mut ActCtx<'_>) {
+    match v.act {
+        Act::Drop => drop_frame(frame, d, v.mirror_to, cx),
+        Act::L2fwd => l2fwd(frame, d, v.mirror_to, cx),
+        Act::ReflectTwice => reflect_twice(frame, d, cx),
+        Act::Copybreak if d.len <= cx.copybreak_bytes => copybreak(frame, d, cx),
+        Act::Copybreak => l2fwd(frame, d, None, cx),
+        Act::Forward { to, mac } => forward(frame, d, to, mac, v.mirror_to, cx),
+    }
+}
+
+/// `drop`: recycle; with a mirror, the frame leaves the mirror port unchanged.
+#[inline]
+fn drop_frame(frame: Frame, d: XdpDesc, mirror_to: Option<PortId>, cx: &mut ActCtx<'_>) {
+    cx.c.action_drop += 1;
+    match mirror_to {
+        None => cx.pool.recycle(frame),
+        Some(m) => {
+            let Some(frag) = into_frag(frame, d, cx) else { return };
+            emit(m, d, frag, cx);
+            cx.c.mirrored += 1;
+        }
+    }
+}
+
+/// `l2fwd`: swap MACs in place and queue the RX chunk itself for TX.
+#[inline]
+fn l2fwd(frame: Frame, d: XdpDesc, mirror_to: Option<PortId>, cx: &mut ActCtx<'_>) {
+    let Some(frame) = rewrite(frame, d, MacRewrite::Swap, None, cx) else { return };
+    match mirror_to {
+        None => {
+            let offset = (d.addr - frame.addr()) as u32;
+            match cx.pool.give_tx(frame, offset) {
+                Ok(addr) => cx.tx.push(XdpDesc { addr, len: d.len, options: 0 }),
+                Err(_) => cx.c.rx_rejected += 1,
+            }
+        }
+        Some(m) => {
+            let Some(frag) = into_frag(frame, d, cx) else { return };
+            let copy = cx.pool.ref_frag(&frag);
+            emit(m, d, copy, cx);
+            cx.c.mirrored += 1;
+            queue_frag(frag, d.len, cx);
+        }
+    }
+}
+
+/// `reflect-twice`: swap MACs in place, turn the frame into a frag (count 1) and
+/// queue it twice by reference: two TX descriptors on the same bytes, no copy.
+#[inline]
+fn reflect_twice(frame: Frame, d: XdpDesc, cx: &mut ActCtx<'_>) {
+    let Some(frame) = rewrite(frame, d, MacRewrite::Swap, None, cx) else { return };
+    let Some(frag) = into_frag(frame, d, cx) else { return };
+    let second = cx.pool.ref_frag(&frag);
+    queue_frag(second, d.len, cx);
+    queue_frag(frag, d.len, cx);
+    cx.c.reflected_twice += 1;
+}
+
+/// `copybreak`: copy the frame, MACs swapped, into a frag and give the RX chunk
+/// straight back; queue the frag for TX.
+#[inline]
+fn copybreak(frame: Frame, d: XdpDesc, cx: &mut ActCtx<'_>) {
+    let Some(frame) = rewrite(frame, d, MacRewrite::Swap, None, cx) else { return };
+    let offset = (d.addr - frame.addr()) as u32;
+    let Some(bytes) = cx.region.frame_bytes(&frame, offset, d.len) else {
+        cx.pool.recycle(frame);
+        cx.c.rx_rejected += 1;
+        return;
+    };
+    let len = bytes.len();
+    cx.scratch[..len].copy_from_slice(bytes);
+    // The bytes are ours now: the RX chunk goes back (and to the fill ring next).
+    cx.pool.recycle(frame);
+    let Some(frag) = cx.pool.alloc_frag(d.len) else {
+        cx.c.frag_alloc_failed += 1;
+        return;
+    };
+    if cx.region.write_frag(&frag, &cx.scratch[..len]).is_err() {
+        cx.pool.release_frag(frag);
+        cx.c.rx_rejected += 1;
+        return;
+    }
+    cx.c.copybreak_copied += 1;
+    queue_frag(frag, d.len, cx);
+}
+
+/// `forward`: rewrite the MACs for the egress port and hand the frame (its chunk, by
+/// a frag token of count 1) to that port; a mirror takes a second reference.
+#[inline]
+fn forward(frame: Frame, d: XdpDesc, to: PortId, mac: MacRewrite, mirror_to: Option<PortId>, cx: &mut ActCtx<'_>) {
+    let Some(frame) = rewrite(frame, d, mac, Some(to), cx) else { return };
+    let Some(frag) = into_frag(frame, d, cx) else { return };
+    if let Some(m) = mirror_to {
+        let copy = cx.pool.ref_frag(&frag);
+        emit(m, d, copy, cx);
+        cx.c.mirrored += 1;
+    }
+    emit(to, d, frag, cx);
+    cx.c.forwarded += 1;
+}
+
+/// The frame as a frag of count 1 over its bytes (no atomic: unified counting).
+#[inline]
+fn into_frag(frame: Frame, d: XdpDesc, cx: &mut ActCtx<'_>) -> Option<pool::Frag> {
+    let offset = (d.addr - frame.addr()) as u32;
+    // On error the pool recycled (or refused and counted) the frame.
+    match cx.pool.frame_into_frag(frame, offset, d.len) {
+        Ok(f) => Some(f),
+        Err(_) => {
+            cx.c.rx_rejected += 1;
+            None
+        }
+    }
+}
+
+#[inline]
+fn emit(port: PortId, d: XdpDesc, token: pool::Frag, cx: &mut ActCtx<'_>) {
+    cx.out.push((port, Egress { desc: XdpDesc { addr: d.addr, len: d.len, options: 0 }, token, origin: cx.origin }));
+}
+
+#[inline]
+fn queue_frag(frag: pool::Frag, len: u32, cx: &mut ActCtx<'_>) {
+    match cx.pool.give_tx_frag(frag) {
+        Ok(addr) => cx.tx.push(XdpDesc { addr, len, options: 0 }),
+        Err(_) => cx.c.rx_rejected += 1,
+    }
+}
+
+/// Rewrites the frame's two MAC addresses. A frame that cannot be viewed, is shorter
+/// than two MACs, or whose next hop is unknown is recycled and counted; `None` then.
+#[inline]
+pub(crate) fn rewrite(mut frame: Frame, d: XdpDesc, how: MacRewrite, egress: Option<PortId>, cx: &mut ActCtx<'_>) -> Option<Frame> {
+    let offset = (d.addr - frame.addr()) as u32;
+    let Some(bytes) = cx.region.frame_bytes(&frame, offset, d.len) else {
+        cx.pool.recycle(frame);
+        cx.c.rx_rejected += 1;
+        return None;
+    };
+    if bytes.len() < 12 {
+        cx.pool.recycle(frame);
+        cx.c.rx_too_short += 1;
+        return None;
+    }
+    let macs = match new_macs(bytes, how, egress, cx.macs) {
+        Some(m) => m,
+        None => {
+            cx.pool.recycle(frame);
+            cx.c.neigh_miss_drop += 1;
+            *cx.neigh_missed = true;
+            return None;
+        }
+    };
+    if cx.region.write_frame(&mut frame, offset, &macs).is_err() {
+        cx.pool.recycle(frame);
+        cx.c.rx_rejected += 1;
+        return None;
+    }
+    Some(frame)
+}
+
+/// The first 12 bytes of `frame` rewritten: `None` when a MAC needed is unknown.
+#[inline]
+fn new_macs(frame: &[u8], how: MacRewrite, egress: Option<PortId>, book: &MacBook) -> Option<[u8; 12]> {
+    let mut macs = [0u8; 12];
+    match how {
+        MacRewrite::Swap => {
+            macs[..6].copy_from_slice(&frame[6..12]);
+            macs[6..].copy_from_slice(&frame[..6]);
+        }
+        MacRewrite::Fixed(dst) => {
+            macs[..6].copy_from_slice(&dst);
+            macs[6..].copy_from_slice(&book.device_mac(egress?)?);
+        }
+        MacRewrite::Neigh => {
+            let port = egress?;
+            let ip = crate::wire::parse(frame).ok()?.dst_ip()?;
+            macs[..6].copy_from_slice(&book.next_hop(port, ip)?);
+            macs[6..].copy_from_slice(&book.device_mac(port)?);
+        }
+    }
+    Some(macs)
+}
+

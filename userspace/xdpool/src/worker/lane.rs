@@ -1,0 +1,350 @@
+//! A lane: one socket a worker serves. Its [`Port`], the port's rule lookup, the
+//! frames the application holds, a multi-buffer frame being received, and the
+//! socket hand-over with the control thread.
+
+use super::action::{Act, PortId, Verdict};
+use super::classify::Classifier;
+use super::handoff::Remotes;
+use super::port::Port;
+use super::shared::PortShared;
+use super::{LaneSpec, WorkerExit, DESTROY_WAIT, MAX_CHAIN};
+use crate::config::WaitMode;
+use crate::xsk::{XdpDesc, XdpStatistics};
+use pool::Frame;
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+/// What a lane's rules need per frame: own TX descriptors, ports handed to.
+#[derive(Debug, Clone)]
+pub(super) struct LaneNeeds {
+    pub own_tx: usize,
+    pub egress: Vec<PortId>,
+}
+
+/// A frame the application keeps, with what it read from it.
+pub(super) struct Held {
+    frame: Frame,
+    addr: u64,
+    len: u32,
+    digest: u64,
+}
+
+/// FNV-1a over a frame's bytes: enough to notice that someone wrote into it.
+fn digest(bytes: &[u8]) -> u64 {
+    bytes.iter().fold(0xcbf2_9ce4_8422_2325u64, |h, &b| (h ^ b as u64).wrapping_mul(0x0100_0000_01b3))
+}
+
+pub(super) struct Lane {
+    pub port: Port,
+    pub shared: Arc<PortShared>,
+    pub classifier: Classifier,
+    pub queue_pos: usize,
+    pub needs: LaneNeeds,
+    pub held: Vec<Held>,
+    /// Buffers of a multi-buffer frame received so far (the last one ends it).
+    pub chain: Vec<(Frame, XdpDesc)>,
+    /// A buffer of the frame in `chain` was refused: drop the frame when it ends.
+    pub chain_broken: bool,
+    busy_poll: bool,
+    busy_poll_warned: bool,
+    napi_checked: bool,
+    /// How the loop waits for this lane: the configured mode, or poll() where
+    /// busy-poll cannot work on this socket.
+    pub wait: WaitMode,
+    xsk_total: XdpStatistics,
+}
+
+impl Lane {
+    pub fn new(port: Port, shared: Arc<PortShared>, spec: LaneSpec, mode: WaitMode) -> Lane {
+        let (own_tx, egress) = spec.classifier.needs();
+        Lane {
+            port,
+            shared,
+            needs: LaneNeeds { own_tx, egress },
+            classifier: spec.classifier,
+            queue_pos: spec.queue_pos,
+            held: Vec::new(),
+            chain: Vec::with_capacity(MAX_CHAIN),
+            chain_broken: false,
+            busy_poll: false,
+            busy_poll_warned: false,
+            napi_checked: false,
+            wait: mode,
+            xsk_total: XdpStatistics::default(),
+        }
+    }
+
+    /// A new socket: fill it, then return what the application held across the loss.
+    #[cold]
+    pub fn start(&mut self, io: Box<dyn super::PortIo>, budget: u16, mode: WaitMode) {
+        self.busy_poll = false;
+        self.napi_checked = false;
+        self.wait = mode;
+        if mode == WaitMode::BusyPoll {
+            self.enable_busy_poll(io.as_ref(), budget);
+        }
+        self.port.attach(io);
+        self.shared.set_has_socket(true);
+        self.release_held();
+        tracing::info!(port = %self.shared.port, queue = self.shared.queue, "worker running on a new socket");
+    }
+
+    /// Gives the socket up: what the RX ring still holds (valid frames) and the
+    /// completions are taken, then the socket closes. The frames the kernel held stay
+    /// counted in the fill and TX rings until the control thread says `reclaim`.
+    #[cold]
+    pub fn give_up(&mut self, remotes: &Remotes) {
+        self.drop_chain();
+        let deadline = Instant::now() + Duration::from_millis(200);
+        let mut quiet = 0;
+        while quiet < 3 && Instant::now() < deadline {
+            let got = self.port.drain_rx() + self.port.reap(remotes);
+            if got == 0 {
+                quiet += 1;
+                std::thread::sleep(Duration::from_millis(2));
+            } else {
+                quiet = 0;
+            }
+        }
+        self.publish(true);
+        if let Some(io) = self.port.detach() {
+            add_xsk(&mut self.xsk_total, &io.statistics().unwrap_or_default());
+        }
+        self.busy_poll = false;
+        self.shared.set_reclaim_pending(true);
+        self.shared.set_has_socket(false);
+        self.shared.counters.publish(&self.port.c);
+        tracing::info!(port = %self.shared.port, queue = self.shared.queue, "socket given up; kernel frames wait to be reclaimed");
+    }
+
+    /// Takes back what the closed socket left in the kernel's rings.
+    pub fn reclaim(&mut self, remotes: &Remotes) {
+        let n = self.port.reclaim(remotes);
+        self.verify_held();
+        self.shared.set_reclaim_pending(false);
+        self.shared.counters.publish(&self.port.c);
+        tracing::info!(port = %self.shared.port, queue = self.shared.queue, reclaimed = n, held = self.held.len(), "kernel frames reclaimed");
+    }
+
+    /// Publishes the counters (and, with `stats`, the kernel's).
+    pub fn publish(&mut self, stats: bool) {
+        self.shared.counters.publish(&self.port.c);
+        if !stats {
+            return;
+        }
+        let Some(io) = self.port.io() else { return };
+        if let Some(s) = io.statistics() {
+            *self.shared.xsk_stats.lock().unwrap_or_else(|p| p.into_inner()) = s;
+        }
+        if io.reports_device_gone() {
+            tracing::info!(port = %self.shared.port, queue = self.shared.queue, "SO_ERROR reports the device gone");
+            self.shared.device_gone.store(true, Ordering::Relaxed);
+        }
+        *self.shared.ring_errors.lock().unwrap_or_else(|p| p.into_inner()) = io.ring_errors();
+    }
+
+    /// Wake-ups after a pass: TX when frames wait (busy-poll: always, sendto is where
+    /// the kernel polls), RX when the kernel asks (busy-poll: recvfrom on an empty pass).
+    #[inline]
+    pub fn kick(&mut self, tx_work: bool, got: usize) {
+        let mut alive = true;
+        if tx_work {
+            alive &= self.port.kick_tx(self.busy_poll);
+        }
+        if self.busy_poll && got > 0 && !self.napi_checked {
+            self.check_napi();
+        }
+        if self.busy_poll && got == 0 {
+            self.port.c.busy_poll_calls += 1;
+            alive &= self.port.kick_rx(true);
+        } else {
+            alive &= self.port.kick_rx(false);
+        }
+        if !alive {
+            self.shared.device_gone.store(true, Ordering::Relaxed);
+        }
+    }
+
+    /// Every frame steered here is dropped unread: nothing is sent, nothing read,
+    /// nothing held.
+    #[inline]
+    pub fn drops_unread(&self, hold: usize) -> bool {
+        self.classifier.is_uniform() && self.classifier.uniform() == Verdict::DROP && hold == 0
+    }
+
+    /// `receive` for [`drops_unread`](Self::drops_unread): each frame goes straight
+    /// back to the fill ring in one batch (`PoolOwner::rx_drop`).
+    pub fn receive_drop(&mut self, descs: &[XdpDesc], remotes: &Remotes) {
+        let mut back = 0;
+        for &d in descs {
+            if self.in_chain(&d) {
+                self.chain_desc(d, remotes);
+                continue;
+            }
+            match self.port.pool.rx_drop(d.addr, d.len) {
+                Ok(addr) => {
+                    self.port.fill_scratch()[back] = addr;
+                    back += 1;
+                    let c = &mut self.port.c;
+                    c.rx_drop_to_fill += 1;
+                    c.rx_packets += 1;
+                    c.rx_bytes += d.len as u64;
+                    c.action_drop += 1;
+                }
+                Err(_) => self.port.c.rx_rejected += 1,
+            }
+        }
+        if back > 0 {
+            // Each of these took a fill entry, so the ring has room for them all.
+            self.port.put_on_fill(back);
+            self.port.pool.publish_stats();
+        }
+    }
+
+    /// A single-buffer RX descriptor as a frame of our pool, counted, with its verdict.
+    #[inline]
+    pub fn take(&mut self, d: XdpDesc) -> Option<(Frame, Verdict)> {
+        let Ok(frame) = self.port.pool.take_rx(d.addr, d.len) else {
+            self.port.c.rx_rejected += 1;
+            return None;
+        };
+        self.port.c.rx_packets += 1;
+        self.port.c.rx_bytes += d.len as u64;
+        let verdict = if self.classifier.is_uniform() {
+            self.classifier.uniform()
+        } else {
+            // take_rx checked addr..addr+len lies in the frame's chunk.
+            let offset = (d.addr - frame.addr()) as u32;
+            self.classifier.classify(self.port.region().frame_bytes(&frame, offset, d.len).unwrap_or(&[]))
+        };
+        Some((frame, verdict))
+    }
+
+    /// The application keeps a dropped frame (`--hold-frames`) while it holds fewer
+    /// than `hold`; the frame comes back when it is not kept.
+    #[inline]
+    pub fn hold(&mut self, frame: Frame, d: XdpDesc, v: Verdict, hold: usize) -> Option<Frame> {
+        if v != Verdict::DROP || self.held.len() >= hold {
+            return Some(frame);
+        }
+        let offset = (d.addr - frame.addr()) as u32;
+        let sum = digest(self.port.region().frame_bytes(&frame, offset, d.len).unwrap_or(&[]));
+        self.held.push(Held { digest: sum, frame, addr: d.addr, len: d.len });
+        self.port.c.held_taken += 1;
+        self.port.c.held = self.held.len() as u64;
+        None
+    }
+
+    /// Re-reads every held frame: the memory must still be mapped and unchanged.
+    fn verify_held(&mut self) {
+        for h in &self.held {
+            match self.port.region().frame_bytes(&h.frame, (h.addr - h.frame.addr()) as u32, h.len) {
+                Some(bytes) if digest(bytes) == h.digest => self.port.c.held_verified += 1,
+                _ => {
+                    self.port.c.held_corrupt += 1;
+                    tracing::error!(queue = self.shared.queue, addr = h.addr, "a held frame changed while the device was away");
+                }
+            }
+        }
+    }
+
+    /// The application returns every frame it held.
+    pub fn release_held(&mut self) {
+        if self.held.is_empty() {
+            return;
+        }
+        self.verify_held();
+        let n = self.held.len() as u64;
+        for h in self.held.drain(..) {
+            self.port.pool.recycle(h.frame);
+        }
+        self.port.c.held_returned += n;
+        self.port.c.held = 0;
+    }
+
+    #[cold]
+    fn enable_busy_poll(&mut self, io: &dyn super::PortIo, budget: u16) {
+        match io.set_busy_poll(budget) {
+            Ok(()) => {
+                self.busy_poll = true;
+                self.port.c.busy_poll_sockets += 1;
+                tracing::info!(queue = self.shared.queue, budget, "busy-poll on (SO_PREFER_BUSY_POLL, SO_BUSY_POLL, SO_BUSY_POLL_BUDGET)");
+            }
+            Err(e) => {
+                self.port.c.busy_poll_refused += 1;
+                self.wait = WaitMode::Spin;
+                if !self.busy_poll_warned {
+                    self.busy_poll_warned = true;
+                    tracing::warn!(queue = self.shared.queue, error = %e, "busy-poll refused; spinning instead");
+                }
+            }
+        }
+    }
+
+    /// Busy-poll drives the NAPI the kernel noted on the socket with its first
+    /// frames; without one (veth) recvfrom polls nothing: wait in poll() instead.
+    #[cold]
+    fn check_napi(&mut self) {
+        self.napi_checked = true;
+        if let Some(id) = self.port.io().and_then(|io| io.napi_id()) {
+            tracing::info!(queue = self.shared.queue, napi_id = id, "busy-poll drives NAPI {id}");
+            return;
+        }
+        self.busy_poll = false;
+        self.wait = WaitMode::Poll;
+        self.port.c.busy_poll_no_napi += 1;
+        tracing::warn!(
+            queue = self.shared.queue,
+            "busy-poll: the device gave this socket no NAPI id (veth gives none), so recvfrom has nothing to poll; \
+             waiting in poll() instead (use mode = \"poll\" on this device)"
+        );
+    }
+
+    /// The end: destroy the pool (waiting a while for frames other ports still hold).
+    pub fn finish(self) -> WorkerExit {
+        let pool_stats = self.port.pool.stats();
+        let c = self.port.c;
+        let id = self.port.pool.id();
+        let report = self.port.pool.destroy();
+        let mut inflight_at_destroy = report.inflight;
+        if inflight_at_destroy > 0 {
+            if let Err(e) = report.wait(DESTROY_WAIT) {
+                inflight_at_destroy = report.inflight_now();
+                tracing::warn!(error = %e, "stalled shutdown: pool {id}, {inflight_at_destroy} inflight");
+            } else {
+                inflight_at_destroy = 0;
+            }
+        }
+        WorkerExit {
+            port: self.shared.port.clone(),
+            interface: self.shared.interface.clone(),
+            queue: self.shared.queue,
+            zero_copy: self.shared.zero_copy.load(Ordering::SeqCst),
+            drained_rx: c.drained_rx,
+            reclaimed: c.reclaimed,
+            inflight_at_destroy,
+            counters: c,
+            pool: pool_stats,
+            xsk: self.xsk_total,
+        }
+    }
+}
+
+/// Sums the kernel counters of successive sockets.
+fn add_xsk(sum: &mut XdpStatistics, s: &XdpStatistics) {
+    sum.rx_dropped += s.rx_dropped;
+    sum.rx_invalid_descs += s.rx_invalid_descs;
+    sum.tx_invalid_descs += s.tx_invalid_descs;
+    sum.rx_ring_full += s.rx_ring_full;
+    sum.rx_fill_ring_empty_descs += s.rx_fill_ring_empty_descs;
+    sum.tx_ring_empty_descs += s.tx_ring_empty_descs;
+}
+
+impl Verdict {
+    /// Whether the frame is sent back on the receiving socket (multi-buffer chains
+    /// support this and drop).
+    pub(super) fn is_l2fwd(&self) -> bool {
+        self.act == Act::L2fwd && self.mirror_to.is_none()
+    }
+}
