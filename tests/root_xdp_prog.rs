@@ -269,22 +269,11 @@ fn ipv4_options_and_fragments() {
     assert_eq!(s.counters().unwrap().malformed, 0);
 }
 
-#[test]
-fn malformed_frames_are_counted_and_passed_never_steered() {
-    require_root!();
-    let s = loaded(&[Rule::all(RuleAction::Steer)]);
-    let valid = v4_udp([198, 18, 0, 2], 9000);
+/// The malformed frames of `malformed_frames_are_counted_and_passed_never_steered`, named.
+fn malformed_frames(valid: &[u8]) -> Vec<(String, Vec<u8>)> {
+    let valid = valid.to_vec();
     let mut bad: Vec<(String, Vec<u8>)> = Vec::new();
-    // The kernel's test run refuses input shorter than an Ethernet header (the
-    // empty frame included) before the program runs: named error, no counter moves.
-    for len in 0..TEST_RUN_MIN_FRAME {
-        match s.test_run(&valid[..len]) {
-            Err(SteerError::FrameTooShortForTestRun { len: l, min: 14 }) => assert_eq!(l, len),
-            r => panic!("{len}-byte frame: expected FrameTooShortForTestRun, got {r:?}"),
-        }
-    }
-    assert_eq!(s.counters().unwrap().total(), 0);
-    // Every other truncation: Ethernet only, IP header cut, IP total length lying.
+    // Every truncation the kernel lets the program see: Ethernet only, IP header cut, IP total length lying.
     for len in TEST_RUN_MIN_FRAME..valid.len() {
         bad.push((format!("udp frame cut to {len} bytes"), valid[..len].to_vec()));
     }
@@ -317,36 +306,98 @@ fn malformed_frames_are_counted_and_passed_never_steered() {
     let mut v4_version = valid.clone();
     v4_version[14] = 0x65;
     bad.push(("IPv4 ethertype with version 6".into(), v4_version));
+    bad
+}
 
+#[test]
+fn malformed_frames_are_counted_and_passed_never_steered() {
+    require_root!();
+    // Rule 1 takes every well-formed frame, but rule 0 has a condition, so the
+    // program parses every kind of frame (the match-all shape does not: below).
+    let s = loaded(&[rule(fields(Some(TCP), None, None), RuleAction::Steer), Rule::all(RuleAction::Steer)]);
+    assert_eq!(s.shape().to_string(), "2 rules, fields proto, parses ipv4|ipv6|non-ip");
+    let valid = v4_udp([198, 18, 0, 2], 9000);
+    // The kernel's test run refuses input shorter than an Ethernet header (the
+    // empty frame included) before the program runs: named error, no counter moves.
+    for len in 0..TEST_RUN_MIN_FRAME {
+        match s.test_run(&valid[..len]) {
+            Err(SteerError::FrameTooShortForTestRun { len: l, min: 14 }) => assert_eq!(l, len),
+            r => panic!("{len}-byte frame: expected FrameTooShortForTestRun, got {r:?}"),
+        }
+    }
+    assert_eq!(s.counters().unwrap().total(), 0);
+    let bad = malformed_frames(&valid);
     for (what, frame) in &bad {
         assert_eq!(s.test_run(frame).unwrap(), XDP_PASS, "{what}");
     }
     let c = s.counters().unwrap();
     assert_eq!(c, XdpCounters { malformed: bad.len() as u64, ..Default::default() }, "{c:?}");
-    assert_eq!(s.rule_hits().unwrap(), vec![0]);
+    assert_eq!(s.rule_hits().unwrap(), vec![0, 0]);
 
-    // The same rule does take the valid frame.
+    // The catch-all rule does take the valid frame.
     assert_eq!(s.test_run(&valid).unwrap(), XDP_PASS);
-    assert_eq!(s.rule_hits().unwrap(), vec![1]);
+    assert_eq!(s.rule_hits().unwrap(), vec![0, 1]);
     assert_eq!(s.counters().unwrap().no_socket, 1);
 }
 
 #[test]
-fn rules_change_at_run_time_without_reload() {
+fn match_all_shape_hands_every_frame_to_its_action_unparsed() {
+    require_root!();
+    // Rule 0 without a condition: the program is the redirect and one count.
+    let mut s = loaded(&[Rule::all(RuleAction::Steer)]);
+    assert_eq!(s.shape().to_string(), "match-all steer");
+    let valid = v4_udp([198, 18, 0, 2], 9000);
+    let bad = malformed_frames(&valid);
+    for (what, frame) in &bad {
+        assert_eq!(s.test_run(frame).unwrap(), XDP_PASS, "{what}: no socket, so the redirect falls back to pass");
+    }
+    let c = s.counters().unwrap();
+    assert_eq!(c, XdpCounters { no_socket: bad.len() as u64, ..Default::default() }, "malformed is not looked for: {c:?}");
+    assert_eq!(s.rule_hits().unwrap(), vec![bad.len() as u64], "rule 0's hits are the counters' sum");
+
+    // Drop everything, malformed frames included; a shadowed rule behind it never hits.
+    s.set_rules(&[Rule::all(RuleAction::Drop), rule(fields(Some(UDP), None, None), RuleAction::Pass)]).unwrap();
+    assert_eq!(s.shape().to_string(), "match-all drop");
+    for (what, frame) in bad.iter().take(5) {
+        assert_eq!(s.test_run(frame).unwrap(), XDP_DROP, "{what}");
+    }
+    assert_eq!(s.test_run(&valid).unwrap(), XDP_DROP);
+    assert_eq!(s.rule_hits().unwrap(), vec![6, 0]);
+    let c = s.counters().unwrap();
+    assert_eq!(c, XdpCounters { no_socket: bad.len() as u64, dropped: 6, ..Default::default() }, "{c:?}");
+}
+
+#[test]
+fn rules_change_at_run_time_within_and_across_shapes() {
     require_root!();
     let mut s = loaded(&[Rule::all(RuleAction::Drop)]);
     let frame = v4_udp([198, 18, 0, 2], 9000);
     assert_eq!(s.test_run(&frame).unwrap(), XDP_DROP);
+    let first_id = s.program_id().unwrap();
+    // Another shape: another program, the counters carry on.
     s.set_rules(&[rule(fields(None, Some((1, 10)), None), RuleAction::Drop), Rule::all(RuleAction::Pass)])
         .unwrap();
+    let second_id = s.program_id().unwrap();
+    assert_ne!(second_id, first_id, "a new shape loads a new program");
+    assert_eq!(s.test_run(&frame).unwrap(), XDP_PASS);
+    // The same shape (other values and actions): the bank swap, same program.
+    s.set_rules(&[rule(fields(None, Some((9000, 9000)), None), RuleAction::Drop), Rule::all(RuleAction::Steer)])
+        .unwrap();
+    assert_eq!(s.program_id().unwrap(), second_id, "same shape, same program");
+    assert_eq!(s.test_run(&frame).unwrap(), XDP_DROP);
+    assert_eq!(s.rule_hits().unwrap(), vec![1, 0]);
+    s.set_rules(&[rule(fields(None, Some((1, 10)), None), RuleAction::Drop), Rule::all(RuleAction::Pass)])
+        .unwrap();
+    assert_eq!(s.program_id().unwrap(), second_id);
     assert_eq!(s.test_run(&frame).unwrap(), XDP_PASS);
     assert_eq!(s.rule_hits().unwrap(), vec![0, 1], "hit counters restart with a new list");
     s.set_rules(&[]).unwrap();
     assert_eq!(s.test_run(&frame).unwrap(), XDP_PASS);
     assert_eq!(s.rule_hits().unwrap(), Vec::<u64>::new());
-    s.set_rules(&[Rule::all(RuleAction::Drop)]).unwrap(); // back to bank 0 over stale entries
+    s.set_rules(&[Rule::all(RuleAction::Drop)]).unwrap();
     assert_eq!(s.test_run(&frame).unwrap(), XDP_DROP);
-    assert_eq!(s.counters().unwrap(), XdpCounters { dropped: 2, passed: 2, ..Default::default() });
+    // Over four programs (two replaced since: the retired and the folded counts).
+    assert_eq!(s.counters().unwrap(), XdpCounters { dropped: 3, passed: 3, ..Default::default() });
 }
 
 #[test]
@@ -443,6 +494,14 @@ fn attach_uses_a_bpf_link_and_leaves_nothing_behind() {
             }
             r => panic!("expected InterfaceMissing, got {r:?}"),
         }
+
+        // A rule list of another shape replaces the attached program through the
+        // link (BPF_LINK_UPDATE): the device runs the new one, no detach between.
+        s.set_rules(&[rule(fields(Some(UDP), Some((9, 9)), None), RuleAction::Steer)]).unwrap();
+        let reloaded = s.program_id().unwrap();
+        assert_ne!(reloaded, id);
+        assert_eq!(xdp_program_on(xsv0).unwrap(), Some(reloaded));
+        assert_eq!(s.attached_to(), Some(xsv0));
 
         s.detach().unwrap();
         assert_eq!(xdp_program_on(xsv0).unwrap(), None);

@@ -5,6 +5,11 @@
  * wins) and steer, pass or drop. See xdpool.h for the map layout and the
  * exact semantics (malformed frames are counted and passed, never steered).
  *
+ * The program is specialized at load time for the shape of the rule list
+ * (xdpool.h, "Shape"): the shape_* globals below are frozen .rodata, so the
+ * verifier treats them as constants and drops the parsing, rules and checks
+ * the list cannot use.
+ *
  * xdpool_ceiling: counts every frame and drops it; the in-kernel ceiling for
  * throughput runs.
  */
@@ -62,6 +67,12 @@ struct {
 	__type(value, __u64);
 } ceiling_frames SEC(".maps");
 
+/* The shape (xdpool.h). The defaults are the empty list: every frame passes. */
+const volatile __u32 shape_rule_count = 0;
+const volatile __u32 shape_fields = 0;
+const volatile __u32 shape_families = 0;
+const volatile __u32 shape_match_all = 0;
+
 /* Not exported by the uapi headers. */
 struct vlan_hdr {
 	__be16 tci;
@@ -77,6 +88,8 @@ struct ipv6_frag {
 
 #define PARSE_OK 0
 #define PARSE_MALFORMED -1
+/* A frame kind no rule can match: passed unparsed. */
+#define PARSE_UNMATCHABLE -2
 
 /* What the rules can look at; plain values, no packet pointers. */
 struct parsed {
@@ -156,7 +169,8 @@ static __always_inline int parse_ipv4(struct xdp_md *ctx, void *l3, void *data_e
 		return PARSE_MALFORMED;
 	p->family = XDPOOL_FAMILY_IPV4;
 	p->proto = iph->protocol;
-	p->daddr[0] = iph->daddr;
+	if ((shape_fields & XDPOOL_MATCH_DST_ADDR))
+		p->daddr[0] = iph->daddr;
 	/* Non-first fragments carry no L4 header. */
 	if (iph->frag_off & bpf_htons(0x1fff))
 		return PARSE_OK;
@@ -181,10 +195,12 @@ static __always_inline int parse_ipv6(struct xdp_md *ctx, void *l3, void *data_e
 	if (past_frame_end(ctx, l3, data_end, off, sizeof(*ip6) + remaining))
 		return PARSE_MALFORMED;
 	p->family = XDPOOL_FAMILY_IPV6;
-	p->daddr[0] = ip6->daddr.in6_u.u6_addr32[0];
-	p->daddr[1] = ip6->daddr.in6_u.u6_addr32[1];
-	p->daddr[2] = ip6->daddr.in6_u.u6_addr32[2];
-	p->daddr[3] = ip6->daddr.in6_u.u6_addr32[3];
+	if ((shape_fields & XDPOOL_MATCH_DST_ADDR)) {
+		p->daddr[0] = ip6->daddr.in6_u.u6_addr32[0];
+		p->daddr[1] = ip6->daddr.in6_u.u6_addr32[1];
+		p->daddr[2] = ip6->daddr.in6_u.u6_addr32[2];
+		p->daddr[3] = ip6->daddr.in6_u.u6_addr32[3];
+	}
 	nexthdr = ip6->nexthdr;
 
 #pragma unroll
@@ -258,17 +274,24 @@ static __always_inline int parse_frame(struct xdp_md *ctx, struct parsed *p)
 	if (h_proto == bpf_htons(ETH_P_8021Q) || h_proto == bpf_htons(ETH_P_8021AD))
 		return PARSE_MALFORMED;
 
-	if (h_proto == bpf_htons(ETH_P_IP))
+	if (h_proto == bpf_htons(ETH_P_IP)) {
+		if (!(shape_families & XDPOOL_SHAPE_IPV4))
+			return PARSE_UNMATCHABLE;
 		return parse_ipv4(ctx, cursor, data_end, off, p);
-	if (h_proto == bpf_htons(ETH_P_IPV6))
+	}
+	if (h_proto == bpf_htons(ETH_P_IPV6)) {
+		if (!(shape_families & XDPOOL_SHAPE_IPV6))
+			return PARSE_UNMATCHABLE;
 		return parse_ipv6(ctx, cursor, data_end, off, p);
+	}
+	if (!(shape_families & XDPOOL_SHAPE_NON_IP))
+		return PARSE_UNMATCHABLE;
 	return PARSE_OK;
 }
 
-static __always_inline int rule_matches(const struct xdpool_rule *r, const struct parsed *p)
+/* `flags`: the rule's XDPOOL_MATCH_* bits, masked by shape_fields. */
+static __always_inline int rule_matches(const struct xdpool_rule *r, __u32 flags, const struct parsed *p)
 {
-	__u32 flags = r->flags;
-
 	if (flags & XDPOOL_MATCH_PROTO) {
 		if (p->family == 0 || p->proto != r->proto)
 			return 0;
@@ -318,9 +341,17 @@ int xdpool_steer(struct xdp_md *ctx)
 	struct parsed p = {};
 	struct xdpool_config *cfg;
 	__u32 zero = 0, base = 0;
+	/* Read once: one load, not one per rule (the verifier knows its value). */
+	__u32 rule_count = shape_rule_count;
+	int parse;
 
-	if (parse_frame(ctx, &p) != PARSE_OK) {
-		count(XDPOOL_CNT_MALFORMED);
+	/* Rule 0 takes every frame: nothing to look at (xdpool.h: match-all). */
+	if (shape_match_all)
+		return apply_action(ctx, shape_match_all);
+
+	parse = parse_frame(ctx, &p);
+	if (parse != PARSE_OK) {
+		count(parse == PARSE_MALFORMED ? XDPOOL_CNT_MALFORMED : XDPOOL_CNT_PASSED);
 		return XDP_PASS;
 	}
 
@@ -328,14 +359,23 @@ int xdpool_steer(struct xdp_md *ctx)
 	if (cfg && cfg->rule_bank == 1)
 		base = XDPOOL_MAX_RULES;
 
+	/* A loop, not unrolled: unrolled, clang's code for 64 possible rules
+	 * spills the parse results to the stack for all of them, and the verifier
+	 * removes branches, not spills. */
+#pragma clang loop unroll(disable)
 	for (__u32 i = 0; i < XDPOOL_MAX_RULES; i++) {
 		__u32 key = base + i;
-		struct xdpool_rule *r = bpf_map_lookup_elem(&rules, &key);
+		struct xdpool_rule *r;
 		__u64 *hits;
 
-		if (!r || !(r->flags & XDPOOL_RULE_ENABLED))
+		if (i >= rule_count)
 			break;
-		if (!rule_matches(r, &p))
+		r = bpf_map_lookup_elem(&rules, &key);
+		if (!r)
+			break;
+		/* Masked by the shape: the verifier knows the other bits are zero
+		 * and drops the checks for conditions no rule has. */
+		if (!rule_matches(r, r->flags & shape_fields, &p))
 			continue;
 		hits = bpf_map_lookup_elem(&rule_hits, &i);
 		if (hits)

@@ -13,9 +13,21 @@
  *   rule_hits       PERCPU_ARRAY of __u64, XDPOOL_MAX_RULES entries, by rule position
  *   ceiling_frames  PERCPU_ARRAY of __u64, 1 entry (xdpool_ceiling only)
  *
+ * Shape (const volatile globals in xdpool.bpf.c's .rodata, set by userspace
+ * before load and frozen, so the verifier removes what they rule out):
+ *   shape_rule_count   rules in the list (0..XDPOOL_MAX_RULES); the program
+ *                      walks exactly these entries of the live bank
+ *   shape_fields       XDPOOL_MATCH_* bits some rule uses (the others are
+ *                      never tested)
+ *   shape_families     XDPOOL_SHAPE_* bits: frame kinds some rule can match;
+ *                      frames of the other kinds are passed unparsed
+ *   shape_match_all    0, or the XDPOOL_ACTION_* of rule 0 when it matches
+ *                      every frame: no parse, no rule walk, that action
+ * A rule list can only be written into a program loaded for its shape; another
+ * shape means another program (userspace swaps it with a bpf_link update).
+ *
  * Semantics of xdpool_steer:
- *   - Rules in the live bank are tried in order; the first enabled rule that
- *     matches wins. The list ends at the first rule without XDPOOL_RULE_ENABLED.
+ *   - Rules in the live bank are tried in order; the first that matches wins.
  *   - A rule with no XDPOOL_MATCH_* bit matches every well-formed frame (also
  *     non-IP). Each set bit adds a condition (logical AND).
  *   - Frames that match no rule are passed to the kernel (counted `passed`).
@@ -28,6 +40,14 @@
  *     they can match protocol and address conditions, never a port condition.
  *   - Every frame increments exactly one of steered, no_socket, passed, dropped,
  *     malformed, so their sum is the number of frames seen.
+ *   - Shapes that parse less count differently, never act differently on a
+ *     well-formed frame:
+ *     * match-all (rule 0 has no condition): every frame gets rule 0's action
+ *       unparsed, malformed ones included (steered, no_socket, passed or
+ *       dropped; never malformed). rule_hits is not incremented: rule 0's hits
+ *       are the sum of the counters.
+ *     * a frame kind (IPv4, IPv6, non-IP) no rule can match is passed unparsed:
+ *       counted passed, also when malformed (it is passed either way).
  */
 #ifndef XDPOOL_H
 #define XDPOOL_H
@@ -45,6 +65,11 @@
 #define XDPOOL_MATCH_PROTO 2
 #define XDPOOL_MATCH_DST_PORT 4
 #define XDPOOL_MATCH_DST_ADDR 8
+
+/* shape_families: frame kinds some rule can match. */
+#define XDPOOL_SHAPE_IPV4 1
+#define XDPOOL_SHAPE_IPV6 2
+#define XDPOOL_SHAPE_NON_IP 4
 
 /* xdpool_rule.action */
 #define XDPOOL_ACTION_STEER 1

@@ -1,5 +1,6 @@
 //! Benchmarks on the lab: the throughput sweep behind `xdpool bench throughput` and
-//! `make pktgen`.
+//! `make pktgen`; and [`steer`], the steering program's cost per frame under
+//! `BPF_PROG_TEST_RUN` (`xdpool bench steer`, no lab needed).
 //!
 //! For each frame size and repetition the sweep sends a fixed count of frames from the
 //! lab's side "a" with the live-frames generator, and counts what arrives at three
@@ -13,6 +14,7 @@ pub mod math;
 pub mod plot;
 pub mod report;
 pub mod signal;
+pub mod steer;
 pub mod sweep;
 
 use std::path::{Path, PathBuf};

@@ -23,6 +23,13 @@ pub const MATCH_DST_PORT: u32 = 4;
 /// Rule flag: match the destination prefix (`XDPOOL_MATCH_DST_ADDR`).
 pub const MATCH_DST_ADDR: u32 = 8;
 
+/// `shape_families` bit: some rule can match IPv4 frames (`XDPOOL_SHAPE_IPV4`).
+pub const SHAPE_IPV4: u32 = 1;
+/// `shape_families` bit: some rule can match IPv6 frames (`XDPOOL_SHAPE_IPV6`).
+pub const SHAPE_IPV6: u32 = 2;
+/// `shape_families` bit: some rule can match non-IP frames (`XDPOOL_SHAPE_NON_IP`).
+pub const SHAPE_NON_IP: u32 = 4;
+
 /// Action: redirect to the AF_XDP socket of the receive queue.
 pub const ACTION_STEER: u8 = 1;
 /// Action: pass to the kernel stack.
@@ -161,6 +168,9 @@ mod tests {
             ("XDPOOL_MATCH_PROTO", MATCH_PROTO.into()),
             ("XDPOOL_MATCH_DST_PORT", MATCH_DST_PORT.into()),
             ("XDPOOL_MATCH_DST_ADDR", MATCH_DST_ADDR.into()),
+            ("XDPOOL_SHAPE_IPV4", SHAPE_IPV4.into()),
+            ("XDPOOL_SHAPE_IPV6", SHAPE_IPV6.into()),
+            ("XDPOOL_SHAPE_NON_IP", SHAPE_NON_IP.into()),
             ("XDPOOL_ACTION_STEER", ACTION_STEER.into()),
             ("XDPOOL_ACTION_PASS", ACTION_PASS.into()),
             ("XDPOOL_ACTION_DROP", ACTION_DROP.into()),
