@@ -710,6 +710,7 @@ fn other_shapes_follow_the_model() {
         }
         let c = runner.steering.counters().unwrap();
         println!("{set} ({shape}): {ran} frames, verdicts {seen:?}, counters {c:?}");
+        assert!(failures.is_empty(), "{} failure(s):\n{}", failures.len(), failures.join("\n"));
         assert_eq!(c.total(), ran - refused, "[{set}] one counter step per frame: {c:?}");
         assert_eq!(runner.steering.rule_hits().unwrap().iter().sum::<u64>(), c.no_socket, "[{set}] rule hits");
         if set == "match-all" {
@@ -718,7 +719,6 @@ fn other_shapes_follow_the_model() {
             assert!(c.passed > 0 && c.no_socket > 0, "[{set}] the frames should reach both verdicts: {c:?}");
         }
     }
-    assert!(failures.is_empty(), "{} failure(s):\n{}", failures.len(), failures.join("\n"));
 }
 
 // ---- bounded kernel-side fuzz ---------------------------------------------------

@@ -34,9 +34,9 @@ struct {
 
 struct {
 	__uint(type, BPF_MAP_TYPE_ARRAY);
-	__uint(max_entries, XDPOOL_MAX_RULES * XDPOOL_RULE_BANKS);
+	__uint(max_entries, XDPOOL_RULE_BANKS);
 	__type(key, __u32);
-	__type(value, struct xdpool_rule);
+	__type(value, struct xdpool_bank);
 } rules SEC(".maps");
 
 struct {
@@ -241,6 +241,91 @@ static __always_inline int parse_ipv6(struct xdp_md *ctx, void *l3, void *data_e
 	return parse_l4(cursor, remaining, data_end, p, more_fragments);
 }
 
+/* UDP or TCP at `l4` whose whole L3 packet lies in the first buffer, not a
+ * fragment: the checks of parse_l4, in fewer steps. 0: let the full parse decide. */
+static __always_inline int fast_l4(void *l4, __u32 l4_len, void *data_end, __u8 proto,
+				   struct parsed *p)
+{
+	/* clang would drop the header bound below as implied by l4_len; the
+	 * verifier needs to see it. */
+	barrier_var(l4);
+	if (proto == IPPROTO_UDP) {
+		struct udphdr *uh = l4;
+		__u32 ulen;
+
+		if (l4_len < sizeof(*uh) || (void *)(uh + 1) > data_end)
+			return 0;
+		ulen = bpf_ntohs(uh->len);
+		if (ulen < sizeof(*uh) || ulen > l4_len)
+			return 0;
+		p->dport = bpf_ntohs(uh->dest);
+	} else if (proto == IPPROTO_TCP) {
+		struct tcphdr *th = l4;
+		__u32 doff;
+
+		if (l4_len < sizeof(*th) || (void *)(th + 1) > data_end)
+			return 0;
+		doff = th->doff;
+		if (doff < 5 || doff * 4 > l4_len)
+			return 0;
+		p->dport = bpf_ntohs(th->dest);
+	} else {
+		return 0;
+	}
+	p->proto = proto;
+	p->has_ports = 1;
+	return 1;
+}
+
+/* The common frame in fewer steps: untagged, IPv4 without options or IPv6
+ * without extension headers, not a fragment, UDP or TCP, all in the first
+ * buffer. For such a frame it makes exactly the checks of the full parse and
+ * fills `p` alike; 0 sends every other frame (and every malformed one) there. */
+static __always_inline int parse_common(void *data, void *data_end, __be16 h_proto,
+					struct parsed *p)
+{
+	void *l3 = data + sizeof(struct ethhdr);
+
+	if (h_proto == bpf_htons(ETH_P_IP) && (shape_families & XDPOOL_SHAPE_IPV4)) {
+		struct iphdr *iph = l3;
+		__u32 tot_len;
+
+		if ((void *)(iph + 1) > data_end || *(__u8 *)iph != 0x45)
+			return 0;
+		tot_len = bpf_ntohs(iph->tot_len);
+		if (tot_len < sizeof(*iph) || l3 + tot_len > data_end ||
+		    (iph->frag_off & bpf_htons(0x3fff)))
+			return 0;
+		if (!fast_l4(iph + 1, tot_len - sizeof(*iph), data_end, iph->protocol, p))
+			return 0;
+		p->family = XDPOOL_FAMILY_IPV4;
+		if (shape_fields & XDPOOL_MATCH_DST_ADDR)
+			p->daddr[0] = iph->daddr;
+		return 1;
+	}
+	if (h_proto == bpf_htons(ETH_P_IPV6) && (shape_families & XDPOOL_SHAPE_IPV6)) {
+		struct ipv6hdr *ip6 = l3;
+		__u32 payload;
+
+		if ((void *)(ip6 + 1) > data_end || ip6->version != 6)
+			return 0;
+		payload = bpf_ntohs(ip6->payload_len);
+		if ((void *)(ip6 + 1) + payload > data_end)
+			return 0;
+		if (!fast_l4(ip6 + 1, payload, data_end, ip6->nexthdr, p))
+			return 0;
+		p->family = XDPOOL_FAMILY_IPV6;
+		if (shape_fields & XDPOOL_MATCH_DST_ADDR) {
+			p->daddr[0] = ip6->daddr.in6_u.u6_addr32[0];
+			p->daddr[1] = ip6->daddr.in6_u.u6_addr32[1];
+			p->daddr[2] = ip6->daddr.in6_u.u6_addr32[2];
+			p->daddr[3] = ip6->daddr.in6_u.u6_addr32[3];
+		}
+		return 1;
+	}
+	return 0;
+}
+
 static __always_inline int parse_frame(struct xdp_md *ctx, struct parsed *p)
 {
 	void *data = (void *)(long)ctx->data;
@@ -253,6 +338,8 @@ static __always_inline int parse_frame(struct xdp_md *ctx, struct parsed *p)
 	if ((void *)(eth + 1) > data_end)
 		return PARSE_MALFORMED;
 	h_proto = eth->h_proto;
+	if (parse_common(data, data_end, h_proto, p))
+		return PARSE_OK;
 	cursor = eth + 1;
 	/* Offset of the L3 header as a number: pointer minus pointer would need
 	 * CAP_PERFMON to load. */
@@ -340,7 +427,8 @@ int xdpool_steer(struct xdp_md *ctx)
 {
 	struct parsed p = {};
 	struct xdpool_config *cfg;
-	__u32 zero = 0, base = 0;
+	struct xdpool_bank *bank;
+	__u32 zero = 0, bank_index = 0;
 	/* Read once: one load, not one per rule (the verifier knows its value). */
 	__u32 rule_count = shape_rule_count;
 	int parse;
@@ -357,21 +445,18 @@ int xdpool_steer(struct xdp_md *ctx)
 
 	cfg = bpf_map_lookup_elem(&config, &zero);
 	if (cfg && cfg->rule_bank == 1)
-		base = XDPOOL_MAX_RULES;
+		bank_index = 1;
+	/* One lookup for the whole bank: the rules are then plain loads. */
+	bank = bpf_map_lookup_elem(&rules, &bank_index);
+	if (!bank)
+		goto passed;
 
-	/* A loop, not unrolled: unrolled, clang's code for 64 possible rules
-	 * spills the parse results to the stack for all of them, and the verifier
-	 * removes branches, not spills. */
 #pragma clang loop unroll(disable)
 	for (__u32 i = 0; i < XDPOOL_MAX_RULES; i++) {
-		__u32 key = base + i;
-		struct xdpool_rule *r;
+		struct xdpool_rule *r = &bank->rule[i];
 		__u64 *hits;
 
 		if (i >= rule_count)
-			break;
-		r = bpf_map_lookup_elem(&rules, &key);
-		if (!r)
 			break;
 		/* Masked by the shape: the verifier knows the other bits are zero
 		 * and drops the checks for conditions no rule has. */
@@ -383,6 +468,7 @@ int xdpool_steer(struct xdp_md *ctx)
 		return apply_action(ctx, r->action);
 	}
 
+passed:
 	count(XDPOOL_CNT_PASSED);
 	return XDP_PASS;
 }

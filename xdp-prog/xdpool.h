@@ -6,8 +6,8 @@
  *
  * Maps (BTF-defined in xdpool.bpf.c):
  *   xsks            XSKMAP, XDPOOL_MAX_QUEUES entries, key = rx queue index
- *   rules           ARRAY of struct xdpool_rule, two banks of XDPOOL_MAX_RULES;
- *                   bank N occupies [N * XDPOOL_MAX_RULES, (N + 1) * XDPOOL_MAX_RULES)
+ *   rules           ARRAY of struct xdpool_bank, XDPOOL_RULE_BANKS entries (one
+ *                   lookup per frame; the rules are then plain loads)
  *   config          ARRAY, 1 entry, struct xdpool_config (which bank is live)
  *   counters        PERCPU_ARRAY of __u64, XDPOOL_CNT_NR entries (XDPOOL_CNT_*)
  *   rule_hits       PERCPU_ARRAY of __u64, XDPOOL_MAX_RULES entries, by rule position
@@ -106,6 +106,12 @@ struct xdpool_rule {
 	__u32 dst_mask[4]; /* offset 32 */
 };
 #define XDPOOL_RULE_SIZE 48
+
+/* One bank of the rules map: the list from entry 0, XDPOOL_MAX_RULES entries. */
+struct xdpool_bank {
+	struct xdpool_rule rule[XDPOOL_MAX_RULES]; /* offset 0 */
+};
+#define XDPOOL_BANK_SIZE 3072
 
 /* Live configuration; userspace writes rules into the idle bank, then flips. */
 struct xdpool_config {

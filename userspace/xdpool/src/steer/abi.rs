@@ -91,12 +91,18 @@ pub struct ConfigAbi {
     pub reserved: u32,
 }
 
+/// `struct xdpool_bank`: one entry of the `rules` map, a whole rule list.
+pub type BankAbi = [RuleAbi; MAX_RULES];
+
 /// `XDPOOL_RULE_SIZE`.
 pub const RULE_SIZE: usize = 48;
+/// `XDPOOL_BANK_SIZE`.
+pub const BANK_SIZE: usize = 3072;
 /// `XDPOOL_CONFIG_SIZE`.
 pub const CONFIG_SIZE: usize = 8;
 
 const _: () = assert!(size_of::<RuleAbi>() == RULE_SIZE);
+const _: () = assert!(size_of::<BankAbi>() == BANK_SIZE);
 const _: () = assert!(offset_of!(RuleAbi, flags) == 0);
 const _: () = assert!(offset_of!(RuleAbi, action) == 4);
 const _: () = assert!(offset_of!(RuleAbi, proto) == 5);
@@ -183,6 +189,7 @@ mod tests {
             ("XDPOOL_CNT_MALFORMED", CNT_MALFORMED.into()),
             ("XDPOOL_CNT_NR", CNT_NR.into()),
             ("XDPOOL_RULE_SIZE", RULE_SIZE as u64),
+            ("XDPOOL_BANK_SIZE", BANK_SIZE as u64),
             ("XDPOOL_CONFIG_SIZE", CONFIG_SIZE as u64),
         ];
         for (name, value) in expect {

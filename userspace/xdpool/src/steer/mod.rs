@@ -29,7 +29,7 @@ pub use netlink::xdp_program_on;
 pub use rule::{Rule, RuleAction, RuleMatch};
 pub use shape::Shape;
 
-use abi::{ConfigAbi, RuleAbi};
+use abi::{BankAbi, ConfigAbi, RuleAbi};
 
 /// The object built from `xdp-prog/xdpool.bpf.c` by build.rs.
 static OBJECT: &[u8] = aya::include_bytes_aligned!(concat!(env!("OUT_DIR"), "/xdpool.bpf.o"));
@@ -225,15 +225,13 @@ fn live_counters(ebpf: &Ebpf) -> Result<XdpCounters, SteerError> {
     read_counters(map(ebpf, "counters")?)
 }
 
-/// Writes a whole bank (`MAX_RULES` entries) of the `rules` map.
+/// Writes a whole bank (one entry of the `rules` map, `MAX_RULES` rules).
 fn write_bank(ebpf: &mut Ebpf, bank: u32, entries: &[RuleAbi]) -> Result<(), SteerError> {
-    let mut map: Array<&mut MapData, RuleAbi> =
+    let mut map: Array<&mut MapData, BankAbi> =
         Array::try_from(map_mut(ebpf, "rules")?).map_err(|source| SteerError::Map { name: "rules", source })?;
-    let base = bank * abi::MAX_RULES as u32;
-    for (i, entry) in entries.iter().enumerate() {
-        map.set(base + i as u32, entry, 0).map_err(|source| SteerError::Map { name: "rules", source })?;
-    }
-    Ok(())
+    let mut value: BankAbi = [RuleAbi::default(); abi::MAX_RULES];
+    value[..entries.len()].copy_from_slice(entries);
+    map.set(bank, value, 0).map_err(|source| SteerError::Map { name: "rules", source })
 }
 
 fn zero_rule_hits(ebpf: &mut Ebpf) -> Result<(), SteerError> {
