@@ -131,6 +131,20 @@ fn loaded(rules: &[Rule]) -> Steering {
     s
 }
 
+#[test]
+fn with_rules_loads_the_same_program_as_load_then_set_rules() {
+    require_root!();
+    let rules = [rule(fields(Some(UDP), Some((9, 9)), None), RuleAction::Drop), Rule::all(RuleAction::Pass)];
+    let direct = Steering::with_rules(&rules).expect("with_rules");
+    let stepwise = loaded(&rules);
+    assert_eq!(direct.shape(), stepwise.shape());
+    for frame in [v4_udp([198, 18, 0, 2], 9), v4_udp([198, 18, 0, 2], 10), arp()] {
+        assert_eq!(direct.test_run(&frame).unwrap(), stepwise.test_run(&frame).unwrap());
+    }
+    assert_eq!(direct.rule_hits().unwrap(), vec![1, 2]);
+    assert_eq!(direct.counters().unwrap(), stepwise.counters().unwrap());
+}
+
 // ---- BPF_PROG_TEST_RUN ---------------------------------------------------
 
 #[test]
@@ -537,4 +551,122 @@ fn all_64_rules_are_walked_and_repeated_runs_count_each_frame() {
     assert_eq!(hits[63], 1000);
     assert!(hits[..63].iter().all(|h| *h == 0));
     assert_eq!(s.counters().unwrap(), XdpCounters { dropped: 1000, ..Default::default() });
+}
+
+/// Sends `frame` `count` times out of `ifindex` through an AF_PACKET socket.
+fn send_raw(ifindex: u32, frame: &[u8], count: usize) {
+    // SAFETY: plain socket(2); the fd is owned by `fd` below.
+    let raw = unsafe { libc::socket(libc::AF_PACKET, libc::SOCK_RAW, 0) };
+    assert!(raw >= 0, "AF_PACKET socket: {}", std::io::Error::last_os_error());
+    // SAFETY: `raw` is a new fd nobody else owns.
+    let fd = unsafe { <std::os::fd::OwnedFd as std::os::fd::FromRawFd>::from_raw_fd(raw) };
+    use std::os::fd::AsRawFd;
+    // SAFETY: all-zero is a valid sockaddr_ll; the fields below are set.
+    let mut addr: libc::sockaddr_ll = unsafe { std::mem::zeroed() };
+    addr.sll_family = libc::AF_PACKET as u16;
+    addr.sll_ifindex = ifindex as i32;
+    addr.sll_halen = 6;
+    addr.sll_addr[..6].copy_from_slice(&frame[..6]);
+    for _ in 0..count {
+        // SAFETY: `frame` and `addr` are valid for the lengths given during the call.
+        let n = unsafe {
+            libc::sendto(
+                fd.as_raw_fd(),
+                frame.as_ptr().cast(),
+                frame.len(),
+                0,
+                (&addr as *const libc::sockaddr_ll).cast(),
+                size_of::<libc::sockaddr_ll>() as u32,
+            )
+        };
+        assert_eq!(n, frame.len() as isize, "sendto: {}", std::io::Error::last_os_error());
+    }
+}
+
+/// Rule lists of two shapes (one and two rules) that both steer the lab's UDP port 9.
+fn steer_port_9(shape: usize) -> Vec<Rule> {
+    let mut rules = vec![rule(fields(Some(UDP), Some((9, 9)), None), RuleAction::Steer)];
+    if shape % 2 == 1 {
+        rules.push(rule(fields(Some(TCP), None, None), RuleAction::Pass));
+    }
+    rules
+}
+
+#[test]
+fn reload_under_traffic_keeps_the_socket_and_steers_every_frame() {
+    use xdpool::xsk::{SocketConfig, Umem, UmemConfig, XdpDesc, XskSocket};
+    require_root!();
+    let ns = NetnsGuard::new("reload");
+    ns.run(|| {
+        const CHUNK: usize = 2048;
+        const CHUNKS: usize = 512;
+        const BATCH: usize = 200;
+        const RELOADS: usize = 10;
+        let (xsv0, xsv1) = (ifindex("xsv0"), ifindex("xsv1"));
+        // SAFETY: an anonymous private mapping, unmapped at the end of this closure
+        // after the socket and UMEM are dropped.
+        let area = unsafe {
+            libc::mmap(
+                std::ptr::null_mut(),
+                CHUNK * CHUNKS,
+                libc::PROT_READ | libc::PROT_WRITE,
+                libc::MAP_PRIVATE | libc::MAP_ANONYMOUS | libc::MAP_POPULATE,
+                -1,
+                0,
+            )
+        };
+        assert_ne!(area, libc::MAP_FAILED);
+        let ucfg = UmemConfig { chunk_size: CHUNK as u32, fill_size: 512, comp_size: 512, ..Default::default() };
+        // SAFETY: the area is CHUNK * CHUNKS bytes, page aligned, and outlives the UMEM.
+        let umem = unsafe { Umem::register(area.cast(), CHUNK * CHUNKS, ucfg) }.expect("register UMEM");
+        let scfg = SocketConfig { rx_size: 512, tx_size: 0, zero_copy: false, need_wakeup: true, multi_buffer: false };
+        let mut sock = XskSocket::bind(&umem, xsv1, 0, &scfg).expect("bind queue 0 of xsv1");
+        let addrs: Vec<u64> = (0..CHUNKS as u64).map(|i| i * CHUNK as u64).collect();
+        assert_eq!(sock.fill().produce(&addrs[..256]), 256);
+
+        let mut s = Steering::with_rules(&steer_port_9(0)).unwrap();
+        use std::os::fd::AsRawFd;
+        s.register_xsk(0, sock.fd().as_raw_fd()).unwrap();
+        s.attach(xsv1, XdpAttachMode::Native).expect("native XDP on veth");
+
+        let frame = cat(&[&eth(&[], ETH_P_IP), &ipv4(UDP, [198, 18, 0, 2], &udp(9, 18))]);
+        let mut ids = vec![s.program_id().unwrap()];
+        let mut received = 0usize;
+        let mut descs = [XdpDesc::default(); 64];
+        for round in 0..=RELOADS {
+            send_raw(xsv0, &frame, BATCH);
+            if round < RELOADS {
+                // While the batch is on its way (in the veth's queue, in NAPI): another
+                // shape, a new program swapped in through the link.
+                s.set_rules(&steer_port_9(round + 1)).unwrap();
+                ids.push(s.program_id().unwrap());
+                assert_eq!(xdp_program_on(xsv1).unwrap(), Some(*ids.last().unwrap()));
+            }
+            let want = (round + 1) * BATCH;
+            let deadline = std::time::Instant::now() + std::time::Duration::from_secs(2);
+            while received < want && std::time::Instant::now() < deadline {
+                let n = sock.rx().consume(&mut descs);
+                for d in &descs[..n] {
+                    assert_eq!(d.len as usize, frame.len());
+                }
+                let back: Vec<u64> = descs[..n].iter().map(|d| d.addr - d.addr % CHUNK as u64).collect();
+                assert_eq!(sock.fill().produce(&back), n);
+                received += n;
+                if n == 0 {
+                    std::thread::sleep(std::time::Duration::from_millis(1));
+                }
+            }
+            assert_eq!(received, want, "round {round}: every frame of the batch reaches the socket");
+        }
+        ids.dedup();
+        assert_eq!(ids.len(), RELOADS + 1, "each round ran another program: {ids:?}");
+        let c = s.counters().unwrap();
+        assert_eq!(c.steered, ((RELOADS + 1) * BATCH) as u64, "{c:?}");
+        assert_eq!((c.no_socket, c.dropped, c.malformed), (0, 0, 0), "{c:?}");
+        drop(s);
+        drop(sock);
+        drop(umem);
+        // SAFETY: the UMEM and socket that used the area are gone.
+        unsafe { libc::munmap(area, CHUNK * CHUNKS) };
+    });
 }

@@ -340,6 +340,27 @@ impl Steering {
         })
     }
 
+    /// Loads `xdpool_steer` for the shape of `rules`, with `rules` set: what
+    /// [`Steering::load`] and [`Steering::set_rules`] do, with one verification
+    /// instead of two.
+    pub fn with_rules(rules: &[Rule]) -> Result<Self, SteerError> {
+        let entries = rule::encode_rules(rules)?;
+        let shape = Shape::of(&entries[..rules.len()]);
+        let mut ebpf = load_steer(&shape)?;
+        write_bank(&mut ebpf, 0, &entries)?;
+        Ok(Steering {
+            ebpf,
+            shape,
+            attachment: None,
+            live_bank: 0,
+            rule_count: rules.len(),
+            xsks: BTreeMap::new(),
+            retired_counters: None,
+            folded: XdpCounters::default(),
+            match_all_hits_from: 0,
+        })
+    }
+
     /// The shape the loaded program is specialized for.
     pub fn shape(&self) -> &Shape {
         &self.shape
@@ -402,7 +423,11 @@ impl Steering {
             self.folded = self.folded + read_counters(&map)?;
         }
         self.retired_counters = Some(old.take_map("counters").ok_or(SteerError::MissingInObject { what: "map", name: "counters" })?);
-        tracing::info!(from = %self.shape, to = %shape, attached = self.attachment.is_some(), "steering program reloaded for a new rule shape");
+        if self.attachment.is_some() {
+            tracing::info!(from = %self.shape, to = %shape, "steering program replaced for a new rule shape (bpf_link update)");
+        } else {
+            tracing::debug!(from = %self.shape, to = %shape, "steering program reloaded for a new rule shape");
+        }
         self.shape = shape;
         self.live_bank = 0;
         self.rule_count = rule_count;
