@@ -214,7 +214,7 @@ fn rows_for(frame: &'static str, subjects: &[Subject], shapes: &[String], ns: &[
 
 enum Loaded {
     Reference(RedirectReference),
-    Steer(Steering),
+    Steer(Box<Steering>),
 }
 
 impl Loaded {
@@ -241,7 +241,7 @@ pub fn run_steer_bench(cfg: &SteerBenchConfig, progress: &mut dyn FnMut(&str)) -
                 let mut st = Steering::load()?;
                 st.set_rules(rules)?;
                 shapes.push(st.shape().to_string());
-                loaded.push(Loaded::Steer(st));
+                loaded.push(Loaded::Steer(Box::new(st)));
             }
         }
     }
