@@ -161,12 +161,17 @@ impl Runner {
 
 // ---- the two references ----------------------------------------------------
 
-fn rule_fields(m: &RuleMatch) -> (Option<u8>, Option<(u16, u16)>) {
+/// (proto, port range, family) of a rule; these tests use prefixes only as /0, a
+/// family condition.
+fn rule_fields(m: &RuleMatch) -> (Option<u8>, Option<(u16, u16)>, Option<u8>) {
     match m {
-        RuleMatch::All => (None, None),
+        RuleMatch::All => (None, None, None),
         RuleMatch::Fields { proto, dst_port, dst_prefix } => {
-            assert!(dst_prefix.is_none(), "these tests use protocol and port rules only");
-            (*proto, *dst_port)
+            let family = dst_prefix.map(|(addr, len)| {
+                assert_eq!(len, 0, "these tests use /0 prefixes only (a family condition)");
+                if addr.is_ipv4() { 4 } else { 6 }
+            });
+            (*proto, *dst_port, family)
         }
     }
 }
@@ -174,10 +179,15 @@ fn rule_fields(m: &RuleMatch) -> (Option<u8>, Option<(u16, u16)>) {
 /// What the rules would do with a frame the Rust parser accepted (first match wins).
 fn verdict_from_parser(p: &Parsed, rules: &[Rule]) -> XdpVerdict {
     for (i, r) in rules.iter().enumerate() {
-        let (proto, port) = rule_fields(&r.matcher);
+        let (proto, port, family) = rule_fields(&r.matcher);
         let proto_ok = proto.is_none_or(|want| p.ip_proto() == Some(want));
         let port_ok = port.is_none_or(|(lo, hi)| p.dst_port().is_some_and(|d| (lo..=hi).contains(&d)));
-        if proto_ok && port_ok {
+        let family_ok = family.is_none_or(|want| match p.l3() {
+            L3::V4 { .. } => want == 4,
+            L3::V6 { .. } => want == 6,
+            L3::None => false,
+        });
+        if proto_ok && port_ok && family_ok {
             return XdpVerdict::Hit(i);
         }
     }
@@ -214,6 +224,9 @@ struct Skipped {
 struct Model {
     /// None: malformed.
     view: Option<CView>,
+    /// The frame kind after the VLAN walk (4, 6, 0 for non-IP); None when the
+    /// VLAN tags themselves are malformed.
+    kind: Option<u8>,
     skipped: Skipped,
 }
 
@@ -225,10 +238,51 @@ fn be16(f: &[u8], at: usize) -> u16 {
 fn xdp_model(f: &[u8]) -> Model {
     let mut skipped = Skipped::default();
     let view = model_parse(f, &mut skipped);
-    Model { view, skipped }
+    Model { view, kind: model_kind(f), skipped }
 }
 
 const C_MAX_VLAN: usize = 2;
+
+/// What the program sees after its VLAN walk: the frame kind, None when the walk
+/// itself finds the frame malformed (cut tag, third tag).
+fn model_kind(f: &[u8]) -> Option<u8> {
+    if f.len() < 14 {
+        return None;
+    }
+    let mut h_proto = be16(f, 12);
+    let mut cur = 14;
+    for _ in 0..C_MAX_VLAN {
+        if h_proto != 0x8100 && h_proto != 0x88a8 {
+            break;
+        }
+        if cur + 4 > f.len() {
+            return None;
+        }
+        h_proto = be16(f, cur + 2);
+        cur += 4;
+    }
+    match h_proto {
+        0x8100 | 0x88a8 => None,
+        0x0800 => Some(4),
+        0x86dd => Some(6),
+        _ => Some(0),
+    }
+}
+
+/// The frame kinds a rule list can match (xdpool.h `shape_families`): the
+/// program passes frames of the other kinds unparsed.
+fn model_families(rules: &[Rule]) -> [bool; 3] {
+    let mut kinds = [false; 3]; // non-IP, IPv4, IPv6
+    for r in rules {
+        let (proto, port, family) = rule_fields(&r.matcher);
+        if proto.is_none() && port.is_none() && family.is_none() {
+            kinds[0] = true;
+        }
+        kinds[1] |= family.is_none_or(|f| f == 4);
+        kinds[2] |= family.is_none_or(|f| f == 6);
+    }
+    kinds
+}
 const C_MAX_IPV6_EXT: usize = 6;
 
 fn model_parse(f: &[u8], s: &mut Skipped) -> Option<CView> {
@@ -361,16 +415,28 @@ fn model_l4(f: &[u8], l4: usize, l4_len: usize, proto: u8, more_fragments: bool)
     }
 }
 
+/// The program's verdict as xdpool.h specifies it for the list's shape.
 fn verdict_from_model(m: &Model, frame_len: usize, rules: &[Rule]) -> XdpVerdict {
     if frame_len < TEST_RUN_MIN_FRAME {
         return XdpVerdict::TooShort;
     }
+    // Match-all shape: rule 0 has no condition and takes every frame unparsed.
+    if rules.first().is_some_and(|r| r.matcher == RuleMatch::All) {
+        return XdpVerdict::Hit(0);
+    }
+    // A frame kind no rule can match is passed unparsed, malformed or not.
+    if let Some(kind) = m.kind {
+        if !model_families(rules)[match kind { 4 => 1, 6 => 2, _ => 0 }] {
+            return XdpVerdict::Passed;
+        }
+    }
     let Some(v) = m.view else { return XdpVerdict::Malformed };
     for (i, r) in rules.iter().enumerate() {
-        let (proto, port) = rule_fields(&r.matcher);
+        let (proto, port, family) = rule_fields(&r.matcher);
         let proto_ok = proto.is_none_or(|want| v.family != 0 && v.proto == want);
         let port_ok = port.is_none_or(|(lo, hi)| v.dport.is_some_and(|d| (lo..=hi).contains(&d)));
-        if proto_ok && port_ok {
+        let family_ok = family.is_none_or(|want| v.family == want);
+        if proto_ok && port_ok && family_ok {
             return XdpVerdict::Hit(i);
         }
     }
@@ -429,8 +495,15 @@ fn parser_verdict(r: &Result<Parsed, ParseError>) -> String {
 
 // ---- the corpus under the program --------------------------------------------
 
-fn match_all() -> Vec<Rule> {
-    vec![Rule::all(RuleAction::Steer)]
+/// Every well-formed frame hits rule 1. Rule 0 (IP protocol 255, reserved, in no
+/// corpus file) keeps the program parsing: a list whose rule 0 has no condition
+/// is the match-all shape, which parses nothing (`other_shapes_follow_the_model`).
+fn catch_all() -> Vec<Rule> {
+    let reserved = Rule {
+        matcher: RuleMatch::Fields { proto: Some(255), dst_port: None, dst_prefix: None },
+        action: RuleAction::Steer,
+    };
+    vec![reserved, Rule::all(RuleAction::Steer)]
 }
 
 /// Rule 0: UDP to port 9; rule 1: UDP to 53..=4500 (so port and protocol both count).
@@ -443,7 +516,7 @@ fn udp_ports() -> Vec<Rule> {
 }
 
 /// A corpus file on which the program's verdict differs from the one the Rust
-/// parser implies, by design: (file, verdict under match-all, verdict under
+/// parser implies, by design: (file, verdict under `catch_all`, verdict under
 /// `udp_ports`, why).
 type CorpusException = (&'static str, XdpVerdict, XdpVerdict, &'static str);
 
@@ -453,35 +526,35 @@ const EXCEPTIONS: &[CorpusException] = &[
     ("truncated_eth_13.bin", XdpVerdict::TooShort, XdpVerdict::TooShort, "kernel refuses < 14 bytes (EINVAL)"),
     // The program steps over IPv4 options by IHL without walking the TLVs; the
     // kernel's ip_options_compile (and the worker's parser) drop these. UDP port 9.
-    ("ipv4_option_len_0.bin", XdpVerdict::Hit(0), XdpVerdict::Hit(0), "IPv4 option TLVs not walked"),
-    ("ipv4_option_overrun.bin", XdpVerdict::Hit(0), XdpVerdict::Hit(0), "IPv4 option TLVs not walked"),
+    ("ipv4_option_len_0.bin", XdpVerdict::Hit(1), XdpVerdict::Hit(0), "IPv4 option TLVs not walked"),
+    ("ipv4_option_overrun.bin", XdpVerdict::Hit(1), XdpVerdict::Hit(0), "IPv4 option TLVs not walked"),
     // A non-first fragment is judged by its own header only; offset + length past
     // 65535 is caught at reassembly (ip_frag_queue / ip6_frag_queue), not in XDP.
     // It has no ports, so the port rules pass it.
-    ("ipv4_frag_ping_of_death.bin", XdpVerdict::Hit(0), XdpVerdict::Passed, "fragment end past 65535 not checked"),
-    ("ipv6_frag_ping_of_death.bin", XdpVerdict::Hit(0), XdpVerdict::Passed, "fragment end past 65535 not checked"),
+    ("ipv4_frag_ping_of_death.bin", XdpVerdict::Hit(1), XdpVerdict::Passed, "fragment end past 65535 not checked"),
+    ("ipv6_frag_ping_of_death.bin", XdpVerdict::Hit(1), XdpVerdict::Passed, "fragment end past 65535 not checked"),
     // The program accepts hop-by-hop at any position (RFC 8200 4.1 order is not
     // enforced in XDP); it walks on to UDP port 9.
-    ("ipv6_hbh_not_first.bin", XdpVerdict::Hit(0), XdpVerdict::Hit(0), "hop-by-hop order not enforced"),
+    ("ipv6_hbh_not_first.bin", XdpVerdict::Hit(1), XdpVerdict::Hit(0), "hop-by-hop order not enforced"),
     // The program skips at most 6 extension headers (XDPOOL_MAX_IPV6_EXT, a
     // verifier budget), the parser 8: past 6 the program leaves L4 unknown, so no
     // port rule matches and the parser's 9-header refusal is never reached.
-    ("ipv6_ext_chain_9.bin", XdpVerdict::Hit(0), XdpVerdict::Passed, "program stops after 6 ext headers"),
-    ("ipv6_ext_chain_8_udp.bin", XdpVerdict::Hit(0), XdpVerdict::Passed, "program stops after 6 ext headers: port unseen"),
+    ("ipv6_ext_chain_9.bin", XdpVerdict::Hit(1), XdpVerdict::Passed, "program stops after 6 ext headers"),
+    ("ipv6_ext_chain_8_udp.bin", XdpVerdict::Hit(1), XdpVerdict::Passed, "program stops after 6 ext headers: port unseen"),
     // The program does not know AH (51): it ends the chain there with proto 51,
     // so it never sees AH's length (0 here) nor the UDP header behind it.
-    ("ipv6_ah_len_0.bin", XdpVerdict::Hit(0), XdpVerdict::Passed, "AH ends the program's chain"),
-    ("ipv6_routing_ah_udp.bin", XdpVerdict::Hit(0), XdpVerdict::Passed, "AH ends the program's chain: port 4500 unseen"),
+    ("ipv6_ah_len_0.bin", XdpVerdict::Hit(1), XdpVerdict::Passed, "AH ends the program's chain"),
+    ("ipv6_routing_ah_udp.bin", XdpVerdict::Hit(1), XdpVerdict::Passed, "AH ends the program's chain: port 4500 unseen"),
 ];
 
 #[test]
 fn every_corpus_frame_is_counted_once_and_no_malformed_frame_is_steered() {
     require_root!();
     let frames = corpus();
-    let rule_sets = [("match-all", match_all()), ("udp-ports", udp_ports())];
+    let rule_sets = [("catch-all", catch_all()), ("udp-ports", udp_ports())];
     let mut runners: Vec<Runner> = rule_sets.iter().map(|(_, r)| Runner::new(r.clone())).collect();
     let mut table = String::new();
-    let _ = writeln!(table, "{:<36} {:<26} {:<20} {:<20} exception", "file", "parser", "xdp match-all", "xdp udp-ports");
+    let _ = writeln!(table, "{:<36} {:<26} {:<20} {:<20} exception", "file", "parser", "xdp catch-all", "xdp udp-ports");
     let mut failures = Vec::new();
     let mut exceptions_used = HashSet::new();
     let mut malformed_expected = [0u64; 2];
@@ -567,6 +640,85 @@ fn every_corpus_frame_is_counted_once_and_no_malformed_frame_is_steered() {
     let rejected_elsewhere = EXCEPTIONS.iter().filter(|e| frames.iter().any(|f| f.name == e.0 && parse(&f.bytes).is_err())).count() as u64;
     assert_eq!(malformed_counted, malformed_expected[0] - rejected_elsewhere);
     assert!(failures.is_empty(), "{} disagreement(s):\n{}", failures.len(), failures.join("\n"));
+}
+
+/// The rule lists of `other_shapes_follow_the_model`, one per program shape that
+/// the two tests above do not load.
+fn other_shapes() -> Vec<(&'static str, Vec<Rule>)> {
+    let steer = |proto, dst_port, dst_prefix| Rule {
+        matcher: RuleMatch::Fields { proto, dst_port, dst_prefix },
+        action: RuleAction::Steer,
+    };
+    let any_v4 = Some(("0.0.0.0".parse().unwrap(), 0));
+    let any_v6 = Some(("::".parse().unwrap(), 0));
+    let mut sixty_four: Vec<Rule> = (0..63u16).map(|i| steer(Some(UDP), Some((100 + i, 100 + i)), None)).collect();
+    sixty_four.push(steer(Some(TCP), None, None));
+    vec![
+        // No parse: rule 0 takes every frame, malformed ones included.
+        ("match-all", vec![Rule::all(RuleAction::Steer)]),
+        // IPv4 only: IPv6 and non-IP frames pass unparsed (counted passed).
+        ("ipv4-only", vec![steer(Some(UDP), None, any_v4)]),
+        // IPv6 only, ports: IPv4 and non-IP frames pass unparsed.
+        ("ipv6-only", vec![steer(None, Some((0, 65535)), any_v6)]),
+        // The longest list, proto and port conditions.
+        ("64-rules", sixty_four),
+    ]
+}
+
+/// Every other shape against the model of xdpool.h, on the corpus and a short
+/// bounded fuzz of it: the verdict and the one-counter-per-frame accounting.
+#[test]
+fn other_shapes_follow_the_model() {
+    require_root!();
+    let frames: Vec<Vec<u8>> = corpus().into_iter().map(|f| f.bytes).collect();
+    let per_shape = env_u64("XDPOOL_XDP_FUZZ_FRAMES", 100_000) / 10;
+    let mut failures = Vec::new();
+    for (set, rules) in other_shapes() {
+        let mut runner = Runner::new(rules.clone());
+        let shape = runner.steering.shape().to_string();
+        let mut rng = XorShift64::new(0x5a_9e ^ per_shape);
+        let mut buf = Vec::new();
+        let (mut ran, mut refused) = (0u64, 0u64);
+        let mut seen: BTreeMap<String, u64> = BTreeMap::new();
+        for n in 0..frames.len() as u64 + per_shape {
+            let frame: &[u8] = if (n as usize) < frames.len() {
+                &frames[n as usize]
+            } else {
+                let base = &frames[rng.below(frames.len())];
+                mutate(&mut rng, base, &frames, &mut buf, &[]);
+                buf.truncate(MAX_FUZZ_FRAME);
+                &buf
+            };
+            ran += 1;
+            let verdict = match runner.run(frame) {
+                Ok(v) => v,
+                Err(e) => {
+                    failures.push(format!("[{set}] {e}; frame {}", hex(frame)));
+                    continue;
+                }
+            };
+            refused += u64::from(verdict == XdpVerdict::TooShort);
+            *seen.entry(verdict.to_string()).or_default() += 1;
+            let model = xdp_model(frame);
+            let want = verdict_from_model(&model, frame.len(), &rules);
+            if verdict != want {
+                failures.push(format!("[{set}] program {verdict}, model {want}; frame {}", hex(frame)));
+            }
+            if failures.len() > 10 {
+                break;
+            }
+        }
+        let c = runner.steering.counters().unwrap();
+        println!("{set} ({shape}): {ran} frames, verdicts {seen:?}, counters {c:?}");
+        assert!(failures.is_empty(), "{} failure(s):\n{}", failures.len(), failures.join("\n"));
+        assert_eq!(c.total(), ran - refused, "[{set}] one counter step per frame: {c:?}");
+        assert_eq!(runner.steering.rule_hits().unwrap().iter().sum::<u64>(), c.no_socket, "[{set}] rule hits");
+        if set == "match-all" {
+            assert_eq!((c.malformed, c.passed), (0, 0), "match-all parses nothing");
+        } else {
+            assert!(c.passed > 0 && c.no_socket > 0, "[{set}] the frames should reach both verdicts: {c:?}");
+        }
+    }
 }
 
 // ---- bounded kernel-side fuzz ---------------------------------------------------

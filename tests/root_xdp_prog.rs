@@ -131,6 +131,20 @@ fn loaded(rules: &[Rule]) -> Steering {
     s
 }
 
+#[test]
+fn with_rules_loads_the_same_program_as_load_then_set_rules() {
+    require_root!();
+    let rules = [rule(fields(Some(UDP), Some((9, 9)), None), RuleAction::Drop), Rule::all(RuleAction::Pass)];
+    let direct = Steering::with_rules(&rules).expect("with_rules");
+    let stepwise = loaded(&rules);
+    assert_eq!(direct.shape(), stepwise.shape());
+    for frame in [v4_udp([198, 18, 0, 2], 9), v4_udp([198, 18, 0, 2], 10), arp()] {
+        assert_eq!(direct.test_run(&frame).unwrap(), stepwise.test_run(&frame).unwrap());
+    }
+    assert_eq!(direct.rule_hits().unwrap(), vec![1, 2]);
+    assert_eq!(direct.counters().unwrap(), stepwise.counters().unwrap());
+}
+
 // ---- BPF_PROG_TEST_RUN ---------------------------------------------------
 
 #[test]
@@ -269,22 +283,11 @@ fn ipv4_options_and_fragments() {
     assert_eq!(s.counters().unwrap().malformed, 0);
 }
 
-#[test]
-fn malformed_frames_are_counted_and_passed_never_steered() {
-    require_root!();
-    let s = loaded(&[Rule::all(RuleAction::Steer)]);
-    let valid = v4_udp([198, 18, 0, 2], 9000);
+/// The malformed frames of `malformed_frames_are_counted_and_passed_never_steered`, named.
+fn malformed_frames(valid: &[u8]) -> Vec<(String, Vec<u8>)> {
+    let valid = valid.to_vec();
     let mut bad: Vec<(String, Vec<u8>)> = Vec::new();
-    // The kernel's test run refuses input shorter than an Ethernet header (the
-    // empty frame included) before the program runs: named error, no counter moves.
-    for len in 0..TEST_RUN_MIN_FRAME {
-        match s.test_run(&valid[..len]) {
-            Err(SteerError::FrameTooShortForTestRun { len: l, min: 14 }) => assert_eq!(l, len),
-            r => panic!("{len}-byte frame: expected FrameTooShortForTestRun, got {r:?}"),
-        }
-    }
-    assert_eq!(s.counters().unwrap().total(), 0);
-    // Every other truncation: Ethernet only, IP header cut, IP total length lying.
+    // Every truncation the kernel lets the program see: Ethernet only, IP header cut, IP total length lying.
     for len in TEST_RUN_MIN_FRAME..valid.len() {
         bad.push((format!("udp frame cut to {len} bytes"), valid[..len].to_vec()));
     }
@@ -317,36 +320,98 @@ fn malformed_frames_are_counted_and_passed_never_steered() {
     let mut v4_version = valid.clone();
     v4_version[14] = 0x65;
     bad.push(("IPv4 ethertype with version 6".into(), v4_version));
+    bad
+}
 
+#[test]
+fn malformed_frames_are_counted_and_passed_never_steered() {
+    require_root!();
+    // Rule 1 takes every well-formed frame, but rule 0 has a condition, so the
+    // program parses every kind of frame (the match-all shape does not: below).
+    let s = loaded(&[rule(fields(Some(TCP), None, None), RuleAction::Steer), Rule::all(RuleAction::Steer)]);
+    assert_eq!(s.shape().to_string(), "2 rules, fields proto, parses ipv4|ipv6|non-ip");
+    let valid = v4_udp([198, 18, 0, 2], 9000);
+    // The kernel's test run refuses input shorter than an Ethernet header (the
+    // empty frame included) before the program runs: named error, no counter moves.
+    for len in 0..TEST_RUN_MIN_FRAME {
+        match s.test_run(&valid[..len]) {
+            Err(SteerError::FrameTooShortForTestRun { len: l, min: 14 }) => assert_eq!(l, len),
+            r => panic!("{len}-byte frame: expected FrameTooShortForTestRun, got {r:?}"),
+        }
+    }
+    assert_eq!(s.counters().unwrap().total(), 0);
+    let bad = malformed_frames(&valid);
     for (what, frame) in &bad {
         assert_eq!(s.test_run(frame).unwrap(), XDP_PASS, "{what}");
     }
     let c = s.counters().unwrap();
     assert_eq!(c, XdpCounters { malformed: bad.len() as u64, ..Default::default() }, "{c:?}");
-    assert_eq!(s.rule_hits().unwrap(), vec![0]);
+    assert_eq!(s.rule_hits().unwrap(), vec![0, 0]);
 
-    // The same rule does take the valid frame.
+    // The catch-all rule does take the valid frame.
     assert_eq!(s.test_run(&valid).unwrap(), XDP_PASS);
-    assert_eq!(s.rule_hits().unwrap(), vec![1]);
+    assert_eq!(s.rule_hits().unwrap(), vec![0, 1]);
     assert_eq!(s.counters().unwrap().no_socket, 1);
 }
 
 #[test]
-fn rules_change_at_run_time_without_reload() {
+fn match_all_shape_hands_every_frame_to_its_action_unparsed() {
+    require_root!();
+    // Rule 0 without a condition: the program is the redirect and one count.
+    let mut s = loaded(&[Rule::all(RuleAction::Steer)]);
+    assert_eq!(s.shape().to_string(), "match-all steer");
+    let valid = v4_udp([198, 18, 0, 2], 9000);
+    let bad = malformed_frames(&valid);
+    for (what, frame) in &bad {
+        assert_eq!(s.test_run(frame).unwrap(), XDP_PASS, "{what}: no socket, so the redirect falls back to pass");
+    }
+    let c = s.counters().unwrap();
+    assert_eq!(c, XdpCounters { no_socket: bad.len() as u64, ..Default::default() }, "malformed is not looked for: {c:?}");
+    assert_eq!(s.rule_hits().unwrap(), vec![bad.len() as u64], "rule 0's hits are the counters' sum");
+
+    // Drop everything, malformed frames included; a shadowed rule behind it never hits.
+    s.set_rules(&[Rule::all(RuleAction::Drop), rule(fields(Some(UDP), None, None), RuleAction::Pass)]).unwrap();
+    assert_eq!(s.shape().to_string(), "match-all drop");
+    for (what, frame) in bad.iter().take(5) {
+        assert_eq!(s.test_run(frame).unwrap(), XDP_DROP, "{what}");
+    }
+    assert_eq!(s.test_run(&valid).unwrap(), XDP_DROP);
+    assert_eq!(s.rule_hits().unwrap(), vec![6, 0]);
+    let c = s.counters().unwrap();
+    assert_eq!(c, XdpCounters { no_socket: bad.len() as u64, dropped: 6, ..Default::default() }, "{c:?}");
+}
+
+#[test]
+fn rules_change_at_run_time_within_and_across_shapes() {
     require_root!();
     let mut s = loaded(&[Rule::all(RuleAction::Drop)]);
     let frame = v4_udp([198, 18, 0, 2], 9000);
     assert_eq!(s.test_run(&frame).unwrap(), XDP_DROP);
+    let first_id = s.program_id().unwrap();
+    // Another shape: another program, the counters carry on.
     s.set_rules(&[rule(fields(None, Some((1, 10)), None), RuleAction::Drop), Rule::all(RuleAction::Pass)])
         .unwrap();
+    let second_id = s.program_id().unwrap();
+    assert_ne!(second_id, first_id, "a new shape loads a new program");
+    assert_eq!(s.test_run(&frame).unwrap(), XDP_PASS);
+    // The same shape (other values and actions): the bank swap, same program.
+    s.set_rules(&[rule(fields(None, Some((9000, 9000)), None), RuleAction::Drop), Rule::all(RuleAction::Steer)])
+        .unwrap();
+    assert_eq!(s.program_id().unwrap(), second_id, "same shape, same program");
+    assert_eq!(s.test_run(&frame).unwrap(), XDP_DROP);
+    assert_eq!(s.rule_hits().unwrap(), vec![1, 0]);
+    s.set_rules(&[rule(fields(None, Some((1, 10)), None), RuleAction::Drop), Rule::all(RuleAction::Pass)])
+        .unwrap();
+    assert_eq!(s.program_id().unwrap(), second_id);
     assert_eq!(s.test_run(&frame).unwrap(), XDP_PASS);
     assert_eq!(s.rule_hits().unwrap(), vec![0, 1], "hit counters restart with a new list");
     s.set_rules(&[]).unwrap();
     assert_eq!(s.test_run(&frame).unwrap(), XDP_PASS);
     assert_eq!(s.rule_hits().unwrap(), Vec::<u64>::new());
-    s.set_rules(&[Rule::all(RuleAction::Drop)]).unwrap(); // back to bank 0 over stale entries
+    s.set_rules(&[Rule::all(RuleAction::Drop)]).unwrap();
     assert_eq!(s.test_run(&frame).unwrap(), XDP_DROP);
-    assert_eq!(s.counters().unwrap(), XdpCounters { dropped: 2, passed: 2, ..Default::default() });
+    // Over four programs (two replaced since: the retired and the folded counts).
+    assert_eq!(s.counters().unwrap(), XdpCounters { dropped: 3, passed: 3, ..Default::default() });
 }
 
 #[test]
@@ -444,6 +509,14 @@ fn attach_uses_a_bpf_link_and_leaves_nothing_behind() {
             r => panic!("expected InterfaceMissing, got {r:?}"),
         }
 
+        // A rule list of another shape replaces the attached program through the
+        // link (BPF_LINK_UPDATE): the device runs the new one, no detach between.
+        s.set_rules(&[rule(fields(Some(UDP), Some((9, 9)), None), RuleAction::Steer)]).unwrap();
+        let reloaded = s.program_id().unwrap();
+        assert_ne!(reloaded, id);
+        assert_eq!(xdp_program_on(xsv0).unwrap(), Some(reloaded));
+        assert_eq!(s.attached_to(), Some(xsv0));
+
         s.detach().unwrap();
         assert_eq!(xdp_program_on(xsv0).unwrap(), None);
         assert!(matches!(s.detach(), Err(SteerError::NotAttached)));
@@ -478,4 +551,122 @@ fn all_64_rules_are_walked_and_repeated_runs_count_each_frame() {
     assert_eq!(hits[63], 1000);
     assert!(hits[..63].iter().all(|h| *h == 0));
     assert_eq!(s.counters().unwrap(), XdpCounters { dropped: 1000, ..Default::default() });
+}
+
+/// Sends `frame` `count` times out of `ifindex` through an AF_PACKET socket.
+fn send_raw(ifindex: u32, frame: &[u8], count: usize) {
+    // SAFETY: plain socket(2); the fd is owned by `fd` below.
+    let raw = unsafe { libc::socket(libc::AF_PACKET, libc::SOCK_RAW, 0) };
+    assert!(raw >= 0, "AF_PACKET socket: {}", std::io::Error::last_os_error());
+    // SAFETY: `raw` is a new fd nobody else owns.
+    let fd = unsafe { <std::os::fd::OwnedFd as std::os::fd::FromRawFd>::from_raw_fd(raw) };
+    use std::os::fd::AsRawFd;
+    // SAFETY: all-zero is a valid sockaddr_ll; the fields below are set.
+    let mut addr: libc::sockaddr_ll = unsafe { std::mem::zeroed() };
+    addr.sll_family = libc::AF_PACKET as u16;
+    addr.sll_ifindex = ifindex as i32;
+    addr.sll_halen = 6;
+    addr.sll_addr[..6].copy_from_slice(&frame[..6]);
+    for _ in 0..count {
+        // SAFETY: `frame` and `addr` are valid for the lengths given during the call.
+        let n = unsafe {
+            libc::sendto(
+                fd.as_raw_fd(),
+                frame.as_ptr().cast(),
+                frame.len(),
+                0,
+                (&addr as *const libc::sockaddr_ll).cast(),
+                size_of::<libc::sockaddr_ll>() as u32,
+            )
+        };
+        assert_eq!(n, frame.len() as isize, "sendto: {}", std::io::Error::last_os_error());
+    }
+}
+
+/// Rule lists of two shapes (one and two rules) that both steer the lab's UDP port 9.
+fn steer_port_9(shape: usize) -> Vec<Rule> {
+    let mut rules = vec![rule(fields(Some(UDP), Some((9, 9)), None), RuleAction::Steer)];
+    if shape % 2 == 1 {
+        rules.push(rule(fields(Some(TCP), None, None), RuleAction::Pass));
+    }
+    rules
+}
+
+#[test]
+fn reload_under_traffic_keeps_the_socket_and_steers_every_frame() {
+    use xdpool::xsk::{SocketConfig, Umem, UmemConfig, XdpDesc, XskSocket};
+    require_root!();
+    let ns = NetnsGuard::new("reload");
+    ns.run(|| {
+        const CHUNK: usize = 2048;
+        const CHUNKS: usize = 512;
+        const BATCH: usize = 200;
+        const RELOADS: usize = 10;
+        let (xsv0, xsv1) = (ifindex("xsv0"), ifindex("xsv1"));
+        // SAFETY: an anonymous private mapping, unmapped at the end of this closure
+        // after the socket and UMEM are dropped.
+        let area = unsafe {
+            libc::mmap(
+                std::ptr::null_mut(),
+                CHUNK * CHUNKS,
+                libc::PROT_READ | libc::PROT_WRITE,
+                libc::MAP_PRIVATE | libc::MAP_ANONYMOUS | libc::MAP_POPULATE,
+                -1,
+                0,
+            )
+        };
+        assert_ne!(area, libc::MAP_FAILED);
+        let ucfg = UmemConfig { chunk_size: CHUNK as u32, fill_size: 512, comp_size: 512, ..Default::default() };
+        // SAFETY: the area is CHUNK * CHUNKS bytes, page aligned, and outlives the UMEM.
+        let umem = unsafe { Umem::register(area.cast(), CHUNK * CHUNKS, ucfg) }.expect("register UMEM");
+        let scfg = SocketConfig { rx_size: 512, tx_size: 0, zero_copy: false, need_wakeup: true, multi_buffer: false };
+        let mut sock = XskSocket::bind(&umem, xsv1, 0, &scfg).expect("bind queue 0 of xsv1");
+        let addrs: Vec<u64> = (0..CHUNKS as u64).map(|i| i * CHUNK as u64).collect();
+        assert_eq!(sock.fill().produce(&addrs[..256]), 256);
+
+        let mut s = Steering::with_rules(&steer_port_9(0)).unwrap();
+        use std::os::fd::AsRawFd;
+        s.register_xsk(0, sock.fd().as_raw_fd()).unwrap();
+        s.attach(xsv1, XdpAttachMode::Native).expect("native XDP on veth");
+
+        let frame = cat(&[&eth(&[], ETH_P_IP), &ipv4(UDP, [198, 18, 0, 2], &udp(9, 18))]);
+        let mut ids = vec![s.program_id().unwrap()];
+        let mut received = 0usize;
+        let mut descs = [XdpDesc::default(); 64];
+        for round in 0..=RELOADS {
+            send_raw(xsv0, &frame, BATCH);
+            if round < RELOADS {
+                // While the batch is on its way (in the veth's queue, in NAPI): another
+                // shape, a new program swapped in through the link.
+                s.set_rules(&steer_port_9(round + 1)).unwrap();
+                ids.push(s.program_id().unwrap());
+                assert_eq!(xdp_program_on(xsv1).unwrap(), Some(*ids.last().unwrap()));
+            }
+            let want = (round + 1) * BATCH;
+            let deadline = std::time::Instant::now() + std::time::Duration::from_secs(2);
+            while received < want && std::time::Instant::now() < deadline {
+                let n = sock.rx().consume(&mut descs);
+                for d in &descs[..n] {
+                    assert_eq!(d.len as usize, frame.len());
+                }
+                let back: Vec<u64> = descs[..n].iter().map(|d| d.addr - d.addr % CHUNK as u64).collect();
+                assert_eq!(sock.fill().produce(&back), n);
+                received += n;
+                if n == 0 {
+                    std::thread::sleep(std::time::Duration::from_millis(1));
+                }
+            }
+            assert_eq!(received, want, "round {round}: every frame of the batch reaches the socket");
+        }
+        ids.dedup();
+        assert_eq!(ids.len(), RELOADS + 1, "each round ran another program: {ids:?}");
+        let c = s.counters().unwrap();
+        assert_eq!(c.steered, ((RELOADS + 1) * BATCH) as u64, "{c:?}");
+        assert_eq!((c.no_socket, c.dropped, c.malformed), (0, 0, 0), "{c:?}");
+        drop(s);
+        drop(sock);
+        drop(umem);
+        // SAFETY: the UMEM and socket that used the area are gone.
+        unsafe { libc::munmap(area, CHUNK * CHUNKS) };
+    });
 }

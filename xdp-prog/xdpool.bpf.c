@@ -5,6 +5,11 @@
  * wins) and steer, pass or drop. See xdpool.h for the map layout and the
  * exact semantics (malformed frames are counted and passed, never steered).
  *
+ * The program is specialized at load time for the shape of the rule list
+ * (xdpool.h, "Shape"): the shape_* globals below are frozen .rodata, so the
+ * verifier treats them as constants and drops the parsing, rules and checks
+ * the list cannot use.
+ *
  * xdpool_ceiling: counts every frame and drops it; the in-kernel ceiling for
  * throughput runs.
  */
@@ -29,9 +34,9 @@ struct {
 
 struct {
 	__uint(type, BPF_MAP_TYPE_ARRAY);
-	__uint(max_entries, XDPOOL_MAX_RULES * XDPOOL_RULE_BANKS);
+	__uint(max_entries, XDPOOL_RULE_BANKS);
 	__type(key, __u32);
-	__type(value, struct xdpool_rule);
+	__type(value, struct xdpool_bank);
 } rules SEC(".maps");
 
 struct {
@@ -62,6 +67,12 @@ struct {
 	__type(value, __u64);
 } ceiling_frames SEC(".maps");
 
+/* The shape (xdpool.h). The defaults are the empty list: every frame passes. */
+const volatile __u32 shape_rule_count = 0;
+const volatile __u32 shape_fields = 0;
+const volatile __u32 shape_families = 0;
+const volatile __u32 shape_match_all = 0;
+
 /* Not exported by the uapi headers. */
 struct vlan_hdr {
 	__be16 tci;
@@ -77,6 +88,8 @@ struct ipv6_frag {
 
 #define PARSE_OK 0
 #define PARSE_MALFORMED -1
+/* A frame kind no rule can match: passed unparsed. */
+#define PARSE_UNMATCHABLE -2
 
 /* What the rules can look at; plain values, no packet pointers. */
 struct parsed {
@@ -156,7 +169,8 @@ static __always_inline int parse_ipv4(struct xdp_md *ctx, void *l3, void *data_e
 		return PARSE_MALFORMED;
 	p->family = XDPOOL_FAMILY_IPV4;
 	p->proto = iph->protocol;
-	p->daddr[0] = iph->daddr;
+	if ((shape_fields & XDPOOL_MATCH_DST_ADDR))
+		p->daddr[0] = iph->daddr;
 	/* Non-first fragments carry no L4 header. */
 	if (iph->frag_off & bpf_htons(0x1fff))
 		return PARSE_OK;
@@ -181,10 +195,12 @@ static __always_inline int parse_ipv6(struct xdp_md *ctx, void *l3, void *data_e
 	if (past_frame_end(ctx, l3, data_end, off, sizeof(*ip6) + remaining))
 		return PARSE_MALFORMED;
 	p->family = XDPOOL_FAMILY_IPV6;
-	p->daddr[0] = ip6->daddr.in6_u.u6_addr32[0];
-	p->daddr[1] = ip6->daddr.in6_u.u6_addr32[1];
-	p->daddr[2] = ip6->daddr.in6_u.u6_addr32[2];
-	p->daddr[3] = ip6->daddr.in6_u.u6_addr32[3];
+	if ((shape_fields & XDPOOL_MATCH_DST_ADDR)) {
+		p->daddr[0] = ip6->daddr.in6_u.u6_addr32[0];
+		p->daddr[1] = ip6->daddr.in6_u.u6_addr32[1];
+		p->daddr[2] = ip6->daddr.in6_u.u6_addr32[2];
+		p->daddr[3] = ip6->daddr.in6_u.u6_addr32[3];
+	}
 	nexthdr = ip6->nexthdr;
 
 #pragma unroll
@@ -225,6 +241,91 @@ static __always_inline int parse_ipv6(struct xdp_md *ctx, void *l3, void *data_e
 	return parse_l4(cursor, remaining, data_end, p, more_fragments);
 }
 
+/* UDP or TCP at `l4` whose whole L3 packet lies in the first buffer, not a
+ * fragment: the checks of parse_l4, in fewer steps. 0: let the full parse decide. */
+static __always_inline int fast_l4(void *l4, __u32 l4_len, void *data_end, __u8 proto,
+				   struct parsed *p)
+{
+	/* clang would drop the header bound below as implied by l4_len; the
+	 * verifier needs to see it. */
+	barrier_var(l4);
+	if (proto == IPPROTO_UDP) {
+		struct udphdr *uh = l4;
+		__u32 ulen;
+
+		if (l4_len < sizeof(*uh) || (void *)(uh + 1) > data_end)
+			return 0;
+		ulen = bpf_ntohs(uh->len);
+		if (ulen < sizeof(*uh) || ulen > l4_len)
+			return 0;
+		p->dport = bpf_ntohs(uh->dest);
+	} else if (proto == IPPROTO_TCP) {
+		struct tcphdr *th = l4;
+		__u32 doff;
+
+		if (l4_len < sizeof(*th) || (void *)(th + 1) > data_end)
+			return 0;
+		doff = th->doff;
+		if (doff < 5 || doff * 4 > l4_len)
+			return 0;
+		p->dport = bpf_ntohs(th->dest);
+	} else {
+		return 0;
+	}
+	p->proto = proto;
+	p->has_ports = 1;
+	return 1;
+}
+
+/* The common frame in fewer steps: untagged, IPv4 without options or IPv6
+ * without extension headers, not a fragment, UDP or TCP, all in the first
+ * buffer. For such a frame it makes exactly the checks of the full parse and
+ * fills `p` alike; 0 sends every other frame (and every malformed one) there. */
+static __always_inline int parse_common(void *data, void *data_end, __be16 h_proto,
+					struct parsed *p)
+{
+	void *l3 = data + sizeof(struct ethhdr);
+
+	if (h_proto == bpf_htons(ETH_P_IP) && (shape_families & XDPOOL_SHAPE_IPV4)) {
+		struct iphdr *iph = l3;
+		__u32 tot_len;
+
+		if ((void *)(iph + 1) > data_end || *(__u8 *)iph != 0x45)
+			return 0;
+		tot_len = bpf_ntohs(iph->tot_len);
+		if (tot_len < sizeof(*iph) || l3 + tot_len > data_end ||
+		    (iph->frag_off & bpf_htons(0x3fff)))
+			return 0;
+		if (!fast_l4(iph + 1, tot_len - sizeof(*iph), data_end, iph->protocol, p))
+			return 0;
+		p->family = XDPOOL_FAMILY_IPV4;
+		if (shape_fields & XDPOOL_MATCH_DST_ADDR)
+			p->daddr[0] = iph->daddr;
+		return 1;
+	}
+	if (h_proto == bpf_htons(ETH_P_IPV6) && (shape_families & XDPOOL_SHAPE_IPV6)) {
+		struct ipv6hdr *ip6 = l3;
+		__u32 payload;
+
+		if ((void *)(ip6 + 1) > data_end || ip6->version != 6)
+			return 0;
+		payload = bpf_ntohs(ip6->payload_len);
+		if ((void *)(ip6 + 1) + payload > data_end)
+			return 0;
+		if (!fast_l4(ip6 + 1, payload, data_end, ip6->nexthdr, p))
+			return 0;
+		p->family = XDPOOL_FAMILY_IPV6;
+		if (shape_fields & XDPOOL_MATCH_DST_ADDR) {
+			p->daddr[0] = ip6->daddr.in6_u.u6_addr32[0];
+			p->daddr[1] = ip6->daddr.in6_u.u6_addr32[1];
+			p->daddr[2] = ip6->daddr.in6_u.u6_addr32[2];
+			p->daddr[3] = ip6->daddr.in6_u.u6_addr32[3];
+		}
+		return 1;
+	}
+	return 0;
+}
+
 static __always_inline int parse_frame(struct xdp_md *ctx, struct parsed *p)
 {
 	void *data = (void *)(long)ctx->data;
@@ -237,6 +338,8 @@ static __always_inline int parse_frame(struct xdp_md *ctx, struct parsed *p)
 	if ((void *)(eth + 1) > data_end)
 		return PARSE_MALFORMED;
 	h_proto = eth->h_proto;
+	if (parse_common(data, data_end, h_proto, p))
+		return PARSE_OK;
 	cursor = eth + 1;
 	/* Offset of the L3 header as a number: pointer minus pointer would need
 	 * CAP_PERFMON to load. */
@@ -258,17 +361,24 @@ static __always_inline int parse_frame(struct xdp_md *ctx, struct parsed *p)
 	if (h_proto == bpf_htons(ETH_P_8021Q) || h_proto == bpf_htons(ETH_P_8021AD))
 		return PARSE_MALFORMED;
 
-	if (h_proto == bpf_htons(ETH_P_IP))
+	if (h_proto == bpf_htons(ETH_P_IP)) {
+		if (!(shape_families & XDPOOL_SHAPE_IPV4))
+			return PARSE_UNMATCHABLE;
 		return parse_ipv4(ctx, cursor, data_end, off, p);
-	if (h_proto == bpf_htons(ETH_P_IPV6))
+	}
+	if (h_proto == bpf_htons(ETH_P_IPV6)) {
+		if (!(shape_families & XDPOOL_SHAPE_IPV6))
+			return PARSE_UNMATCHABLE;
 		return parse_ipv6(ctx, cursor, data_end, off, p);
+	}
+	if (!(shape_families & XDPOOL_SHAPE_NON_IP))
+		return PARSE_UNMATCHABLE;
 	return PARSE_OK;
 }
 
-static __always_inline int rule_matches(const struct xdpool_rule *r, const struct parsed *p)
+/* `flags`: the rule's XDPOOL_MATCH_* bits, masked by shape_fields. */
+static __always_inline int rule_matches(const struct xdpool_rule *r, __u32 flags, const struct parsed *p)
 {
-	__u32 flags = r->flags;
-
 	if (flags & XDPOOL_MATCH_PROTO) {
 		if (p->family == 0 || p->proto != r->proto)
 			return 0;
@@ -317,25 +427,40 @@ int xdpool_steer(struct xdp_md *ctx)
 {
 	struct parsed p = {};
 	struct xdpool_config *cfg;
-	__u32 zero = 0, base = 0;
+	struct xdpool_bank *bank;
+	__u32 zero = 0, bank_index = 0;
+	/* Read once: one load, not one per rule (the verifier knows its value). */
+	__u32 rule_count = shape_rule_count;
+	int parse;
 
-	if (parse_frame(ctx, &p) != PARSE_OK) {
-		count(XDPOOL_CNT_MALFORMED);
+	/* Rule 0 takes every frame: nothing to look at (xdpool.h: match-all). */
+	if (shape_match_all)
+		return apply_action(ctx, shape_match_all);
+
+	parse = parse_frame(ctx, &p);
+	if (parse != PARSE_OK) {
+		count(parse == PARSE_MALFORMED ? XDPOOL_CNT_MALFORMED : XDPOOL_CNT_PASSED);
 		return XDP_PASS;
 	}
 
 	cfg = bpf_map_lookup_elem(&config, &zero);
 	if (cfg && cfg->rule_bank == 1)
-		base = XDPOOL_MAX_RULES;
+		bank_index = 1;
+	/* One lookup for the whole bank: the rules are then plain loads. */
+	bank = bpf_map_lookup_elem(&rules, &bank_index);
+	if (!bank)
+		goto passed;
 
+#pragma clang loop unroll(disable)
 	for (__u32 i = 0; i < XDPOOL_MAX_RULES; i++) {
-		__u32 key = base + i;
-		struct xdpool_rule *r = bpf_map_lookup_elem(&rules, &key);
+		struct xdpool_rule *r = &bank->rule[i];
 		__u64 *hits;
 
-		if (!r || !(r->flags & XDPOOL_RULE_ENABLED))
+		if (i >= rule_count)
 			break;
-		if (!rule_matches(r, &p))
+		/* Masked by the shape: the verifier knows the other bits are zero
+		 * and drops the checks for conditions no rule has. */
+		if (!rule_matches(r, r->flags & shape_fields, &p))
 			continue;
 		hits = bpf_map_lookup_elem(&rule_hits, &i);
 		if (hits)
@@ -343,6 +468,7 @@ int xdpool_steer(struct xdp_md *ctx)
 		return apply_action(ctx, r->action);
 	}
 
+passed:
 	count(XDPOOL_CNT_PASSED);
 	return XDP_PASS;
 }

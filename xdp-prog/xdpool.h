@@ -6,16 +6,28 @@
  *
  * Maps (BTF-defined in xdpool.bpf.c):
  *   xsks            XSKMAP, XDPOOL_MAX_QUEUES entries, key = rx queue index
- *   rules           ARRAY of struct xdpool_rule, two banks of XDPOOL_MAX_RULES;
- *                   bank N occupies [N * XDPOOL_MAX_RULES, (N + 1) * XDPOOL_MAX_RULES)
+ *   rules           ARRAY of struct xdpool_bank, XDPOOL_RULE_BANKS entries (one
+ *                   lookup per frame; the rules are then plain loads)
  *   config          ARRAY, 1 entry, struct xdpool_config (which bank is live)
  *   counters        PERCPU_ARRAY of __u64, XDPOOL_CNT_NR entries (XDPOOL_CNT_*)
  *   rule_hits       PERCPU_ARRAY of __u64, XDPOOL_MAX_RULES entries, by rule position
  *   ceiling_frames  PERCPU_ARRAY of __u64, 1 entry (xdpool_ceiling only)
  *
+ * Shape (const volatile globals in xdpool.bpf.c's .rodata, set by userspace
+ * before load and frozen, so the verifier removes what they rule out):
+ *   shape_rule_count   rules in the list (0..XDPOOL_MAX_RULES); the program
+ *                      walks exactly these entries of the live bank
+ *   shape_fields       XDPOOL_MATCH_* bits some rule uses (the others are
+ *                      never tested)
+ *   shape_families     XDPOOL_SHAPE_* bits: frame kinds some rule can match;
+ *                      frames of the other kinds are passed unparsed
+ *   shape_match_all    0, or the XDPOOL_ACTION_* of rule 0 when it matches
+ *                      every frame: no parse, no rule walk, that action
+ * A rule list can only be written into a program loaded for its shape; another
+ * shape means another program (userspace swaps it with a bpf_link update).
+ *
  * Semantics of xdpool_steer:
- *   - Rules in the live bank are tried in order; the first enabled rule that
- *     matches wins. The list ends at the first rule without XDPOOL_RULE_ENABLED.
+ *   - Rules in the live bank are tried in order; the first that matches wins.
  *   - A rule with no XDPOOL_MATCH_* bit matches every well-formed frame (also
  *     non-IP). Each set bit adds a condition (logical AND).
  *   - Frames that match no rule are passed to the kernel (counted `passed`).
@@ -28,6 +40,14 @@
  *     they can match protocol and address conditions, never a port condition.
  *   - Every frame increments exactly one of steered, no_socket, passed, dropped,
  *     malformed, so their sum is the number of frames seen.
+ *   - Shapes that parse less count differently, never act differently on a
+ *     well-formed frame:
+ *     * match-all (rule 0 has no condition): every frame gets rule 0's action
+ *       unparsed, malformed ones included (steered, no_socket, passed or
+ *       dropped; never malformed). rule_hits is not incremented: rule 0's hits
+ *       are the sum of the counters.
+ *     * a frame kind (IPv4, IPv6, non-IP) no rule can match is passed unparsed:
+ *       counted passed, also when malformed (it is passed either way).
  */
 #ifndef XDPOOL_H
 #define XDPOOL_H
@@ -45,6 +65,11 @@
 #define XDPOOL_MATCH_PROTO 2
 #define XDPOOL_MATCH_DST_PORT 4
 #define XDPOOL_MATCH_DST_ADDR 8
+
+/* shape_families: frame kinds some rule can match. */
+#define XDPOOL_SHAPE_IPV4 1
+#define XDPOOL_SHAPE_IPV6 2
+#define XDPOOL_SHAPE_NON_IP 4
 
 /* xdpool_rule.action */
 #define XDPOOL_ACTION_STEER 1
@@ -81,6 +106,12 @@ struct xdpool_rule {
 	__u32 dst_mask[4]; /* offset 32 */
 };
 #define XDPOOL_RULE_SIZE 48
+
+/* One bank of the rules map: the list from entry 0, XDPOOL_MAX_RULES entries. */
+struct xdpool_bank {
+	struct xdpool_rule rule[XDPOOL_MAX_RULES]; /* offset 0 */
+};
+#define XDPOOL_BANK_SIZE 3072
 
 /* Live configuration; userspace writes rules into the idle bank, then flips. */
 struct xdpool_config {

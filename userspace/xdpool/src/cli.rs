@@ -241,6 +241,27 @@ pub enum BenchWhich {
     /// The generator's own rate on the lab: receiver refusing (no NAPI), XDP_DROP with
     /// NAPI in softirq on the generator's core, and with threaded NAPI on another core.
     Generator(GeneratorArgs),
+    /// The steering program's ns per frame under BPF_PROG_TEST_RUN: a redirect-only
+    /// reference, match-all, the lab's rule, 8 mixed and 64 rules, IPv4 and IPv6,
+    /// alternating; ratios to the reference.
+    Steer(SteerArgs),
+}
+
+/// `xdpool bench steer`
+#[derive(Debug, Args)]
+pub struct SteerArgs {
+    /// Rounds (each runs every program once on each frame; medians over rounds).
+    #[arg(long, default_value_t = 11)]
+    pub rounds: u32,
+    /// BPF_PROG_TEST_RUN repeats per measurement (the kernel reports whole ns per run).
+    #[arg(long, default_value_t = 2_000_000)]
+    pub repeat: u32,
+    /// Write the results as JSON (its directory is created).
+    #[arg(long)]
+    pub json: Option<PathBuf>,
+    /// No progress line on stderr.
+    #[arg(long)]
+    pub quiet: bool,
 }
 
 /// `xdpool bench generator`

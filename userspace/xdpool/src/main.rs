@@ -258,6 +258,28 @@ fn cmd_bench(which: BenchWhich) -> Result<(), Fatal> {
             }
             Ok(())
         }
+        BenchWhich::Steer(args) => {
+            use xdpool::bench::steer::{run_steer_bench, SteerBenchConfig};
+            xdpool::exit::require_privileges("xdpool bench steer")?;
+            if args.rounds == 0 || args.repeat == 0 {
+                return Err(Fatal::new(ExitCode::Usage, "--rounds and --repeat must be at least 1"));
+            }
+            let cfg = SteerBenchConfig { rounds: args.rounds, repeat: args.repeat };
+            let quiet = args.quiet;
+            let report = run_steer_bench(&cfg, &mut |line| {
+                if !quiet {
+                    eprintln!("bench steer: {line}");
+                }
+            })
+            .map_err(|e| Fatal::new(ExitCode::Failure, e.to_string()))?;
+            println!("{}", report.table());
+            if let Some(path) = &args.json {
+                let text = serde_json::to_vec_pretty(&report).expect("the report serializes");
+                xdpool::bench::write_creating_dirs(path, &text).map_err(|e| Fatal::new(ExitCode::Failure, e.to_string()))?;
+                eprintln!("bench steer: JSON written to {}", path.display());
+            }
+            Ok(())
+        }
         BenchWhich::Generator(args) => {
             use xdpool::bench::generator::{run_gen_bench, GenBenchConfig};
             xdpool::exit::require_privileges("xdpool bench generator")?;

@@ -1,5 +1,6 @@
 //! Benchmarks on the lab: the throughput sweep behind `xdpool bench throughput` and
-//! `make pktgen`.
+//! `make pktgen`; and [`steer`], the steering program's cost per frame under
+//! `BPF_PROG_TEST_RUN` (`xdpool bench steer`, no lab needed).
 //!
 //! For each frame size and repetition the sweep sends a fixed count of frames from the
 //! lab's side "a" with the live-frames generator, and counts what arrives at three
@@ -14,6 +15,7 @@ pub mod plot;
 pub mod report;
 /// Ctrl-C handling (lives in the product; re-exported for the tools).
 pub use crate::signal;
+pub mod steer;
 pub mod sweep;
 
 use std::path::{Path, PathBuf};

@@ -23,6 +23,13 @@ pub const MATCH_DST_PORT: u32 = 4;
 /// Rule flag: match the destination prefix (`XDPOOL_MATCH_DST_ADDR`).
 pub const MATCH_DST_ADDR: u32 = 8;
 
+/// `shape_families` bit: some rule can match IPv4 frames (`XDPOOL_SHAPE_IPV4`).
+pub const SHAPE_IPV4: u32 = 1;
+/// `shape_families` bit: some rule can match IPv6 frames (`XDPOOL_SHAPE_IPV6`).
+pub const SHAPE_IPV6: u32 = 2;
+/// `shape_families` bit: some rule can match non-IP frames (`XDPOOL_SHAPE_NON_IP`).
+pub const SHAPE_NON_IP: u32 = 4;
+
 /// Action: redirect to the AF_XDP socket of the receive queue.
 pub const ACTION_STEER: u8 = 1;
 /// Action: pass to the kernel stack.
@@ -84,12 +91,18 @@ pub struct ConfigAbi {
     pub reserved: u32,
 }
 
+/// `struct xdpool_bank`: one entry of the `rules` map, a whole rule list.
+pub type BankAbi = [RuleAbi; MAX_RULES];
+
 /// `XDPOOL_RULE_SIZE`.
 pub const RULE_SIZE: usize = 48;
+/// `XDPOOL_BANK_SIZE`.
+pub const BANK_SIZE: usize = 3072;
 /// `XDPOOL_CONFIG_SIZE`.
 pub const CONFIG_SIZE: usize = 8;
 
 const _: () = assert!(size_of::<RuleAbi>() == RULE_SIZE);
+const _: () = assert!(size_of::<BankAbi>() == BANK_SIZE);
 const _: () = assert!(offset_of!(RuleAbi, flags) == 0);
 const _: () = assert!(offset_of!(RuleAbi, action) == 4);
 const _: () = assert!(offset_of!(RuleAbi, proto) == 5);
@@ -161,6 +174,9 @@ mod tests {
             ("XDPOOL_MATCH_PROTO", MATCH_PROTO.into()),
             ("XDPOOL_MATCH_DST_PORT", MATCH_DST_PORT.into()),
             ("XDPOOL_MATCH_DST_ADDR", MATCH_DST_ADDR.into()),
+            ("XDPOOL_SHAPE_IPV4", SHAPE_IPV4.into()),
+            ("XDPOOL_SHAPE_IPV6", SHAPE_IPV6.into()),
+            ("XDPOOL_SHAPE_NON_IP", SHAPE_NON_IP.into()),
             ("XDPOOL_ACTION_STEER", ACTION_STEER.into()),
             ("XDPOOL_ACTION_PASS", ACTION_PASS.into()),
             ("XDPOOL_ACTION_DROP", ACTION_DROP.into()),
@@ -173,6 +189,7 @@ mod tests {
             ("XDPOOL_CNT_MALFORMED", CNT_MALFORMED.into()),
             ("XDPOOL_CNT_NR", CNT_NR.into()),
             ("XDPOOL_RULE_SIZE", RULE_SIZE as u64),
+            ("XDPOOL_BANK_SIZE", BANK_SIZE as u64),
             ("XDPOOL_CONFIG_SIZE", CONFIG_SIZE as u64),
         ];
         for (name, value) in expect {

@@ -138,6 +138,16 @@ pub enum SteerError {
         #[source]
         source: io::Error,
     },
+    /// A benchmark subject gave another verdict than the one it is measured for.
+    #[error("bench steer: {subject} answered XDP action {action} on the {frame} frame, not XDP_PASS (2); the program or the benchmark's rules are wrong")]
+    BenchVerdict {
+        /// Subject name.
+        subject: &'static str,
+        /// Frame kind.
+        frame: &'static str,
+        /// The action returned.
+        action: u32,
+    },
     /// Netlink query failed.
     #[error("netlink query failed: {0}")]
     Netlink(#[source] io::Error),

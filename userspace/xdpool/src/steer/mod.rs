@@ -3,7 +3,9 @@
 //!
 //! `xdpool_steer` sends frames that match a [`Rule`] to the AF_XDP socket of their
 //! receive queue; `xdpool_ceiling` counts and drops everything (the in-kernel
-//! ceiling for throughput runs). Both attach with `BPF_LINK_CREATE` only, never
+//! ceiling for throughput runs). `xdpool_steer` is loaded for the [`Shape`] of its
+//! rule list, so it runs only the parsing and checks that list needs; a list of
+//! another shape loads another program and swaps it in with a bpf_link update. Both attach with `BPF_LINK_CREATE` only, never
 //! a netlink attachment, so a process that dies leaves no program behind.
 
 pub mod abi;
@@ -11,26 +13,33 @@ mod error;
 mod link;
 pub(crate) mod netlink;
 mod rule;
+mod shape;
 
+use std::collections::BTreeMap;
 use std::os::fd::{AsFd, OwnedFd, RawFd};
 use std::time::Duration;
 
-use aya::maps::{Array, MapData, PerCpuArray, PerCpuValues, XskMap};
+use aya::maps::{Array, Map, MapData, PerCpuArray, PerCpuValues, XskMap};
 use aya::programs::{TestRun, TestRunOptions, Xdp};
-use aya::Ebpf;
+use aya::{Ebpf, EbpfLoader};
 use serde::{Deserialize, Serialize};
 
 pub use error::SteerError;
 pub use netlink::xdp_program_on;
 pub use rule::{Rule, RuleAction, RuleMatch};
+pub use shape::Shape;
 
-use abi::{ConfigAbi, RuleAbi};
+use abi::{BankAbi, ConfigAbi, RuleAbi};
 
 /// The object built from `xdp-prog/xdpool.bpf.c` by build.rs.
 static OBJECT: &[u8] = aya::include_bytes_aligned!(concat!(env!("OUT_DIR"), "/xdpool.bpf.o"));
 
+/// The object built from `xdp-prog/redirect.bpf.c`: the benchmark's reference.
+static REDIRECT_OBJECT: &[u8] = aya::include_bytes_aligned!(concat!(env!("OUT_DIR"), "/redirect.bpf.o"));
+
 const STEER_PROG: &str = "xdpool_steer";
 const CEILING_PROG: &str = "xdpool_ceiling";
+const REDIRECT_PROG: &str = "xdpool_redirect_ref";
 
 /// `XDP_FLAGS_SKB_MODE` and `XDP_FLAGS_DRV_MODE` from `linux/if_link.h`.
 const XDP_FLAGS_SKB_MODE: u32 = 1 << 1;
@@ -86,6 +95,19 @@ pub struct XdpCounters {
     pub malformed: u64,
 }
 
+impl std::ops::Add for XdpCounters {
+    type Output = XdpCounters;
+    fn add(self, o: XdpCounters) -> XdpCounters {
+        XdpCounters {
+            steered: self.steered + o.steered,
+            no_socket: self.no_socket + o.no_socket,
+            passed: self.passed + o.passed,
+            dropped: self.dropped + o.dropped,
+            malformed: self.malformed + o.malformed,
+        }
+    }
+}
+
 impl XdpCounters {
     /// All frames the program has seen.
     pub fn total(&self) -> u64 {
@@ -110,7 +132,29 @@ fn is_permission_error(mut err: &(dyn std::error::Error + 'static)) -> bool {
 
 /// Loads the embedded object (maps created) and one program in it.
 fn load_program(name: &'static str) -> Result<Ebpf, SteerError> {
-    let mut ebpf = Ebpf::load(OBJECT).map_err(|e| {
+    load_object(&mut EbpfLoader::new(), OBJECT, name)
+}
+
+/// Loads `xdpool_steer` specialized for `shape`: the shape becomes the object's
+/// frozen `.rodata`, which the verifier reads as constants.
+fn load_steer(shape: &Shape) -> Result<Ebpf, SteerError> {
+    let count = shape.rule_count();
+    let fields = shape.fields();
+    let families = shape.families();
+    let match_all = u32::from(shape.match_all().unwrap_or(0));
+    let mut loader = EbpfLoader::new();
+    loader
+        .override_global("shape_rule_count", &count, true)
+        .override_global("shape_fields", &fields, true)
+        .override_global("shape_families", &families, true)
+        .override_global("shape_match_all", &match_all, true);
+    let ebpf = load_object(&mut loader, OBJECT, STEER_PROG)?;
+    tracing::debug!(%shape, "steering program loaded for its shape");
+    Ok(ebpf)
+}
+
+fn load_object(loader: &mut EbpfLoader<'_>, object: &[u8], name: &'static str) -> Result<Ebpf, SteerError> {
+    let mut ebpf = loader.load(object).map_err(|e| {
         if is_permission_error(&e) {
             SteerError::NotPermitted { what: "creating BPF maps" }
         } else {
@@ -159,6 +203,47 @@ fn percpu_sum(ebpf: &Ebpf, name: &'static str, index: u32) -> Result<u64, SteerE
         PerCpuArray::try_from(map(ebpf, name)?).map_err(|source| SteerError::Map { name, source })?;
     let values = array.get(&index, 0).map_err(|source| SteerError::Map { name, source })?;
     Ok(values.iter().sum())
+}
+
+fn read_counters(map: &Map) -> Result<XdpCounters, SteerError> {
+    let array: PerCpuArray<&MapData, u64> =
+        PerCpuArray::try_from(map).map_err(|source| SteerError::Map { name: "counters", source })?;
+    let get = |index: u32| -> Result<u64, SteerError> {
+        let values = array.get(&index, 0).map_err(|source| SteerError::Map { name: "counters", source })?;
+        Ok(values.iter().sum())
+    };
+    Ok(XdpCounters {
+        steered: get(abi::CNT_STEERED)?,
+        no_socket: get(abi::CNT_NO_SOCKET)?,
+        passed: get(abi::CNT_PASSED)?,
+        dropped: get(abi::CNT_DROPPED)?,
+        malformed: get(abi::CNT_MALFORMED)?,
+    })
+}
+
+fn live_counters(ebpf: &Ebpf) -> Result<XdpCounters, SteerError> {
+    read_counters(map(ebpf, "counters")?)
+}
+
+/// Writes a whole bank (one entry of the `rules` map, `MAX_RULES` rules).
+fn write_bank(ebpf: &mut Ebpf, bank: u32, entries: &[RuleAbi]) -> Result<(), SteerError> {
+    let mut map: Array<&mut MapData, BankAbi> =
+        Array::try_from(map_mut(ebpf, "rules")?).map_err(|source| SteerError::Map { name: "rules", source })?;
+    let mut value: BankAbi = [RuleAbi::default(); abi::MAX_RULES];
+    value[..entries.len()].copy_from_slice(entries);
+    map.set(bank, value, 0).map_err(|source| SteerError::Map { name: "rules", source })
+}
+
+fn zero_rule_hits(ebpf: &mut Ebpf) -> Result<(), SteerError> {
+    let mut hits: PerCpuArray<&mut MapData, u64> = PerCpuArray::try_from(map_mut(ebpf, "rule_hits")?)
+        .map_err(|source| SteerError::Map { name: "rule_hits", source })?;
+    let cpus = aya::util::nr_cpus().map_err(|(what, source)| SteerError::Kernel { what, source })?;
+    for i in 0..abi::MAX_RULES as u32 {
+        let zero = PerCpuValues::try_from(vec![0u64; cpus])
+            .map_err(|source| SteerError::Kernel { what: "per-CPU values", source })?;
+        hits.set(i, zero, 0).map_err(|source| SteerError::Map { name: "rule_hits", source })?;
+    }
+    Ok(())
 }
 
 /// A bpf_link attachment; dropping it detaches the program.
@@ -218,48 +303,86 @@ fn test_run_xdp(prog: &Xdp, frame: &[u8], repeat: u32) -> Result<(u32, Duration)
 #[derive(Debug)]
 pub struct Steering {
     ebpf: Ebpf,
+    /// What the loaded program is specialized for.
+    shape: Shape,
     attachment: Option<Attachment>,
     /// Bank of the `rules` map the program reads.
     live_bank: u32,
     rule_count: usize,
+    /// Registered AF_XDP sockets by queue, to register again in a reloaded program.
+    xsks: BTreeMap<u32, RawFd>,
+    /// The `counters` map of the program replaced last; it may still count a frame
+    /// that started on it just before the swap.
+    retired_counters: Option<Map>,
+    /// Counts of the programs replaced before that one.
+    folded: XdpCounters,
+    /// Match-all shape: the live program's total when the current list was set
+    /// (its rule 0 hits are counted by the counters, not by `rule_hits`).
+    match_all_hits_from: u64,
 }
 
 impl Steering {
-    /// Loads `xdpool_steer` from the embedded object. No rule is set: every
-    /// frame passes until [`Steering::set_rules`] is called.
+    /// Loads `xdpool_steer` for the empty rule list: every frame passes, unparsed,
+    /// until [`Steering::set_rules`] is called.
     pub fn load() -> Result<Self, SteerError> {
-        let ebpf = load_program(STEER_PROG)?;
-        Ok(Steering { ebpf, attachment: None, live_bank: 0, rule_count: 0 })
+        let shape = Shape::of(&[]);
+        let ebpf = load_steer(&shape)?;
+        Ok(Steering {
+            ebpf,
+            shape,
+            attachment: None,
+            live_bank: 0,
+            rule_count: 0,
+            xsks: BTreeMap::new(),
+            retired_counters: None,
+            folded: XdpCounters::default(),
+            match_all_hits_from: 0,
+        })
     }
 
-    /// Replaces the rule list while the program runs, without reloading.
+    /// Loads `xdpool_steer` for the shape of `rules`, with `rules` set: what
+    /// [`Steering::load`] and [`Steering::set_rules`] do, with one verification
+    /// instead of two.
+    pub fn with_rules(rules: &[Rule]) -> Result<Self, SteerError> {
+        let entries = rule::encode_rules(rules)?;
+        let shape = Shape::of(&entries[..rules.len()]);
+        let mut ebpf = load_steer(&shape)?;
+        write_bank(&mut ebpf, 0, &entries)?;
+        Ok(Steering {
+            ebpf,
+            shape,
+            attachment: None,
+            live_bank: 0,
+            rule_count: rules.len(),
+            xsks: BTreeMap::new(),
+            retired_counters: None,
+            folded: XdpCounters::default(),
+            match_all_hits_from: 0,
+        })
+    }
+
+    /// The shape the loaded program is specialized for.
+    pub fn shape(&self) -> &Shape {
+        &self.shape
+    }
+
+    /// Replaces the rule list while the program runs; no frame is lost.
     ///
-    /// The new list is written into the idle bank and made live with one word
-    /// write, so a frame sees either the old or the new list. Rule hit counters
-    /// restart from zero for the new list.
+    /// A list of the loaded program's [`Shape`] is written into the idle bank and
+    /// made live with one word write, so a frame sees either the old or the new
+    /// list. A list of another shape loads a program for it (rules written, the
+    /// registered sockets added) and, when attached, swaps it in with a bpf_link
+    /// update: each frame runs the old or the new program. Rule hit counters
+    /// restart from zero for the new list; the frame counters carry on.
     pub fn set_rules(&mut self, rules: &[Rule]) -> Result<(), SteerError> {
         let entries = rule::encode_rules(rules)?;
+        let shape = Shape::of(&entries[..rules.len()]);
+        if shape != self.shape {
+            return self.reload(shape, &entries, rules.len());
+        }
         let next = 1 - self.live_bank;
-        {
-            let mut map: Array<&mut MapData, RuleAbi> = Array::try_from(map_mut(&mut self.ebpf, "rules")?)
-                .map_err(|source| SteerError::Map { name: "rules", source })?;
-            let base = next * abi::MAX_RULES as u32;
-            for (i, entry) in entries.iter().enumerate() {
-                map.set(base + i as u32, entry, 0).map_err(|source| SteerError::Map { name: "rules", source })?;
-            }
-        }
-        {
-            let mut hits: PerCpuArray<&mut MapData, u64> =
-                PerCpuArray::try_from(map_mut(&mut self.ebpf, "rule_hits")?)
-                    .map_err(|source| SteerError::Map { name: "rule_hits", source })?;
-            let cpus = aya::util::nr_cpus()
-                .map_err(|(what, source)| SteerError::Kernel { what, source })?;
-            for i in 0..abi::MAX_RULES as u32 {
-                let zero = PerCpuValues::try_from(vec![0u64; cpus])
-                    .map_err(|source| SteerError::Kernel { what: "per-CPU values", source })?;
-                hits.set(i, zero, 0).map_err(|source| SteerError::Map { name: "rule_hits", source })?;
-            }
-        }
+        write_bank(&mut self.ebpf, next, &entries)?;
+        zero_rule_hits(&mut self.ebpf)?;
         let mut config: Array<&mut MapData, ConfigAbi> = Array::try_from(map_mut(&mut self.ebpf, "config")?)
             .map_err(|source| SteerError::Map { name: "config", source })?;
         config
@@ -267,7 +390,48 @@ impl Steering {
             .map_err(|source| SteerError::Map { name: "config", source })?;
         self.live_bank = next;
         self.rule_count = rules.len();
+        self.match_all_hits_from = live_counters(&self.ebpf)?.total();
         tracing::info!(rules = rules.len(), bank = next, "steering rules set");
+        Ok(())
+    }
+
+    /// Loads a program for `shape` with `entries` in bank 0 and the registered
+    /// sockets in its XSKMAP, then puts it where the old one was.
+    #[cold]
+    fn reload(&mut self, shape: Shape, entries: &[RuleAbi], rule_count: usize) -> Result<(), SteerError> {
+        let mut next = load_steer(&shape)?;
+        write_bank(&mut next, 0, entries)?;
+        {
+            let mut xsks: XskMap<&mut MapData> = XskMap::try_from(map_mut(&mut next, "xsks")?)
+                .map_err(|source| SteerError::Map { name: "xsks", source })?;
+            for (&queue, &fd) in &self.xsks {
+                xsks.set(queue, fd, 0).map_err(|source| SteerError::Xsk { queue, source })?;
+            }
+        }
+        if let Some(a) = &self.attachment {
+            let new_fd = xdp(&next, STEER_PROG)?.fd().map_err(|source| SteerError::Program { name: STEER_PROG, source })?;
+            let old_fd = xdp(&self.ebpf, STEER_PROG)?.fd().map_err(|source| SteerError::Program { name: STEER_PROG, source })?;
+            link::xdp_link_update(a.link.as_fd(), new_fd.as_fd(), old_fd.as_fd()).map_err(|source| match source.raw_os_error() {
+                Some(libc::EPERM) | Some(libc::EACCES) => SteerError::NotPermitted { what: "replacing the XDP program" },
+                _ => SteerError::Attach { ifindex: a.ifindex, source },
+            })?;
+        }
+        let mut old = std::mem::replace(&mut self.ebpf, next);
+        // The program retired before this one has been off the link for a whole
+        // reload: nothing runs on it any more, its counts are final.
+        if let Some(map) = self.retired_counters.take() {
+            self.folded = self.folded + read_counters(&map)?;
+        }
+        self.retired_counters = Some(old.take_map("counters").ok_or(SteerError::MissingInObject { what: "map", name: "counters" })?);
+        if self.attachment.is_some() {
+            tracing::info!(from = %self.shape, to = %shape, "steering program replaced for a new rule shape (bpf_link update)");
+        } else {
+            tracing::debug!(from = %self.shape, to = %shape, "steering program reloaded for a new rule shape");
+        }
+        self.shape = shape;
+        self.live_bank = 0;
+        self.rule_count = rule_count;
+        self.match_all_hits_from = 0;
         Ok(())
     }
 
@@ -301,14 +465,18 @@ impl Steering {
         prog.info().map(|i| i.id()).map_err(|source| SteerError::Program { name: STEER_PROG, source })
     }
 
-    /// Steers frames of receive queue `queue` to the AF_XDP socket `fd`.
+    /// Steers frames of receive queue `queue` to the AF_XDP socket `fd`. The fd
+    /// must stay open until [`Steering::unregister_xsk`]: a reload registers it again.
     pub fn register_xsk(&mut self, queue: u32, fd: RawFd) -> Result<(), SteerError> {
         let mut xsks = self.xsk_map(queue)?;
-        xsks.set(queue, fd, 0).map_err(|source| SteerError::Xsk { queue, source })
+        xsks.set(queue, fd, 0).map_err(|source| SteerError::Xsk { queue, source })?;
+        self.xsks.insert(queue, fd);
+        Ok(())
     }
 
     /// Removes the socket of `queue`; its frames then fall back to the kernel (`no_socket`).
     pub fn unregister_xsk(&mut self, queue: u32) -> Result<(), SteerError> {
+        self.xsks.remove(&queue);
         let mut xsks = self.xsk_map(queue)?;
         xsks.unset(queue).map_err(|source| SteerError::Xsk { queue, source })
     }
@@ -320,20 +488,27 @@ impl Steering {
         XskMap::try_from(map_mut(&mut self.ebpf, "xsks")?).map_err(|source| SteerError::Map { name: "xsks", source })
     }
 
-    /// The program's counters, summed over CPUs.
+    /// The counters, summed over CPUs and over every program this `Steering`
+    /// has loaded (a reload does not restart them).
     pub fn counters(&self) -> Result<XdpCounters, SteerError> {
-        let get = |index| percpu_sum(&self.ebpf, "counters", index);
-        Ok(XdpCounters {
-            steered: get(abi::CNT_STEERED)?,
-            no_socket: get(abi::CNT_NO_SOCKET)?,
-            passed: get(abi::CNT_PASSED)?,
-            dropped: get(abi::CNT_DROPPED)?,
-            malformed: get(abi::CNT_MALFORMED)?,
-        })
+        let retired = match &self.retired_counters {
+            Some(map) => read_counters(map)?,
+            None => XdpCounters::default(),
+        };
+        Ok(self.folded + retired + live_counters(&self.ebpf)?)
     }
 
     /// Frames matched by each rule of the current list, in list order.
     pub fn rule_hits(&self) -> Result<Vec<u64>, SteerError> {
+        if self.shape.match_all().is_some() {
+            // Rule 0 takes every frame and counts it only in the counters; the
+            // rules behind it are never reached.
+            let mut hits = vec![0; self.rule_count];
+            if let Some(first) = hits.first_mut() {
+                *first = live_counters(&self.ebpf)?.total() - self.match_all_hits_from;
+            }
+            return Ok(hits);
+        }
         (0..self.rule_count as u32).map(|i| percpu_sum(&self.ebpf, "rule_hits", i)).collect()
     }
 
@@ -380,5 +555,27 @@ impl Ceiling {
     /// Runs the program once on `frame` (`BPF_PROG_TEST_RUN`); returns the XDP action.
     pub fn test_run(&self, frame: &[u8]) -> Result<u32, SteerError> {
         test_run_xdp(xdp(&self.ebpf, CEILING_PROG)?, frame, 1).map(|(action, _)| action)
+    }
+}
+
+/// `xdpool_redirect_ref` (`xdp-prog/redirect.bpf.c`): redirects every frame to its
+/// queue's socket and does nothing else; the floor `xdpool bench steer` measures
+/// the steering program against. Never attached.
+#[derive(Debug)]
+pub struct RedirectReference {
+    ebpf: Ebpf,
+}
+
+impl RedirectReference {
+    /// Loads the program (its XSKMAP stays empty: every run falls back to XDP_PASS,
+    /// as the steering program's steer rules do under test).
+    pub fn load() -> Result<Self, SteerError> {
+        Ok(RedirectReference { ebpf: load_object(&mut EbpfLoader::new(), REDIRECT_OBJECT, REDIRECT_PROG)? })
+    }
+
+    /// Runs the program `repeat` times on `frame`; the XDP action and the kernel's
+    /// mean time per run.
+    pub fn test_run_timed(&self, frame: &[u8], repeat: u32) -> Result<(u32, Duration), SteerError> {
+        test_run_xdp(xdp(&self.ebpf, REDIRECT_PROG)?, frame, repeat)
     }
 }
