@@ -6,9 +6,11 @@
 BENCH_MHZ=$(awk -F: '/^cpu MHz/{print $2; exit}' /proc/cpuinfo)
 
 bench_threads() { # pid -> "tid:run_ns:ctx_switches ..." for each of its threads
-    local t
+    local t r c
     for t in /proc/$1/task/*; do
-        echo -n "$(basename "$t"):$(cut -d' ' -f1 "$t/schedstat" 2>/dev/null || echo 0):$(awk '/ctxt_switches/{s+=$2}END{print s+0}' "$t/status" 2>/dev/null) "
+        # A thread that ends while we read is left out.
+        r=$(cut -d' ' -f1 "$t/schedstat" 2>/dev/null) && c=$(awk '/ctxt_switches/{s+=$2}END{print s+0}' "$t/status" 2>/dev/null) || continue
+        [ -n "$r" ] && [ -n "$c" ] && echo -n "$(basename "$t"):$r:$c "
     done
 }
 
@@ -61,14 +63,15 @@ bench_xdp_off() { # netns dev...: remove whatever XDP program a killed tool left
     done
 }
 
-bench_stop() { # pid seconds name: SIGINT, then after `seconds` SIGKILL (and say so)
+bench_stop() { # pid seconds name [signal]: SIGINT (or signal), then after `seconds`
+    # SIGKILL, and say so unless `seconds` is 0 (a tool whose report is not needed)
     local i
     kill -0 "$1" 2>/dev/null || { wait "$1" 2>/dev/null; return 0; }
-    kill -INT "$1" 2>/dev/null
+    kill -"${4:-INT}" "$1" 2>/dev/null
     for ((i = 0; i < $2 * 10; i++)); do kill -0 "$1" 2>/dev/null || break; sleep 0.1; done
     if kill -0 "$1" 2>/dev/null; then
         kill -9 "$1" 2>/dev/null
-        echo "# $3 still running $2 s after SIGINT; killed"
+        [ "$2" = 0 ] || echo "# $3 still running $2 s after SIG${4:-INT}; killed"
     fi
     wait "$1" 2>/dev/null
     return 0
@@ -95,4 +98,18 @@ bench_result_file() { # name -> a new dated path under docs/results/<date>/ (not
     f=$d/$1-$(date -u +%H%M).md
     [ -e "$f" ] && f=$d/$1-$(date -u +%H%M%S).md
     echo "$f"
+}
+
+bench_wait_moving() { # tenths command...: 0 once the number the command prints grows
+    # (traffic has started), 1 after `tenths` tenths of a second
+    local n=$1 i a b
+    shift
+    a=$("$@" 2>/dev/null)
+    for ((i = 0; i < n; i++)); do
+        sleep 0.1
+        b=$("$@" 2>/dev/null)
+        [ -n "$a" ] && [ -n "$b" ] && ((b > a)) && return 0
+        [ -n "$a" ] || a=$b
+    done
+    return 1
 }

@@ -15,9 +15,9 @@
 # and xdpool explicitly. UMEM sizes are each tool's own: xsk_fwd 65536 buffers
 # (compiled in), testpmd --total-num-mbufs=16384, xdpool FRAMES (16384).
 #
-# Per run: the forwarder starts, its XDP program is waited for, the generator sends
-# for LEAD + WINDOW + 1 s; after LEAD s the script reads the counters, WINDOW s later
-# again: the rate is frames arrived at xdpd0 in that window / its length, the
+# Per run: the forwarder starts, its XDP program is waited for, the generator starts;
+# LEAD s after the first frames arrive at xdpd0 the script reads the counters, WINDOW
+# s later again, and stops the generator: the rate is frames arrived at xdpd0 in that window / its length, the
 # application cycles per frame the busiest thread's schedstat run time in the window /
 # those frames (at the TSC's nominal MHz: no PMU here). Frames lost per million are
 # over the whole run, after a 1 s drain: (offered to xdpf0 - arrived at xdpd0) /
@@ -159,14 +159,15 @@ start_fwd() { # $1 leg -> FWD_PID, output in $W/$1.out
         ;;
     testpmd-*)
         # Both lcores on the forwarder's core (the main one only waits on stdin, which
-        # `sleep` holds open: its end also bounds the run). bpffs is mounted in the
-        # mount namespace of this `ip netns exec` only.
-        sleep 120 | ip netns exec "$P-fwd" sh -c "mount -t bpf bpf /sys/fs/bpf && exec $TESTPMD \
+        # `sleep` holds open: its end also bounds the run; not a pipe, whose `wait`
+        # would wait for the sleep too). bpffs is mounted in the mount namespace of
+        # this `ip netns exec` only.
+        ip netns exec "$P-fwd" sh -c "mount -t bpf bpf /sys/fs/bpf && exec $TESTPMD \
             --lcores 0@$FWD_CORE,1@$FWD_CORE --main-lcore 0 --no-huge -m 512 --no-pci --file-prefix=$P-tp \
             --vdev net_af_xdp0,iface=xdpf0,start_queue=0,queue_count=1 \
             --vdev net_af_xdp1,iface=xdpf1,start_queue=0,queue_count=1 \
             -- --forward-mode=${1#testpmd-} --eth-peer=1,$FWD_MAC_D0 --eth-peer=0,$FWD_MAC_S0 \
-            --nb-cores=1 --rxd=2048 --txd=2048 --total-num-mbufs=16384" > "$W/$1.out" 2>&1 &
+            --nb-cores=1 --rxd=2048 --txd=2048 --total-num-mbufs=16384" < <(sleep 120 2>/dev/null) > "$W/$1.out" 2>&1 &
         ;;
     *) die "unknown leg $1" ;;
     esac
@@ -204,14 +205,21 @@ run_one() { # $1 leg, $2 size, $3 rep (0: warm-up) -> a line, and a row in $W/ro
     local x0 d0 x1 d1 c1 c2 t1 t2 s1 s2 w1 w2 alive
     x0=$(bench_xmit "$P-src" xdps0) || exit 2
     d0=$(bench_rx_xdp "$P-dst" xdpd0) || die "no XDP counters on xdpd0"
-    gen_start "$size" $((LEAD + WINDOW + 1))
+    # A generous bound: the generator is stopped once the window is read. The window
+    # starts LEAD s after frames first arrive at xdpd0, so no one's start-up is in it.
+    gen_start "$size" $((LEAD + WINDOW + 20))
+    local started=1
+    bench_wait_moving 100 bench_rx_xdp "$P-dst" xdpd0 || started=
     sleep "$LEAD"
     c1=$(bench_rx_xdp "$P-dst" xdpd0); w1=$(date +%s.%N); t1=$(bench_threads $FWD_PID); s1=$(bench_steal)
     sleep "$WINDOW"
     c2=$(bench_rx_xdp "$P-dst" xdpd0); w2=$(date +%s.%N); t2=$(bench_threads $FWD_PID); s2=$(bench_steal)
     alive=1
     kill -0 $GEN_PID 2>/dev/null || alive=
-    wait $GEN_PID
+    [ -n "$started" ] || { alive=; echo "# $leg: nothing arrived at xdpd0 10 s after the generator started"; }
+    # xdpool gen finishes its current call before it looks at SIGINT: killed (its
+    # report is not needed); xdp-trafficgen gets SIGINT through timeout.
+    if [ -n "$XDP_TRAFFICGEN" ]; then bench_stop $GEN_PID 10 generator; else bench_stop $GEN_PID 0 generator KILL; fi
     sleep 1
     x1=$(bench_xmit "$P-src" xdps0)
     d1=$(bench_rx_xdp "$P-dst" xdpd0)
