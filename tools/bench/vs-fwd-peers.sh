@@ -162,12 +162,16 @@ start_fwd() { # $1 leg -> FWD_PID, output in $W/$1.out
         # `sleep` holds open: its end also bounds the run; not a pipe, whose `wait`
         # would wait for the sleep too). bpffs is mounted in the mount namespace of
         # this `ip netns exec` only.
+        # $! must be testpmd itself: the sleep that holds its stdin is opened here first.
+        local tp_in
+        exec {tp_in}< <(sleep 120 2>/dev/null)
         ip netns exec "$P-fwd" sh -c "mount -t bpf bpf /sys/fs/bpf && exec $TESTPMD \
             --lcores 0@$FWD_CORE,1@$FWD_CORE --main-lcore 0 --no-huge -m 512 --no-pci --file-prefix=$P-tp \
             --vdev net_af_xdp0,iface=xdpf0,start_queue=0,queue_count=1 \
             --vdev net_af_xdp1,iface=xdpf1,start_queue=0,queue_count=1 \
             -- --forward-mode=${1#testpmd-} --eth-peer=1,$FWD_MAC_D0 --eth-peer=0,$FWD_MAC_S0 \
-            --nb-cores=1 --rxd=2048 --txd=2048 --total-num-mbufs=16384" < <(sleep 120 2>/dev/null) > "$W/$1.out" 2>&1 &
+            --nb-cores=1 --rxd=2048 --txd=2048 --total-num-mbufs=16384" <&"$tp_in" > "$W/$1.out" 2>&1 &
+        exec {tp_in}<&-
         ;;
     *) die "unknown leg $1" ;;
     esac
