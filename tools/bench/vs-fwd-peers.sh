@@ -35,8 +35,10 @@
 #                        needs the multi-port `forward` action (branch fwd)
 #   XDPOOL_CONFIG=path   its config; every "xdpool-fwd" in it becomes PREFIX-fwd.
 #                        Default: written here per SPEC-forward.md (ports in = xdpf0,
-#                        out = xdpf1, one worker on core 1, spin, rule udp/9 forward
-#                        in -> out with mac = XDPOOL_MAC)
+#                        out = xdpf1, spin, rule udp/9 forward in -> out with mac =
+#                        XDPOOL_MAC). xdpool (branch fwd, 2026-12-01) has one worker
+#                        per (port, queue), so both of its workers are pinned to core
+#                        1, where the peers run one thread for both ports
 #   XDPOOL_MAC=...       the rule's mac: default xdpd0's MAC (a fixed next hop, what
 #                        testpmd's mac mode does); "swap" (what xsk_fwd does), "neigh"
 #   XSK_FWD=path         xsk_fwd (built outside the tree: tools/bench/README.md)
@@ -131,7 +133,7 @@ completion = 2048
 rx = 2048
 tx = 2048
 [workers]
-cores = [$FWD_CORE]
+cores = [$FWD_CORE, $FWD_CORE]
 mode = "spin"
 ${WORKERS_EXTRA:-}
 [[rule]]
