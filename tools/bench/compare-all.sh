@@ -21,7 +21,10 @@
 #   PARTS="receivers generators forward", GEN_SECS (receivers' window, 2),
 #   WINDOW (generators' and forwarding window, 4), XDPOOL_FWD=path and
 #   XDPOOL_CONFIG=path for the forwarding leg (default target/release/xdpool, config
-#   written per SPEC-forward.md), SIZES (forwarding, "64 1500"), OUT=file.
+#   written per SPEC-forward.md), GEN_XDPOOL=path (the xdpool whose gen sends into
+#   the forwarding topology; with fwdlab's `gen --dst-ip` it addresses 198.18.2.1),
+#   FWD_GEN=xdp-trafficgen (forwarding generator; default xdpool gen), SIZES
+#   (forwarding, "64 1500"), OUT=file.
 # About 5 min per REPS=1 round of everything; REPS=5 WARMUP=1: about 30 min.
 set -u
 cd "$(dirname "$0")/../.."
@@ -64,7 +67,11 @@ part_generators() {
 part_forward() {
     echo "## Forwarding (vs-fwd-peers.sh)"
     echo
-    OUT=$W/fwd.md XDPOOL=${XDPOOL_FWD:-$PWD/target/release/xdpool} XSK_FWD=${XSK_FWD:-} \
+    # The generator here is xdpool gen unless FWD_GEN=xdp-trafficgen (its IPv6 frames
+    # need an xdpool rule that takes IPv6 too).
+    local tg=
+    [ "${FWD_GEN:-xdpool}" = xdp-trafficgen ] && tg=${XDP_TRAFFICGEN:-}
+    OUT=$W/fwd.md XDPOOL=${XDPOOL_FWD:-$PWD/target/release/xdpool} XSK_FWD=${XSK_FWD:-} XDP_TRAFFICGEN=$tg \
         bash tools/bench/vs-fwd-peers.sh >/dev/null 2>&1
     sed -n '/^## Summary/,$p' "$W/fwd.md"
     echo
