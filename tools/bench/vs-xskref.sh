@@ -20,11 +20,20 @@
 #     AF_XDP-example, built outside this tree; it is not ours to ship) as a third
 #     receiver, pinned with taskset, -p in the poll placements; XDPSOCK_MODES="spin
 #     poll" runs it in both modes in every placement.
+#   TESTPMD=/path/to/dpdk-testpmd adds DPDK's testpmd (Debian's dpdk package) on
+#     one net_af_xdp port in the spinning placements (it always busy-polls):
+#     --forward-mode=rxonly for drop, macswap for l2fwd, both lcores on core 1,
+#     --no-huge -m 512 --no-pci --total-num-mbufs=16384, RX ring RX, bpffs mounted
+#     in its namespace. Its "RX ring full" column is testpmd's RX-dropped (the
+#     socket's rx_dropped), and its run ends when its stdin (a sleep of DUR + 3 s) ends.
 #   XDPOOL_B="NAME=/path/to/xdpool ...": other xdpool builds, each one more
 #     receiver called NAME with the same config (A/B of a change).
 #   GEN_SECS=S: the generator sends for S seconds at full speed instead of COUNT
 #     frames, so every receiver gets the same window.
 #   GEN_RATE=PPS: the generator paces itself to PPS frames/s (default: flat out).
+#   WARMUP=N: N rounds of every receiver before the counted reps (printed, rep 0).
+#   ROWS=file: also append one tab-separated row per run for
+#     tools/bench/summarize.py (compare-all.sh uses it).
 # Each line also says how many frames the sender's veth refused (the receiver's
 # ring was full: its NAPI fell behind) out of those offered, and how many the
 # socket's RX ring had no room for (the application fell behind).
@@ -46,6 +55,7 @@ cleanup() { "$X" lab down --prefix $P >/dev/null 2>&1; rm -rf "$W"; }
 trap cleanup EXIT
 [ -x "$X" ] && [ -x "$REF" ] || { echo "build first: make build && make -C tools/xskref" >&2; exit 2; }
 [ -z "${XDPSOCK:-}" ] || [ -x "$XDPSOCK" ] || { echo "XDPSOCK=$XDPSOCK is not an executable" >&2; exit 2; }
+[ -z "${TESTPMD:-}" ] || [ -x "$TESTPMD" ] || { echo "TESTPMD=$TESTPMD is not an executable" >&2; exit 2; }
 command -v ethtool >/dev/null || { echo "needs ethtool (make setup installs it)" >&2; exit 2; }
 
 napi_pids() { # the receiving veth's NAPI threads
@@ -64,8 +74,11 @@ pin_napi() { # veth re-creates its NAPI when a program comes: pin after attach, 
 }
 
 threads() { # pid -> "tid:run_ns:ctx_switches ..." for each of its threads
+    local t r c
     for t in /proc/$1/task/*; do
-        echo -n "$(basename "$t"):$(cut -d' ' -f1 "$t/schedstat"):$(awk '/ctxt_switches/{s+=$2}END{print s}' "$t/status") "
+        # A thread (or the receiver) that ends while we read is left out.
+        r=$(cut -d' ' -f1 "$t/schedstat" 2>/dev/null) && c=$(awk '/ctxt_switches/{s+=$2}END{print s+0}' "$t/status" 2>/dev/null) || continue
+        [ -n "$r" ] && [ -n "$c" ] && echo -n "$(basename "$t"):$r:$c "
     done
 }
 
@@ -85,8 +98,21 @@ back_count() { # frames the sender's veth received (l2fwd returns)
 
 run_one() { # $1 receiver, $2 action, $3 mode, $4 napi (softirq|threaded)
     local out
-    rm -f "$W/sum.json" "$W/ref.out" "$W/xs.out"
-    if [ "$1" = xdpsock ]; then
+    rm -f "$W/sum.json" "$W/ref.out" "$W/xs.out" "$W/tp.out"
+    if [ "$1" = testpmd ]; then
+        local fm=rxonly
+        [ "$2" = l2fwd ] && fm=macswap
+        # stdin is a sleep of DUR + 3 s (a process substitution, so that `wait` waits for
+        # testpmd alone): at its end testpmd prints its totals and exits.
+        # $! must be testpmd itself: the sleep that holds its stdin is opened here first.
+        local tp_in
+        exec {tp_in}< <(sleep $((DUR + 3)) 2>/dev/null)  # + its slower start (EAL)
+        ip netns exec $P-b sh -c "mount -t bpf bpf /sys/fs/bpf && exec $TESTPMD --lcores 0@1,1@1 --main-lcore 0 \
+            --no-huge -m 512 --no-pci --file-prefix=$P-tp --vdev net_af_xdp0,iface=${P}b0,start_queue=0,queue_count=1 \
+            -- --forward-mode=$fm --nb-cores=1 --rxd=$RX --txd=2048 --total-num-mbufs=16384" \
+            <&"$tp_in" > "$W/tp.out" 2>&1 &
+        exec {tp_in}<&-
+    elif [ "$1" = xdpsock ]; then
         local f=-r pf=
         [ "$2" = l2fwd ] && f=-l
         [ "$3" = poll ] && pf=-p
@@ -184,6 +210,10 @@ EOT
     if [ "$1" = xdpsock ]; then
         got=$(awk '$1 == "rx" && $2 ~ /^[0-9.]+$/ {n = $3} END {print n + 0}' "$W/xs.out")
         full=$(awk '$1 == "rx" && $2 == "queue" {n = $5} END {print n + 0}' "$W/xs.out")
+    elif [ "$1" = testpmd ]; then
+        grep -q 'Accumulated forward statistics' "$W/tp.out" || { echo "# testpmd printed no totals; its output ends:"; grep -v 'libbpf: elf' "$W/tp.out" | tail -n 6 | sed 's/^/#   /'; }
+        got=$(sed -n '/Accumulated forward statistics/,$s/.*RX-packets: *\([0-9]*\).*/\1/p' "$W/tp.out" | head -1)
+        full=$(sed -n '/Accumulated forward statistics/,$s/.*RX-dropped: *\([0-9]*\).*/\1/p' "$W/tp.out" | head -1)
     elif [ "$1" = xskref ]; then
         got=$(sed -n 's/.*rx_packets \([0-9]*\).*/\1/p' "$W/ref.out")
         full=$(sed -n 's/.*rx_ring_full=\([0-9]*\).*/\1/p' "$W/ref.out")
@@ -197,7 +227,7 @@ who, act, mode, napi, got, count, secs, t0, t1, back, mhz, refused, full, s0, s1
 got, count, secs, back, mhz, refused = int(got), int(count), float(secs), int(back), float(mhz), int(refused)
 parse = lambda s: {t: (int(r), int(c)) for t, r, c in (x.split(':') for x in s.split())}
 a, b = parse(t0), parse(t1)
-ns, cs = max((b[t][0] - a[t][0], b[t][1] - a[t][1]) for t in b if t in a)
+ns, cs = max([(b[t][0] - a[t][0], b[t][1] - a[t][1]) for t in b if t in a] or [(0, 0)])
 per = ns / max(got, 1)
 line = f'{who:7} {act:5} {mode:4} {napi:8} received {got:>8} of {count} ({got/count*100:5.1f}%) {got/secs/1e6:6.3f} Mpps'
 if act == 'l2fwd':
@@ -211,6 +241,12 @@ line += f' | veth refused {refused} | RX ring full {full}'
 hz, wall = os.sysconf('SC_CLK_TCK'), max(w1 - w0, 1e-3)
 line += f' | steal c0 {(a1 - a0) / hz / wall * 100:.0f}% c1 {(b1 - b0) / hz / wall * 100:.0f}%'
 print(line)
+# ROWS=file: one row for tools/bench/summarize.py (rate: received, for l2fwd back at
+# the sender, Mpps; rep 0 is a warm-up).
+if os.environ.get('ROWS'):
+    rate = (back if act == 'l2fwd' else got) / secs / 1e6
+    with open(os.environ['ROWS'], 'a') as f:
+        f.write(f"{act} {mode} {napi}\t{os.environ.get('REP', '1')}\t{who}\t{rate:.4f}\tcycles_per_frame={per*mhz/1e3:.0f}\n")
 PY
 }
 
@@ -222,13 +258,15 @@ for placement in $PLACEMENTS; do
     xmit_counts >/dev/null || exit 2
     if [ "$napi" = threaded ]; then ip netns exec $P-b sh -c "echo 1 > /sys/class/net/${P}b0/threaded"; fi
     echo "# $act, worker core 1 ($mode), generator core 0, NAPI $napi $([ "$napi" = threaded ] && echo 'on core 1' || echo 'on the sending core')"
-    for rep in $(seq "$REPS"); do
+    for ((rep = 1 - ${WARMUP:-0}; rep <= REPS; rep++)); do
+        export REP=$((rep < 0 ? 0 : rep))
         # Odd reps run the list in order, even reps reversed (the xdpool builds
         # first), so that a drift in the machine over a placement favours no one.
         runs=()
         if [ -n "${XDPSOCK:-}" ]; then
             for m in ${XDPSOCK_MODES:-$mode}; do runs+=("xdpsock $act $m $napi"); done
         fi
+        [ -n "${TESTPMD:-}" ] && [ "$mode" = spin ] && runs+=("testpmd $act $mode $napi")
         runs+=("xskref $act $mode $napi" "xdpool $act $mode $napi")
         for b in ${XDPOOL_B:-}; do runs+=("${b%%=*} $act $mode $napi"); done
         if [ $((rep % 2)) = 0 ]; then

@@ -1,0 +1,310 @@
+#!/bin/bash
+# Forwarding side by side (issue 15's figures): xdpool against xsk_fwd (bpf-examples'
+# AF_XDP-forwarding) and DPDK's testpmd over two net_af_xdp ports (io and mac
+# modes), in the `forward` topology of SPEC-forward.md (built here with ip(8), see
+# fwd-topology.sh): traffic from PREFIX-src's xdps0 enters PREFIX-fwd at xdpf0 (port
+# "in"), the forwarder sends it out of xdpf1 (port "out"), and an XDP program on
+# PREFIX-dst's xdpd0 counts and drops it (tools/xdpsink; the count read is the veth's
+# rx_queue_*_xdp_packets).
+#
+# Same for every forwarder: the generator on core 0 (so the receiving NAPI of xdpf0,
+# and with it each forwarder's XDP program, runs there in softirq), the forwarder
+# alone on core 1 (its busy thread spinning: xsk_fwd and testpmd always spin; xdpool
+# gets mode = "spin"), copy mode (veth has no zero-copy), rings of 2048 (RX, TX,
+# completion) and 4096 (fill): xsk_fwd's and testpmd's defaults, passed to testpmd
+# and xdpool explicitly. UMEM sizes are each tool's own: xsk_fwd 65536 buffers
+# (compiled in), testpmd --total-num-mbufs=16384, xdpool FRAMES (16384).
+#
+# Per run: the forwarder starts, its XDP program is waited for, the generator starts;
+# LEAD s after the first frames arrive at xdpd0 the script reads the counters, WINDOW
+# s later again, and stops the generator: the rate is frames arrived at xdpd0 in that window / its length, the
+# application cycles per frame the busiest thread's schedstat run time in the window /
+# those frames (at the TSC's nominal MHz: no PMU here). Frames lost per million are
+# over the whole run, after a 1 s drain: (offered to xdpf0 - arrived at xdpd0) /
+# offered, where offered = xdps0's XDP transmit counters (accepted + refused); the
+# refused ones (xdpf0's ring full: the forwarder's XDP program on core 0 fell behind)
+# are also shown on their own.
+#
+# Each size: WARMUP rounds of every forwarder (not counted), then REPS rounds (pairs),
+# odd rounds in order, even ones reversed. The summary: each tool's median rate,
+# lost/M and cycles/frame, and the median and range of the per-pair ratios
+# xdpool / peer. Everything is written to a dated file under docs/results/<date>/.
+#
+# Knobs (environment):
+#   XDPOOL=path          the xdpool to measure (default target/release/xdpool); it
+#                        needs the multi-port `forward` action (branch fwd)
+#   XDPOOL_CONFIG=path   its config; every "xdpool-fwd" in it becomes PREFIX-fwd.
+#                        Default: written here per SPEC-forward.md (ports in = xdpf0,
+#                        out = xdpf1, spin, rule udp/9 forward in -> out with mac =
+#                        XDPOOL_MAC). xdpool (branch fwd, 2026-12-01) has one worker
+#                        per (port, queue), so both of its workers are pinned to core
+#                        1, where the peers run one thread for both ports
+#   XDPOOL_MAC=...       the rule's mac: default xdpd0's MAC (a fixed next hop, what
+#                        testpmd's mac mode does); "swap" (what xsk_fwd does), "neigh"
+#   XSK_FWD=path         xsk_fwd (built outside the tree: tools/bench/README.md)
+#   TESTPMD=path         dpdk-testpmd (default: the one on PATH, if any; "" for none)
+#   TESTPMD_MODES="io mac"
+#   XDP_TRAFFICGEN=path  generate with xdp-trafficgen (IPv6 UDP to 2001:2:0:2::1 port
+#                        9, one thread on core 0) instead of `xdpool gen`
+#   GEN_XDPOOL=path      the xdpool whose `gen` generates (default target/release/xdpool)
+#   GEN_RATE=PPS         xdpool gen paces itself to PPS frames/s (losses at a rate the
+#                        forwarders sustain; xdp-trafficgen has no such option)
+#   LEGS="xdpool xsk_fwd testpmd-io testpmd-mac"  which forwarders (default: those given)
+#   SIZES="64 1500" (frame bytes without FCS)  REPS=5  WARMUP=1  WINDOW=4  LEAD=1
+#   FRAMES=16384  PREFIX=vfp (namespaces PREFIX-src, -fwd, -dst)  OUT=result file
+# Needs root, ethtool, tools/xdpsink built (make -C tools/xdpsink).
+set -u
+cd "$(dirname "$0")/../.."
+source tools/bench/lib.sh
+source tools/bench/fwd-topology.sh
+XDPOOL=${XDPOOL:-$PWD/target/release/xdpool}
+GEN_XDPOOL=${GEN_XDPOOL:-$PWD/target/release/xdpool}
+XDPOOL_CONFIG=${XDPOOL_CONFIG:-}
+XDPOOL_MAC=${XDPOOL_MAC:-$FWD_MAC_D0}
+XSK_FWD=${XSK_FWD:-}
+TESTPMD=${TESTPMD-$(command -v dpdk-testpmd || true)}
+TESTPMD_MODES=${TESTPMD_MODES:-io mac}
+XDP_TRAFFICGEN=${XDP_TRAFFICGEN:-}
+SIZES=${SIZES:-64 1500}
+REPS=${REPS:-5}
+WARMUP=${WARMUP:-1}
+WINDOW=${WINDOW:-4}
+LEAD=${LEAD:-1}
+FRAMES=${FRAMES:-16384}
+P=${PREFIX:-vfp}
+SINK=$PWD/tools/xdpsink/xdpsink
+GEN_CORE=0
+FWD_CORE=1
+
+die() { echo "$*" >&2; exit 2; }
+[ -x "$SINK" ] || die "build the counting sink first: make -C tools/xdpsink"
+[ -x "$GEN_XDPOOL" ] || [ -n "$XDP_TRAFFICGEN" ] || die "no generator: build xdpool (make build) or give XDP_TRAFFICGEN="
+[ -z "$XDP_TRAFFICGEN" ] || [ -x "$XDP_TRAFFICGEN" ] || die "XDP_TRAFFICGEN=$XDP_TRAFFICGEN is not an executable"
+[ -z "$XSK_FWD" ] || [ -x "$XSK_FWD" ] || die "XSK_FWD=$XSK_FWD is not an executable"
+[ -z "$TESTPMD" ] || [ -x "$TESTPMD" ] || die "TESTPMD=$TESTPMD is not an executable"
+command -v ethtool >/dev/null || die "needs ethtool (make setup installs it)"
+if [ -z "${LEGS:-}" ]; then
+    LEGS=
+    [ -x "$XDPOOL" ] && LEGS="xdpool"
+    [ -n "$XSK_FWD" ] && LEGS="$LEGS xsk_fwd"
+    if [ -n "$TESTPMD" ]; then for m in $TESTPMD_MODES; do LEGS="$LEGS testpmd-$m"; done; fi
+fi
+[ -n "${LEGS// /}" ] || die "nothing to measure: give XDPOOL=, XSK_FWD= or TESTPMD="
+OUT=${OUT:-$(bench_result_file vs-fwd-peers)}
+W=$(mktemp -d)
+SINK_PID=
+cleanup() {
+    [ -n "$SINK_PID" ] && kill -INT "$SINK_PID" 2>/dev/null && wait "$SINK_PID" 2>/dev/null
+    fwd_topo_down "$P"
+    rm -rf "$W"
+}
+trap cleanup EXIT
+trap 'exit 130' INT TERM
+
+GEN_DST=
+if [ -z "$XDP_TRAFFICGEN" ] && "$GEN_XDPOOL" gen --help 2>/dev/null | grep -q -- '--dst-ip'; then
+    GEN_DST="--dst-ip 198.18.2.1 --dst-mac $FWD_MAC_F0"
+fi
+
+xdpool_config() { # -> $W/fwd.toml
+    if [ -n "$XDPOOL_CONFIG" ]; then
+        sed "s/xdpool-fwd/$P-fwd/g" "$XDPOOL_CONFIG" > "$W/fwd.toml"
+        return
+    fi
+    cat > "$W/fwd.toml" <<EOT
+[[port]]
+name = "in"
+interface = "xdpf0"
+netns = "$P-fwd"
+queues = [0]
+xdp_mode = "native"
+[[port]]
+name = "out"
+interface = "xdpf1"
+netns = "$P-fwd"
+queues = [0]
+xdp_mode = "native"
+[umem]
+frames = $FRAMES
+chunk_size = 2048
+[rings]
+fill = 4096
+completion = 2048
+rx = 2048
+tx = 2048
+[workers]
+cores = [$FWD_CORE, $FWD_CORE]
+mode = "spin"
+${WORKERS_EXTRA:-}
+[[rule]]
+port = "in"
+proto = "udp"
+dst_port = "9"
+action = "forward"
+to = "out"
+mac = "$XDPOOL_MAC"
+[stats]
+control_socket = "$W/ctl.sock"
+live = false
+EOT
+}
+
+start_fwd() { # $1 leg -> FWD_PID, output in $W/$1.out
+    rm -f "$W/sum.json"
+    case $1 in
+    xdpool)
+        xdpool_config
+        "$XDPOOL" run -c "$W/fwd.toml" --duration 120 --quiet --summary-json "$W/sum.json" > "$W/$1.out" 2>&1 &
+        ;;
+    xsk_fwd)
+        ip netns exec "$P-fwd" taskset -c $FWD_CORE stdbuf -oL "$XSK_FWD" -i xdpf0 -q 0 -i xdpf1 -q 0 -c $FWD_CORE > "$W/$1.out" 2>&1 &
+        ;;
+    testpmd-*)
+        # Both lcores on the forwarder's core (the main one only waits on stdin, which
+        # `sleep` holds open: its end also bounds the run; not a pipe, whose `wait`
+        # would wait for the sleep too). bpffs is mounted in the mount namespace of
+        # this `ip netns exec` only.
+        # $! must be testpmd itself: the sleep that holds its stdin is opened here first.
+        local tp_in
+        exec {tp_in}< <(sleep 120 2>/dev/null)
+        ip netns exec "$P-fwd" sh -c "mount -t bpf bpf /sys/fs/bpf && exec $TESTPMD \
+            --lcores 0@$FWD_CORE,1@$FWD_CORE --main-lcore 0 --no-huge -m 512 --no-pci --file-prefix=$P-tp \
+            --vdev net_af_xdp0,iface=xdpf0,start_queue=0,queue_count=1 \
+            --vdev net_af_xdp1,iface=xdpf1,start_queue=0,queue_count=1 \
+            -- --forward-mode=${1#testpmd-} --eth-peer=1,$FWD_MAC_D0 --eth-peer=0,$FWD_MAC_S0 \
+            --nb-cores=1 --rxd=2048 --txd=2048 --total-num-mbufs=16384" <&"$tp_in" > "$W/$1.out" 2>&1 &
+        exec {tp_in}<&-
+        ;;
+    *) die "unknown leg $1" ;;
+    esac
+    FWD_PID=$!
+}
+
+gen_start() { # $1 size, $2 seconds -> GEN_PID
+    if [ -n "$XDP_TRAFFICGEN" ]; then
+        # Its -s counts the FCS; its one thread runs on core 0.
+        timeout -s INT "$2" ip netns exec "$P-src" "$XDP_TRAFFICGEN" udp -m "$FWD_MAC_F0" -A 2001:2:0:1::1 -a 2001:2:0:2::1 \
+            -p 9 -s $(($1 + 4)) -t 1 xdps0 > "$W/gen.out" 2>&1 &
+    else
+        "$GEN_XDPOOL" gen --netns "$P-src" --dev xdps0 --count 1000000000 --duration "$2" --size "$1" --cores $GEN_CORE $GEN_DST \
+            ${GEN_RATE:+--rate $GEN_RATE} > "$W/gen.out" 2>&1 &
+    fi
+    GEN_PID=$!
+}
+
+run_one() { # $1 leg, $2 size, $3 rep (0: warm-up) -> a line, and a row in $W/rows.tsv
+    local leg=$1 size=$2 rep=$3
+    start_fwd "$leg"
+    local ok=1
+    bench_wait_prog "$P-fwd" xdpf0 100 $FWD_PID || ok=
+    if [ -z "$ok" ] || ! kill -0 $FWD_PID 2>/dev/null; then
+        echo "# $leg: no XDP program on xdpf0 10 s after start, or it exited; its output ends:"
+        tail -n 5 "$W/$leg.out" | sed 's/^/#   /'
+        bench_stop $FWD_PID 5 "$leg"
+        bench_xdp_off "$P-fwd" xdpf0 xdpf1
+        printf 'forward %s B\t%s\t%s\t0\n' "$size" "$rep" "$leg" >> "$W/rows.tsv"
+        FAILED="$FAILED $leg"
+        return
+    fi
+    [[ $leg == testpmd-* || $leg == xsk_fwd ]] && bench_wait_prog "$P-fwd" xdpf1 50
+    sleep 0.5
+    local x0 d0 x1 d1 c1 c2 t1 t2 s1 s2 w1 w2 alive
+    x0=$(bench_xmit "$P-src" xdps0) || exit 2
+    d0=$(bench_rx_xdp "$P-dst" xdpd0) || die "no XDP counters on xdpd0"
+    # A generous bound: the generator is stopped once the window is read. The window
+    # starts LEAD s after frames first arrive at xdpd0, so no one's start-up is in it.
+    gen_start "$size" $((LEAD + WINDOW + 20))
+    local started=1
+    bench_wait_moving 100 bench_rx_xdp "$P-dst" xdpd0 || started=
+    sleep "$LEAD"
+    c1=$(bench_rx_xdp "$P-dst" xdpd0); w1=$(date +%s.%N); t1=$(bench_threads $FWD_PID); s1=$(bench_steal)
+    sleep "$WINDOW"
+    c2=$(bench_rx_xdp "$P-dst" xdpd0); w2=$(date +%s.%N); t2=$(bench_threads $FWD_PID); s2=$(bench_steal)
+    alive=1
+    kill -0 $GEN_PID 2>/dev/null || alive=
+    [ -n "$started" ] || { alive=; echo "# $leg: nothing arrived at xdpd0 10 s after the generator started"; }
+    # xdpool gen finishes its current call before it looks at SIGINT: killed (its
+    # report is not needed); xdp-trafficgen gets SIGINT through timeout.
+    if [ -n "$XDP_TRAFFICGEN" ]; then bench_stop $GEN_PID 10 generator; else bench_stop $GEN_PID 0 generator KILL; fi
+    sleep 1
+    x1=$(bench_xmit "$P-src" xdps0)
+    d1=$(bench_rx_xdp "$P-dst" xdpd0)
+    bench_stop $FWD_PID 10 "$leg"
+    bench_xdp_off "$P-fwd" xdpf0 xdpf1
+    [ -n "$alive" ] || echo "# $leg: the generator ended before the window closed: $(tail -n 2 "$W/gen.out" | tr '\n' ' ')"
+    local busy
+    busy=$(bench_busiest "$t1" "$t2")
+    python3 - "$leg" "$size" "$rep" "$x0" "$x1" "$d0" "$d1" "$c1" "$c2" "$w1" "$w2" "$busy" "$BENCH_MHZ" "$(bench_steal_pct "$s1" "$s2")" "${alive:-0}" "$W/rows.tsv" <<'PY'
+import sys
+leg, size, rep, x0, x1, d0, d1, c1, c2, w1, w2, busy, mhz, steal, alive, rows = sys.argv[1:]
+(a0, r0), (a1, r1) = (map(int, x.split()) for x in (x0, x1))
+accepted, refused = a1 - a0, r1 - r0
+offered = accepted + refused
+arrived = int(d1) - int(d0)
+win = int(c2) - int(c1)
+secs = float(w2) - float(w1)
+ns, cs = map(int, busy.split())
+rate = win / secs / 1e6 if alive == '1' else 0.0
+cyc = ns / max(win, 1) * float(mhz) / 1e3
+lost = (offered - arrived) / max(offered, 1) * 1e6
+refd = refused / max(offered, 1) * 1e6
+import time
+print(f'{time.strftime("%H:%M:%S", time.gmtime())} {leg:12} {size:>4} B rep {rep}: {rate:6.3f} Mpps arrived in the window | offered {offered} arrived {arrived}: '
+      f'lost {lost:8.0f}/M (refused at xdpf0 {refd:.0f}/M) | app {ns/1e6:6.1f} ms cpu, {cyc:6.0f} cycles/frame, {cs} ctx sw | steal {steal}')
+with open(rows, 'a') as f:
+    f.write(f'forward {size} B\t{rep}\t{leg}\t{rate:.4f}\tlost_per_M={lost:.0f}\tcycles_per_frame={cyc:.0f}\trefused_per_M={refd:.0f}\n')
+PY
+    if [ "$leg" = xdpool ] && [ -f "$W/sum.json" ]; then
+        python3 -c "import json;s=json.load(open('$W/sum.json'));print('#   xdpool summary: packets', s.get('packets'), 'drops', json.dumps(s.get('drops')))" 2>/dev/null
+    fi
+}
+
+main() {
+    local gen="xdpool gen ($GEN_XDPOOL)${GEN_DST:+ $GEN_DST}"
+    [ -n "$XDP_TRAFFICGEN" ] && gen="xdp-trafficgen ($XDP_TRAFFICGEN), IPv6"
+    echo "# vs-fwd-peers $(date -u '+%F %H:%M') UTC, $(nproc) CPUs, kernel $(uname -r), TSC ${BENCH_MHZ} MHz, load $(cut -d' ' -f1-3 /proc/loadavg)"
+    echo "# legs: $LEGS; sizes: $SIZES; REPS=$REPS WARMUP=$WARMUP WINDOW=$WINDOW s LEAD=$LEAD s; generator: $gen on core $GEN_CORE${GEN_RATE:+ at $GEN_RATE frames/s}; forwarders on core $FWD_CORE"
+    echo "# xdpool: $XDPOOL ${XDPOOL_CONFIG:+config $XDPOOL_CONFIG}${XDPOOL_CONFIG:-mac $XDPOOL_MAC, frames $FRAMES}; xsk_fwd: ${XSK_FWD:-none}; testpmd: ${TESTPMD:-none}"
+    fwd_topo_up "$P" || exit 1
+    ip netns exec "$P-dst" "$SINK" -i xdpd0 -d 86400 > "$W/sink.out" 2>&1 &
+    SINK_PID=$!
+    bench_wait_prog "$P-dst" xdpd0 50 || die "xdpsink did not attach: $(cat "$W/sink.out")"
+    : > "$W/rows.tsv"
+    FAILED=
+    local size rep legs i
+    for size in $SIZES; do
+        echo "## forward, $size B frames"
+        for ((rep = 1 - WARMUP; rep <= REPS; rep++)); do
+            local r=$rep
+            ((r < 0)) && r=0
+            # shellcheck disable=SC2206
+            legs=($LEGS)
+            if ((rep % 2 == 0)); then
+                for ((i = ${#legs[@]} - 1; i >= 0; i--)); do run_one "${legs[$i]}" "$size" $r; done
+            else
+                for i in "${legs[@]}"; do run_one "$i" "$size" $r; done
+            fi
+            # A leg that failed twice (the binary cannot do it) is dropped.
+            for i in "${legs[@]}"; do
+                if [ "$(echo "$FAILED" | tr ' ' '\n' | grep -cx "$i")" -ge 2 ]; then
+                    echo "# $i failed twice: left out from here on"
+                    LEGS=$(echo " $LEGS " | sed "s/ $i / /")
+                    FAILED=$(echo "$FAILED" | tr ' ' '\n' | grep -vx "$i" | tr '\n' ' ')
+                fi
+            done
+        done
+    done
+    echo
+    echo "## Summary (rate: Mpps arrived at xdpd0 in the window; ratios xdpool / peer per pair)"
+    echo
+    python3 tools/bench/summarize.py xdpool "$W/rows.tsv"
+    echo "## Rows"
+    echo
+    sed 's/^/    /' "$W/rows.tsv"
+}
+
+mkdir -p "$(dirname "$OUT")"
+exec 3>&1
+exec > >(tee "$OUT") 2>&1
+main
+echo "written: $OUT" >&3
