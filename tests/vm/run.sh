@@ -94,7 +94,9 @@ if [ "$CHECKS" = all ]; then
     done
 fi
 # The kernel log as the console printed it, whatever the guest itself concluded.
-bad=$(grep -E 'WARNING:|\bWARN\b|BUG[: ]|Oops|general protection|Call Trace|stalled pool shutdown|Kernel panic' "$CONSOLE" || true)
+# (lines the checks print themselves start with xdpvm: / XDPVM: xdpool's own WARN log
+# lines are expected there, e.g. "device lost")
+bad=$(grep -vE '^(xdpvm|XDPVM)' "$CONSOLE" | grep -E 'WARNING:|\bWARN\b|BUG[: ]|Oops|general protection|Call Trace|stalled pool shutdown|Kernel panic' || true)
 if [ -n "$bad" ]; then echo "test-vm: FAIL: the guest's console has:"; echo "$bad" | head -20; fail=1; fi
 boot=$(jq -sr 'map(select(.boot)) | .[0].uptime_s // "?"' "$OUT/results.jsonl" 2>/dev/null)
 n_ok=$(jq -s 'map(select(has("check") and .ok)) | length' "$OUT/results.jsonl" 2>/dev/null || echo 0)
