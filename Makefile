@@ -8,7 +8,7 @@ LOOM_TARGET := target/loom
 # Loom: bounded preemptions keep the model checks within minutes on 2 cores.
 LOOM_MAX_PREEMPTIONS ?= 3
 
-.PHONY: setup build test test-unit test-loom run bench pktgen clean-lab check-root
+.PHONY: setup build test test-unit test-loom test-vm test-vm-soak run bench pktgen clean-lab check-root
 
 check-root:
 	@if [ "$$(id -u)" != 0 ]; then echo "xdpool: this target needs root (it installs packages, loads XDP programs and creates network namespaces); run it with sudo" >&2; exit 1; fi
@@ -27,7 +27,16 @@ build:
 	XDPOOL_CLANG=clang-$(CLANG_VERSION) cargo build --release --workspace
 	@echo "built: $(XDPOOL) (XDP objects are embedded in it)"
 
-test: setup test-unit test-loom
+test: setup test-unit test-loom test-vm
+
+# xdpool on real PCI NIC drivers (igb, virtio-net) in a nested QEMU guest under TCG:
+# tests/vm/run.sh (docs/vm.md). XDPOOL_SKIP_VM=1 skips it outside CI.
+test-vm: check-root build
+	bash tests/vm/run.sh
+
+# The driver unbind checks only, 20 cycles per NIC kind and mode.
+test-vm-soak: check-root build
+	bash tests/vm/run.sh --cycles 20 --checks unbind_zc_igb,unbind_copy_igb,unbind_zc_virtio,unbind_copy_virtio --timeout 3000
 
 # All unit and integration tests; the root ones create and remove their own namespaces.
 test-unit:

@@ -1,0 +1,321 @@
+#!/bin/bash
+# The in-guest checks of `make test-vm` (run by /init inside the TCG guest).
+#
+# NICs, all on one isolated QEMU hub (no host backend):
+#   e1000e  -> moved to namespace `src` as src0 (MAC_A, 198.18.0.1): the traffic source
+#   igb     -> eth0 (MAC_B): under test, zero-copy and copy mode, 2 RSS queues, unbind
+#   virtio  -> eth1 (MAC_B, disable-legacy, iommu_platform): under test, zero-copy, unbind
+# Both NICs under test carry the lab's MAC_B (QEMU's mac=, which survives a driver
+# rebind), since the generator addresses the lab's B side; the one not under test is
+# kept down with another MAC so only one of them takes the frames.
+#
+# One JSON line per check on /dev/ttyS1: XDPVM {"check":..,"ok":true|false,"secs":..,...}
+# then XDPVM-END. The host (tests/vm/run.sh) fails on any ok=false or a missing END.
+set -uo pipefail
+export PATH=/sbin:/usr/sbin:/usr/bin:/bin:/bbin
+R=/dev/ttyS1
+XDPOOL=/bin/xdpool
+MAC_A=02:78:64:70:00:0a MAC_B=02:78:64:70:00:0b MAC_OTHER=02:78:64:70:00:0c
+param() { local v; v=$(tr ' ' '\n' < /proc/cmdline | sed -n "s/^xdpvm\.$1=//p" | tail -1); echo "${v:-$2}"; }
+CYCLES=$(param cycles 3)
+ONLY=$(param checks all)
+# Re-attach target after `ip link set up` (see docs/vm.md: igb's link-up alone takes
+# about 2 s under TCG; the product's own target of 1 s is for real hardware).
+TARGET_IGB=$(param target_igb_ms 8000)
+TARGET_VIRTIO=$(param target_virtio_ms 3000)
+
+emit() { echo "XDPVM $1" > "$R"; echo "XDPVM $1"; }
+now() { date +%s.%N; }
+since() { awk -v a="$1" -v b="$(now)" 'BEGIN { printf "%.2f", b - a }'; }
+want() { [ "$ONLY" = all ] || [[ ",$ONLY," == *",$1,"* ]]; }
+
+# result NAME OK(true|false) START DETAIL_JSON
+result() {
+    local detail=${4:-}; [ -n "$detail" ] || detail='{}'
+    emit "$(jq -cn --arg c "$1" --argjson ok "$2" --argjson s "$(since "$3")" --argjson d "$detail" '{check: $c, ok: $ok, secs: $s} + $d' 2>/dev/null \
+        || jq -cn --arg c "$1" --argjson ok "$2" --arg d "$detail" '{check: $c, ok: $ok, detail_raw: $d}')"
+}
+
+dev_of_driver() {  # the root namespace's interface driven by $1
+    local d drv
+    for d in /sys/class/net/*; do
+        drv=$(basename "$(readlink -f "$d/device/driver" 2>/dev/null)" 2>/dev/null)
+        [ "$drv" = "$1" ] && { basename "$d"; return 0; }
+    done
+    return 1
+}
+pci_of() {  # PCI function behind an interface (virtio: the parent of virtioN)
+    local p; p=$(readlink -f "/sys/class/net/$1/device")
+    case "$(basename "$p")" in virtio*) p=$(dirname "$p") ;; esac
+    basename "$p"
+}
+carrier_wait() {  # dev timeout_s -> prints ms waited, fails on timeout
+    local t0 i; t0=$(date +%s%3N)
+    for i in $(seq $(( $2 * 50 ))); do
+        [ "$(cat "/sys/class/net/$1/carrier" 2>/dev/null)" = 1 ] && { echo $(( $(date +%s%3N) - t0 )); return 0; }
+        sleep 0.02
+    done
+    echo $(( $(date +%s%3N) - t0 )); return 1
+}
+
+ts() { echo "xdpvm: [$(cut -d' ' -f1 /proc/uptime)] $*"; }
+setup_net() {
+    local src igb vio
+    ts "setup: finding NICs"
+    src=$(dev_of_driver e1000e) && igb=$(dev_of_driver igb) && vio=$(dev_of_driver virtio_net) || {
+        echo "xdpvm: NICs missing: $(ls /sys/class/net)"; return 1; }
+    ip link set "$src" name xsrc0 && ip link set "$igb" name xtmp1 && ip link set "$vio" name xtmp2 || return 1
+    ts "setup: renamed"
+    ip netns add src && ts "setup: netns added" && ip link set xsrc0 netns src && ip -n src link set xsrc0 name src0 || return 1
+    ip -n src link set src0 address $MAC_A up && ip -n src addr add 198.18.0.1/24 dev src0 && ip -n src link set lo up || return 1
+    # eth0 / eth1: the names the kernel gives them again after a rebind (the lowest free eth%d).
+    ip link set xtmp1 name eth0 && ip link set xtmp2 name eth1 || return 1
+    IGB=eth0 VIO=eth1 IGB_PCI=$(pci_of eth0) VIO_PCI=$(pci_of eth1)
+    VIO_DRV=$(basename "$(readlink -f "/sys/bus/pci/devices/$VIO_PCI/driver")")
+    ts "setup: names set"
+    echo "xdpvm: igb $IGB ($IGB_PCI), virtio-net $VIO ($VIO_PCI, $VIO_DRV), source src0 in netns src"
+}
+
+# select_nut DEV: DEV takes MAC_B and goes up; the other NIC under test goes down with another MAC.
+select_nut() {
+    local other; [ "$1" = "$IGB" ] && other=$VIO || other=$IGB
+    ip link set "$other" down; ip link set "$other" address $MAC_OTHER
+    ip link set "$1" address $MAC_B; ip link set "$1" up
+}
+
+# write_cfg PATH DEV ZC(true|false) QUEUES CORES MODE SOCKET
+write_cfg() {
+    cat > "$1" <<EOF
+[interface]
+name = "$2"
+xdp_mode = "native"
+zero_copy = $3
+queues = $4
+
+[umem]
+frames = 8192
+chunk_size = 2048
+
+[rings]
+fill = 2048
+completion = 1024
+rx = 1024
+tx = 1024
+
+[workers]
+cores = $5
+mode = "$6"
+batch = 64
+
+[[rule]]
+proto = "udp"
+dst_port = "9"
+action = "drop"
+
+[stats]
+control_socket = "$7"
+live = false
+EOF
+}
+
+# start_xdpool NAME CFG [extra args] -> XPID; waits for `ready` and carrier
+start_xdpool() {
+    local name=$1 cfg=$2; shift 2
+    rm -f "/tmp/$name.out" "/tmp/$name.json"
+    "$XDPOOL" run --config "$cfg" --ready-line --quiet --summary-json "/tmp/$name.json" "$@" \
+        > "/tmp/$name.out" 2> "/tmp/$name.log" &
+    XPID=$!
+    local i
+    for i in $(seq 600); do
+        grep -q '^ready' "/tmp/$name.out" 2>/dev/null && break
+        kill -0 $XPID 2>/dev/null || break
+        sleep 0.05
+    done
+    grep -q '^ready' "/tmp/$name.out" || { echo "xdpvm: $name: xdpool not ready:"; tail -20 "/tmp/$name.log"; return 1; }
+}
+stop_xdpool() {  # -> XRC
+    kill -INT "$XPID" 2>/dev/null
+    local i; for i in $(seq 300); do kill -0 "$XPID" 2>/dev/null || break; sleep 0.1; done
+    kill -0 "$XPID" 2>/dev/null && { echo "xdpvm: xdpool $XPID did not stop in 30 s, killing it"; kill -KILL "$XPID"; }
+    wait "$XPID"; XRC=$?
+}
+stats() { "$XDPOOL" stats --socket "$1" --json; }
+# A number by its JSON path from the flat stats (one process, no jq: fast under TCG).
+num() { "$XDPOOL" stats --socket "$1" | awk -v k="xdpool${2//./_}" '$1 == k && !f { print $2; f = 1 } END { if (!f) print 0 }'; }
+wait_rx() {  # socket count timeout_s: until rx_packets reaches count
+    local end=$(( $(date +%s) + $3 ))
+    while [ "$(num "$1" .total.rx_packets)" -lt "$2" ] && [ "$(date +%s)" -lt "$end" ]; do sleep 0.2; done
+}
+gen() {  # args...: the generator in namespace src from src0 (AF_XDP engine unless given)
+    "$XDPOOL" gen --netns src --dev src0 "$@"
+}
+summary_ok() {  # NAME: the summary's invariants (one jq: each process costs ~1 s under TCG)
+    local s=/tmp/$1.json why
+    [ -s "$s" ] || { echo "no summary"; return 1; }
+    why=$(jq -r '[
+        (if .accounting_ok == true and .accounting.free == .accounting.total then empty else "accounting: \(.accounting | tojson)" end),
+        (.workers[] | select(.inflight_at_destroy != 0 or .pool.double_release != 0 or .pool.foreign_addr != 0)
+            | "pool of queue \(.queue): inflight_at_destroy \(.inflight_at_destroy), \(.pool | tojson)"),
+        (if .program_left_attached == false then empty else "program left attached" end),
+        (.counters | if .rx_rejected == 0 and .completion_rejected == 0 and .held_corrupt == 0 then empty
+            else "rejected or corrupt: rx_rejected \(.rx_rejected) completion_rejected \(.completion_rejected) held_corrupt \(.held_corrupt)" end)
+        ] | join("; ")' "$s") || why="summary unreadable"
+    if grep -q 'stalled pool shutdown' "/tmp/$1.log"; then why="${why:+$why; }stalled pool shutdown in xdpool's log"; fi
+    [ -z "$why" ] || { echo "$why"; return 1; }
+}
+
+# rx_check NAME DEV ZC QUEUES CORES COUNT RATE SRC_PORTS [ENGINE]
+# xdpool on DEV; the generator sends COUNT frames; every one is counted, accounted.
+rx_check() {
+    local name=$1 dev=$2 zc=$3 queues=$4 cores=$5 count=$6 rate=$7 sports=$8 engine=${9:-afxdp}
+    local t0; t0=$(now)
+    local sock=/run/xdpool/$name.sock why="" carrier_ms gen_out sent rx per_q
+    select_nut "$dev"
+    write_cfg "/tmp/$name.toml" "$dev" "$zc" "$queues" "$cores" poll "$sock"
+    if ! start_xdpool "$name" "/tmp/$name.toml"; then
+        result "$name" false "$t0" "$(jq -cn --arg log "$(tail -5 /tmp/$name.log)" '{why: "xdpool did not start", log: $log}')"; return
+    fi
+    # Attaching the program resets igb's link: frames sent before carrier is back are lost.
+    carrier_ms=$(carrier_wait "$dev" 15) || why="no carrier on $dev 15 s after ready"
+    local g0; g0=$(now)
+    gen_out=$(gen --engine "$engine" --count "$count" --rate "$rate" --src-ports "$sports" --duration 120 2>&1)
+    local gen_s; gen_s=$(since "$g0")
+    sent=$(echo "$gen_out" | sed -n 's/.*sent \([0-9]*\) frames.*/\1/p' | head -1)
+    [ -n "$sent" ] || { why="${why:+$why; }generator: $(echo "$gen_out" | tail -2)"; sent=0; }
+    wait_rx "$sock" "$count" 10
+    local xdp_nosock; xdp_nosock=$(num "$sock" .xdp.no_socket)
+    local nic_drops; nic_drops=$(ethtool -S "$dev" 2>/dev/null | awk '/drop|miss|no_buf|fifo|err/ && $2 + 0 > 0 { printf "%s%s %s", sep, $1, $2; sep = ", " }')
+    local src_drops; src_drops=$(ip netns exec src ethtool -S src0 2>/dev/null | awk '/drop|miss|no_buf|fifo|err|abort|timeout/ && $2 + 0 > 0 { printf "%s%s %s", sep, $1, $2; sep = ", " }')
+    stop_xdpool
+    local s=/tmp/$name.json
+    rx=$(jq -r '.packets // 0' "$s" 2>/dev/null || echo 0)
+    per_q=$(jq -c '[.workers[].counters.rx_packets]' "$s" 2>/dev/null || echo '[]')
+    [ "$XRC" = 0 ] || why="${why:+$why; }xdpool exited $XRC: $(tail -3 /tmp/$name.log)"
+    [ "$sent" = "$count" ] || why="${why:+$why; }generator sent $sent of $count"
+    [ "$rx" = "$count" ] || why="${why:+$why; }xdpool counted $rx of $count"
+    local bad; bad=$(summary_ok "$name") || why="${why:+$why; }$bad"
+    if [ "$(jq 'length' <<<"$per_q")" -gt 1 ] && ! jq -e 'all(. > 0)' <<<"$per_q" >/dev/null; then
+        why="${why:+$why; }a queue received nothing: $per_q"
+    fi
+    local ok=true; [ -z "$why" ] || { ok=false; tail -30 "/tmp/$name.log" | sed "s/^/xdpvm: $name log: /"; }
+    result "$name" $ok "$t0" "$(jq -cn --arg dev "$dev" --argjson zc "$zc" --argjson sent "${sent:-0}" --argjson rx "${rx:-0}" \
+        --argjson per_q "$per_q" --argjson carrier_ms "${carrier_ms:-0}" --arg why "$why" --argjson gen_s "$gen_s" \
+        --argjson nosock "${xdp_nosock:-0}" --arg engine "$engine" --argjson rate "$rate" --arg nic_drops "$nic_drops" --arg src_drops "$src_drops" \
+        --slurpfile s "$s" \
+        '{dev: $dev, zero_copy: $zc, engine: $engine, rate_pps: $rate, sent: $sent, received: $rx, lost: ($sent - $rx), per_queue: $per_q,
+          carrier_after_ready_ms: $carrier_ms, gen_s: $gen_s, xdp_no_socket: $nosock, nic_drops: $nic_drops, source_drops: $src_drops,
+          drops: ($s[0].drops // {} | with_entries(select(.value != 0))), xdp: ($s[0].xdp // {})} + (if $why == "" then {} else {why: $why} end)')"
+}
+
+# unbind_check NAME DEV PCI DRIVER ZC QUEUES CORES TARGET_MS: tests/unbind/unbind.sh
+# under traffic with held frames, then the run's summary.
+unbind_check() {
+    local name=$1 dev=$2 pci=$3 drv=$4 zc=$5 queues=$6 cores=$7 target=$8
+    local t0; t0=$(now)
+    local sock=/run/xdpool/$name.sock why="" out rc gpid
+    select_nut "$dev"
+    write_cfg "/tmp/$name.toml" "$dev" "$zc" "$queues" "$cores" poll "$sock"
+    if ! start_xdpool "$name" "/tmp/$name.toml" --hold-frames 16; then
+        result "$name" false "$t0" "$(jq -cn --arg log "$(tail -5 /tmp/$name.log)" '{why: "xdpool did not start", log: $log}')"; return
+    fi
+    carrier_wait "$dev" 15 >/dev/null || why="no carrier on $dev"
+    # Traffic through all the cycles: 2 000 pps, bounded in count and time.
+    # A cycle takes 20-40 s under TCG on a loaded host: 60 s each, stopped at the end.
+    gen --engine afxdp --rate 2000 --count $(( 2000 * (60 + CYCLES * 60) )) --duration $(( 60 + CYCLES * 60 )) \
+        --src-ports 1024-1087 > "/tmp/$name.gen" 2>&1 &
+    gpid=$!
+    wait_rx "$sock" 100 10
+    out=$(XDPOOL=$XDPOOL bash /checks/unbind.sh --pci "$pci" --driver "$drv" --iface "$dev" --socket "$sock" \
+        --pid "$XPID" --cycles "$CYCLES" --target-ms "$target" 2>&1); rc=$?
+    echo "$out" | sed "s/^/xdpvm: $name: /"
+    [ "$rc" = 0 ] || why="${why:+$why; }unbind.sh exit $rc: $(echo "$out" | tail -1)"
+    # The generator runs out its --duration after SIGINT: end it (our own PID).
+    kill -KILL "$gpid" 2>/dev/null; wait "$gpid" 2>/dev/null
+    stop_xdpool
+    [ "$XRC" = 0 ] || why="${why:+$why; }xdpool exited $XRC: $(tail -3 /tmp/$name.log)"
+    local bad; bad=$(summary_ok "$name") || why="${why:+$why; }$bad"
+    local s=/tmp/$name.json
+    jq -e --argjson n "$CYCLES" '.device.losses >= $n and .device.reattaches >= $n and .device.teardown_accounting_failures == 0' "$s" >/dev/null \
+        || why="${why:+$why; }device: $(jq -c .device "$s" 2>/dev/null)"
+    jq -e '.counters.held_verified > 0 and .counters.held_corrupt == 0' "$s" >/dev/null \
+        || why="${why:+$why; }held frames not verified: $(jq -c '.counters | {held_taken, held_verified, held_corrupt, held_returned}' "$s" 2>/dev/null)"
+    local times; times=$(echo "$out" | sed -n 's/.*traffic back \([0-9]*\) ms after up/\1/p' | jq -sc .)
+    local ok=true; [ -z "$why" ] || { ok=false; tail -40 "/tmp/$name.log" | sed "s/^/xdpvm: $name log: /"; }
+    result "$name" $ok "$t0" "$(jq -cn --arg dev "$dev" --arg pci "$pci" --arg drv "$drv" --argjson zc "$zc" --argjson cycles "$CYCLES" \
+        --argjson times "${times:-[]}" --argjson target "$target" --arg why "$why" --slurpfile s "$s" \
+        '{dev: $dev, pci: $pci, driver: $drv, zero_copy: $zc, cycles: $cycles, target_ms: $target, up_to_traffic_ms: $times,
+          device: ($s[0].device // {}), received: ($s[0].packets // 0),
+          held: ($s[0].counters | {held_taken, held_verified, held_returned, held_corrupt}),
+          reclaimed: ([$s[0].workers[].reclaimed] | add), drained_rx: ([$s[0].workers[].drained_rx] | add)}
+          + (if $why == "" then {} else {why: $why} end)' 2>/dev/null || echo '{}')"
+}
+
+# Timings of the tools the checks lean on, under TCG (not in the default list).
+probe() {
+    local t0; t0=$(now)
+    select_nut "$IGB"
+    ethtool -L "$IGB" combined 2
+    ethtool -n "$IGB" rx-flow-hash udp4
+    ethtool -N "$IGB" rx-flow-hash udp4 sdfn; echo "ethtool -N rc $?"
+    ethtool -n "$IGB" rx-flow-hash udp4
+    write_cfg /tmp/probe.toml "$IGB" true "[0, 1]" "[0, 1]" poll /run/xdpool/probe.sock
+    start_xdpool probe /tmp/probe.toml
+    local a b c d
+    a=$(now); "$XDPOOL" stats --socket /run/xdpool/probe.sock --json > /tmp/st.json; b=$(now)
+    jq -r .total.rx_packets /tmp/st.json; c=$(now); "$XDPOOL" --version; d=$(now)
+    echo "xdpvm: probe: stats $(awk -v a=$a -v b=$b 'BEGIN{print b-a}') s, jq $(awk -v a=$b -v b=$c 'BEGIN{print b-a}') s, xdpool --version $(awk -v a=$c -v b=$d 'BEGIN{print b-a}') s"
+    a=$(now); gen --engine afxdp --count 2000 --rate 2000 --src-ports 1024-1087; b=$(now)
+    echo "xdpvm: probe: gen 2000 at 2000 pps: $(awk -v a=$a -v b=$b 'BEGIN{print b-a}') s"
+    sleep 1; stats /run/xdpool/probe.sock | jq -c '[.queues[].rx_packets]'
+    a=$(now); gen --engine pktgen --count 2000 --rate 2000 --src-ports 1024-1087; b=$(now)
+    echo "xdpvm: probe: pktgen 2000 at 2000 pps: $(awk -v a=$a -v b=$b 'BEGIN{print b-a}') s"
+    sleep 1; stats /run/xdpool/probe.sock | jq -c '[.queues[].rx_packets]'
+    a=$(now); stop_xdpool; b=$(now)
+    echo "xdpvm: probe: stop $(awk -v a=$a -v b=$b 'BEGIN{print b-a}') s rc $XRC"
+    cat /tmp/probe.log | tail -20
+    result probe true "$t0" '{}'
+}
+
+dmesg_check() {
+    local t0; t0=$(now)
+    local bad; bad=$(dmesg | grep -E 'WARNING:|\bWARN\b|BUG[: ]|Oops|general protection|Call Trace|stalled pool shutdown|kernel panic' | head -20)
+    if [ -n "$bad" ]; then result dmesg false "$t0" "$(jq -cn --arg l "$bad" '{lines: $l}')"
+    else result dmesg true "$t0" '{}'; fi
+}
+
+T_ALL=$(now)
+emit "$(jq -cn --arg k "$(uname -r)" --argjson up "$(cut -d' ' -f1 /proc/uptime)" --argjson cpus "$(nproc)" '{boot: true, kernel: $k, uptime_s: $up, cpus: $cpus}')"
+t0=$(now)
+if ! setup_net > /tmp/setup.log 2>&1; then
+    cat /tmp/setup.log
+    result setup false "$t0" "$(jq -cn --arg l "$(cat /tmp/setup.log)" '{why: $l}')"
+else
+    cat /tmp/setup.log
+    result setup true "$t0" "$(jq -cn --arg igb "$IGB_PCI" --arg vio "$VIO_PCI" --arg vd "$VIO_DRV" '{igb_pci: $igb, virtio_pci: $vio, virtio_driver: $vd}')"
+    N=$(param frames 20000)
+    RATE=$(param rate 5000)
+    # One queue: all flows must land on queue 0.
+    ethtool -L "$IGB" combined 1 >/dev/null 2>&1
+    # igb's RX ring (256) is smaller than a burst of the TCG-timed generators.
+    ethtool -G "$IGB" rx 1024 >/dev/null 2>&1
+    want zc_igb && rx_check zc_igb "$IGB" true "[0]" "[1]" "$N" "$RATE" 1024-1087
+    want copy_igb && rx_check copy_igb "$IGB" false "[0]" "[1]" "$N" "$RATE" 1024-1087
+    want zc_virtio && rx_check zc_virtio "$VIO" true "[0]" "[1]" "$N" "$RATE" 1024-1087
+    want copy_virtio && rx_check copy_virtio "$VIO" false "[0]" "[1]" "$N" "$RATE" 1024-1087
+    # RSS: two combined queues, 64 flows, one worker per queue on one shared UMEM.
+    # igb hashes UDP on the addresses only by default: add the ports so 64 flows spread.
+    ethtool -L "$IGB" combined 2 >/dev/null 2>&1
+    ethtool -N "$IGB" rx-flow-hash udp4 sdfn >/dev/null 2>&1
+    want rss_igb && rx_check rss_igb "$IGB" true "[0, 1]" "[0, 1]" "$N" "$RATE" 1024-1087
+    want pktgen_igb && rx_check pktgen_igb "$IGB" true "[0, 1]" "[0, 1]" "$N" "$RATE" 1024-1087 pktgen
+    # PCI driver unbind under traffic. igb comes back with its default queue count
+    # (2 here), so xdpool serves both queues.
+    [[ ",$ONLY," == *",probe,"* ]] && probe
+    want unbind_zc_igb && unbind_check unbind_zc_igb "$IGB" "$IGB_PCI" igb true "[0, 1]" "[0, 1]" "$TARGET_IGB"
+    want unbind_copy_igb && unbind_check unbind_copy_igb "$IGB" "$IGB_PCI" igb false "[0, 1]" "[0, 1]" "$TARGET_IGB"
+    want unbind_zc_virtio && unbind_check unbind_zc_virtio "$VIO" "$VIO_PCI" "$VIO_DRV" true "[0]" "[1]" "$TARGET_VIRTIO"
+    want unbind_copy_virtio && unbind_check unbind_copy_virtio "$VIO" "$VIO_PCI" "$VIO_DRV" false "[0]" "[1]" "$TARGET_VIRTIO"
+fi
+dmesg_check
+emit "$(jq -cn --argjson s "$(since "$T_ALL")" '{end: true, secs: $s}')"
+echo "XDPVM-END" > "$R"
