@@ -17,9 +17,22 @@ pub struct Cli {
     /// Log filter (tracing syntax), e.g. `debug` or `xdpool=trace`. Default: info.
     #[arg(long, global = true, default_value = "info")]
     pub log: String,
+    /// Log line format on stderr: `text` for people, `json` (one object per line, with
+    /// timestamp, level and fields) for a log collector.
+    #[arg(long, global = true, value_enum, default_value_t = LogFormat::Text)]
+    pub log_format: LogFormat,
     /// What to do.
     #[command(subcommand)]
     pub command: Command,
+}
+
+/// `--log-format`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum LogFormat {
+    /// Human-readable lines (coloured on a terminal).
+    Text,
+    /// One JSON object per line.
+    Json,
 }
 
 /// Subcommands.

@@ -15,3 +15,4 @@ pub mod worker;
 pub mod run;
 pub mod device;
 pub mod bench;
+pub mod service;

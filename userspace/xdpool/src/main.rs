@@ -5,7 +5,7 @@ use clap::Parser;
 use std::io::{BufRead, BufReader};
 use std::process::{Command as Process, Stdio};
 use std::time::{Duration, Instant};
-use xdpool::cli::{BenchWhich, Cli, Command, DemoArgs, EngineArg, GenArgs, LabAction, RunArgs, StatsArgs, XdpModeArg};
+use xdpool::cli::{BenchWhich, Cli, Command, LogFormat, DemoArgs, EngineArg, GenArgs, LabAction, RunArgs, StatsArgs, XdpModeArg};
 use xdpool::config::{Config, XdpModeConfig};
 use xdpool::exit::{ExitCode, Fatal};
 
@@ -15,12 +15,11 @@ fn main() {
     let directives = format!("{},netlink_packet_route=error", cli.log);
     let filter = tracing_subscriber::EnvFilter::try_new(&directives).unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
     use std::io::IsTerminal;
-    tracing_subscriber::fmt()
-        .with_env_filter(filter)
-        .with_writer(std::io::stderr)
-        .with_ansi(std::io::stderr().is_terminal())
-        .with_target(false)
-        .init();
+    let logs = tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr).with_target(false);
+    match cli.log_format {
+        LogFormat::Text => logs.with_ansi(std::io::stderr().is_terminal()).init(),
+        LogFormat::Json => logs.json().flatten_event(true).with_current_span(false).init(),
+    }
     let result = match cli.command {
         Command::Run(args) => cmd_run(args),
         Command::Lab { action } => cmd_lab(action),

@@ -571,6 +571,8 @@ pub fn run(cfg: &Config, opts: &RunOptions) -> Result<Summary, Fatal> {
         });
     }
     tracing::info!(interface = %iface, ifindex, ?queues, ?cores, ?mode, "attached; workers running");
+    let mut service = crate::service::Service::from_env();
+    service.ready(&format!("attached: {iface} queues {queues:?}"));
     if opts.ready_line {
         println!("ready");
         let _ = std::io::stdout().flush();
@@ -613,6 +615,7 @@ pub fn run(cfg: &Config, opts: &RunOptions) -> Result<Summary, Fatal> {
     let mut device_gone = false;
     let mut recheck = Backoff::new();
     loop {
+        service.tick();
         let mut events: Vec<LinkEvent> = watcher.next(Duration::from_millis(20)).into_iter().collect();
         events.extend(watcher.drain());
         for ev in &events {
@@ -695,6 +698,7 @@ pub fn run(cfg: &Config, opts: &RunOptions) -> Result<Summary, Fatal> {
             break;
         }
     }
+    service.stopping(if device_gone { "device gone: draining" } else { "stopping: draining and detaching" });
     let duration_s = started.elapsed().as_secs_f64();
 
     // Teardown order: detach the program while the device exists, then let workers
