@@ -195,9 +195,16 @@ pub struct StatsArgs {
     /// Control socket of the running instance.
     #[arg(long, default_value = crate::config::DEFAULT_CONTROL_SOCKET)]
     pub socket: PathBuf,
-    /// Print JSON instead of a table.
+    /// Print the raw snapshot as JSON (for scripts) instead of the table.
     #[arg(long)]
     pub json: bool,
+    /// Refresh the table in place every --interval seconds until Ctrl-C.
+    #[arg(long, conflicts_with = "json")]
+    pub watch: bool,
+    /// Seconds between the two reads the per-second rates come from (and between
+    /// refreshes with --watch); 0 shows totals only.
+    #[arg(long, default_value_t = 1.0)]
+    pub interval: f64,
 }
 
 /// `xdpool bench ...`
