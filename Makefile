@@ -5,6 +5,9 @@ CLANG_VERSION := 19
 APT_PACKAGES := clang-$(CLANG_VERSION) llvm-$(CLANG_VERSION) libbpf-dev libelf-dev zlib1g-dev linux-libc-dev iproute2 pkg-config ethtool
 XDPOOL := target/release/xdpool
 LOOM_TARGET := target/loom
+# Tools the tests use that are unpacked, not installed.
+TOOLS_CACHE := /var/cache/xdpool
+PROMTOOL := $(TOOLS_CACHE)/prometheus/usr/bin/promtool
 # Loom: bounded preemptions keep the model checks within minutes on 2 cores.
 LOOM_MAX_PREEMPTIONS ?= 3
 
@@ -20,6 +23,13 @@ setup: check-root
 	  echo "setup: installing$$missing"; \
 	  export DEBIAN_FRONTEND=noninteractive; apt-get update -q && apt-get install -y -q --no-install-recommends $$missing; \
 	else echo "setup: system packages present"; fi
+	@# promtool (tests/metrics_conventions.rs) from Debian's prometheus package, unpacked
+	@# only: installing it would start a Prometheus server on this machine.
+	@if [ ! -x $(PROMTOOL) ]; then \
+	  echo "setup: unpacking promtool into $(TOOLS_CACHE)"; mkdir -p $(TOOLS_CACHE) && cd $(TOOLS_CACHE) && \
+	  rm -f prometheus_*.deb && apt-get download -q prometheus && dpkg -x prometheus_*.deb prometheus && rm -f prometheus_*.deb; \
+	  [ -x $(PROMTOOL) ] || { echo "setup: promtool not found in Debian's prometheus package" >&2; exit 1; }; \
+	else echo "setup: promtool present"; fi
 	@if ! mountpoint -q /sys/fs/bpf; then mkdir -p /sys/fs/bpf && mount -t bpf bpf /sys/fs/bpf && echo "setup: mounted bpffs on /sys/fs/bpf"; \
 	else echo "setup: bpffs mounted"; fi
 

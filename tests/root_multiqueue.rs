@@ -107,28 +107,44 @@ fn stats_prometheus_equals_stats_json_and_socket_refuses_others() {
     let snap: serde_json::Value = serde_json::from_slice(&json_out.stdout).unwrap();
     let body = http_get(&format!("127.0.0.1:{port}"), "/metrics");
     let metrics = xdpool::stats::prom::parse_text(&body).expect("Prometheus text parses");
-    // Every JSON number is a metric with the same value. A few counters move by
-    // themselves between the two reads (clock, idle loops, the kernel's TX-ring-empty
-    // count while polling, IPv6 chatter the program passes): for those the later
-    // Prometheus read may only be larger.
-    let volatile = ["uptime", "idle_loops", "tx_ring_empty_descs", "xdpool_xdp_passed", "xdpool_device_"];
+    // Every sample the catalogue takes from the JSON is on /metrics with the same value.
+    // A few counters move by themselves between the two reads (clock, idle passes, the
+    // kernel's TX-ring-empty count while polling, IPv6 chatter the program passes, the
+    // device's re-checks): for those the later Prometheus read may only be larger.
+    let volatile = ["xdpool_uptime_seconds", "xdpool_idle_passes_total", "xdpool_xsk_tx_ring_empty_total", "xdpool_xdp_frames_total", "xdpool_device_"];
     let mut compared = 0;
-    for (name, labels, value) in xdpool::stats::flatten(&snap) {
-        let key = if labels.is_empty() {
-            name.clone()
-        } else {
-            format!("{name}{{{}}}", labels.iter().map(|(k, v)| format!("{k}=\"{v}\"")).collect::<Vec<_>>().join(","))
+    for fam in xdpool::stats::metrics::collect(&snap) {
+        let name = match fam.def.kind {
+            xdpool::stats::metrics::Kind::Counter => format!("{}_total", fam.def.name),
+            xdpool::stats::metrics::Kind::Gauge => fam.def.name.to_string(),
         };
-        let got = metrics.get(&key).copied().unwrap_or_else(|| panic!("metric {key} missing from /metrics"));
-        if volatile.iter().any(|v| name.contains(v)) {
-            assert!(got >= value, "metric {key}: {got} < {value}");
-        } else {
-            assert_eq!(got, value, "metric {key}");
-            compared += 1;
+        for (labels, value) in &fam.samples {
+            let key = xdpool::stats::prom::sample_key(&name, labels);
+            let got = metrics.get(&key).copied().unwrap_or_else(|| panic!("metric {key} missing from /metrics"));
+            if volatile.iter().any(|v| name.starts_with(v)) {
+                assert!(got >= *value, "metric {key}: {got} < {value}");
+            } else {
+                assert_eq!(got, *value, "metric {key}");
+                compared += 1;
+            }
         }
     }
     assert!(compared > 50, "only {compared} metrics compared");
-    assert_eq!(metrics["xdpool_total_rx_packets"], 5_000.0);
+    let rx: f64 = metrics.iter().filter(|(k, _)| k.starts_with("xdpool_rx_packets_total{")).map(|(_, v)| v).sum();
+    assert_eq!(rx, 5_000.0, "rx packets summed over the queue labels");
+
+    // The table a person reads: one column per queue, the total, the rate (0 now).
+    let table = std::process::Command::new(env!("CARGO_BIN_EXE_xdpool")).args(["stats", "--interval", "0.2", "--socket"]).arg(sock).output().unwrap();
+    assert!(table.status.success(), "{}", String::from_utf8_lossy(&table.stderr));
+    let table = String::from_utf8_lossy(&table.stdout);
+    let header = table.lines().nth(1).unwrap_or("");
+    let columns = header.split_whitespace().filter(|c| c.contains("/q")).count();
+    assert!(columns >= 1 && header.contains("/q0") && header.contains("total") && header.contains("per s"), "{table}");
+    let rx_row: Vec<&str> = table.lines().find(|l| l.trim_start().starts_with("rx_packets")).unwrap_or("").split_whitespace().collect();
+    assert_eq!(rx_row.len(), columns + 3, "{table}");
+    let per_queue: u64 = rx_row[1..=columns].iter().map(|v| v.parse::<u64>().unwrap()).sum();
+    assert_eq!((per_queue, rx_row[columns + 1], rx_row[columns + 2]), (5_000, "5000", "0"), "{table}");
+    assert!(table.contains("[ok]"), "{table}");
 
     use std::os::unix::fs::{MetadataExt, PermissionsExt};
     let meta = std::fs::metadata(sock).unwrap();

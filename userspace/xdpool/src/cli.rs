@@ -17,9 +17,22 @@ pub struct Cli {
     /// Log filter (tracing syntax), e.g. `debug` or `xdpool=trace`. Default: info.
     #[arg(long, global = true, default_value = "info")]
     pub log: String,
+    /// Log line format on stderr: `text` for people, `json` (one object per line, with
+    /// timestamp, level and fields) for a log collector.
+    #[arg(long, global = true, value_enum, default_value_t = LogFormat::Text)]
+    pub log_format: LogFormat,
     /// What to do.
     #[command(subcommand)]
     pub command: Command,
+}
+
+/// `--log-format`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum LogFormat {
+    /// Human-readable lines (coloured on a terminal).
+    Text,
+    /// One JSON object per line.
+    Json,
 }
 
 /// Subcommands.
@@ -222,9 +235,16 @@ pub struct StatsArgs {
     /// Control socket of the running instance.
     #[arg(long, default_value = crate::config::DEFAULT_CONTROL_SOCKET)]
     pub socket: PathBuf,
-    /// Print JSON instead of a table.
+    /// Print the raw snapshot as JSON (for scripts) instead of the table.
     #[arg(long)]
     pub json: bool,
+    /// Refresh the table in place every --interval seconds until Ctrl-C.
+    #[arg(long, conflicts_with = "json")]
+    pub watch: bool,
+    /// Seconds between the two reads the per-second rates come from (and between
+    /// refreshes with --watch); 0 shows totals only.
+    #[arg(long, default_value_t = 1.0)]
+    pub interval: f64,
 }
 
 /// `xdpool bench ...`

@@ -20,3 +20,4 @@ pub mod summary;
 pub mod run;
 pub mod device;
 pub mod bench;
+pub mod service;

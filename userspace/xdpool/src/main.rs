@@ -5,7 +5,7 @@ use clap::Parser;
 use std::io::{BufRead, BufReader};
 use std::process::{Command as Process, Stdio};
 use std::time::{Duration, Instant};
-use xdpool::cli::{BenchWhich, Cli, Command, DemoArgs, EngineArg, GenArgs, LabAction, LabTopology, RunArgs, StatsArgs, XdpModeArg};
+use xdpool::cli::{BenchWhich, Cli, Command, DemoArgs, EngineArg, GenArgs, LabAction, LabTopology, LogFormat, RunArgs, StatsArgs, XdpModeArg};
 use xdpool::config::{Config, XdpModeConfig};
 use xdpool::exit::{ExitCode, Fatal};
 
@@ -17,12 +17,11 @@ fn main() {
     let directives = format!("{},netlink_packet_route=error", cli.log);
     let filter = tracing_subscriber::EnvFilter::try_new(&directives).unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
     use std::io::IsTerminal;
-    tracing_subscriber::fmt()
-        .with_env_filter(filter)
-        .with_writer(std::io::stderr)
-        .with_ansi(std::io::stderr().is_terminal())
-        .with_target(false)
-        .init();
+    let logs = tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr).with_target(false);
+    match cli.log_format {
+        LogFormat::Text => logs.with_ansi(std::io::stderr().is_terminal()).init(),
+        LogFormat::Json => logs.json().flatten_event(true).with_current_span(false).init(),
+    }
     let result = match cli.command {
         Command::Run(args) => cmd_run(args),
         Command::Lab { action } => cmd_lab(action),
@@ -188,18 +187,31 @@ fn cmd_gen(args: GenArgs) -> Result<(), Fatal> {
 }
 
 fn cmd_stats(args: StatsArgs) -> Result<(), Fatal> {
-    let snap = xdpool::stats::control::query(&args.socket).map_err(|e| Fatal::new(ExitCode::Failure, e.to_string()))?;
+    let ask = || xdpool::stats::control::query(&args.socket).map_err(|e| Fatal::new(ExitCode::Failure, e.to_string()));
     if args.json {
-        println!("{}", serde_json::to_string_pretty(&snap).expect("serializes"));
-    } else {
-        let pps = 0.0;
-        println!("{}", xdpool::run::live_line(&snap, snap["uptime_s"].as_f64().unwrap_or(0.0), pps));
-        for (name, labels, value) in xdpool::stats::flatten(&snap) {
-            let l: Vec<String> = labels.iter().map(|(k, v)| format!("{k}={v}")).collect();
-            println!("{name}{}{} {value}", if l.is_empty() { "" } else { " " }, l.join(","));
-        }
+        println!("{}", serde_json::to_string_pretty(&ask()?).expect("serializes"));
+        return Ok(());
     }
-    Ok(())
+    if !(0.0..=3600.0).contains(&args.interval) || (args.watch && args.interval < 0.1) {
+        return Err(Fatal::new(ExitCode::Usage, format!("--interval {} is out of range: use 0 (totals only) or 0.1..3600 seconds", args.interval)));
+    }
+    let every = Duration::from_secs_f64(args.interval);
+    let mut prev = if every.is_zero() { None } else { Some((ask()?, Instant::now())) };
+    loop {
+        if let Some((_, at)) = &prev {
+            std::thread::sleep(every.saturating_sub(at.elapsed()));
+        }
+        let now = ask()?;
+        let text = xdpool::stats::view::render(&now, prev.as_ref().map(|(p, at)| (p, at.elapsed().as_secs_f64())));
+        if !args.watch {
+            print!("{text}");
+            return Ok(());
+        }
+        // Clear the screen and home the cursor, then draw.
+        print!("\x1b[2J\x1b[H{text}");
+        let _ = std::io::Write::flush(&mut std::io::stdout());
+        prev = Some((now, Instant::now()));
+    }
 }
 
 fn cmd_bench(which: BenchWhich) -> Result<(), Fatal> {

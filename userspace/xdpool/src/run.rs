@@ -239,6 +239,8 @@ pub fn run(cfg: &Config, opts: &RunOptions) -> Result<Summary, Fatal> {
         println!("ready");
         let _ = std::io::stdout().flush();
     }
+    let mut service = crate::service::Service::from_env();
+    service.ready(&format!("attached: {}", rt.lc.ports.iter().map(|p| format!("{} ({})", p.name, p.iface)).collect::<Vec<_>>().join(", ")));
     let started = Instant::now();
     let snapshot_fn = crate::summary::make_snapshot_fn(
         plan_iface(&rt.plan),
@@ -249,7 +251,8 @@ pub fn run(cfg: &Config, opts: &RunOptions) -> Result<Summary, Fatal> {
         started,
     );
     let _servers = crate::stats::start_servers(cfg, &snapshot_fn);
-    let seen = control_loop(&mut rt, opts, stop_signal, &snapshot_fn, started, cfg.stats.live && !opts.quiet);
+    let seen = control_loop(&mut rt, opts, stop_signal, &snapshot_fn, started, cfg.stats.live && !opts.quiet, &mut service);
+    service.stopping(if seen.device_gone { "a device went away: draining" } else { "stopping: draining and detaching" });
     finish(rt, opts, seen, started)
 }
 
@@ -303,7 +306,7 @@ struct Seen {
 
 /// The control loop: link events as they come (at most 20 ms late), each program
 /// checked every 100 ms, rates sampled every 100 ms, the live line every second.
-fn control_loop(rt: &mut Running, opts: &RunOptions, stop_signal: &AtomicBool, snapshot_fn: &crate::stats::SnapshotFn, started: Instant, live: bool) -> Seen {
+fn control_loop(rt: &mut Running, opts: &RunOptions, stop_signal: &AtomicBool, snapshot_fn: &crate::stats::SnapshotFn, started: Instant, live: bool, service: &mut crate::service::Service) -> Seen {
     let mut seen = Seen::default();
     let (mut last_line, mut last_sample, mut last_prog_check) = (Instant::now(), Instant::now(), Instant::now());
     let (mut last_rx, mut sample_rx) = (0u64, 0u64);
@@ -312,6 +315,7 @@ fn control_loop(rt: &mut Running, opts: &RunOptions, stop_signal: &AtomicBool, s
     let mut macs_for: Vec<Option<u32>> = rt.lc.ports.iter().map(|p| p.attached).collect();
     let mut last_macs = Instant::now();
     loop {
+        service.tick();
         follow_devices(rt, opts, &mut recheck, &mut last_prog_check);
         // Read MACs again when a worker missed one, when a device came back (its MAC
         // and its neighbours' may be new), and every few seconds (entries change).

@@ -3,34 +3,59 @@
 //! Listens where the config says; anything but a loopback address gets a warning,
 //! since the stats describe traffic.
 
-use super::{flatten, SnapshotFn};
-use prometheus_client::encoding::text::encode;
-use prometheus_client::metrics::family::Family;
-use prometheus_client::metrics::gauge::Gauge;
-use prometheus_client::registry::Registry;
+use super::metrics::{collect, Kind, Labels};
+use super::SnapshotFn;
+use prometheus::{CounterVec, Encoder, GaugeVec, Opts, Registry, TextEncoder};
 use std::collections::BTreeMap;
 use std::io::{BufRead, BufReader, Write};
 use std::net::{SocketAddr, TcpListener};
-use std::sync::atomic::AtomicU64;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
-type Labels = Vec<(String, String)>;
-
-/// Encodes a snapshot as Prometheus text.
+/// Encodes a snapshot in the Prometheus text format (0.0.4): the families of
+/// [`super::metrics`], each with its type and HELP, per-port/queue values as labels.
 pub fn render(snapshot: &serde_json::Value) -> String {
-    let mut families: BTreeMap<String, Family<Labels, Gauge<f64, AtomicU64>>> = BTreeMap::new();
-    for (name, labels, value) in flatten(snapshot) {
-        families.entry(name).or_default().get_or_create(&labels).set(value);
+    let registry = Registry::new();
+    for fam in collect(snapshot) {
+        let Some((first, _)) = fam.samples.first() else { continue };
+        let names: Vec<&str> = first.iter().map(|(k, _)| k.as_str()).collect();
+        let name = match fam.def.kind {
+            Kind::Counter => format!("{}_total", fam.def.name),
+            Kind::Gauge => fam.def.name.to_string(),
+        };
+        let opts = Opts::new(name, fam.def.help);
+        // Every sample of a family carries the same label names (collect() builds them so).
+        fn values<'a>(labels: &'a Labels, n: usize) -> Option<Vec<&'a str>> {
+            (labels.len() == n).then(|| labels.iter().map(|(_, v)| v.as_str()).collect())
+        }
+        let registered = match fam.def.kind {
+            Kind::Counter => {
+                let vec = CounterVec::new(opts, &names).expect("valid metric name and labels");
+                for (labels, v) in &fam.samples {
+                    if let (Some(lv), true) = (values(labels, names.len()), *v >= 0.0) {
+                        vec.with_label_values(&lv).inc_by(*v);
+                    }
+                }
+                registry.register(Box::new(vec))
+            }
+            Kind::Gauge => {
+                let vec = GaugeVec::new(opts, &names).expect("valid metric name and labels");
+                for (labels, v) in &fam.samples {
+                    if let Some(lv) = values(labels, names.len()) {
+                        vec.with_label_values(&lv).set(*v);
+                    }
+                }
+                registry.register(Box::new(vec))
+            }
+        };
+        if let Err(e) = registered {
+            tracing::warn!(family = fam.def.name, error = %e, "metric family not exported");
+        }
     }
-    let mut registry = Registry::default();
-    for (name, fam) in families {
-        registry.register(name.clone(), name.replace('_', " "), fam);
-    }
-    let mut out = String::new();
-    encode(&mut out, &registry).expect("encoding to a String cannot fail");
-    out
+    let mut out = Vec::new();
+    TextEncoder::new().encode(&registry.gather(), &mut out).expect("encoding to memory cannot fail");
+    String::from_utf8(out).expect("the text format is UTF-8")
 }
 
 /// A running endpoint; stops when dropped.
@@ -90,7 +115,7 @@ fn serve_one(stream: std::net::TcpStream, snapshot: &SnapshotFn) -> std::io::Res
     let body = render(&snapshot());
     write!(
         stream,
-        "HTTP/1.0 200 OK\r\nContent-Type: application/openmetrics-text; version=1.0.0; charset=utf-8\r\nContent-Length: {}\r\n\r\n{}",
+        "HTTP/1.0 200 OK\r\nContent-Type: text/plain; version=0.0.4; charset=utf-8\r\nContent-Length: {}\r\n\r\n{}",
         body.len(),
         body
     )
@@ -105,7 +130,18 @@ impl Drop for PromServer {
     }
 }
 
-/// Parses Prometheus text into `name{labels} -> value` (for tests and `xdpool stats`).
+/// The key [`parse_text`] files a sample under: `name{k="v",...}` with the labels
+/// sorted by name, or the bare name when there are none.
+pub fn sample_key(name: &str, labels: &[(String, String)]) -> String {
+    if labels.is_empty() {
+        return name.to_string();
+    }
+    let mut l: Vec<&(String, String)> = labels.iter().collect();
+    l.sort();
+    format!("{name}{{{}}}", l.iter().map(|(k, v)| format!("{k}=\"{v}\"")).collect::<Vec<_>>().join(","))
+}
+
+/// Parses Prometheus text into `name{labels} -> value` (labels as [`sample_key`] files them).
 pub fn parse_text(text: &str) -> Result<BTreeMap<String, f64>, String> {
     let mut out = BTreeMap::new();
     for (i, line) in text.lines().enumerate() {
@@ -114,10 +150,19 @@ pub fn parse_text(text: &str) -> Result<BTreeMap<String, f64>, String> {
         }
         let (key, value) = line.rsplit_once(' ').ok_or_else(|| format!("line {}: no value: {line}", i + 1))?;
         let v: f64 = value.parse().map_err(|_| format!("line {}: bad value {value}", i + 1))?;
-        if key.contains('{') && !key.ends_with('}') {
-            return Err(format!("line {}: bad labels: {line}", i + 1));
-        }
-        out.insert(key.trim_end_matches("{}").to_string(), v);
+        let (name, labels) = match key.split_once('{') {
+            None => (key, Vec::new()),
+            Some((name, rest)) => {
+                let body = rest.strip_suffix('}').ok_or_else(|| format!("line {}: bad labels: {line}", i + 1))?;
+                let mut labels = Vec::new();
+                for pair in body.split("\",").filter(|p| !p.is_empty()) {
+                    let (k, v) = pair.split_once("=\"").ok_or_else(|| format!("line {}: bad label {pair}", i + 1))?;
+                    labels.push((k.trim_start_matches(',').to_string(), v.trim_end_matches('"').to_string()));
+                }
+                (name, labels)
+            }
+        };
+        out.insert(sample_key(name, &labels), v);
     }
     Ok(out)
 }
@@ -129,19 +174,21 @@ mod tests {
 
     #[test]
     fn render_parses_and_matches_snapshot() {
-        let s = json!({"total": {"rx_packets": 12345, "pool": {"alloc_fast": 7}}, "queues": [{"queue": 0, "rx_packets": 12000}, {"queue": 1, "rx_packets": 345}]});
+        let s = json!({"interface": "xdpb0", "queues": [{"queue": 0, "rx_packets": 12000, "pool": {"alloc_fast": 7, "inflight": 3}}, {"queue": 1, "rx_packets": 345}]});
         let text = render(&s);
-        assert!(text.ends_with("# EOF\n"), "{text}");
+        assert!(text.contains("# TYPE xdpool_rx_packets_total counter\n"), "{text}");
+        assert!(text.contains("# TYPE xdpool_pool_inflight gauge\n"), "{text}");
+        assert!(text.contains("# HELP xdpool_rx_packets_total Frames the worker took"), "{text}");
         let m = parse_text(&text).unwrap();
-        assert_eq!(m["xdpool_total_rx_packets"], 12345.0);
-        assert_eq!(m["xdpool_total_pool_alloc_fast"], 7.0);
-        assert_eq!(m["xdpool_queues_rx_packets{queue=\"0\"}"], 12000.0);
-        assert_eq!(m["xdpool_queues_rx_packets{queue=\"1\"}"], 345.0);
+        assert_eq!(m["xdpool_rx_packets_total{port=\"xdpb0\",queue=\"0\"}"], 12000.0);
+        assert_eq!(m["xdpool_rx_packets_total{port=\"xdpb0\",queue=\"1\"}"], 345.0);
+        assert_eq!(m["xdpool_pool_alloc_total{path=\"fast\",port=\"xdpb0\",queue=\"0\"}"], 7.0);
+        assert_eq!(m["xdpool_pool_inflight{port=\"xdpb0\",queue=\"0\"}"], 3.0);
     }
 
     #[test]
     fn serves_over_loopback() {
-        let snap: SnapshotFn = Arc::new(|| json!({"total": {"rx_packets": 3}}));
+        let snap: SnapshotFn = Arc::new(|| json!({"interface": "x", "queues": [{"queue": 0, "rx_packets": 3}]}));
         let server = PromServer::start("127.0.0.1:0".parse().unwrap(), snap).unwrap();
         let mut s = std::net::TcpStream::connect(server.addr).unwrap();
         write!(s, "GET /metrics HTTP/1.0\r\n\r\n").unwrap();
@@ -149,6 +196,6 @@ mod tests {
         std::io::Read::read_to_string(&mut s, &mut body).unwrap();
         assert!(body.starts_with("HTTP/1.0 200"));
         let text = body.split("\r\n\r\n").nth(1).unwrap();
-        assert_eq!(parse_text(text).unwrap()["xdpool_total_rx_packets"], 3.0);
+        assert_eq!(parse_text(text).unwrap()["xdpool_rx_packets_total{port=\"x\",queue=\"0\"}"], 3.0);
     }
 }
