@@ -58,23 +58,6 @@ fn walk(v: &Value, name: &str, labels: &[(String, String)], out: &mut Vec<Sample
     }
 }
 
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use serde_json::json;
-
-    #[test]
-    fn flatten_names_and_labels() {
-        let s = json!({"total": {"rx_packets": 5, "pool": {"alloc_fast": 3}}, "queues": [{"queue": 1, "rx_packets": 2}], "iface": "x"});
-        let mut f = flatten(&s);
-        f.sort_by(|a, b| a.0.cmp(&b.0));
-        assert_eq!(f.len(), 3);
-        assert_eq!(f[0], ("xdpool_queues_rx_packets".into(), vec![("queue".into(), "1".into())], 2.0));
-        assert_eq!(f[1], ("xdpool_total_pool_alloc_fast".into(), vec![], 3.0));
-        assert_eq!(f[2], ("xdpool_total_rx_packets".into(), vec![], 5.0));
-    }
-}
-
 /// The control socket and, when configured, the Prometheus endpoint, serving
 /// `snapshot`; each is optional (a failure is logged). Dropping the pair stops them.
 pub fn start_servers(cfg: &crate::config::Config, snapshot: &SnapshotFn) -> (Option<control::ControlServer>, Option<prom::PromServer>) {
@@ -99,4 +82,22 @@ pub fn start_servers(cfg: &crate::config::Config, snapshot: &SnapshotFn) -> (Opt
         None => None,
     };
     (control, prom)
+}
+
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn flatten_names_and_labels() {
+        let s = json!({"total": {"rx_packets": 5, "pool": {"alloc_fast": 3}}, "queues": [{"queue": 1, "rx_packets": 2}], "iface": "x"});
+        let mut f = flatten(&s);
+        f.sort_by(|a, b| a.0.cmp(&b.0));
+        assert_eq!(f.len(), 3);
+        assert_eq!(f[0], ("xdpool_queues_rx_packets".into(), vec![("queue".into(), "1".into())], 2.0));
+        assert_eq!(f[1], ("xdpool_total_pool_alloc_fast".into(), vec![], 3.0));
+        assert_eq!(f[2], ("xdpool_total_rx_packets".into(), vec![], 5.0));
+    }
 }
