@@ -18,7 +18,8 @@ pub type Sample = (String, Vec<(String, String)>, f64);
 /// Flattens a snapshot into `(metric name, labels, value)` triples.
 ///
 /// Objects nest with `_`; arrays of objects named `queues` become a `queue` label
-/// taken from each element's `queue` field; strings and booleans are skipped.
+/// taken from each element's `queue` field (and a `port` label from its `port`);
+/// strings and booleans are skipped.
 pub fn flatten(snapshot: &Value) -> Vec<Sample> {
     let mut out = Vec::new();
     walk(snapshot, "xdpool", &[], &mut out);
@@ -43,6 +44,10 @@ fn walk(v: &Value, name: &str, labels: &[(String, String)], out: &mut Vec<Sample
                 let id = item.get("queue").and_then(Value::as_u64).map(|q| q.to_string()).unwrap_or_else(|| i.to_string());
                 let mut l = labels.to_vec();
                 l.push(("queue".to_string(), id));
+                // Several ports each have a queue 0: the port tells them apart.
+                if let Some(port) = item.get("port").and_then(Value::as_str) {
+                    l.push(("port".to_string(), port.to_string()));
+                }
                 if let Value::Object(map) = item {
                     for (k, v) in map {
                         if k == "queue" {
