@@ -225,7 +225,7 @@ fn forward_with_neighbour_macs_and_a_mirror_then_the_egress_device_goes_and_retu
     let mon0 = topo.rx_packets("xdpm0");
     const N: u32 = 5000;
     send(&topo.src, 0, N);
-    let (mut got, mut bad) = rx.join().unwrap();
+    let (mut got, bad) = rx.join().unwrap();
     got.sort_unstable();
     got.dedup();
     if got.len() as u32 != N {

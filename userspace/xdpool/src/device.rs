@@ -426,6 +426,18 @@ impl Default for Backoff {
     }
 }
 
+/// The MTU of the link called `name` in the calling thread's namespace.
+pub fn link_mtu(name: &str) -> io::Result<Option<u32>> {
+    let Ok(ifindex) = crate::netns::ifindex(name) else { return Ok(None) };
+    Ok(crate::steer::netlink::get_link(ifindex)?.and_then(|l| {
+        l.attributes.iter().find_map(|a| match a {
+            LinkAttribute::Mtu(m) => Some(*m),
+            _ => None,
+        })
+    }))
+}
+
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -510,15 +522,4 @@ mod tests {
         assert!((r.max_reattach_ms - 120.0).abs() < 1e-9 && (r.last_reattach_ms - 30.0).abs() < 1e-9);
         assert!(s.snapshot().reattach_ms.is_empty());
     }
-}
-
-/// The MTU of the link called `name` in the calling thread's namespace.
-pub fn link_mtu(name: &str) -> io::Result<Option<u32>> {
-    let Ok(ifindex) = crate::netns::ifindex(name) else { return Ok(None) };
-    Ok(crate::steer::netlink::get_link(ifindex)?.and_then(|l| {
-        l.attributes.iter().find_map(|a| match a {
-            LinkAttribute::Mtu(m) => Some(*m),
-            _ => None,
-        })
-    }))
 }

@@ -40,3 +40,4 @@ pub fn start_servers(cfg: &crate::config::Config, snapshot: &SnapshotFn) -> (Opt
     };
     (control, prom)
 }
+

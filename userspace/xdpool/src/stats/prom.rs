@@ -187,6 +187,14 @@ mod tests {
     }
 
     #[test]
+    fn queues_of_several_ports_are_told_apart_by_a_port_label() {
+        let s = json!({"queues": [{"queue": 0, "port": "in", "rx_packets": 5}, {"queue": 0, "port": "out", "rx_packets": 7}]});
+        let m = parse_text(&render(&s)).unwrap();
+        assert_eq!(m["xdpool_rx_packets_total{port=\"in\",queue=\"0\"}"], 5.0);
+        assert_eq!(m["xdpool_rx_packets_total{port=\"out\",queue=\"0\"}"], 7.0);
+    }
+
+    #[test]
     fn serves_over_loopback() {
         let snap: SnapshotFn = Arc::new(|| json!({"interface": "x", "queues": [{"queue": 0, "rx_packets": 3}]}));
         let server = PromServer::start("127.0.0.1:0".parse().unwrap(), snap).unwrap();
