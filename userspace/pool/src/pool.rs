@@ -186,8 +186,13 @@ impl DestroyReport {
                 self.retry();
                 next_warn += Duration::from_secs(1);
             }
-            std::thread::sleep(Duration::from_millis(1));
+            crate::sync::pause(Duration::from_millis(1));
         }
+    }
+
+    /// The destroyed pool's counters now.
+    pub fn stats(&self) -> PoolStats {
+        self.shared.stats()
     }
 
     /// Region accounting after the destroy.
@@ -534,9 +539,10 @@ impl PoolOwner {
         }
     }
 
+    /// Listed first, counted after (see `PoolRemote::push_or_global`).
     fn to_global(&self, idx: u32) {
-        self.shared.owner.release.inc();
         self.region.global_put(idx);
+        self.shared.owner.release.inc();
     }
 
     /// The frame came from another pool: it moves to this one.
@@ -967,8 +973,8 @@ impl PoolOwner {
         let region = &self.region;
         let shared = &self.shared;
         let ring = shared.ring.close_and_drain(|idx| {
-            shared.owner.release.inc();
             region.global_put(idx);
+            shared.owner.release.inc();
         }) as u32;
         let cached = self.cache_len as u32;
         while self.cache_len > 0 {
@@ -1089,19 +1095,23 @@ impl PoolRemote {
         }
     }
 
+    /// Every `release` here is counted after the frame is listed (in the ring or on
+    /// a global list), never before: a `DestroyReport` that reads inflight 0 then
+    /// finds every frame of the pool where the owner map says (seed 004's window).
     fn push_or_global(&self, idx: u32, st: State) {
         let slot = self.shared.slot;
-        if st.owner() != slot {
+        let from = st.owner();
+        let adopted = from != slot;
+        if adopted {
             self.shared.remote.hold.inc();
-            release_on(&self.region, st.owner());
         }
         self.region.set_state(idx, st.with(slot, Location::Ring));
         match self.shared.ring.push(idx) {
             Ok(()) => {}
             Err(PushError::Full(idx)) => {
                 self.shared.remote.ring_full.inc();
-                self.shared.remote.release.inc();
                 self.region.global_put(idx);
+                self.shared.remote.release.inc();
             }
             Err(PushError::Closed(idx)) => {
                 tracing::debug!(
@@ -1110,9 +1120,12 @@ impl PoolRemote {
                     "return after destroy: to the global list"
                 );
                 self.shared.remote.after_destroy.inc();
-                self.shared.remote.release.inc();
                 self.region.global_put(idx);
+                self.shared.remote.release.inc();
             }
+        }
+        if adopted {
+            release_on(&self.region, from);
         }
     }
 
