@@ -29,13 +29,16 @@ build:
 
 test: setup test-unit test-loom
 
-# All unit and integration tests; the root ones create and remove their own namespaces.
+# All unit, proptest and integration tests; the root ones create and remove their own
+# namespaces. Profile `checked` (Cargo.toml): release optimisation with debug_assert!s
+# and overflow checks on, so the assertions the code states run in CI.
+TEST_PROFILE ?= checked
 test-unit:
-	XDPOOL_CLANG=clang-$(CLANG_VERSION) cargo test --workspace --release -- --test-threads=1
+	XDPOOL_CLANG=clang-$(CLANG_VERSION) cargo test --workspace --profile $(TEST_PROFILE) -- --test-threads=1
 
 test-loom:
 	RUSTFLAGS="--cfg loom" LOOM_MAX_PREEMPTIONS=$(LOOM_MAX_PREEMPTIONS) CARGO_TARGET_DIR=$(LOOM_TARGET) \
-	  cargo test -p pool --release --test 'loom_*'
+	  cargo test -p pool --profile $(TEST_PROFILE) --test 'loom_*' -- --nocapture
 
 run: setup build
 	$(XDPOOL) demo
