@@ -39,6 +39,8 @@ test-unit:
 test-loom:
 	RUSTFLAGS="--cfg loom" LOOM_MAX_PREEMPTIONS=$(LOOM_MAX_PREEMPTIONS) CARGO_TARGET_DIR=$(LOOM_TARGET) \
 	  cargo test -p pool --profile $(TEST_PROFILE) --test 'loom_*' -- --nocapture
+	XDPOOL_CLANG=clang-$(CLANG_VERSION) LOOM_MAX_PREEMPTIONS=$(LOOM_MAX_PREEMPTIONS) \
+	  cargo test -p xdpool --profile $(TEST_PROFILE) --features loom --lib xsk::ring::loom_models -- --nocapture
 
 run: setup build
 	$(XDPOOL) demo

@@ -70,6 +70,9 @@ pub(crate) struct OwnerCounters {
     pub(crate) foreign_addr: Counter,
     pub(crate) not_in_fill: Counter,
     pub(crate) not_in_tx: Counter,
+    /// The owner cache's length as of the last `publish_stats` (or cold path): the
+    /// second source `Accounting` compares the owner map's `cached` count with.
+    pub(crate) cache_len: Counter,
 }
 
 /// Counters other threads (remote returns, late returns) write.

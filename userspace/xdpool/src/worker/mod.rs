@@ -1003,6 +1003,11 @@ impl Worker {
                 quiet = 0;
             }
         }
+        // The owner map against the rings' own positions (issue 16's audit hook).
+        let r = sock.rings_mut();
+        if let Err(e) = pool.audit(crate::xsk::kernel_held(r.fill, r.rx, r.tx, r.completion)).check() {
+            tracing::error!(queue = self.spec.queue, "frame audit failed at socket teardown: {e}");
+        }
         refresh_stats(&sock, shared);
         let xsk = sock.statistics().unwrap_or_default();
         drop(sock);

@@ -16,7 +16,7 @@ mod umem;
 
 pub use desc::{BadDesc, RingErrors, UmemLayout, XdpDesc, XDP_PACKET_HEADROOM, XDP_PKT_CONTD};
 pub use error::XskError;
-pub use ring::{CompletionRing, FillRing, RxConsumed, RxRing, TxRing};
+pub use ring::{kernel_held, CompletionRing, FillRing, RxConsumed, RxRing, TxRing};
 /// The kernel side of a heap ring, for the ring tests only (it can break the
 /// single-producer protocol on purpose, which is only sound within one test).
 #[cfg(test)]
