@@ -80,7 +80,7 @@ fuzz-run:
 	    -max_total_time=$(SECS) -seed=$$seed -artifact_prefix=artifacts/$$t/ -print_final_stats=1 \
 	    > $$root/target/fuzz-$$t.log 2>&1 \
 	  || { tail -40 $$root/target/fuzz-$$t.log; echo "fuzz: $$t FAILED (seed $$seed); input saved in $(FUZZ_DIR)/artifacts/$$t/"; exit 1; }; \
-	  echo "fuzz: $$t: $$(grep -E '^#[0-9]+ +DONE' $$root/target/fuzz-$$t.log | tail -1)"; \
+	  echo "fuzz: $$t: $$(grep -E '^#[0-9]+[[:space:]]+DONE' $$root/target/fuzz-$$t.log | tail -1)"; \
 	done
 
 run: setup build

@@ -10,11 +10,11 @@
 //! Context rule: a ring has one owner (the worker of its queue); it is `Send`, not
 //! `Sync`, and every operation takes `&mut self`.
 
-#[cfg(test)]
+#[cfg(any(test, fuzzing))]
 use std::any::Any;
 use std::ptr::NonNull;
 use std::sync::atomic::Ordering;
-#[cfg(test)]
+#[cfg(any(test, fuzzing))]
 use std::sync::Arc;
 
 use slot::{AtomicU32, Slot};
@@ -41,18 +41,18 @@ mod slot {
         // SAFETY: caller contract.
         unsafe { p.write(v) }
     }
-    #[cfg(test)]
+    #[cfg(any(test, fuzzing))]
     pub(super) type HeapSlot<T> = std::cell::UnsafeCell<T>;
-    #[cfg(test)]
+    #[cfg(any(test, fuzzing))]
     pub(super) fn heap_slot<T>(v: T) -> HeapSlot<T> {
         std::cell::UnsafeCell::new(v)
     }
-    #[cfg(test)]
+    #[cfg(any(test, fuzzing))]
     pub(super) fn heap_ptr<T>(s: &HeapSlot<T>) -> *mut Slot<T> {
         s.get()
     }
     /// The first entry, with provenance over the whole slice.
-    #[cfg(test)]
+    #[cfg(any(test, fuzzing))]
     pub(super) fn heap_base<T>(s: &[HeapSlot<T>]) -> *mut Slot<T> {
         std::cell::UnsafeCell::raw_get(s.as_ptr())
     }
@@ -75,17 +75,17 @@ mod slot {
         // SAFETY: caller contract.
         unsafe { (*p).with_mut(|q| q.write(v)) }
     }
-    #[cfg(test)]
+    #[cfg(any(test, fuzzing))]
     pub(super) type HeapSlot<T> = Slot<T>;
-    #[cfg(test)]
+    #[cfg(any(test, fuzzing))]
     pub(super) fn heap_slot<T>(v: T) -> HeapSlot<T> {
         loom::cell::UnsafeCell::new(v)
     }
-    #[cfg(test)]
+    #[cfg(any(test, fuzzing))]
     pub(super) fn heap_ptr<T>(s: &HeapSlot<T>) -> *mut Slot<T> {
         s as *const Slot<T> as *mut Slot<T>
     }
-    #[cfg(test)]
+    #[cfg(any(test, fuzzing))]
     pub(super) fn heap_base<T>(s: &[HeapSlot<T>]) -> *mut Slot<T> {
         s.as_ptr() as *mut Slot<T>
     }
@@ -102,7 +102,7 @@ enum Backing {
     /// The kernel's ring, mmap'd from the socket; unmapped on drop.
     Mmap(#[allow(dead_code)] MmapRegion),
     /// Heap memory shared with a [`HeapRingPeer`] (tests, simulations).
-    #[cfg(test)]
+    #[cfg(any(test, fuzzing))]
     Heap(#[allow(dead_code)] Arc<dyn Any + Send + Sync>),
 }
 
@@ -676,7 +676,7 @@ impl MappedRing {
 }
 
 /// Ring memory on the heap, laid out like the kernel's: three words and the entries.
-#[cfg(test)]
+#[cfg(any(test, fuzzing))]
 struct HeapRingMem<T> {
     producer: AtomicU32,
     consumer: AtomicU32,
@@ -686,18 +686,18 @@ struct HeapRingMem<T> {
 
 // SAFETY: entries are accessed under the SPSC protocol (each slot owned by one side at
 // a time, handed over with release/acquire on the index words).
-#[cfg(test)]
+#[cfg(any(test, fuzzing))]
 unsafe impl<T: Send> Sync for HeapRingMem<T> {}
 
 /// The other side of a ring built on heap memory: it plays the kernel in tests and
 /// simulations. It may also break the protocol on purpose (publish bad indices or
 /// descriptors) to exercise validation; it never causes an out-of-bounds access.
-#[cfg(test)]
+#[cfg(any(test, fuzzing))]
 pub struct HeapRingPeer<T: Copy> {
     mem: Arc<HeapRingMem<T>>,
 }
 
-#[cfg(test)]
+#[cfg(any(test, fuzzing))]
 impl<T: Copy + Default + Send + 'static> HeapRingPeer<T> {
     /// A ring (with its first error counts) and its peer, starting at producer
     /// `prod` and consumer `cons`; an impossible pair is handled as for a mapped ring.
@@ -796,7 +796,7 @@ impl<T: Copy + Default + Send + 'static> HeapRingPeer<T> {
     }
 }
 
-#[cfg(test)]
+#[cfg(any(test, fuzzing))]
 impl FillRing {
     /// A fill ring on heap memory, with the peer that plays the kernel.
     pub fn new_heap(size: u32) -> (Self, HeapRingPeer<u64>) {
@@ -810,7 +810,7 @@ impl FillRing {
     }
 }
 
-#[cfg(test)]
+#[cfg(any(test, fuzzing))]
 impl CompletionRing {
     /// A completion ring on heap memory, with the peer that plays the kernel.
     pub fn new_heap(size: u32, layout: UmemLayout) -> (Self, HeapRingPeer<u64>) {
@@ -824,7 +824,7 @@ impl CompletionRing {
     }
 }
 
-#[cfg(test)]
+#[cfg(any(test, fuzzing))]
 impl RxRing {
     /// An RX ring on heap memory, with the peer that plays the kernel.
     pub fn new_heap(size: u32, layout: UmemLayout) -> (Self, HeapRingPeer<XdpDesc>) {
@@ -838,7 +838,7 @@ impl RxRing {
     }
 }
 
-#[cfg(test)]
+#[cfg(any(test, fuzzing))]
 impl TxRing {
     /// A TX ring on heap memory, with the peer that plays the kernel.
     pub fn new_heap(size: u32) -> (Self, HeapRingPeer<XdpDesc>) {
