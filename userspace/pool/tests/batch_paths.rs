@@ -6,7 +6,7 @@ use pool::*;
 use std::collections::HashSet;
 
 mod common;
-use common::{ok, ok_with, pool, region};
+use common::{ok_with, pool, region};
 
 #[test]
 fn batch_counts_like_the_pool_and_writes_back_on_drop() {
