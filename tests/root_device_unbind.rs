@@ -464,8 +464,12 @@ fn report(kind: &str, times: &[Duration], sent: u64, summary: &Value) {
     let p = |q| xdpool::device::percentile(&ms, q).unwrap_or(0.0);
     let inner: Vec<f64> = summary["device"]["reattach_ms"].as_array().map(|a| a.iter().filter_map(Value::as_f64).collect()).unwrap_or_default();
     let pi = |q| xdpool::device::percentile(&inner, q).unwrap_or(0.0);
+    // Computed, not printed as a literal: frames not back on the free lists after the
+    // instance tore everything down (the assertion above wants 0).
+    let acc = &summary["accounting"];
+    let lost = u(acc, &["total"]) as i64 - u(acc, &["free"]) as i64;
     println!(
-        "unbind {kind}: cycles {} frames lost 0 | back->traffic p50 {:.1} ms p99 {:.1} ms max {:.1} ms | back->attached p50 {:.1} ms p99 {:.1} ms max {:.1} ms | sent {sent} received {}",
+        "unbind {kind}: cycles {} frames lost {lost} | back->traffic p50 {:.1} ms p99 {:.1} ms max {:.1} ms | back->attached p50 {:.1} ms p99 {:.1} ms max {:.1} ms | sent {sent} received {}",
         times.len(),
         p(50.0),
         p(99.0),

@@ -61,8 +61,10 @@ fn e2e_lab_rxdrop_counts_every_frame_and_leaves_nothing() {
     assert!(seen || packets + named == into_ring, "control socket never showed {into_ring} frames: {live}");
     // Enough traffic reached xdpool for the run to prove something: most of what the
     // sender's veth delivered, and most of what was sent.
-    assert!(into_ring >= N / 2, "the sender's veth refused {refused} of {N} frames at 250 kpps (a starved machine?)");
-    assert!(packets >= into_ring * 9 / 10, "only {packets} of the {into_ring} delivered frames received at 250 kpps: {summary:#}");
+    // Paced at 250 kpps, so nearly all must arrive: 95% is the bar (it was 50% into
+    // the ring and 90% of that received, which a halved receive path passed).
+    assert!(into_ring >= N * 95 / 100, "the sender's veth refused {refused} of {N} frames at 250 kpps (a starved machine?)");
+    assert!(packets >= into_ring * 95 / 100, "only {packets} of the {into_ring} delivered frames received at 250 kpps: {summary:#}");
     assert_eq!(packets + named + refused, N, "received {packets} + named drops {named} + refused at the sender's veth {refused} != sent {N}: {summary:#}");
     assert_eq!(summary["drops"]["action_drop"].as_u64().unwrap(), packets, "rxdrop drops what it receives");
     assert_eq!(summary["xdp"]["steered"].as_u64().unwrap(), into_ring, "XDP program steered exactly the matching frames that reached it");

@@ -51,7 +51,9 @@ fn short_sweep_gives_table_json_and_plot() {
         for point in [&row.rxdrop, &row.l2fwd] {
             let s = &point.samples[0];
             assert_eq!(s.sent, 50_000);
-            assert!(s.received > 0 && s.received <= s.sent, "{s:?}");
+            // Flat out (not paced), so some loss is the measurement; but a receive
+            // path that keeps one frame in ten has collapsed (it used to pass on one).
+            assert!(s.received * 10 >= s.sent && s.received <= s.sent, "{} B: received {} of {}: {s:?}", row.size, s.received, s.sent);
             assert_eq!(s.accounting_ok, Some(true), "{s:?}");
         }
     }

@@ -723,8 +723,12 @@ fn other_shapes_follow_the_model() {
 
 // ---- bounded kernel-side fuzz ---------------------------------------------------
 
+/// A number from the environment, hex (`0x...`, as the reports print seeds) or decimal.
 fn env_u64(name: &str, default: u64) -> u64 {
-    std::env::var(name).ok().and_then(|v| v.parse().ok()).unwrap_or(default)
+    match std::env::var(name) {
+        Ok(v) => xdpool::wire::fuzz::parse_seed(&v).unwrap_or_else(|| panic!("{name}={v:?}: use hex (0x...) or decimal")),
+        Err(_) => default,
+    }
 }
 
 /// Offsets of length and type fields in a frame the parser accepts, for the
@@ -775,7 +779,8 @@ fn bounded_fuzz_never_steers_what_the_parser_rejects_and_counts_each_frame_once(
     require_root!();
     let max_frames = env_u64("XDPOOL_XDP_FUZZ_FRAMES", 100_000);
     let budget = Duration::from_secs(env_u64("XDPOOL_FUZZ_SECS", 30));
-    let seed = env_u64("XDPOOL_FUZZ_SEED", 0x7d_9001);
+    let seed = xdpool::wire::fuzz::seed_from_env("XDPOOL_FUZZ_SEED");
+    println!("kernel fuzz seed {seed:#x} (replay: XDPOOL_FUZZ_SEED={seed:#x})");
     let rules = fuzz_rules();
     let mut runner = Runner::new(rules.clone());
     let mut rng = XorShift64::new(seed);

@@ -1,5 +1,6 @@
-//! `cargo run -p pool --example bench_pool --release [-- --json] [--iterations N]`
-//! The same run as `xdpool bench pool`.
+//! `cargo run -p pool --example bench_pool --release [-- --json] [--iterations N] [--check]`
+//! The same run as `xdpool bench pool`; `--check` exits 1 when a target is missed
+//! or the cross-thread threads could not be pinned.
 
 fn main() {
     let args: Vec<String> = std::env::args().skip(1).collect();
@@ -21,5 +22,15 @@ fn main() {
         );
     } else {
         print!("{}", report.table());
+    }
+    if args.iter().any(|a| a == "--check") {
+        let failures = report.failures();
+        if !failures.is_empty() {
+            for f in &failures {
+                eprintln!("bench pool --check: {f}");
+            }
+            std::process::exit(1);
+        }
+        eprintln!("bench pool --check: every target met");
     }
 }

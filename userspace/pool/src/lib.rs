@@ -32,7 +32,7 @@ mod stats;
 mod sync;
 mod topology;
 
-pub use accounting::Accounting;
+pub use accounting::{Accounting, KernelHeld, PoolAudit};
 pub use batch::OwnerBatch;
 pub use error::{FrameError, PoolError};
 pub use frame::{Buf, Frag, Frame, Location};

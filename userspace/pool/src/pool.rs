@@ -9,6 +9,7 @@ use crate::region::Region;
 use crate::ring::{PushError, ReturnRing};
 use crate::stats::{snapshot, OwnerCounters, PoolStats, RemoteCounters};
 use crate::sync::Ordering;
+use crate::accounting::{KernelHeld, PoolAudit};
 use crate::Accounting;
 use crossbeam_utils::CachePadded;
 use std::collections::HashMap;
@@ -186,8 +187,13 @@ impl DestroyReport {
                 self.retry();
                 next_warn += Duration::from_secs(1);
             }
-            std::thread::sleep(Duration::from_millis(1));
+            crate::sync::pause(Duration::from_millis(1));
         }
+    }
+
+    /// The destroyed pool's counters now.
+    pub fn stats(&self) -> PoolStats {
+        self.shared.stats()
     }
 
     /// Region accounting after the destroy.
@@ -278,8 +284,10 @@ impl PoolOwner {
         self.publish_stats();
         self.shared.stats()
     }
-    /// Region-wide accounting.
+    /// Region-wide accounting (publishes this pool's cache length first; other
+    /// owners' lengths are as of their last `publish_stats`).
     pub fn accounting(&self) -> Accounting {
+        self.publish_stats();
         self.region.accounting()
     }
 
@@ -287,6 +295,7 @@ impl PoolOwner {
     /// `PoolRemote::stats`. Cold paths do it too; a worker calls it once per batch.
     #[inline]
     pub fn publish_stats(&self) {
+        self.shared.owner.cache_len.set(self.cache_len as u64);
         self.shared.owner.alloc_fast.set(self.hot_alloc_fast);
         self.shared
             .owner
@@ -534,9 +543,10 @@ impl PoolOwner {
         }
     }
 
+    /// Listed first, counted after (see `PoolRemote::push_or_global`).
     fn to_global(&self, idx: u32) {
-        self.shared.owner.release.inc();
         self.region.global_put(idx);
+        self.shared.owner.release.inc();
     }
 
     /// The frame came from another pool: it moves to this one.
@@ -923,6 +933,7 @@ impl PoolOwner {
                 }
             }
         }
+        self.publish_stats();
         if n > 0 {
             tracing::info!(
                 pool = self.shared.id,
@@ -931,6 +942,51 @@ impl PoolOwner {
             );
         }
         n
+    }
+
+    // ---- audit ---------------------------------------------------------------------
+
+    /// Compares what the owner map says this pool holds with second sources: the
+    /// cache's real entries, and what the kernel holds according to the socket rings'
+    /// own positions (`kernel`, from the xsk rings). Owner thread, between batches; a
+    /// frame moving on another thread does not disturb it (only this pool's cache,
+    /// fill and TX frames are counted, and only the owner moves those).
+    pub fn audit(&self, kernel: KernelHeld) -> PoolAudit {
+        let mut a = PoolAudit {
+            cache_len: self.cache_len as u64,
+            fill_rings: kernel.fill,
+            tx_rings: kernel.tx,
+            ..PoolAudit::default()
+        };
+        let frames = self.meta.len();
+        for idx in 0..frames as u32 {
+            let st = self.state(idx);
+            if st.owner() != self.slot {
+                continue;
+            }
+            match st.loc() {
+                Location::Cached => a.cached_map += 1,
+                Location::Fill => a.fill_map += 1,
+                Location::Tx => a.tx_map += 1,
+                _ => {}
+            }
+        }
+        // Several TX descriptors may share a split chunk: one reference each.
+        a.tx_map += self.tx_frags.values().map(|&n| n as u64).sum::<u64>();
+        // Each cache entry must name a distinct frame the map says is cached here,
+        // with the generation the entry carries.
+        let mut seen = vec![false; frames];
+        for &e in &self.cache[..self.cache_len] {
+            let idx = e as u32 as usize;
+            let ok = idx < frames
+                && !std::mem::replace(&mut seen[idx], true)
+                && self.state(idx as u32)
+                    == State::new((e >> 32) as u32, self.slot, Location::Cached);
+            if !ok {
+                a.cache_entries_bad += 1;
+            }
+        }
+        a
     }
 
     // ---- teardown ----------------------------------------------------------------
@@ -967,14 +1023,15 @@ impl PoolOwner {
         let region = &self.region;
         let shared = &self.shared;
         let ring = shared.ring.close_and_drain(|idx| {
-            shared.owner.release.inc();
             region.global_put(idx);
+            shared.owner.release.inc();
         }) as u32;
         let cached = self.cache_len as u32;
         while self.cache_len > 0 {
             self.cache_len -= 1;
             self.to_global(self.cache[self.cache_len] as u32);
         }
+        self.shared.owner.cache_len.set(0);
         tracing::debug!(pool = self.shared.id, cached, ring, "pool torn down");
         (cached, ring)
     }
@@ -1089,19 +1146,23 @@ impl PoolRemote {
         }
     }
 
+    /// Every `release` here is counted after the frame is listed (in the ring or on
+    /// a global list), never before: a `DestroyReport` that reads inflight 0 then
+    /// finds every frame of the pool where the owner map says (seed 004's window).
     fn push_or_global(&self, idx: u32, st: State) {
         let slot = self.shared.slot;
-        if st.owner() != slot {
+        let from = st.owner();
+        let adopted = from != slot;
+        if adopted {
             self.shared.remote.hold.inc();
-            release_on(&self.region, st.owner());
         }
         self.region.set_state(idx, st.with(slot, Location::Ring));
         match self.shared.ring.push(idx) {
             Ok(()) => {}
             Err(PushError::Full(idx)) => {
                 self.shared.remote.ring_full.inc();
-                self.shared.remote.release.inc();
                 self.region.global_put(idx);
+                self.shared.remote.release.inc();
             }
             Err(PushError::Closed(idx)) => {
                 tracing::debug!(
@@ -1110,9 +1171,12 @@ impl PoolRemote {
                     "return after destroy: to the global list"
                 );
                 self.shared.remote.after_destroy.inc();
-                self.shared.remote.release.inc();
                 self.region.global_put(idx);
+                self.shared.remote.release.inc();
             }
+        }
+        if adopted {
+            release_on(&self.region, from);
         }
     }
 

@@ -223,7 +223,9 @@ impl Region {
         }
     }
 
-    /// Count every frame by where the owner map says it is.
+    /// Count every frame by where the owner map says it is, and read the second
+    /// sources `Accounting::check` compares it with: the global lists (lengths and
+    /// contents), the return rings' lengths, the owner caches' published lengths.
     pub fn accounting(&self) -> Accounting {
         let mut a = Accounting {
             total: self.frames as u64,
@@ -239,8 +241,25 @@ impl Region {
                 Location::Application => a.application += 1,
             }
         }
-        a.free_listed = self.global.iter().map(|g| lock(g).len() as u64).sum();
-        a.ring_listed = lock(&self.pools).iter().map(|p| p.ring.len() as u64).sum();
+        // The free lists' contents, not only their lengths: an entry twice, or an
+        // entry whose frame the map says is elsewhere, is a frame lost or doubled
+        // even where the lengths happen to agree.
+        let mut seen = vec![false; self.frames as usize];
+        for g in self.global.iter() {
+            let list = lock(g);
+            a.free_listed += list.len() as u64;
+            for &idx in list.iter() {
+                let ok = idx < self.frames
+                    && !std::mem::replace(&mut seen[idx as usize], true)
+                    && self.state(idx).loc() == Location::Free;
+                if !ok {
+                    a.free_list_bad += 1;
+                }
+            }
+        }
+        let pools = lock(&self.pools);
+        a.ring_listed = pools.iter().map(|p| p.ring.len() as u64).sum();
+        a.cached_listed = pools.iter().map(|p| p.owner.cache_len.get()).sum();
         a
     }
 
@@ -720,6 +739,111 @@ mod tests {
         assert!(other.frame_bytes(&again, 0, 64).is_none());
         assert_eq!(other.misuse().foreign_addr, 1);
         p.recycle(again);
+    }
+
+    // ---- the accounting can fail: lose or double a frame in each place ----------
+
+    use crate::accounting::KernelHeld;
+    use crate::pool::{PoolConfig, PoolOwner};
+
+    fn err_of(a: Accounting) -> String {
+        a.check().expect_err("the check must notice")
+    }
+
+    #[test]
+    fn a_frame_lost_or_doubled_on_a_global_list_fails_the_check() {
+        let r = region(8, 2048, 1);
+        r.accounting().check().unwrap();
+        // Lost: an entry gone, its frame still Free in the map.
+        let gone = lock(&r.global[0]).pop().unwrap();
+        assert!(err_of(r.accounting()).contains("global lists"));
+        // Doubled: the entry back, and another twice.
+        lock(&r.global[0]).push(gone);
+        r.accounting().check().unwrap();
+        lock(&r.global[0]).push(gone);
+        assert!(err_of(r.accounting()).contains("global lists"));
+        // Both at once, so the lengths agree: only the contents tell.
+        let other = lock(&r.global[0]).remove(0);
+        assert_ne!(other, gone);
+        let a = r.accounting();
+        assert_eq!(a.free, a.free_listed);
+        assert!(err_of(a).contains("duplicates"));
+    }
+
+    #[test]
+    fn a_frame_lost_or_doubled_in_an_owner_cache_fails_both_checks() {
+        let r = region(8, 2048, 1);
+        let mut p = PoolOwner::new(&r, PoolConfig::default());
+        let f = p.alloc().unwrap();
+        p.recycle(f);
+        assert!(p.cache_len > 1);
+        p.accounting().check().unwrap();
+        p.audit(KernelHeld::default()).check().unwrap();
+        // Lost: the cache forgets its top entry; the map still says Cached.
+        p.cache_len -= 1;
+        assert!(err_of(p.accounting()).contains("owner caches"));
+        assert!(p.audit(KernelHeld::default()).check().unwrap_err().contains("owner cache"));
+        p.cache_len += 1;
+        p.accounting().check().unwrap();
+        // Doubled: the top entry twice.
+        p.cache[p.cache_len] = p.cache[p.cache_len - 1];
+        p.cache_len += 1;
+        let audit = p.audit(KernelHeld::default());
+        assert_eq!(audit.cache_entries_bad, 1, "{audit:?}");
+        assert!(audit.check().is_err());
+        assert!(err_of(p.accounting()).contains("owner caches"));
+        p.cache_len -= 1;
+    }
+
+    #[test]
+    fn a_frame_lost_or_doubled_in_a_return_ring_fails_the_check() {
+        let r = region(8, 2048, 1);
+        let p = PoolOwner::new(&r, PoolConfig::default());
+        let remote = p.remote();
+        let mut q = PoolOwner::new(&r, PoolConfig { id: 2, ..Default::default() });
+        let f = q.alloc().unwrap();
+        let idx = f.index();
+        remote.recycle(f);
+        q.publish_stats();
+        let ring = |r: &Region| lock(&r.pools)[0].clone();
+        r.accounting().check().unwrap_or_else(|e| panic!("{e}"));
+        // Doubled: the index pushed again behind the pool's back.
+        ring(&r).ring.push(idx).unwrap();
+        assert!(err_of(r.accounting()).contains("return rings"));
+        // Lost: both entries popped; the map still says Ring.
+        assert_eq!(ring(&r).ring.pop(), Some(idx));
+        assert_eq!(ring(&r).ring.pop(), Some(idx));
+        assert!(err_of(r.accounting()).contains("return rings"));
+        drop(q);
+    }
+
+    #[test]
+    fn a_frame_lost_or_doubled_in_a_fill_or_tx_ring_fails_the_audit() {
+        let r = region(16, 2048, 1);
+        let mut p = PoolOwner::new(&r, PoolConfig::default());
+        let mut addrs = [0u64; 4];
+        assert_eq!(p.fill_bulk(&mut addrs), 4);
+        let f = p.alloc().unwrap();
+        let tx = p.give_tx(f, 0).unwrap();
+        let held = KernelHeld { fill: 4, tx: 1 };
+        p.audit(held).check().unwrap();
+        // The rings say one fill entry fewer (lost on the way) or more (doubled).
+        for fill in [3, 5] {
+            let e = p.audit(KernelHeld { fill, ..held }).check().unwrap_err();
+            assert!(e.contains("fill rings"), "{e}");
+        }
+        for tx in [0, 2] {
+            let e = p.audit(KernelHeld { tx, ..held }).check().unwrap_err();
+            assert!(e.contains("TX descriptors"), "{e}");
+        }
+        // The map loses one instead: an RX descriptor the rings never saw.
+        let lost = p.take_rx(addrs[0], 0).unwrap();
+        assert!(p.audit(held).check().unwrap_err().contains("fill rings"));
+        p.recycle(lost);
+        p.take_completion(tx).unwrap();
+        let e = p.audit(KernelHeld { fill: 3, tx: 1 }).check().unwrap_err();
+        assert!(e.contains("TX descriptors"), "{e}");
+        p.audit(KernelHeld { fill: 3, tx: 0 }).check().unwrap();
     }
 
     #[test]

@@ -37,14 +37,17 @@ impl Counter {
 pub(crate) struct SharedCounter(AtomicU64);
 
 impl SharedCounter {
+    /// Release: a reader that sees the new count (Acquire in `get`) also sees what
+    /// the writer did before, e.g. the frame it put on a list before counting its
+    /// `release`. Free on x86; these counters are on slow paths anyway.
     pub(crate) fn add(&self, n: u64) {
-        self.0.fetch_add(n, Ordering::Relaxed);
+        self.0.fetch_add(n, Ordering::Release);
     }
     pub(crate) fn inc(&self) {
         self.add(1);
     }
     pub(crate) fn get(&self) -> u64 {
-        self.0.load(Ordering::Relaxed)
+        self.0.load(Ordering::Acquire)
     }
 }
 
@@ -67,6 +70,9 @@ pub(crate) struct OwnerCounters {
     pub(crate) foreign_addr: Counter,
     pub(crate) not_in_fill: Counter,
     pub(crate) not_in_tx: Counter,
+    /// The owner cache's length as of the last `publish_stats` (or cold path): the
+    /// second source `Accounting` compares the owner map's `cached` count with.
+    pub(crate) cache_len: Counter,
 }
 
 /// Counters other threads (remote returns, late returns) write.

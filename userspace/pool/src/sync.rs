@@ -20,6 +20,18 @@ pub(crate) fn spin_hint() {
     std::hint::spin_loop();
 }
 
+/// A waiting loop's sleep; under loom a yield, so the model runs the threads that
+/// are being waited for.
+pub(crate) fn pause(d: std::time::Duration) {
+    #[cfg(loom)]
+    {
+        let _ = d;
+        loom::thread::yield_now();
+    }
+    #[cfg(not(loom))]
+    std::thread::sleep(d);
+}
+
 /// Lock a mutex, ignoring poisoning: the protected data (free lists, registries) is
 /// valid after any panic because every update is a single push/pop.
 pub(crate) fn lock<T>(m: &Mutex<T>) -> crate::sync::MutexGuard<'_, T> {

@@ -6,7 +6,7 @@ use pool::*;
 use std::collections::HashSet;
 
 mod common;
-use common::{ok, pool, region};
+use common::{ok_with, pool, region};
 
 #[test]
 fn batch_counts_like_the_pool_and_writes_back_on_drop() {
@@ -33,13 +33,13 @@ fn batch_counts_like_the_pool_and_writes_back_on_drop() {
         (s.alloc_slow, s.alloc_fast, s.recycle_cached, s.hold),
         (1, 9, 5, 64)
     );
-    let a = ok(&r);
+    let a = ok_with(&r, &[&p]);
     assert_eq!((a.cached, a.application, a.free), (59, 5, 192));
     for f in held {
         assert_eq!(r.location(f.index()), Some(Location::Application));
         p.recycle(f);
     }
-    assert_eq!(ok(&r).cached, 64);
+    assert_eq!(ok_with(&r, &[&p]).cached, 64);
     assert_eq!(p.stats().recycle_cached, 10);
 }
 
@@ -58,7 +58,7 @@ fn batch_alloc_never_hands_out_a_frame_twice_and_frames_stay_usable() {
     assert_eq!(held.len(), 300);
     drop(b);
     assert_eq!(p.stats().alloc_failed, 1);
-    assert_eq!(ok(&r).application, 300);
+    assert_eq!(ok_with(&r, &[&p]).application, 300);
     r.write_frame(&mut held[7], 0, &[0x5A; 32]).unwrap();
     assert_eq!(r.frame_bytes(&held[7], 0, 32).unwrap(), &[0x5A; 32]);
     let idx = held[7].index();
@@ -74,7 +74,7 @@ fn batch_alloc_never_hands_out_a_frame_twice_and_frames_stay_usable() {
         (128, 172, 172)
     );
     assert_eq!(r.location(idx), Some(Location::Cached), "released");
-    let a = ok(&r);
+    let a = ok_with(&r, &[&p]);
     assert_eq!((a.cached, a.ring, a.free, a.application), (128, 172, 0, 0));
 }
 
@@ -99,8 +99,8 @@ fn batch_catches_foreign_and_adopts_other_pools_frames() {
     assert_eq!((s.foreign_addr, s.hold, s.recycle_cached), (2, 1, 1));
     assert_eq!(p3.stats().release, 1);
     assert_eq!(r1.location(idx), Some(Location::Cached));
-    ok(&r1);
-    assert_eq!(ok(&r2).application, 2, "nothing of r2 moved");
+    ok_with(&r1, &[&p1, &p2, &p3]);
+    assert_eq!(ok_with(&r2, &[&p1, &p2, &p3]).application, 2, "nothing of r2 moved");
 }
 
 #[test]
@@ -124,13 +124,13 @@ fn batch_frags_whole_inline_split_through_the_pool() {
     p.frag_drain();
     let s = p.stats();
     assert_eq!(s.recycle_released_refcnt, 4);
-    assert_eq!(ok(&r).application, 0);
+    assert_eq!(ok_with(&r, &[&p]).application, 0);
     // An unsplit frame through the unified count.
     let mut b = p.batch();
     let f = b.alloc().unwrap();
     b.recycle_unified(f);
     drop(b);
-    assert_eq!(ok(&r).application, 0);
+    assert_eq!(ok_with(&r, &[&p]).application, 0);
 }
 
 #[test]

@@ -5,7 +5,7 @@
 use pool::*;
 
 mod common;
-use common::{ok, pool, region};
+use common::{ok, ok_with, pool, region};
 
 /// One frame through the fill ring and back as an RX descriptor at `headroom`.
 fn receive(p: &mut PoolOwner, headroom: u32, len: u32) -> (Frame, u64) {
@@ -32,7 +32,7 @@ fn mirror_by_reference_two_tx_descriptors_one_chunk() {
     let b = p.give_tx_frag(second).unwrap();
     assert_eq!((a, b), (rx, rx), "both descriptors point at the received bytes");
     // The chunk is shared, so it stays with the application while TX holds its refs.
-    let acc = ok(&r);
+    let acc = ok_with(&r, &[&p]);
     assert_eq!((acc.application, acc.tx), (1, 0));
     p.take_completion(a).unwrap();
     assert_eq!(r.location(idx), Some(Location::Application));
@@ -50,7 +50,7 @@ fn mirror_by_reference_two_tx_descriptors_one_chunk() {
         Err(FrameError::DoubleRelease { addr: a })
     );
     assert_eq!(p.stats().double_release - s2.double_release, 1);
-    let acc = ok(&r);
+    let acc = ok_with(&r, &[&p]);
     assert_eq!((acc.application, acc.tx), (0, 0));
     // No frame left the pool or came into it: conversion is bookkeeping only.
     assert_eq!((p.stats().hold, p.stats().release), (s0.hold, s0.release));
@@ -75,14 +75,14 @@ fn unsplit_conversion_pays_no_atomic_and_goes_to_tx_whole() {
     let frag = p.frame_into_frag(frame, 128, 64).unwrap();
     assert_eq!(p.give_tx_frag(frag).unwrap(), rx);
     assert_eq!(r.location(idx), Some(Location::Tx));
-    assert_eq!(ok(&r).tx, 1);
+    assert_eq!(ok_with(&r, &[&p]).tx, 1);
     p.take_completion(rx).unwrap();
     assert_eq!(r.location(idx), Some(Location::Cached));
     assert!(matches!(
         p.take_completion(rx),
         Err(FrameError::DoubleRelease { .. })
     ));
-    ok(&r);
+    ok_with(&r, &[&p]);
 }
 
 #[test]
@@ -98,7 +98,7 @@ fn application_reference_outlives_tx_reference() {
     assert_eq!(r.location(idx), Some(Location::Application), "still referenced");
     p.release_frag(kept);
     assert_eq!(r.location(idx), Some(Location::Cached));
-    ok(&r);
+    ok_with(&r, &[&p]);
 }
 
 #[test]
@@ -120,7 +120,7 @@ fn bad_ranges_recycle_the_frame_and_say_why() {
     let f = p.frame_into_frag(frame, 0, 2048).unwrap();
     assert_eq!(f.len(), 2048);
     p.release_frag(f);
-    let acc = ok(&r);
+    let acc = ok_with(&r, &[&p]);
     assert_eq!(acc.application, 0);
 }
 
@@ -138,7 +138,7 @@ fn foreign_frames_are_refused_and_counted() {
         Err(FrameError::Foreign { addr })
     );
     assert_eq!(p.stats().foreign_addr - s0.foreign_addr, 1);
-    ok(&r);
+    ok_with(&r, &[&p]);
 }
 
 #[test]
@@ -174,6 +174,6 @@ fn reclaim_kernel_drops_both_mirror_references() {
     p.give_tx_frag(twin).unwrap();
     assert_eq!(p.reclaim_kernel(), 2);
     assert_eq!(r.location(idx), Some(Location::Free));
-    let acc = ok(&r);
+    let acc = ok_with(&r, &[&p]);
     assert_eq!((acc.application, acc.tx, acc.fill), (0, 0, 0));
 }

@@ -7,7 +7,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 mod common;
-use common::{ok, pool, region};
+use common::{ok, ok_with, pool, region};
 
 /// Counters that changed between two snapshots, as (name, delta).
 fn delta(a: &PoolStats, b: &PoolStats) -> Vec<(&'static str, u64)> {
@@ -76,7 +76,7 @@ fn first_alloc_is_slow_then_fast_then_cached() {
     p.recycle(f);
     p.recycle(g);
     assert_eq!(delta(&s2, &p.stats()), vec![("recycle_cached", 2)]);
-    let a = ok(&r);
+    let a = ok_with(&r, &[&p]);
     assert_eq!((a.cached, a.free, a.application), (64, 192, 0));
     assert_eq!(p.stats().inflight, 64);
 }
@@ -101,7 +101,7 @@ fn cache_full_goes_to_ring_and_refill_takes_it_back() {
             ("recycle_ring", 128)
         ]
     );
-    let a = ok(&r);
+    let a = ok_with(&r, &[&p]);
     assert_eq!((a.cached, a.ring, a.free), (128, 128, 256));
     // Empty the cache, then the next alloc refills 64 from the ring.
     let held: Vec<Frame> = (0..128).map(|_| p.alloc().unwrap()).collect();
@@ -109,12 +109,12 @@ fn cache_full_goes_to_ring_and_refill_takes_it_back() {
     let f = p.alloc().unwrap();
     assert_eq!(delta(&s1, &p.stats()), vec![("alloc_refill", 1)]);
     assert_eq!(p.cached(), 63);
-    assert_eq!(ok(&r).ring, 64);
+    assert_eq!(ok_with(&r, &[&p]).ring, 64);
     p.recycle(f);
     for f in held {
         p.recycle(f);
     }
-    ok(&r);
+    ok_with(&r, &[&p]);
 }
 
 #[test]
@@ -145,7 +145,7 @@ fn remote_recycle_uses_ring_and_full_ring_goes_global() {
             ("release", 2)
         ]
     );
-    let a = ok(&r);
+    let a = ok_with(&r, &[&p]);
     assert_eq!((a.ring, a.free, a.cached), (4, 2, 58));
     assert_eq!(p.stats().inflight, 62);
 }
@@ -164,11 +164,11 @@ fn exhaustion_gives_none_and_counts() {
     let d = delta(&s0, &p.stats());
     // high order goes straight to the global lists: no ring look, so no `empty`
     assert_eq!(d, vec![("alloc_empty", 3), ("alloc_failed", 4)]);
-    assert_eq!(ok(&r).application, 64);
+    assert_eq!(ok_with(&r, &[&p]).application, 64);
     for f in held {
         p.recycle(f);
     }
-    assert_eq!(ok(&r).cached, 64);
+    assert_eq!(ok_with(&r, &[&p]).cached, 64);
 }
 
 #[test]
@@ -214,13 +214,13 @@ fn waive_sends_other_node_frames_to_their_list() {
     assert_eq!(p0.stats().hold, s0.hold);
     assert_eq!(delta(&p1_before, &p1.stats()), vec![]);
     assert_eq!(r.free_per_node(), vec![0, 10]);
-    ok(&r);
+    ok_with(&r, &[&p0, &p1]);
     p0.recycle(got);
     for f in held {
         p0.recycle(f);
     }
     let total_inflight = p0.stats().inflight + p1.stats().inflight;
-    let a = ok(&r);
+    let a = ok_with(&r, &[&p0, &p1]);
     assert_eq!(total_inflight, a.total - a.free);
 }
 
@@ -253,7 +253,7 @@ fn frags_pack_then_last_release_recycles() {
     let s1 = p.stats();
     p.frag_drain();
     assert_eq!(delta(&s1, &p.stats()), vec![("recycle_cached", 1)]);
-    let a = ok(&r);
+    let a = ok_with(&r, &[&p]);
     assert_eq!(a.application, 0);
 }
 
@@ -285,7 +285,7 @@ fn whole_frag_and_alloc_sized_choose_by_size() {
     assert!(p.alloc_sized(0).is_none());
     assert!(p.alloc_sized(4097).is_none());
     p.frag_drain();
-    assert_eq!(ok(&r).application, 0);
+    assert_eq!(ok_with(&r, &[&p]).application, 0);
 }
 
 #[test]
@@ -315,7 +315,7 @@ fn ref_frag_takes_a_reference_and_remote_release_counts() {
         delta(&s1, &p.stats()),
         vec![("alloc_fast", 1), ("recycle_cached", 1)]
     );
-    ok(&r);
+    ok_with(&r, &[&p]);
 }
 
 #[test]
@@ -330,11 +330,11 @@ fn high_order_is_counted_apart() {
         vec![("alloc_slow_high_order", 1), ("hold", 5)]
     );
     assert!(p.alloc_high_order(100).is_none());
-    assert_eq!(ok(&r).application, 5);
+    assert_eq!(ok_with(&r, &[&p]).application, 5);
     for f in jumbo {
         p.recycle(f);
     }
-    assert_eq!(ok(&r).cached, 5);
+    assert_eq!(ok_with(&r, &[&p]).cached, 5);
 }
 
 #[test]
@@ -346,7 +346,7 @@ fn rx_drop_puts_the_frame_straight_back_in_fill() {
     let mut q = pool(&r, 2);
     let mut other = [0u64; 1];
     assert_eq!(q.fill_bulk(&mut other), 1);
-    let a0 = ok(&r);
+    let a0 = ok_with(&r, &[&p]);
     let s0 = p.stats();
     // The chunk's address comes back (headroom dropped); the frame stays in fill.
     assert_eq!(p.rx_drop(addrs[2] + 256, 64), Ok(addrs[2]));
@@ -354,7 +354,7 @@ fn rx_drop_puts_the_frame_straight_back_in_fill() {
         delta(&s0, &p.stats()),
         vec![("alloc_fast", 1), ("recycle_cached", 1)]
     );
-    let a = ok(&r);
+    let a = ok_with(&r, &[&p]);
     assert_eq!((a.fill, a.application, a.cached), (5, 0, a0.cached));
     // Same errors and counters as take_rx: foreign, past the chunk, not in fill.
     let s1 = p.stats();
@@ -384,7 +384,7 @@ fn rx_drop_puts_the_frame_straight_back_in_fill() {
     let g = p.take_rx(addrs[2], 64).unwrap();
     p.recycle(f);
     p.recycle(g);
-    let a = ok(&r);
+    let a = ok_with(&r, &[&p]);
     assert_eq!((a.fill, a.cached), (3, a0.cached + 2));
 }
 
@@ -394,7 +394,7 @@ fn fill_rx_tx_completion_track_the_owner_map() {
     let mut p = pool(&r, 1);
     let mut addrs = [0u64; 8];
     assert_eq!(p.fill_bulk(&mut addrs), 8);
-    assert_eq!(ok(&r).fill, 8);
+    assert_eq!(ok_with(&r, &[&p]).fill, 8);
     assert!(addrs.iter().all(|a| a % 2048 == 0));
     // RX with 256 bytes of headroom.
     let mut f = p.take_rx(addrs[0] + 256, 1000).unwrap();
@@ -420,12 +420,12 @@ fn fill_rx_tx_completion_track_the_owner_map() {
         delta(&s0, &p.stats()),
         vec![("foreign_addr", 2), ("not_in_fill", 1)]
     );
-    let a = ok(&r);
+    let a = ok_with(&r, &[&p]);
     assert_eq!((a.fill, a.application), (7, 1));
     r.write_frame(&mut f, 0, &[0xAB; 64]).unwrap();
     let tx = p.give_tx(f, 128).unwrap();
     assert_eq!(tx, addrs[0] + 128);
-    assert_eq!(ok(&r).tx, 1);
+    assert_eq!(ok_with(&r, &[&p]).tx, 1);
     let s1 = p.stats();
     p.take_completion(tx).unwrap();
     assert_eq!(delta(&s1, &p.stats()), vec![("recycle_cached", 1)]);
@@ -445,7 +445,7 @@ fn fill_rx_tx_completion_track_the_owner_map() {
     let s = p.stats();
     assert_eq!((s.double_release, s.not_in_tx), (1, 1));
     assert_eq!(r.misuse(), RegionMisuse::default());
-    ok(&r);
+    ok_with(&r, &[&p]);
 }
 
 #[test]
@@ -472,9 +472,9 @@ fn frags_share_a_chunk_in_tx() {
     // A lone whole frag in TX is tracked as TX.
     let w = p.alloc_frag(2048).unwrap();
     let tw = p.give_tx_frag(w).unwrap();
-    assert_eq!(ok(&r).tx, 1);
+    assert_eq!(ok_with(&r, &[&p]).tx, 1);
     p.take_completion(tw).unwrap();
-    ok(&r);
+    ok_with(&r, &[&p]);
 }
 
 #[test]
@@ -491,7 +491,7 @@ fn reclaim_kernel_returns_fill_and_tx_frames() {
     let keep = p.alloc().unwrap();
     let s0 = p.stats();
     assert_eq!(p.reclaim_kernel(), 12);
-    let a = ok(&r);
+    let a = ok_with(&r, &[&p]);
     assert_eq!(
         (a.fill, a.tx, a.application),
         (0, 0, 2),
@@ -504,7 +504,7 @@ fn reclaim_kernel_returns_fill_and_tx_frames() {
     p.release_frag(b);
     p.recycle(keep);
     p.frag_drain();
-    assert_eq!(ok(&r).application, 0);
+    assert_eq!(ok_with(&r, &[&p]).application, 0);
     // An RX for a reclaimed frame is refused.
     assert!(matches!(
         p.take_rx(addrs[0], 64),
@@ -610,7 +610,7 @@ fn foreign_region_tokens_are_caught_and_counted() {
     p1.remote().recycle(g);
     p1.release_frag(frag);
     assert_eq!(p1.stats().foreign_addr, 3);
-    assert_eq!(ok(&r1).application, 0, "nothing of r1 moved");
+    assert_eq!(ok_with(&r1, &[&p1, &p2]).application, 0, "nothing of r1 moved");
     assert!(matches!(
         p1.give_tx(p2.alloc().unwrap(), 0),
         Err(FrameError::DoubleRelease { .. }) | Err(FrameError::Foreign { .. })
@@ -669,7 +669,7 @@ fn owner_overflow_cache_then_ring_then_global() {
             ("release", spill - 8),
         ]
     );
-    let a = ok(&r);
+    let a = ok_with(&r, &[&p]);
     assert_eq!((a.cached, a.ring), (CACHE_SIZE as u64, 8));
 }
 
@@ -719,13 +719,13 @@ fn fill_bulk_crosses_cache_refills_and_stops_at_exhaustion() {
     uniq.sort();
     uniq.dedup();
     assert_eq!(uniq.len(), 200, "an address went to the fill ring twice");
-    let a = ok(&r);
+    let a = ok_with(&r, &[&p]);
     assert_eq!((a.fill, a.cached), (200, 56));
     let mut more = vec![0u64; 100];
     assert_eq!(p.fill_bulk(&mut more), 56, "only what is left");
     assert_eq!(p.stats().alloc_failed, 1);
     assert_eq!(p.reclaim_kernel(), 256);
-    assert_eq!(ok(&r).free, 256);
+    assert_eq!(ok_with(&r, &[&p]).free, 256);
 }
 
 #[test]
@@ -781,5 +781,5 @@ fn frame_bytes_takes_the_token_and_stays_in_its_chunk() {
     let tx = p.give_tx(f, offset).unwrap();
     assert_eq!(r.location((tx / 2048) as u32), Some(Location::Tx));
     p.take_completion(tx).unwrap();
-    ok(&r);
+    ok_with(&r, &[&p]);
 }

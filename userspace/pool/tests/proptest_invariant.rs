@@ -291,6 +291,16 @@ impl Model {
     }
 
     fn check(&self) {
+        // Second sources per pool: the cache's entries, and the model's own fill and
+        // TX lists standing for the rings' positions.
+        for (i, p) in self.pools.iter().enumerate() {
+            p.publish_stats();
+            let kernel = KernelHeld {
+                fill: self.fill.iter().filter(|(q, _)| *q == i).count() as u64,
+                tx: self.tx.iter().filter(|(q, _)| *q == i).count() as u64,
+            };
+            p.audit(kernel).check().unwrap();
+        }
         let a = self.region.accounting();
         a.check().unwrap();
         for f in &self.frames {

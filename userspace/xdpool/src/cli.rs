@@ -255,6 +255,10 @@ pub enum BenchWhich {
         /// Print JSON instead of the table.
         #[arg(long)]
         json: bool,
+        /// Exit non-zero when a target is missed (or the cross-thread threads could
+        /// not be pinned): what CI runs.
+        #[arg(long)]
+        check: bool,
     },
     /// Throughput sweep on the lab: ceiling (in-kernel XDP_DROP), rxdrop, l2fwd per size.
     Throughput(ThroughputArgs),

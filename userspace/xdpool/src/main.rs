@@ -216,12 +216,16 @@ fn cmd_stats(args: StatsArgs) -> Result<(), Fatal> {
 
 fn cmd_bench(which: BenchWhich) -> Result<(), Fatal> {
     match which {
-        BenchWhich::Pool { json } => {
+        BenchWhich::Pool { json, check } => {
             let report = pool::bench::run(&pool::bench::BenchConfig::default());
             if json {
                 println!("{}", serde_json::to_string_pretty(&report).expect("serializes"));
             } else {
                 println!("{}", report.table());
+            }
+            let failures = report.failures();
+            if check && !failures.is_empty() {
+                return Err(Fatal::new(ExitCode::Failure, format!("pool benchmark missed: {}; rerun on an idle machine (or see docs/verification.md for the limits)", failures.join("; "))));
             }
             Ok(())
         }

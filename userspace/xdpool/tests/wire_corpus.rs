@@ -285,7 +285,8 @@ fn seeds() -> Vec<Vec<u8>> {
 #[test]
 fn fuzz_loop_over_corpus() {
     let secs: f64 = std::env::var("XDPOOL_FUZZ_SECS").ok().and_then(|s| s.parse().ok()).unwrap_or(10.0);
-    let seed = std::env::var("XDPOOL_FUZZ_SEED").ok().and_then(|s| s.parse().ok()).unwrap_or(0x5eed_cafe_f00d);
+    let seed = fuzz::seed_from_env("XDPOOL_FUZZ_SEED");
+    println!("wire fuzz seed {seed:#x} (replay: XDPOOL_FUZZ_SEED={seed:#x})");
     let report = fuzz::run(&seeds(), seed, Duration::from_secs_f64(secs));
     println!(
         "wire fuzz: {} execs in {:.1} s = {:.0} execs/s; ok {} rejected {}; {} distinct outcomes; pool {}; failures {} (seed {seed:#x})",

@@ -20,3 +20,12 @@ pub fn ok(r: &Region) -> Accounting {
     a.check().unwrap();
     a
 }
+
+/// As `ok`, after each live owner published its cache length (the second source the
+/// `cached` count is checked against).
+pub fn ok_with(r: &Region, owners: &[&PoolOwner]) -> Accounting {
+    for p in owners {
+        p.publish_stats();
+    }
+    ok(r)
+}

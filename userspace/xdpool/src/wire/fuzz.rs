@@ -255,6 +255,30 @@ pub fn mutate(rng: &mut XorShift64, input: &[u8], others: &[Vec<u8>], out: &mut 
     out.truncate(MAX_INPUT);
 }
 
+/// A fuzz seed as the reports print it (`0x5eed`) or in decimal.
+pub fn parse_seed(text: &str) -> Option<u64> {
+    let t = text.trim();
+    match t.strip_prefix("0x").or_else(|| t.strip_prefix("0X")) {
+        Some(hex) => u64::from_str_radix(&hex.replace('_', ""), 16).ok(),
+        None => t.replace('_', "").parse().ok(),
+    }
+}
+
+/// The seed in environment variable `name` (hex or decimal), or a fresh one from
+/// the clock, so each run tries new inputs; the caller prints it for a replay.
+///
+/// # Panics
+/// If the variable is set but is not a number (a typo must not fuzz a default).
+pub fn seed_from_env(name: &str) -> u64 {
+    match std::env::var(name) {
+        Ok(v) => parse_seed(&v).unwrap_or_else(|| panic!("{name}={v:?} is not a seed; use hex (0x...) or decimal")),
+        Err(_) => {
+            let t = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap_or_default();
+            (t.as_nanos() as u64) | 1
+        }
+    }
+}
+
 /// Parses `input` under `catch_unwind` and checks the invariants; `Err` describes a
 /// panic or a violation.
 pub fn exercise(input: &[u8]) -> Result<Result<Parsed, ParseError>, String> {
@@ -339,4 +363,22 @@ pub fn run(seeds: &[Vec<u8>], seed: u64, budget: Duration) -> FuzzReport {
     report.outcomes = seen.len();
     report.pool = pool.len();
     report
+}
+
+#[cfg(test)]
+mod seed_tests {
+    use super::parse_seed;
+
+    #[test]
+    fn seeds_parse_as_printed_in_hex_and_in_decimal() {
+        // The reports print `{seed:#x}`; replaying that string must give the same seed.
+        let seed = 0x5eed_cafe_f00d_u64;
+        assert_eq!(parse_seed(&format!("{seed:#x}")), Some(seed));
+        assert_eq!(parse_seed("0x5eed_cafe_f00d"), Some(seed));
+        assert_eq!(parse_seed("0X10"), Some(16));
+        assert_eq!(parse_seed("10"), Some(10));
+        assert_eq!(parse_seed(" 42\n"), Some(42));
+        assert_eq!(parse_seed("0xzz"), None);
+        assert_eq!(parse_seed("seed"), None);
+    }
 }
