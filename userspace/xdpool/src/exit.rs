@@ -53,6 +53,11 @@ impl fmt::Display for Fatal {
 
 impl std::error::Error for Fatal {}
 
+/// The capabilities `xdpool run` checks at start: (bit, name). deploy/xdpool.service
+/// and deploy/kubernetes/xdpool.yaml grant exactly these plus CAP_SYS_ADMIN (setns
+/// into a port's namespace), and tests/deploy_files.rs holds them to it.
+pub const REQUIRED_CAPABILITIES: [(u32, &str); 5] = [(12, "CAP_NET_ADMIN"), (13, "CAP_NET_RAW"), (14, "CAP_IPC_LOCK"), (38, "CAP_PERFMON"), (39, "CAP_BPF")];
+
 /// Fails with [`ExitCode::Privilege`] unless the process has the capabilities xdpool
 /// needs (root has them all).
 pub fn require_privileges(what: &str) -> Result<(), Fatal> {
@@ -60,7 +65,7 @@ pub fn require_privileges(what: &str) -> Result<(), Fatal> {
     // CAP_BPF=39. CAP_PERFMON: the verifier allows packet pointers moved by a variable
     // (IPv6 extension headers, IP lengths) only to it (Spectre v1 hardening otherwise
     // refuses the steering program: "pointer arithmetic ... prohibited for !root").
-    let needed: [(u32, &str); 5] = [(12, "CAP_NET_ADMIN"), (13, "CAP_NET_RAW"), (14, "CAP_IPC_LOCK"), (38, "CAP_PERFMON"), (39, "CAP_BPF")];
+    let needed = REQUIRED_CAPABILITIES;
     let eff = effective_caps().unwrap_or(0);
     let missing: Vec<&str> = needed
         .iter()

@@ -73,7 +73,6 @@ pub const QUEUE_COUNTERS: &[(&str, Def)] = &[
     ("held_verified", c("xdpool_held_verified", "Held frames re-read after a device loss with their bytes unchanged.")),
     ("held_corrupt", c("xdpool_held_corrupt", "Held frames whose bytes changed or could not be read after a device loss (must stay 0).")),
     ("copybreak_copied", c("xdpool_copybreak_copied", "copybreak: frames copied into a packed frag, their RX chunk returned to the fill ring at once.")),
-    ("mirror_queued", c("xdpool_reflect_twice_queued", "reflect-twice: frames queued twice on their own socket by reference.")),
     ("rx_multi_buffer", c("xdpool_rx_multi_buffer", "Multi-buffer frames received (more than one descriptor, XDP_PKT_CONTD).")),
     ("rx_drop_to_fill", c("xdpool_rx_drop_to_fill", "Frames dropped unread straight from the RX ring back to the fill ring.")),
     ("completion_rejected", c("xdpool_completion_rejected", "Completion-ring addresses the recycler refused (not a frame this socket had in TX; must stay 0).")),
@@ -81,6 +80,12 @@ pub const QUEUE_COUNTERS: &[(&str, Def)] = &[
     ("busy_poll_refused", c("xdpool_busy_poll_refused", "Sockets on which the kernel refused busy-poll (the worker spun instead).")),
     ("busy_poll_calls", c("xdpool_busy_poll_calls", "recvfrom calls made to busy-poll RX.")),
     ("busy_poll_no_napi", c("xdpool_busy_poll_no_napi", "busy-poll sockets that received frames without a NAPI id (veth), so the worker waited in poll() instead.")),
+    ("forwarded", c("xdpool_forwarded", "forward: frames this socket received and handed to another port (or queued on its own TX ring when the egress is itself).")),
+    ("mirrored", c("xdpool_mirrored", "mirror_to: copies (second references to the chunk) queued on the monitor port.")),
+    ("reflected_twice", c("xdpool_reflected_twice", "reflect-twice: frames sent back twice on their own socket by reference.")),
+    ("foreign_tx", c("xdpool_foreign_tx", "Frames of other ports' pools this socket queued for TX (cross-port forwarding and mirroring).")),
+    ("foreign_completed", c("xdpool_foreign_completed", "Of those, completed and returned to their origin pool through its return ring.")),
+    ("foreign_reclaimed", c("xdpool_foreign_reclaimed", "Of those, taken back from a closed socket's TX side and returned to their origin pool.")),
     ("poll_naps", c("xdpool_poll_naps", "poll mode: naps taken while traffic flowed (workers.poll_coalesce_us) instead of waiting in poll().")),
 ];
 
@@ -99,6 +104,9 @@ pub const DROP_REASONS: &[(&[&str], &str)] = &[
     (&["frag_alloc_failed"], "no_frag_memory"),
     (&["rx_chain_dropped"], "chain_refused"),
     (&["rx_rejected"], "rx_desc_rejected"),
+    (&["egress_full_drop"], "egress_queue_full"),
+    (&["egress_port_down_drop"], "egress_port_down"),
+    (&["neigh_miss_drop"], "next_hop_unknown"),
     (&["xsk", "rx_ring_full"], "kernel_rx_ring_full"),
     (&["xsk", "rx_fill_ring_empty_descs"], "kernel_fill_ring_empty"),
     (&["xsk", "rx_invalid_descs"], "kernel_rx_invalid_desc"),
@@ -107,7 +115,7 @@ pub const DROP_REASONS: &[(&[&str], &str)] = &[
 /// The drop family.
 pub const DROPS: Def = c(
     "xdpool_drops",
-    "Frames dropped, by reason: action_drop (a rule's drop action), tx_ring_full, too_short (l2fwd/forward on a frame shorter than Ethernet), no_frag_memory, chain_refused (a multi-buffer frame refused whole), rx_desc_rejected (the recycler refused an RX descriptor), and the kernel's XDP_STATISTICS for the socket: kernel_rx_ring_full, kernel_fill_ring_empty (nothing to receive into), kernel_rx_invalid_desc, kernel_tx_invalid_desc.",
+    "Frames dropped, by reason: action_drop (a rule's drop action), tx_ring_full, too_short (l2fwd/forward on a frame shorter than Ethernet), no_frag_memory, chain_refused (a multi-buffer frame refused whole), rx_desc_rejected (the recycler refused an RX descriptor), egress_queue_full (forward: the egress worker's handoff queue was full), egress_port_down (forward: the egress port had no socket), next_hop_unknown (forward with mac = neigh: no neighbour entry yet), and the kernel's XDP_STATISTICS for the socket: kernel_rx_ring_full, kernel_fill_ring_empty (nothing to receive into), kernel_rx_invalid_desc, kernel_tx_invalid_desc.",
 );
 
 /// The kernel's `rx_dropped` overlaps `kernel_fill_ring_empty` in copy mode, so it is
