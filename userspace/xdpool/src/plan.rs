@@ -83,7 +83,9 @@ pub struct UmemPlan {
 }
 
 /// Plans a run of `cfg` with workers on `cores` (one per socket, in order; fewer
-/// cores leave the rest unpinned).
+/// cores leave the rest unpinned). Sockets given the same core share one worker
+/// thread, which serves them in turn (two spinning threads on one core would each get
+/// half of it, and hand frames to each other through their queues besides).
 pub fn plan(cfg: &Config, cores: &[usize]) -> Plan {
     let defs = cfg.ports();
     let rules = cfg.valid_rules();
@@ -103,8 +105,18 @@ pub fn plan(cfg: &Config, cores: &[usize]) -> Plan {
     for (pi, p) in ports.iter_mut().enumerate() {
         for (pos, &queue) in p.def.queues.iter().enumerate() {
             let s = sockets.len();
-            sockets.push(SocketPlan { port: pi, queue, queue_pos: pos, worker: workers.len() });
-            workers.push(WorkerPlan { core: cores.get(s).copied(), sockets: vec![s] });
+            let core = cores.get(s).copied();
+            let worker = match core.and_then(|c| workers.iter().position(|w: &WorkerPlan| w.core == Some(c))) {
+                Some(w) => {
+                    workers[w].sockets.push(s);
+                    w
+                }
+                None => {
+                    workers.push(WorkerPlan { core, sockets: vec![s] });
+                    workers.len() - 1
+                }
+            };
+            sockets.push(SocketPlan { port: pi, queue, queue_pos: pos, worker });
             p.sockets.push(s);
         }
     }
@@ -242,6 +254,10 @@ action = "drop"
         // Fewer cores than sockets: the rest run unpinned.
         let p = plan(&cfg, &[5]);
         assert_eq!(p.workers.iter().map(|w| w.core).collect::<Vec<_>>(), [Some(5), None, None, None]);
+        // Sockets given the same core share one worker: in/0 and out/0 on core 1.
+        let p = plan(&cfg, &[1, 2, 1, 2]);
+        assert_eq!(p.workers.iter().map(|w| (w.core, w.sockets.clone())).collect::<Vec<_>>(), [(Some(1), vec![0, 2]), (Some(2), vec![1, 3])]);
+        assert_eq!(p.sockets.iter().map(|s| s.worker).collect::<Vec<_>>(), [0, 1, 0, 1]);
     }
 
     #[test]
