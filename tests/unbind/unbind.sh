@@ -60,12 +60,18 @@ trap '[ -e "$DRV/$PCI" ] || echo "$PCI" > "$DRV/bind" 2>/dev/null || true' EXIT
 
 times=()
 for i in $(seq 1 "$CYCLES"); do
-    losses=$(num .device.losses); reattaches=$(num .device.reattaches)
+    losses=$(num .device.losses); reattaches=$(num .device.reattaches); teardowns=$(num .device.teardowns_checked)
     echo "$PCI" > "$DRV/unbind"
     for _ in $(seq 100); do [ "$(num .device.losses)" -gt "$losses" ] && break; sleep 0.02; done
     [ "$(num .device.losses)" -gt "$losses" ] || fail "$i" "xdpool did not see the unbind"
+    # The teardown is done once it has checked the accounting at rest.
+    for _ in $(seq 250); do [ "$(num .device.teardowns_checked)" -gt "$teardowns" ] && break; sleep 0.02; done
+    [ "$(num .device.teardowns_checked)" -gt "$teardowns" ] || fail "$i" "no teardown after the unbind"
     [ -z "$xdpool_pid" ] || kill -0 "$xdpool_pid" || fail "$i" "xdpool died"
     check_rest "$i"
+    # Device away: every frame the driver and the rings held is back with xdpool.
+    jq -e '.accounting.fill == 0 and .accounting.tx == 0' <<<"$(stats)" >/dev/null \
+        || fail "$i" "frames still in the kernel's rings after the unbind: $(stats | jq -c .accounting)"
     rx=$(num .total.rx_packets)
     echo "$PCI" > "$DRV/bind"
     # The interface name may take a moment to return (udev); bring it up.

@@ -177,12 +177,17 @@ rx_check() {
     fi
     # Attaching the program resets igb's link: frames sent before carrier is back are lost.
     carrier_ms=$(carrier_wait "$dev" 15) || why="no carrier on $dev 15 s after ready"
+    local cpu0; cpu0=$(awk '{ print $14 + $15 }' "/proc/$XPID/stat" 2>/dev/null || echo 0)
     local g0; g0=$(now)
     gen_out=$(gen --engine "$engine" --count "$count" --rate "$rate" --src-ports "$sports" --duration 120 2>&1)
     local gen_s; gen_s=$(since "$g0")
     sent=$(echo "$gen_out" | sed -n 's/.*sent \([0-9]*\) frames.*/\1/p' | head -1)
     [ -n "$sent" ] || { why="${why:+$why; }generator: $(echo "$gen_out" | tail -2)"; sent=0; }
     wait_rx "$sock" "$count" 10
+    # xdpool's CPU time (user + system, clock ticks of 10 ms) from the generator's start
+    # to the last frame counted (and the polls of it): poll-mode
+    # workers sleep when RX is empty, so this is what the frames cost (zero-copy vs copy).
+    local cpu_ticks; cpu_ticks=$(awk -v c0="${cpu0:-0}" '{ print $14 + $15 - c0 }' "/proc/$XPID/stat" 2>/dev/null || echo 0)
     local xdp_nosock; xdp_nosock=$(num "$sock" .xdp.no_socket)
     local nic_drops; nic_drops=$(ethtool -S "$dev" 2>/dev/null | awk '/drop|miss|no_buf|fifo|err/ && $2 + 0 > 0 { printf "%s%s %s", sep, $1, $2; sep = ", " }')
     local src_drops; src_drops=$(ip netns exec src ethtool -S src0 2>/dev/null | awk '/drop|miss|no_buf|fifo|err|abort|timeout/ && $2 + 0 > 0 { printf "%s%s %s", sep, $1, $2; sep = ", " }')
@@ -200,10 +205,10 @@ rx_check() {
     local ok=true; [ -z "$why" ] || { ok=false; tail -30 "/tmp/$name.log" | sed "s/^/xdpvm: $name log: /"; }
     result "$name" $ok "$t0" "$(jq -cn --arg dev "$dev" --argjson zc "$zc" --argjson sent "${sent:-0}" --argjson rx "${rx:-0}" \
         --argjson per_q "$per_q" --argjson carrier_ms "${carrier_ms:-0}" --arg why "$why" --argjson gen_s "$gen_s" \
-        --argjson nosock "${xdp_nosock:-0}" --arg engine "$engine" --argjson rate "$rate" --arg nic_drops "$nic_drops" --arg src_drops "$src_drops" \
+        --argjson nosock "${xdp_nosock:-0}" --arg engine "$engine" --argjson rate "$rate" --arg nic_drops "$nic_drops" --arg src_drops "$src_drops" --argjson cpu "${cpu_ticks:-0}" \
         --slurpfile s "$s" \
         '{dev: $dev, zero_copy: $zc, engine: $engine, rate_pps: $rate, sent: $sent, received: $rx, lost: ($sent - $rx), per_queue: $per_q,
-          carrier_after_ready_ms: $carrier_ms, gen_s: $gen_s, xdp_no_socket: $nosock, nic_drops: $nic_drops, source_drops: $src_drops,
+          carrier_after_ready_ms: $carrier_ms, gen_s: $gen_s, xdp_no_socket: $nosock, nic_drops: $nic_drops, source_drops: $src_drops, xdpool_cpu_ms: ($cpu * 10),
           drops: ($s[0].drops // {} | with_entries(select(.value != 0))), xdp: ($s[0].xdp // {})} + (if $why == "" then {} else {why: $why} end)')"
 }
 
