@@ -145,6 +145,14 @@ fn stats_prometheus_equals_stats_json_and_socket_refuses_others() {
     let per_queue: u64 = rx_row[1..=columns].iter().map(|v| v.parse::<u64>().unwrap()).sum();
     assert_eq!((per_queue, rx_row[columns + 1], rx_row[columns + 2]), (5_000, "5000", "0"), "{table}");
     assert!(table.contains("[ok]"), "{table}");
+    // One figure by its path, for scripts (tests/unbind/unbind.sh polls with it).
+    let get = |path: &str| std::process::Command::new(env!("CARGO_BIN_EXE_xdpool")).args(["stats", "--get", path, "--socket"]).arg(sock).output().unwrap();
+    let rx = get(".total.rx_packets");
+    assert!(rx.status.success(), "{}", String::from_utf8_lossy(&rx.stderr));
+    assert_eq!(String::from_utf8_lossy(&rx.stdout).trim(), "5000");
+    assert_eq!(String::from_utf8_lossy(&get(".queues.0.queue").stdout).trim(), "0");
+    let missing = get(".total.no_such_counter");
+    assert!(!missing.status.success() && String::from_utf8_lossy(&missing.stderr).contains("nothing at .total.no_such_counter"));
 
     use std::os::unix::fs::{MetadataExt, PermissionsExt};
     let meta = std::fs::metadata(sock).unwrap();

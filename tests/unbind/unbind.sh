@@ -39,10 +39,10 @@ command -v jq >/dev/null || { echo "needs jq (apt-get install jq)" >&2; exit 2; 
 
 stats() { "$XDPOOL" stats --socket "$SOCKET" --json; }
 field() { stats | jq -r "$1"; }
-# A number by its JSON path (.device.losses), from the flat text form
-# (xdpool_device_losses N): one process and awk instead of jq, so the polls below
-# stay short where every process start is slow (a TCG guest, tests/vm).
-num() { "$XDPOOL" stats --socket "$SOCKET" | awk -v k="xdpool${1//./_}" '$1 == k && !found { print $2; found = 1 } END { if (!found) print -1 }'; }
+# A number by its JSON path (.device.losses) with `xdpool stats --get`: one process
+# and no jq, so the polls below stay short where every process start is slow (a TCG
+# guest, tests/vm).
+num() { "$XDPOOL" stats --socket "$SOCKET" --get "$1" 2>/dev/null || echo -1; }
 now_ms() { date +%s%3N; }
 
 fail() { echo "FAIL cycle $1: $2" >&2; exit 1; }

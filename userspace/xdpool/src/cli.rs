@@ -238,6 +238,11 @@ pub struct StatsArgs {
     /// Print the raw snapshot as JSON (for scripts) instead of the table.
     #[arg(long)]
     pub json: bool,
+    /// Print one value of the snapshot, named by its path (`.total.rx_packets`,
+    /// `.device.losses`, `.queues.0.pool.inflight`): for scripts that poll a single
+    /// figure without a JSON tool. Exits 1 when the path names nothing.
+    #[arg(long, value_name = "PATH", conflicts_with_all = ["json", "watch"])]
+    pub get: Option<String>,
     /// Refresh the table in place every --interval seconds until Ctrl-C.
     #[arg(long, conflicts_with = "json")]
     pub watch: bool,

@@ -192,6 +192,24 @@ fn cmd_stats(args: StatsArgs) -> Result<(), Fatal> {
         println!("{}", serde_json::to_string_pretty(&ask()?).expect("serializes"));
         return Ok(());
     }
+    if let Some(path) = &args.get {
+        let snap = ask()?;
+        let found = path.trim_start_matches('.').split('.').filter(|k| !k.is_empty()).try_fold(&snap, |v, k| match k.parse::<usize>() {
+            Ok(i) if v.is_array() => v.get(i),
+            _ => v.get(k),
+        });
+        return match found {
+            Some(serde_json::Value::String(s)) => {
+                println!("{s}");
+                Ok(())
+            }
+            Some(v) => {
+                println!("{v}");
+                Ok(())
+            }
+            None => Err(Fatal::new(ExitCode::Failure, format!("the snapshot has nothing at {path}: see `xdpool stats --json` for the paths"))),
+        };
+    }
     if !(0.0..=3600.0).contains(&args.interval) || (args.watch && args.interval < 0.1) {
         return Err(Fatal::new(ExitCode::Usage, format!("--interval {} is out of range: use 0 (totals only) or 0.1..3600 seconds", args.interval)));
     }

@@ -168,7 +168,15 @@ fn sender(cfg: &GenConfig, core: Option<usize>, templates: &[Vec<u8>]) -> Result
     // Frames longer than a chunk go out as chains of chunks (multi-buffer TX).
     let multi_buffer = cfg.size > CHUNK_SIZE as usize;
     let scfg = SocketConfig { rx_size: TX_SLOTS, tx_size: TX_SLOTS, zero_copy: false, need_wakeup: true, multi_buffer };
-    let mut sock = XskSocket::bind(&umem, ifindex, cfg.queue, &scfg).map_err(|e| xsk_err(cfg, e))?;
+    // A socket closed just before (the previous run of the generator) keeps its queue
+    // busy until the kernel's deferred teardown ends: retry EBUSY for up to 2 s.
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(2);
+    let mut sock = loop {
+        match XskSocket::bind(&umem, ifindex, cfg.queue, &scfg) {
+            Err(e) if e.is_retryable() && std::time::Instant::now() < deadline => std::thread::sleep(std::time::Duration::from_millis(10)),
+            r => break r.map_err(|e| xsk_err(cfg, e))?,
+        }
+    };
     let mut pool = PoolOwner::new(&region, PoolConfig::default());
     if cfg.payload == super::Payload::Sequenced {
         let result = send_sequenced(cfg, &mut sock, &mut pool, &region, templates);
