@@ -234,8 +234,8 @@ fn two_ports_on_two_workers_recycle_through_the_return_ring() {
     let r = sink.settle(Duration::from_millis(1000), Duration::from_secs(20));
     let (code, s, out) = run.stop();
     assert_eq!(code, Some(0), "{out}");
-    let workers = s["workers"].as_array().expect("workers");
-    assert_eq!(workers.len(), 2, "one worker per port: {s:#}");
+    assert_eq!(s["workers"].as_array().expect("workers").len(), 2, "one socket per port: {s:#}");
+    assert_eq!(s["cores"], serde_json::json!([0, 1]), "one worker per port, each on its own core: {s:#}");
     assert_exact("receiver in P-dst", &r, &sink);
     assert_eq!(counter(&s, "forwarded"), N, "{s:#}");
     assert!(pool_counter(&s, "recycle_ring") > 0, "no frame came back through a return ring: {s:#}");
@@ -292,12 +292,36 @@ fn deleting_one_ports_device_mid_traffic_keeps_the_other_forwarding() {
     assert_eq!((ra.duplicates, ra.corrupt), (0, 0), "flow A: {}", ra.line());
     let missing_after = sink_a.missing_sample(usize::MAX).into_iter().filter(|&m| m >= NA).count();
     assert_eq!(missing_after, 0, "flow A after re-creation lost frames: {}", ra.line());
-    let delivered_a = ra.unique;
-    let delivered_probes = ra.out_of_range;
-    // Every frame xdpool took is delivered once or named.
-    let rx = s["packets"].as_u64().unwrap();
-    assert_eq!(rx, NA + N2 + probes + NB, "xdpool took every frame sent to it: {s:#}");
-    let named: u64 = ["egress_port_down_drop", "egress_full_drop", "neigh_miss_drop", "foreign_reclaimed", "tx_ring_full_drop"].iter().map(|k| counter(&s, k)).sum();
-    assert_eq!(delivered_a + delivered_probes + NB + named, rx, "delivered {delivered_a} + probes {delivered_probes} + B {NB} + named {named} != received {rx}: {s:#}");
+    let (delivered_a, delivered_probes) = (ra.unique, ra.out_of_range);
+    let n = |v: &serde_json::Value, k: &str| v[k].as_u64().unwrap_or_else(|| panic!("{k} missing in {v:#}"));
+    let workers = s["workers"].as_array().expect("workers");
+    let by_port = |p: &str| &workers.iter().find(|w| w["port"] == p).unwrap_or_else(|| panic!("no worker for port {p}: {s:#}"))["counters"];
+    let (in_c, out_c, mon_c) = (by_port("in"), by_port("out"), by_port("mon"));
+    // xdpool took every frame sent to it, on both ports that stayed.
+    assert_eq!(n(in_c, "rx_packets"), NA + N2 + probes, "port in: {in_c:#}");
+    assert_eq!(n(mon_c, "rx_packets"), NB, "port mon: {mon_c:#}");
+    // Flow B: every frame forwarded, put on in's TX ring and completed there.
+    assert_eq!(n(mon_c, "forwarded"), NB, "{mon_c:#}");
+    assert_eq!((n(in_c, "foreign_tx"), n(in_c, "foreign_completed"), n(in_c, "foreign_reclaimed")), (NB, NB, 0), "{in_c:#}");
+    // Flow A: every frame in took was forwarded or dropped for a named reason ...
+    assert_eq!(n(in_c, "rx_packets"), n(in_c, "forwarded") + n(in_c, "neigh_miss_drop"), "{in_c:#}");
+    // ... each forwarded frame went on out's TX ring or was dropped, named ...
+    let named = n(out_c, "egress_port_down_drop") + n(out_c, "tx_ring_full_drop") + n(in_c, "egress_port_down_drop") + n(in_c, "egress_full_drop");
+    assert_eq!(n(in_c, "forwarded"), n(out_c, "foreign_tx") + named, "in: {in_c:#}\nout: {out_c:#}");
+    // ... each one on the TX ring completed or was reclaimed with the lost socket, once ...
+    assert_eq!(n(out_c, "foreign_tx"), n(out_c, "foreign_completed") + n(out_c, "foreign_reclaimed"), "{out_c:#}");
+    // ... and P-dst got no more than completed (the kernel may drop frames it
+    // completed on the device being deleted; every other loss is named above).
+    let completed = n(out_c, "foreign_completed");
+    assert!(delivered_a + delivered_probes <= completed, "delivered {delivered_a} + probes {delivered_probes} > completed on out {completed}");
+    eprintln!(
+        "delete out under traffic: A sent {} took {} forwarded {} delivered {} (probes {delivered_probes}); named drops {named}; out: on TX {} completed {completed} reclaimed {}; B {NB} of {NB}",
+        NA + N2 + probes,
+        n(in_c, "rx_packets"),
+        n(in_c, "forwarded"),
+        delivered_a,
+        n(out_c, "foreign_tx"),
+        n(out_c, "foreign_reclaimed")
+    );
     assert_all_frames_back(&s);
 }
