@@ -104,6 +104,7 @@ fuzz-run:
 
 run: setup build
 	$(XDPOOL) demo
+	$(XDPOOL) demo --forward
 
 bench: build
 	$(XDPOOL) bench pool
