@@ -55,15 +55,8 @@ fn assert_exact(what: &str, r: &SinkReport, sink: &SeqSink) {
 
 /// (InDatagrams, InCsumErrors, RcvbufErrors) of namespace `ns`.
 fn udp_in(ns: &str) -> (u64, u64, u64) {
-    xdpool::netns::in_netns(ns, || {
-        let text = std::fs::read_to_string("/proc/thread-self/net/snmp").unwrap();
-        let mut lines = text.lines().filter(|l| l.starts_with("Udp:"));
-        let names: Vec<&str> = lines.next().unwrap().split_whitespace().collect();
-        let values: Vec<u64> = lines.next().unwrap().split_whitespace().skip(1).map(|v| v.parse().unwrap()).collect();
-        let get = |n: &str| values[names.iter().position(|x| *x == n).unwrap() - 1];
-        (get("InDatagrams"), get("InCsumErrors"), get("RcvbufErrors"))
-    })
-    .unwrap()
+    let [a, b, c] = udp_counters(ns, ["InDatagrams", "InCsumErrors", "RcvbufErrors"]);
+    (a, b, c)
 }
 
 /// The permanent neighbour entries of `dev` in `ns`: (address, MAC).

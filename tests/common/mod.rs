@@ -234,17 +234,22 @@ pub fn wait_for(timeout: Duration, mut f: impl FnMut() -> bool) -> bool {
     }
 }
 
-/// Reads `Udp:` counters from /proc/net/snmp in namespace `ns`: (InDatagrams, NoPorts, InErrors).
-pub fn udp_snmp(ns: &str) -> (u64, u64, u64) {
+/// Reads the named `Udp:` counters from /proc/net/snmp in namespace `ns`, in order.
+pub fn udp_counters<const N: usize>(ns: &str, wanted: [&str; N]) -> [u64; N] {
     xdpool::netns::in_netns(ns, || {
         let text = std::fs::read_to_string("/proc/thread-self/net/snmp").unwrap();
         let mut lines = text.lines().filter(|l| l.starts_with("Udp:"));
         let names: Vec<&str> = lines.next().unwrap().split_whitespace().collect();
         let values: Vec<u64> = lines.next().unwrap().split_whitespace().skip(1).map(|v| v.parse().unwrap()).collect();
-        let get = |n: &str| values[names.iter().position(|x| *x == n).unwrap() - 1];
-        (get("InDatagrams"), get("NoPorts"), get("InErrors"))
+        wanted.map(|n| values[names.iter().position(|x| *x == n).unwrap() - 1])
     })
     .unwrap()
+}
+
+/// (InDatagrams, NoPorts, InErrors) of namespace `ns`.
+pub fn udp_snmp(ns: &str) -> (u64, u64, u64) {
+    let [a, b, c] = udp_counters(ns, ["InDatagrams", "NoPorts", "InErrors"]);
+    (a, b, c)
 }
 
 /// The veth `dev`'s XDP transmit counters in namespace `ns`, summed over its queues:
