@@ -323,6 +323,18 @@ pub struct GeneratorArgs {
     /// Lab name prefix (namespaces PREFIX-a and PREFIX-b; built and removed).
     #[arg(long, default_value = "xdpgen")]
     pub prefix: String,
+    /// Also run xdp-trafficgen (xdp-tools, built outside the tree: tools/bench/README.md)
+    /// at this path in the same run: --reps pairs per receiver, alternating with
+    /// `xdpool gen` (IPv6 UDP, core 0, batch 64, each counted over the same window the
+    /// same way), and print the ratio xdpool / xdp-trafficgen.
+    #[arg(long, value_name = "PATH")]
+    pub peer: Option<PathBuf>,
+    /// --peer: seconds from the first frames to the first counter read.
+    #[arg(long, default_value_t = 1.0)]
+    pub peer_lead: f64,
+    /// --peer: seconds each run is counted over.
+    #[arg(long, default_value_t = 3.0)]
+    pub peer_window: f64,
     /// No progress line on stderr.
     #[arg(long)]
     pub quiet: bool,
