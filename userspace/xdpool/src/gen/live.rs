@@ -190,11 +190,11 @@ fn sender(
 pub const CALL_SLICE: Duration = Duration::from_millis(100);
 
 /// Time one call should take when only a duration must be kept. Each call pays a fixed
-/// cost of about 25 ms (see [`frames_for_next_call`]) during which no frame is sent:
-/// with 100 ms calls that was a quarter of the run (`xdpool gen` handed 0.6x of
-/// xdp-trafficgen's frames per second, whose calls are 2^20 frames, about 0.35 s);
-/// with 1 s calls it is a fortieth. A call never runs past the deadline by more than
-/// the error of the rate measured on the previous call.
+/// cost (see [`frames_for_next_call`]) during which no frame is sent; with 1 s calls it
+/// is a few percent of the run, as with xdp-trafficgen's calls of 2^20 frames. (With
+/// 100 ms calls, handed frames per second were 0.92x of today's, median of 4 pairs on a
+/// loaded machine.) A call never runs past the deadline by more than the error of the
+/// rate measured on the previous call.
 pub const DURATION_SLICE: Duration = Duration::from_secs(1);
 
 fn rate_of(n: u32, t: Duration) -> f64 {
