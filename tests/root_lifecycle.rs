@@ -192,6 +192,8 @@ fn queues_all_follows_the_channel_count_and_a_recreated_device() {
     let _s = serial();
     let rig = LabRig::up(LabConfig { prefix: unique_prefix("lf"), queues: Some(2), ..LabConfig::default() }, "lf");
     let (a, b) = (&rig.st.a, &rig.st.b);
+    // veth refuses native XDP on fewer RX queues than its peer has TX queues.
+    sh(&["ip", "netns", "exec", &a.netns, "ethtool", "-L", &a.dev, "tx", "1"]);
     sh(&["ip", "netns", "exec", &b.netns, "ethtool", "-L", &b.dev, "rx", "1"]);
     let cfg = rig.config("all", &[0], DROP_UDP9);
     patch_config(&cfg, "queues = [0]", "queues = \"all\"");
