@@ -228,6 +228,8 @@ struct NetnsFollow {
     inside: crate::netns::NetnsId,
     /// The name was seen gone (logged once until it comes back).
     gone_logged: bool,
+    /// The ports were taken down in the old namespace, the new one not entered yet.
+    left: bool,
 }
 
 /// What became of the configured namespace since the last look.
@@ -313,7 +315,7 @@ fn start(cfg: &Config, opts: &RunOptions, plan: Plan, ifindexes: &[u32], watcher
     if plan.ports.iter().any(|p| p.needs_macs()) {
         lc.follow_macs(fabric.neighbours.clone());
     }
-    let netns = cfg.netns().and_then(|name| crate::netns::current_id().ok().map(|inside| NetnsFollow { name, inside, gone_logged: false }));
+    let netns = cfg.netns().and_then(|name| crate::netns::current_id().ok().map(|inside| NetnsFollow { name, inside, gone_logged: false, left: false }));
     let mut rt = Running { plan, region, fabric, lc, handles, stop, watcher, device, netns, netns_gone: false };
     if let Err((p, e)) = rt.lc.start(ifindexes) {
         let iface = rt.plan.ports[p].def.interface.clone();
@@ -545,6 +547,7 @@ fn follow_netns(rt: &mut Running, opts: &RunOptions) -> bool {
         NetnsChange::Replaced => {}
     }
     let name = ns.name.clone();
+    let left = std::mem::replace(&mut ns.left, true);
     if opts.no_reattach {
         tracing::error!(netns = %name, ?change, "network namespace `{name}` was {}; exiting (--no-reattach)", if change == NetnsChange::Deleted { "deleted" } else { "replaced by a new one of that name" });
         rt.lc.device.lost(LossKind::NetnsReplaced);
@@ -552,17 +555,24 @@ fn follow_netns(rt: &mut Running, opts: &RunOptions) -> bool {
         rt.netns_gone = true;
         return true;
     }
-    tracing::warn!(netns = %name, "network namespace `{name}` was replaced by a new one of that name (a container restart?): leaving the old one, with its devices, and following");
-    // Down in the old namespace first: detaching speaks rtnetlink where we are.
-    if rt.lc.any_attached() {
-        rt.lc.device.lost(LossKind::NetnsReplaced);
-    }
-    rt.lc.bring_down_all();
-    // Nothing in the old namespace is ours any more (no loss there to reclassify).
-    rt.lc.ports.iter_mut().for_each(|p| p.lost = None);
-    if let Err(e) = crate::netns::reenter(&name) {
-        tracing::error!(netns = %name, error = %e, "cannot enter the new namespace `{name}`; will try again");
+    if !left {
+        tracing::warn!(netns = %name, "network namespace `{name}` was replaced by a new one of that name (a container restart?): leaving the old one, with its devices, and following");
+        // Down in the old namespace first: detaching speaks rtnetlink where we are.
+        if rt.lc.any_attached() {
+            rt.lc.device.lost(LossKind::NetnsReplaced);
+        }
+        rt.lc.bring_down_all();
+        // Nothing in the old namespace is ours any more (no loss there to reclassify).
+        rt.lc.ports.iter_mut().for_each(|p| p.lost = None);
+        if let Err(e) = crate::netns::reenter(&name) {
+            tracing::error!(netns = %name, error = %e, "cannot enter the new namespace `{name}`; trying again every 100 ms");
+            return true;
+        }
+    } else if crate::netns::reenter(&name).is_err() {
         return true;
+    }
+    if let Some(ns) = &mut rt.netns {
+        ns.left = false;
     }
     match LinkWatcher::start() {
         Ok(w) => rt.watcher = w,
