@@ -83,12 +83,15 @@ pub struct RunArgs {
     /// No live line (the summary is still printed).
     #[arg(long)]
     pub quiet: bool,
-    /// Print a line to stdout once the program is attached and workers run (for scripts).
+    /// Print `ready` to stdout once every port is attached, its program is on the
+    /// device and its link has carrier (for scripts); until then the log says what
+    /// it waits for.
     #[arg(long)]
     pub ready_line: bool,
     /// Keep up to N received frames per queue as the application would (robustness
     /// tests): they stay held across device losses and are returned, checked
-    /// unchanged, after each re-attach.
+    /// unchanged, after each re-attach. Held frames are frames a drop rule matched:
+    /// counted in action_drop when returned.
     #[arg(long, default_value_t = 0, value_name = "N")]
     pub hold_frames: u32,
 }
