@@ -178,11 +178,13 @@ fn capture_writes_the_rules_frames_to_pcapng_under_traffic_and_stops() {
     // The workers stopped copying: more traffic, no more captures.
     let captured = total(sock, "captured");
     assert!(captured >= C, "the workers counted {captured} captured");
+    let dropped_at_end = total(sock, "capture_dropped");
     let rx_before = settled_rx(sock);
     send(st, 10, ROUND, 100_000, 100_000);
     let rx_after = settled_rx(sock);
     assert!(rx_after - rx_before >= ROUND * 9 / 10, "the worker received {} of {ROUND}", rx_after - rx_before);
     assert_eq!(total(sock, "captured"), captured, "no copies once the capture ended at --count");
+    assert_eq!(total(sock, "capture_dropped"), dropped_at_end, "the workers do not even try to copy once it ended");
 
     // Without --count: Ctrl-C of the client ends it, the file is complete, the
     // workers stop copying.
