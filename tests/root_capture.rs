@@ -58,6 +58,7 @@ fn start_capture(sock: &Path, rule: usize, count: Option<u64>, file: &Path) -> C
         }
     }
     let _ = child.kill();
+    let _ = child.wait();
     panic!("xdpool capture did not start within 10 s");
 }
 
