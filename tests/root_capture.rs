@@ -132,6 +132,8 @@ fn capture_writes_the_rules_frames_to_pcapng_under_traffic_and_stops() {
     let (st, sock) = (&rig.st, &rig.sock);
     let cfg = rig.config("capture", &[0], RULES);
     let run = XdpoolRun::start(&cfg, &[]);
+    // `ready` comes before the control socket is up.
+    assert!(wait_for(Duration::from_secs(10), || xdpool::stats::control::query(sock).is_ok()), "no control socket at {}", sock.display());
 
     // Errors say what to do.
     let file = rig.dir().join("c.pcapng");

@@ -112,40 +112,45 @@ pub enum StreamError {
 #[derive(Debug, Default)]
 pub struct Decoder {
     buf: Vec<u8>,
+    /// Bytes of `buf` already decoded (dropped at the next push: no copy per record).
+    start: usize,
 }
 
 impl Decoder {
     /// Appends received bytes.
     pub fn push(&mut self, bytes: &[u8]) {
+        self.buf.drain(..self.start);
+        self.start = 0;
         self.buf.extend_from_slice(bytes);
     }
 
     /// The next complete item.
     pub fn next_item(&mut self) -> Result<Next, StreamError> {
-        if self.buf.len() < HEADER {
+        let buf = &self.buf[self.start..];
+        if buf.len() < HEADER {
             return Ok(Next::More);
         }
-        let u32_at = |i: usize| u32::from_le_bytes(self.buf[i..i + 4].try_into().expect("4 bytes"));
+        let u32_at = |i: usize| u32::from_le_bytes(buf[i..i + 4].try_into().expect("4 bytes"));
         let len = u32_at(0);
         if len == END {
-            let Some(nl) = self.buf[HEADER..].iter().position(|b| *b == b'\n') else { return Ok(Next::More) };
-            let end = serde_json::from_slice(&self.buf[HEADER..HEADER + nl]).map_err(StreamError::BadEnd)?;
-            self.buf.drain(..HEADER + nl + 1);
+            let Some(nl) = buf[HEADER..].iter().position(|b| *b == b'\n') else { return Ok(Next::More) };
+            let end = serde_json::from_slice(&buf[HEADER..HEADER + nl]).map_err(StreamError::BadEnd)?;
+            self.start += HEADER + nl + 1;
             return Ok(Next::End(end));
         }
         if len > super::MAX_SNAPLEN {
             return Err(StreamError::TooLong(len));
         }
-        if self.buf.len() < HEADER + len as usize {
+        if buf.len() < HEADER + len as usize {
             return Ok(Next::More);
         }
         let rec = Received {
             orig_len: u32_at(4),
-            ts_ns: u64::from_le_bytes(self.buf[8..16].try_into().expect("8 bytes")),
+            ts_ns: u64::from_le_bytes(buf[8..16].try_into().expect("8 bytes")),
             socket: u32_at(16),
-            data: self.buf[HEADER..HEADER + len as usize].to_vec(),
+            data: buf[HEADER..HEADER + len as usize].to_vec(),
         };
-        self.buf.drain(..HEADER + len as usize);
+        self.start += HEADER + len as usize;
         Ok(Next::Record(rec))
     }
 }
