@@ -52,6 +52,15 @@ pub enum Command {
     /// Ask a running instance for its stats over its control socket.
     Stats(StatsArgs),
     /// Write the frames one rule matches on a running instance to a pcapng file.
+    ///
+    /// The workers copy at most --snaplen bytes of each frame the rule matches (first
+    /// match, as the XDP program decides) into a bounded queue while the capture runs;
+    /// the frames themselves go on to their action unchanged. When this client reads
+    /// too slowly, copies are skipped and counted (`capture_dropped` in `xdpool
+    /// stats`), never the frames. Only rules whose action reaches the workers can be
+    /// captured (not `pass` or `xdpdrop`); multi-buffer frames are not captured.
+    /// Example: `xdpool capture --rule 0 --count 1000 -w /tmp/rule0.pcapng`, then
+    /// `tcpdump -r /tmp/rule0.pcapng`.
     Capture(CaptureArgs),
     /// Benchmarks: the recycler's micro-benchmark, or a throughput sweep on the lab.
     Bench {
@@ -255,13 +264,6 @@ pub struct StatsArgs {
 }
 
 /// `xdpool capture`
-///
-/// The workers copy at most --snaplen bytes of each frame the rule matches (first
-/// match, as the XDP program decides) into a bounded queue while the capture runs;
-/// the frames themselves go on to their action unchanged. When the client reads too
-/// slowly, copies are skipped and counted (`capture_dropped` in `xdpool stats`),
-/// never the frames. Only rules whose action reaches the workers can be captured
-/// (not `pass` or `xdpdrop`); only single-buffer frames are captured.
 #[derive(Debug, Args)]
 pub struct CaptureArgs {
     /// Control socket of the running instance.
