@@ -2,7 +2,7 @@
 # The README's two commands are `make run` and `make test`.
 SHELL := /bin/bash
 CLANG_VERSION := 19
-APT_PACKAGES := clang-$(CLANG_VERSION) llvm-$(CLANG_VERSION) libbpf-dev libelf-dev zlib1g-dev linux-libc-dev iproute2 pkg-config ethtool
+APT_PACKAGES := clang-$(CLANG_VERSION) llvm-$(CLANG_VERSION) libbpf-dev libelf-dev zlib1g-dev linux-libc-dev iproute2 pkg-config ethtool tcpdump
 XDPOOL := target/release/xdpool
 LOOM_TARGET := target/loom
 # Tools the tests use that are unpacked, not installed.

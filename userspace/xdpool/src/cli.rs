@@ -51,6 +51,17 @@ pub enum Command {
     Gen(GenArgs),
     /// Ask a running instance for its stats over its control socket.
     Stats(StatsArgs),
+    /// Write the frames one rule matches on a running instance to a pcapng file.
+    ///
+    /// The workers copy at most --snaplen bytes of each frame the rule matches (first
+    /// match, as the XDP program decides) into a bounded queue while the capture runs;
+    /// the frames themselves go on to their action unchanged. When this client reads
+    /// too slowly, copies are skipped and counted (`capture_dropped` in `xdpool
+    /// stats`), never the frames. Only rules whose action reaches the workers can be
+    /// captured (not `pass` or `xdpdrop`); multi-buffer frames are not captured.
+    /// Example: `xdpool capture --rule 0 --count 1000 -w /tmp/rule0.pcapng`, then
+    /// `tcpdump -r /tmp/rule0.pcapng`.
+    Capture(CaptureArgs),
     /// Benchmarks: the recycler's micro-benchmark, or a throughput sweep on the lab.
     Bench {
         /// Which benchmark.
@@ -255,6 +266,52 @@ pub struct StatsArgs {
     pub interval: f64,
 }
 
+/// `xdpool capture`
+#[derive(Debug, Args)]
+pub struct CaptureArgs {
+    /// Control socket of the running instance.
+    #[arg(long, default_value = crate::config::DEFAULT_CONTROL_SOCKET)]
+    pub socket: PathBuf,
+    /// The rule, by its index in the config (0 is the first `[[rule]]`).
+    #[arg(long)]
+    pub rule: usize,
+    /// Stop after this many frames (0: until Ctrl-C or the instance stops).
+    #[arg(long, default_value_t = 0)]
+    pub count: u64,
+    /// Bytes kept of each frame (at most one UMEM chunk).
+    #[arg(long, default_value_t = 2048, value_parser = clap::value_parser!(u32).range(1..=4096))]
+    pub snaplen: u32,
+    /// The pcapng file to write (read it with `tcpdump -r FILE` or Wireshark).
+    #[arg(short = 'w', long = "write", value_name = "FILE")]
+    pub file: PathBuf,
+}
+
+/// `xdpool bench capture`
+#[derive(Debug, Args)]
+pub struct CaptureBenchArgs {
+    /// Frames per measurement.
+    #[arg(long, default_value_t = 1_000_000)]
+    pub count: u64,
+    /// Off/on pairs at full speed.
+    #[arg(long, default_value_t = 3)]
+    pub reps: u32,
+    /// Paced rates (frames/s) with a capture running.
+    #[arg(long, value_delimiter = ',', default_value = "50000,100000,200000,400000,800000")]
+    pub rates: Vec<u64>,
+    /// Frame size (bytes without FCS).
+    #[arg(long, default_value_t = 64)]
+    pub size: usize,
+    /// Lab prefix (namespaces PREFIX-a, PREFIX-b; built and removed).
+    #[arg(long, default_value = "xdpcap")]
+    pub prefix: String,
+    /// The worker's core.
+    #[arg(long, default_value_t = 1)]
+    pub worker_core: usize,
+    /// The generator's core.
+    #[arg(long, default_value_t = 0)]
+    pub gen_core: usize,
+}
+
 /// `xdpool bench ...`
 #[derive(Debug, Subcommand)]
 pub enum BenchWhich {
@@ -273,6 +330,9 @@ pub enum BenchWhich {
     /// The generator's own rate on the lab: receiver refusing (no NAPI), XDP_DROP with
     /// NAPI in softirq on the generator's core, and with threaded NAPI on another core.
     Generator(GeneratorArgs),
+    /// The data path's rate without and with `xdpool capture` running (alternating),
+    /// and the paced rates at which a capture writes every frame.
+    Capture(CaptureBenchArgs),
     /// The steering program's ns per frame under BPF_PROG_TEST_RUN: a redirect-only
     /// reference, match-all, the lab's rule, 8 mixed and 64 rules, IPv4 and IPv6,
     /// alternating; ratios to the reference.

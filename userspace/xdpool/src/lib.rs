@@ -9,6 +9,7 @@ pub mod lab;
 pub mod netns;
 pub mod gen;
 pub mod stats;
+pub mod capture;
 pub mod cli;
 pub mod xsk;
 pub mod worker;

@@ -5,7 +5,7 @@ use clap::Parser;
 use std::io::{BufRead, BufReader};
 use std::process::{Command as Process, Stdio};
 use std::time::{Duration, Instant};
-use xdpool::cli::{BenchWhich, Cli, Command, DemoArgs, EngineArg, GenArgs, LabAction, LabTopology, LogFormat, RunArgs, StatsArgs, XdpModeArg};
+use xdpool::cli::{BenchWhich, CaptureArgs, Cli, Command, DemoArgs, EngineArg, GenArgs, LabAction, LabTopology, LogFormat, RunArgs, StatsArgs, XdpModeArg};
 use xdpool::config::{Config, XdpModeConfig};
 use xdpool::exit::{ExitCode, Fatal};
 
@@ -27,6 +27,7 @@ fn main() {
         Command::Lab { action } => cmd_lab(action),
         Command::Gen(args) => cmd_gen(args),
         Command::Stats(args) => cmd_stats(args),
+        Command::Capture(args) => cmd_capture(args),
         Command::Bench { which } => cmd_bench(which),
         Command::Demo(args) => cmd_demo(args),
     };
@@ -232,6 +233,32 @@ fn cmd_stats(args: StatsArgs) -> Result<(), Fatal> {
     }
 }
 
+fn cmd_capture(args: CaptureArgs) -> Result<(), Fatal> {
+    use xdpool::capture::client::{capture, report_line, CaptureError, CaptureOptions};
+    let stop = xdpool::signal::install_stop_flag().map_err(|e| Fatal::new(ExitCode::Failure, format!("cannot install the SIGINT handler: {e}")))?;
+    let opts = CaptureOptions { socket: args.socket, rule: args.rule, count: args.count, snaplen: args.snaplen, file: args.file };
+    let report = capture(&opts, stop).map_err(|e| {
+        let code = match e {
+            CaptureError::Refused(_) => ExitCode::Usage,
+            _ => ExitCode::Failure,
+        };
+        Fatal::new(code, e.to_string())
+    })?;
+    println!("{}", report_line(&report, &opts.file));
+    Ok(())
+}
+
+fn bench_capture(args: xdpool::cli::CaptureBenchArgs) -> Result<(), Fatal> {
+    use xdpool::bench::capture::{run, table, CaptureBenchConfig};
+    xdpool::exit::require_privileges("xdpool bench capture")?;
+    let exe = std::env::current_exe().map_err(|e| Fatal::new(ExitCode::Failure, format!("cannot find my own binary: {e}")))?;
+    let cfg = CaptureBenchConfig { xdpool_exe: exe, prefix: args.prefix, count: args.count, reps: args.reps, rates: args.rates, size: args.size, worker_core: args.worker_core, gen_core: args.gen_core };
+    let stop = xdpool::signal::install_stop_flag().map_err(|e| Fatal::new(ExitCode::Failure, format!("cannot install the Ctrl-C handler: {e}")))?;
+    let (pairs, paced) = run(&cfg, stop).map_err(|e| Fatal::new(ExitCode::Failure, e.to_string()))?;
+    print!("{}", table(&cfg, &pairs, &paced));
+    Ok(())
+}
+
 fn cmd_bench(which: BenchWhich) -> Result<(), Fatal> {
     match which {
         BenchWhich::Pool { json, check } => {
@@ -247,6 +274,7 @@ fn cmd_bench(which: BenchWhich) -> Result<(), Fatal> {
             }
             Ok(())
         }
+        BenchWhich::Capture(args) => bench_capture(args),
         BenchWhich::Throughput(args) => {
             use xdpool::bench::{self, SweepConfig};
             xdpool::exit::require_privileges("xdpool bench throughput")?;

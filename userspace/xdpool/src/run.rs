@@ -163,6 +163,7 @@ fn build_fabric(plan: &Plan, neighbours: Arc<Neighbours>) -> Result<Arc<Fabric>,
         port_sockets: plan.ports.iter().map(|p| p.sockets.clone()).collect(),
         remotes: Remotes::new(plan.sockets.len()),
         neighbours,
+        capture: Default::default(),
     }))
 }
 
@@ -287,6 +288,7 @@ pub fn run(cfg: &Config, opts: &RunOptions) -> Result<Summary, Fatal> {
         started,
     );
     let _servers = crate::stats::start_servers(cfg, &snapshot_fn);
+    crate::capture::session::enable(&_servers, cfg, &rt.plan, &rt.fabric);
     let seen = control_loop(&mut rt, opts, stop_signal, &snapshot_fn, started, cfg.stats.live && !opts.quiet, &mut service);
     service.stopping(if seen.device_gone { "a device went away: draining" } else { "stopping: draining and detaching" });
     finish(rt, opts, seen, started)

@@ -9,6 +9,7 @@
 //! back to side "a"). [`sweep`] runs it, [`report`] summarizes (median and spread,
 //! on-wire Gbit/s, fraction of the ceiling) and prints the Markdown table, [`plot`]
 //! draws the SVG.
+pub mod capture;
 pub mod gen_peer;
 pub mod generator;
 pub mod math;

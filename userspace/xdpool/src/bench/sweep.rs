@@ -263,7 +263,7 @@ pub fn child_config(lab: &LabStatus, worker_core: usize, mode: WaitMode, action:
 }
 
 /// An `xdpool run` child process; stopped by PID (SIGINT, then SIGKILL) when dropped.
-struct RunChild {
+pub(super) struct RunChild {
     child: Child,
     what: String,
     config: PathBuf,
@@ -272,7 +272,7 @@ struct RunChild {
 
 impl RunChild {
     /// Starts `xdpool run` and waits for its `ready` line.
-    fn start(exe: &Path, config: &Path, summary: &Path, log: &Path, run_for: Duration, what: &str) -> Result<Self, BenchError> {
+    pub(super) fn start(exe: &Path, config: &Path, summary: &Path, log: &Path, run_for: Duration, what: &str) -> Result<Self, BenchError> {
         let child_err = |detail: String| BenchError::Child {
             what: what.to_string(),
             detail,
@@ -342,7 +342,7 @@ impl RunChild {
     }
 
     /// Stops the child and checks it ended well.
-    fn finish(mut self) -> Result<(), BenchError> {
+    pub(super) fn finish(mut self) -> Result<(), BenchError> {
         let status = self.stop();
         match self.child.try_wait() {
             Ok(Some(s)) if s.success() => Ok(()),

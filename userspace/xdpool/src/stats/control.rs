@@ -1,5 +1,7 @@
 //! The control socket: a unix stream socket, mode 0600, owned by the running user.
-//! A client writes one command line (`stats`) and reads one JSON document back.
+//! A client writes one command line and reads the answer: `stats` gets one JSON
+//! document; `capture {...}` (once the instance enables it) a stream of captured
+//! frames (`crate::capture::wire`).
 
 use super::SnapshotFn;
 use std::io::{BufRead, BufReader, Read, Write};
@@ -7,8 +9,11 @@ use std::os::unix::fs::{DirBuilderExt, PermissionsExt};
 use std::os::unix::net::{UnixListener, UnixStream};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 use std::time::Duration;
+
+/// The `capture` command's handler, once the instance has set it.
+type CaptureSlot = Arc<OnceLock<Arc<crate::capture::session::CaptureService>>>;
 
 /// Errors of the control socket.
 #[derive(Debug, thiserror::Error)]
@@ -39,6 +44,7 @@ pub struct ControlServer {
     path: PathBuf,
     stop: Arc<AtomicBool>,
     thread: Option<std::thread::JoinHandle<()>>,
+    capture: CaptureSlot,
 }
 
 impl ControlServer {
@@ -68,13 +74,15 @@ impl ControlServer {
         listener.set_nonblocking(true).map_err(io)?;
         let stop = Arc::new(AtomicBool::new(false));
         let stop2 = stop.clone();
+        let capture = CaptureSlot::default();
+        let capture2 = capture.clone();
         let thread = std::thread::Builder::new()
             .name("xdpool-control".into())
             .spawn(move || {
                 while !stop2.load(Ordering::Relaxed) {
                     match listener.accept() {
                         Ok((stream, _)) => {
-                            let _ = serve_one(stream, &snapshot);
+                            let _ = serve_one(stream, &snapshot, &capture2, &stop2);
                         }
                         Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => std::thread::sleep(Duration::from_millis(50)),
                         Err(_) => std::thread::sleep(Duration::from_millis(200)),
@@ -82,16 +90,21 @@ impl ControlServer {
                 }
             })
             .map_err(io)?;
-        Ok(ControlServer { path: path.to_path_buf(), stop, thread: Some(thread) })
+        Ok(ControlServer { path: path.to_path_buf(), stop, thread: Some(thread), capture })
     }
 
     /// The socket path.
     pub fn path(&self) -> &Path {
         &self.path
     }
+
+    /// Serves `capture` from now on (set once; later calls are ignored).
+    pub fn enable_capture(&self, service: Arc<crate::capture::session::CaptureService>) {
+        let _ = self.capture.set(service);
+    }
 }
 
-fn serve_one(stream: UnixStream, snapshot: &SnapshotFn) -> std::io::Result<()> {
+fn serve_one(stream: UnixStream, snapshot: &SnapshotFn, capture: &CaptureSlot, stop: &Arc<AtomicBool>) -> std::io::Result<()> {
     stream.set_nonblocking(false)?;
     stream.set_read_timeout(Some(Duration::from_secs(2)))?;
     let mut line = String::new();
@@ -102,7 +115,17 @@ fn serve_one(stream: UnixStream, snapshot: &SnapshotFn) -> std::io::Result<()> {
             let body = serde_json::to_string(&snapshot()).unwrap_or_else(|e| format!("{{\"error\":\"{e}\"}}"));
             stream.write_all(body.as_bytes())
         }
-        other => stream.write_all(format!("{{\"error\":\"unknown command `{other}`: the only command is `stats`\"}}").as_bytes()),
+        l if l.split_whitespace().next() == Some(crate::capture::wire::COMMAND) => serve_capture(stream, l, capture, stop),
+        other => stream.write_all(serde_json::json!({ "error": format!("unknown command `{other}`: the commands are `stats` and `capture`") }).to_string().as_bytes()),
+    }
+}
+
+/// `capture {...}`: handed to the capture service, which streams from its own thread.
+fn serve_capture(mut stream: UnixStream, line: &str, capture: &CaptureSlot, stop: &Arc<AtomicBool>) -> std::io::Result<()> {
+    let args = line[crate::capture::wire::COMMAND.len()..].trim();
+    match capture.get() {
+        Some(service) => service.serve(stream, args, stop.clone()),
+        None => stream.write_all(serde_json::json!({ "error": "this instance does not serve capture (it is still starting, or older than the client)" }).to_string().as_bytes()),
     }
 }
 

@@ -86,6 +86,8 @@ pub const QUEUE_COUNTERS: &[(&str, Def)] = &[
     ("foreign_tx", c("xdpool_foreign_tx", "Frames of other ports' pools this socket queued for TX (cross-port forwarding and mirroring).")),
     ("foreign_completed", c("xdpool_foreign_completed", "Of those, completed and returned to their origin pool through its return ring.")),
     ("foreign_reclaimed", c("xdpool_foreign_reclaimed", "Of those, taken back from a closed socket's TX side and returned to their origin pool.")),
+    ("captured", c("xdpool_captured", "xdpool capture: frames the worker copied (at most snaplen bytes) into the capture queue for the client.")),
+    ("capture_dropped", c("xdpool_capture_dropped", "xdpool capture: matching frames not captured because the capture queue was full (the client read too slowly); the frames themselves went on to their action.")),
     ("poll_naps", c("xdpool_poll_naps", "poll mode: naps taken while traffic flowed (workers.poll_coalesce_us) instead of waiting in poll().")),
 ];
 

@@ -79,6 +79,15 @@ impl Classifier {
     }
 }
 
+impl Classifier {
+    /// Position (among this port's rules) of the first rule matching `frame`, parsed
+    /// even when the verdict is uniform: what `xdpool capture` selects frames by.
+    pub fn first_match(&self, frame: &[u8]) -> Option<usize> {
+        let p = wire::parse(frame).ok()?;
+        self.rules.iter().position(|(r, _)| matches(r, &p))
+    }
+}
+
 /// What a worker does under rule `r`; `None` for rules the XDP program settles
 /// (the frame never reaches a worker).
 pub fn verdict(r: &ValidRule) -> Option<Verdict> {
@@ -196,6 +205,16 @@ mod tests {
         assert_eq!(c.classify(&udp_frame(10, [198, 18, 0, 2])).act, Act::Copybreak);
         assert_eq!(c.classify(&udp_frame(11, [198, 18, 0, 2])).act, Act::Forward { to: 1, mac: crate::config::MacRewrite::Swap });
         assert_eq!(c.needs(), (2, vec![1]));
+    }
+
+    #[test]
+    fn first_match_names_the_rule_even_when_uniform() {
+        let c = Classifier::new(vec![rule(Some(17), Some((9, 9)), None, Action::L2fwd), rule(Some(17), Some((10, 10)), None, Action::L2fwd), rule(None, None, None, Action::Pass)]);
+        assert!(c.is_uniform());
+        assert_eq!(c.first_match(&udp_frame(9, [198, 18, 0, 2])), Some(0));
+        assert_eq!(c.first_match(&udp_frame(10, [198, 18, 0, 2])), Some(1));
+        assert_eq!(c.first_match(&udp_frame(11, [198, 18, 0, 2])), Some(2));
+        assert_eq!(c.first_match(&[1, 2, 3]), None);
     }
 
     #[test]

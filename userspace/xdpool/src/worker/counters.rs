@@ -120,4 +120,9 @@ counters!(
     /// Other ports' frames taken back from this socket's rings after a device loss
     /// and returned to their pool.
     foreign_reclaimed,
+    /// `xdpool capture`: frames copied into the capture queue.
+    captured,
+    /// `xdpool capture`: frames the capture queue had no room for (not captured; the
+    /// frame itself went on to its action).
+    capture_dropped,
 });

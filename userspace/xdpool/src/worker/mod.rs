@@ -10,6 +10,7 @@
 //! with `recvfrom` and TX with `sendto` on every empty pass).
 
 pub mod action;
+mod capture;
 mod chain;
 pub mod classify;
 pub mod counters;
@@ -102,6 +103,8 @@ pub struct Fabric {
     pub remotes: Arc<Remotes>,
     /// Device MACs and next hops.
     pub neighbours: Arc<Neighbours>,
+    /// Packet capture: off unless `xdpool capture` runs.
+    pub capture: Arc<crate::capture::CaptureTap>,
 }
 
 impl Fabric {
@@ -330,7 +333,8 @@ impl Worker {
         let Worker { lanes, out, descs, scratch, book, spec, fabric, .. } = self;
         let lane = &mut lanes[i];
         let n = lane.port.receive(&mut descs[..want]);
-        if lane.drops_unread(spec.hold_frames) {
+        let capture = capture::target_for(&fabric.capture, spec.lanes[i].port);
+        if capture.is_none() && lane.drops_unread(spec.hold_frames) {
             lane.receive_drop(&descs[..n], &fabric.remotes);
             return n;
         }
@@ -345,6 +349,9 @@ impl Worker {
                 continue;
             }
             let Some((frame, verdict)) = lane.take(d) else { continue };
+            if let Some(t) = capture {
+                lane.capture(&frame, d, t, &fabric.capture);
+            }
             let Some(frame) = lane.hold(frame, d, verdict, spec.hold_frames) else { continue };
             let region = lane.port.region().clone();
             let origin = lane.port.socket as u16;

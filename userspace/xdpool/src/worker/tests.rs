@@ -455,7 +455,7 @@ fn a_worker_hands_frames_to_another_workers_queue_and_counts_a_full_one() {
     let (w0, w1) = (Waker::new().unwrap(), Waker::new().unwrap());
     let sockets = vec![PortShared::new(0, "in", "a", 0, None, 8, w0), PortShared::new(1, "out", "b", 0, None, 8, w1)];
     sockets[1].set_has_socket(true);
-    let fabric = Arc::new(Fabric { sockets, port_sockets: vec![vec![0], vec![1]], remotes: Remotes::new(2), neighbours: crate::neigh::Neighbours::new(MacBook::new(2)) });
+    let fabric = Arc::new(Fabric { sockets, port_sockets: vec![vec![0], vec![1]], remotes: Remotes::new(2), neighbours: crate::neigh::Neighbours::new(MacBook::new(2)), capture: Default::default() });
     let rule = crate::config::ValidRule { proto: None, dst_port: None, dst: None, action: crate::config::Action::Forward, port: 0, to: Some(1), mac: MacRewrite::Swap, mirror_to: None };
     let lane = LaneSpec { socket: 0, port: 0, queue_pos: 0, classifier: super::classify::Classifier::new(vec![rule]), rings: PortRings { fill: 64, rx: 64 } };
     let spec = WorkerSpec { core: None, batch: 64, mode: crate::config::WaitMode::Spin, lanes: vec![lane], hold_frames: 0, copybreak_bytes: 128, busy_poll_budget: 64, poll_coalesce: std::time::Duration::ZERO };
@@ -487,4 +487,69 @@ fn a_worker_hands_frames_to_another_workers_queue_and_counts_a_full_one() {
     let a = region.accounting();
     a.check().unwrap();
     assert_eq!(a.application, 0, "every frame back: {a:?}");
+}
+
+/// `xdpool capture` on a worker: only frames whose first match is the captured rule
+/// are copied, the copy is the frame as received (before l2fwd swaps its MACs), a
+/// full tap is counted, and every frame still goes on to its action.
+#[test]
+fn capture_copies_the_rules_frames_before_the_action_and_counts_a_full_tap() {
+    use super::shared::{PortShared, Waker};
+    use super::{Fabric, LaneSpec, Worker, WorkerSpec};
+    use crate::capture::{CaptureTap, Target};
+    let region = Region::new(RegionConfig { frames: FRAMES, chunk_size: CHUNK, ..RegionConfig::default() }).unwrap();
+    let sockets = vec![PortShared::new(0, "in", "a", 0, None, 8, Waker::new().unwrap())];
+    let tap = Arc::new(CaptureTap::with_capacity(8));
+    let fabric = Arc::new(Fabric { sockets, port_sockets: vec![vec![0]], remotes: Remotes::new(1), neighbours: crate::neigh::Neighbours::new(MacBook::new(1)), capture: tap.clone() });
+    let rule = |port: u16| crate::config::ValidRule { proto: Some(17), dst_port: Some((port, port)), dst: None, action: crate::config::Action::L2fwd, port: 0, to: None, mac: MacRewrite::Swap, mirror_to: None };
+    // The template goes to UDP port 9: rule 1 is its first match, rule 0 never matches.
+    let lane = LaneSpec { socket: 0, port: 0, queue_pos: 0, classifier: super::classify::Classifier::new(vec![rule(10), rule(9)]), rings: PortRings { fill: 64, rx: 64 } };
+    let spec = WorkerSpec { core: None, batch: 64, mode: crate::config::WaitMode::Spin, lanes: vec![lane], hold_frames: 0, copybreak_bytes: 128, busy_poll_budget: 64, poll_coalesce: std::time::Duration::ZERO };
+    let mut w = Worker::new(&region, spec, fabric.clone());
+    stamp(&mut w.lanes[0].port, 7);
+    let (io, kernel) = heap_socket(&region, 64);
+    w.lanes[0].port.attach(io);
+    let remotes = fabric.remotes.clone();
+    let round = |w: &mut Worker, n: usize| {
+        w.lanes[0].port.refill();
+        kernel.deliver(n);
+        assert_eq!(w.receive(0), n);
+        w.lanes[0].port.transmit(&remotes);
+        let sent = kernel.send();
+        kernel.complete(&sent);
+        w.lanes[0].port.reap(&remotes);
+        sent
+    };
+    // Off: nothing copied.
+    assert_eq!(round(&mut w, 4).len(), 4);
+    // Rule 0 (port 10): no frame matches it first.
+    tap.arm(Target { port: 0, local_rule: 0, snaplen: 2048 }, 8);
+    assert_eq!(round(&mut w, 4).len(), 4);
+    assert!(tap.take().is_none());
+    assert_eq!((w.lanes[0].port.c.captured, w.lanes[0].port.c.capture_dropped), (0, 0));
+    // Rule 1, snaplen 40: 8 records for 20 frames; 12 counted dropped; all 20 sent on.
+    tap.arm(Target { port: 0, local_rule: 1, snaplen: 40 }, 8);
+    let sent = round(&mut w, 20);
+    assert_eq!(sent.len(), 20, "every frame went on to l2fwd");
+    assert_eq!((w.lanes[0].port.c.captured, w.lanes[0].port.c.capture_dropped), (8, 12));
+    let want = template(7);
+    for d in &sent {
+        let b = peek(&region, d);
+        assert_eq!(&b[..6], &want[6..12], "l2fwd swapped the MACs of the frame sent");
+    }
+    let recs: Vec<_> = std::iter::from_fn(|| tap.take()).collect();
+    assert_eq!(recs.len(), 8);
+    for r in &recs {
+        assert_eq!((r.len, r.orig_len, r.socket), (40, LEN, 0));
+        assert_eq!(r.bytes(), &want[..40], "the copy is the frame as received");
+    }
+    // Another port's capture: this worker copies nothing.
+    for r in recs {
+        tap.give_back(r);
+    }
+    tap.arm(Target { port: 1, local_rule: 1, snaplen: 40 }, 8);
+    round(&mut w, 4);
+    assert_eq!(w.lanes[0].port.c.captured, 8);
+    w.lanes[0].port.pool.publish_stats();
+    region.accounting().check().unwrap();
 }
