@@ -120,4 +120,10 @@ counters!(
     /// Other ports' frames taken back from this socket's rings after a device loss
     /// and returned to their pool.
     foreign_reclaimed,
+    /// Per-pool audits run at socket teardown (at the close: the owner map against
+    /// the rings' own positions; after the reclaim: nothing left in fill or TX).
+    teardown_audits,
+    /// Of those, audits that failed: a frame lost or doubled (must stay 0; the run
+    /// ends with an accounting mismatch).
+    teardown_audit_failures,
 });
