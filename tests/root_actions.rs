@@ -221,9 +221,7 @@ fn overloaded_copy_mode_worker_drops_before_the_copy_not_at_a_full_rx_ring() {
 /// l2fwd faster than the TX ring drains: the worker leaves frames in the RX ring
 /// (back-pressure, `rx_limited_by_tx`) instead of taking them and dropping them at a
 /// full TX ring, so every frame it received went back out, and what the kernel could
-/// not deliver is named at the RX ring. Then, on the same small TX ring at a rate the
-/// worker sustains, at least 95% come back (frames lost computed from the sender's
-/// and the returning counters, not assumed).
+/// not deliver is named at the RX ring.
 #[test]
 fn l2fwd_with_a_full_tx_ring_holds_frames_in_rx_instead_of_dropping_them() {
     if !root_or_skip("l2fwd_with_a_full_tx_ring_holds_frames_in_rx_instead_of_dropping_them") {
@@ -238,33 +236,22 @@ fn l2fwd_with_a_full_tx_ring_holds_frames_in_rx_instead_of_dropping_them() {
     let back = RxCounter::attach_in(Some(&st.a.netns), &st.a.dev).expect("counter on the sender's veth");
     let run = XdpoolRun::start(&cfg, &[]);
     const N: u64 = 500_000;
-    let (into_flat, _) = veth_delivery(&st.a.netns, &st.a.dev, N, || send(st, N, 64, None));
+    let (into_ring, _) = veth_delivery(&st.a.netns, &st.a.dev, N, || send(st, N, 64, None));
     wait_for(Duration::from_secs(5), || total(sock, "tx_completed") >= total(sock, "rx_packets") && total(sock, "rx_packets") > 0);
-    let flat = back.settle(Duration::from_millis(500), Duration::from_secs(10)).expect("counts");
-    // Paced: the same ring, a rate the worker sustains.
-    const PACED: u64 = 20_000;
-    let (into_paced, refused) = veth_delivery(&st.a.netns, &st.a.dev, PACED, || send(st, PACED, 64, Some(100_000)));
-    let all = back.settle(Duration::from_millis(500), Duration::from_secs(10)).expect("counts");
+    let returned = back.settle(Duration::from_millis(500), Duration::from_secs(10)).expect("counts");
     let (code, s, out) = run.stop();
     assert_eq!(code, Some(0), "{out}");
     let rx = s["packets"].as_u64().unwrap();
     let tx = counter(&s, "tx_packets");
-    let paced_back = all.packets - flat.packets;
-    let paced_lost = PACED - paced_back.min(PACED);
-    eprintln!(
-        "l2fwd, tx ring 64: flat out {N} offered, {into_flat} into the ring, {} back; paced at 100 kpps {PACED} offered ({refused} refused by the sender's veth), {paced_back} back, {paced_lost} lost; rx {rx}, tx {tx}, passes limited by TX room {}; drops {}",
-        flat.packets,
-        counter(&s, "rx_limited_by_tx"),
-        s["drops"]
-    );
+    eprintln!("l2fwd, tx ring 64: offered {N}, into the ring {into_ring}, rx {rx}, tx {tx}, back {}, passes limited by TX room {}; drops {}", returned.packets, counter(&s, "rx_limited_by_tx"), s["drops"]);
     assert!(counter(&s, "rx_limited_by_tx") > 0, "the TX ring never filled, so this proves nothing: {s:#}");
     assert_eq!(counter(&s, "tx_ring_full_drop"), 0, "a received frame was dropped at a full TX ring: {s:#}");
     assert_eq!(tx, rx, "every received frame was sent back: {s:#}");
     assert_eq!(counter(&s, "tx_completed"), tx, "every TX completed");
-    assert_eq!(all.packets, tx, "the sender got every frame sent back: {all:?} / {s:#}");
-    assert_eq!(s["xdp"]["steered"].as_u64().unwrap(), into_flat + into_paced, "{s:#}");
-    assert_eq!(rx + named_rx_drops(&s), into_flat + into_paced, "received or named at the RX ring: {s:#}");
-    assert!(paced_back >= PACED * 95 / 100, "{paced_lost} of {PACED} lost at 100 kpps on a 64-entry TX ring: {s:#}");
+    assert_eq!(returned.packets, tx, "the sender got every frame sent back: {returned:?} / {s:#}");
+    assert_eq!(s["xdp"]["steered"].as_u64().unwrap(), into_ring, "{s:#}");
+    assert_eq!(rx + named_rx_drops(&s), into_ring, "received or named at the RX ring: {s:#}");
+    assert!(rx >= N / 100, "only {rx} of {N} forwarded: {s:#}");
     assert_all_frames_back(&s);
 }
 
