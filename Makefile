@@ -59,7 +59,7 @@ test-loom:
 	RUSTFLAGS="--cfg loom" LOOM_MAX_PREEMPTIONS=$(LOOM_MAX_PREEMPTIONS) CARGO_TARGET_DIR=$(LOOM_TARGET) \
 	  cargo test -p pool --profile $(TEST_PROFILE) --test 'loom_*' -- --nocapture
 	XDPOOL_CLANG=clang-$(CLANG_VERSION) LOOM_MAX_PREEMPTIONS=$(LOOM_MAX_PREEMPTIONS) \
-	  cargo test -p xdpool --profile $(TEST_PROFILE) --features loom --lib xsk::ring::loom_models -- --nocapture
+	  cargo test -p xdpool --profile $(TEST_PROFILE) --features loom --lib loom_models -- --nocapture
 
 # The recycler's micro-benchmark with its targets checked: ratios to references
 # measured in the same run, limits about 2x above the development machine's, so only a

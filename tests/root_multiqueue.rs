@@ -45,8 +45,10 @@ fn two_queue_lab_each_worker_receives_on_its_queue() {
     assert_all_frames_back(&s);
 }
 
-/// l2fwd: every frame comes back to the generator's side (counted there by an XDP
-/// counter), and no frame leaks.
+/// l2fwd: at a paced rate the worker sustains, every frame comes back to the
+/// generator's side (counted there by an XDP counter): at least 95% of those sent,
+/// each one lost named at the RX side (the kernel's fill/RX ring counters), none at
+/// TX, and no frame leaks.
 #[test]
 fn l2fwd_returns_every_frame_to_the_sender() {
     if !root_or_skip("l2fwd_returns_every_frame_to_the_sender") {
@@ -64,17 +66,22 @@ fn l2fwd_returns_every_frame_to_the_sender() {
     g.rate_pps = Some(100_000);
     g.chunk = 1024;
     g.dst_ports = PortRange::single(9);
-    assert_eq!(gen::run(&g).expect("generator").sent, N);
+    let (into_ring, refused) = veth_delivery(&st.a.netns, &st.a.dev, N, || assert_eq!(gen::run(&g).expect("generator").sent, N));
     let returned = back.settle(Duration::from_millis(500), Duration::from_secs(10)).expect("counts");
     let (code, s, out) = run.stop();
     assert_eq!(code, Some(0), "{out}");
     let rx = s["packets"].as_u64().unwrap();
     let tx = counter(&s, "tx_packets");
     let done = counter(&s, "tx_completed");
-    assert_eq!(tx + s["drops"]["tx_ring_full"].as_u64().unwrap(), rx, "every received frame queued for TX or named: {s:#}");
+    let lost = N - returned.packets.min(N);
+    eprintln!("l2fwd at 100 kpps: sent {N}, refused by the sender's veth {refused}, rx {rx}, tx {tx}, back {}, lost {lost}; drops {}", returned.packets, s["drops"]);
+    assert_eq!(s["xdp"]["steered"].as_u64().unwrap(), into_ring, "{s:#}");
+    assert_eq!(rx + named_rx_drops(&s), into_ring, "every frame into the ring received or named at the RX side: {s:#}");
+    assert_eq!(counter(&s, "tx_ring_full_drop"), 0, "a received frame was dropped at a full TX ring: {s:#}");
+    assert_eq!(tx, rx, "every received frame sent back: {s:#}");
     assert_eq!(done, tx, "every TX completed");
     assert_eq!(returned.packets, tx, "frames that came back to the sender = frames sent back: {returned:?} / {s:#}");
-    assert!(returned.packets >= N * 9 / 10, "only {} of {N} came back: {s:#}", returned.packets);
+    assert!(returned.packets >= N * 95 / 100, "{lost} of {N} lost at 100 kpps (refused by the sender's veth {refused}, named drops {}): {s:#}", named_rx_drops(&s));
     assert_all_frames_back(&s);
 }
 

@@ -464,14 +464,22 @@ impl Lifecycle {
             }
             std::thread::sleep(Duration::from_micros(200));
         }
+        // Each socket's worker audited its pool at the close and after the reclaim
+        // (its own frames only: exact while other ports run).
+        let audit_failed = socks.iter().filter(|&&s| self.sockets[s].teardown_audit_failed.swap(false, std::sync::atomic::Ordering::SeqCst)).count();
         if self.any_attached() {
-            // Other ports run on: the owner map and the rings move while we look, so
-            // the exact check waits for a teardown at rest (the end of the run).
-            tracing::info!(ports = ?ports, "teardown done; the other ports keep running");
+            // Other ports run on: the region's owner map and rings move while we look,
+            // so the region-wide check waits for a teardown at rest (the end of the run).
+            tracing::info!(ports = ?ports, audit_failed, "teardown done; the other ports keep running");
+            self.device.teardown_checked(audit_failed == 0);
             return;
         }
         let acc = self.region.accounting();
         match acc.check() {
+            Ok(()) if audit_failed > 0 => {
+                tracing::error!(sockets = audit_failed, "frame audit failed at socket teardown (see the errors above)");
+                self.device.teardown_checked(false);
+            }
             Ok(()) => {
                 tracing::info!(free = acc.free, cached = acc.cached, ring = acc.ring, fill = acc.fill, tx = acc.tx, application = acc.application, total = acc.total, "teardown done; frame accounting exact");
                 self.device.teardown_checked(true);

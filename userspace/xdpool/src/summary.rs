@@ -130,6 +130,9 @@ pub fn build(p: Parts<'_>) -> Summary {
         drops.rx_dropped += other_rx_drops(&e.xsk, e.zero_copy);
         drops.invalid_descs += e.xsk.rx_invalid_descs + e.xsk.tx_invalid_descs;
     }
+    // A teardown whose accounting or pool audit failed (a frame lost or doubled then)
+    // fails the run too, even if the end adds up.
+    let accounting_ok = accounting_ok && p.device.teardown_accounting_failures == 0 && counters.teardown_audit_failures == 0;
     drops.action_drop = counters.action_drop;
     drops.rejected_descs = counters.rx_rejected + counters.completion_rejected;
     drops.tx_ring_full = counters.tx_ring_full_drop;

@@ -71,6 +71,8 @@ pub const QUEUE_COUNTERS: &[(&str, Def)] = &[
     ("held_taken", c("xdpool_held_taken", "Frames the application took to hold (--hold-frames).")),
     ("held_returned", c("xdpool_held_returned", "Held frames given back to the pool.")),
     ("held_verified", c("xdpool_held_verified", "Held frames re-read after a device loss with their bytes unchanged.")),
+    ("teardown_audits", c("xdpool_teardown_audits", "Per-pool frame audits run at socket teardown (owner map against the rings at the close, nothing left after the reclaim).")),
+    ("teardown_audit_failures", c("xdpool_teardown_audit_failures", "Of those, audits that found a frame lost or doubled (must stay 0).")),
     ("held_corrupt", c("xdpool_held_corrupt", "Held frames whose bytes changed or could not be read after a device loss (must stay 0).")),
     ("copybreak_copied", c("xdpool_copybreak_copied", "copybreak: frames copied into a packed frag, their RX chunk returned to the fill ring at once.")),
     ("rx_multi_buffer", c("xdpool_rx_multi_buffer", "Multi-buffer frames received (more than one descriptor, XDP_PKT_CONTD).")),

@@ -125,4 +125,10 @@ counters!(
     /// `xdpool capture`: frames the capture queue had no room for (not captured; the
     /// frame itself went on to its action).
     capture_dropped,
+    /// Per-pool audits run at socket teardown (at the close: the owner map against
+    /// the rings' own positions; after the reclaim: nothing left in fill or TX).
+    teardown_audits,
+    /// Of those, audits that failed: a frame lost or doubled (must stay 0; the run
+    /// ends with an accounting mismatch).
+    teardown_audit_failures,
 });

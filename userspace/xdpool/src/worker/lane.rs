@@ -85,7 +85,7 @@ impl Lane {
             self.enable_busy_poll(io.as_ref(), budget);
         }
         self.port.attach(io);
-        self.shared.set_has_socket(true);
+        self.shared.handover().started();
         self.release_held();
         tracing::info!(port = %self.shared.port, queue = self.shared.queue, "worker running on a new socket");
     }
@@ -108,23 +108,34 @@ impl Lane {
             }
         }
         self.publish(true);
+        let failures = self.port.c.teardown_audit_failures;
         if let Some(io) = self.port.detach() {
             add_xsk(&mut self.xsk_total, &io.statistics().unwrap_or_default());
         }
+        self.note_audit(failures);
         self.busy_poll = false;
-        self.shared.set_reclaim_pending(true);
-        self.shared.set_has_socket(false);
+        self.shared.handover().gave_up();
         self.shared.counters.publish(&self.port.c);
         tracing::info!(port = %self.shared.port, queue = self.shared.queue, "socket given up; kernel frames wait to be reclaimed");
     }
 
     /// Takes back what the closed socket left in the kernel's rings.
     pub fn reclaim(&mut self, remotes: &Remotes) {
+        let failures = self.port.c.teardown_audit_failures;
         let n = self.port.reclaim(remotes);
+        self.note_audit(failures);
         self.verify_held();
-        self.shared.set_reclaim_pending(false);
+        self.shared.handover().reclaimed();
         self.shared.counters.publish(&self.port.c);
         tracing::info!(port = %self.shared.port, queue = self.shared.queue, reclaimed = n, held = self.held.len(), "kernel frames reclaimed");
+    }
+
+    /// Tells the control thread when a teardown audit failed since `failures` (before
+    /// the hand-over moves on, which publishes it).
+    fn note_audit(&self, failures: u64) {
+        if self.port.c.teardown_audit_failures != failures {
+            self.shared.teardown_audit_failed.store(true, Ordering::Relaxed);
+        }
     }
 
     /// Publishes the counters (and, with `stats`, the kernel's).

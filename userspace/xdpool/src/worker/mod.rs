@@ -15,6 +15,7 @@ mod chain;
 pub mod classify;
 pub mod counters;
 pub mod handoff;
+pub mod handover;
 pub mod inflight;
 mod lane;
 pub mod port;
@@ -32,6 +33,7 @@ use crate::xsk::{XdpDesc, XdpStatistics};
 use action::{ActCtx, PortId};
 use classify::Classifier;
 use handoff::{Egress, Remotes};
+use handover::Phase;
 use lane::Lane;
 use pool::{PoolConfig, PoolOwner, PoolStats, Region};
 use serde::Serialize;
@@ -246,26 +248,21 @@ impl Worker {
         }
     }
 
-    /// Requests of the control thread for lane `i`: take an offered socket, give the
-    /// current one up, reclaim a closed one's frames.
+    /// Requests of the control thread for lane `i` (one look at its hand-over's
+    /// phase): take an offered socket, give the current one up, reclaim a closed
+    /// one's frames.
     #[inline]
     fn service(&mut self, i: usize) {
-        let remotes = self.fabric.remotes.clone();
         let lane = &mut self.lanes[i];
-        if lane.port.has_io() {
-            if lane.shared.release_requested() {
-                lane.give_up(&remotes);
+        match lane.shared.phase() {
+            Phase::Idle | Phase::Taken | Phase::Running | Phase::Closed => {}
+            Phase::Offered => {
+                if let Some(sock) = lane.shared.handover().take() {
+                    lane.start(Box::new(sock), self.spec.busy_poll_budget, self.spec.mode);
+                }
             }
-            return;
-        }
-        if lane.shared.reclaim_pending() {
-            if lane.shared.take_reclaim_request() {
-                lane.reclaim(&remotes);
-            }
-            return;
-        }
-        if let Some(sock) = lane.shared.take_offered() {
-            lane.start(Box::new(sock), self.spec.busy_poll_budget, self.spec.mode);
+            Phase::Releasing => lane.give_up(&self.fabric.remotes),
+            Phase::Reclaim => lane.reclaim(&self.fabric.remotes),
         }
     }
 
@@ -485,7 +482,7 @@ impl Worker {
                 // waiting for us); the process is ending either way.
                 lane.reclaim(&remotes);
             }
-            drop(lane.shared.take_offered());
+            drop(lane.shared.handover().withdraw_offer());
             lane.release_held();
         }
         self.publish(true);

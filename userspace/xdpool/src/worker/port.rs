@@ -15,8 +15,8 @@
 use super::counters::WorkerCountersSnapshot;
 use super::handoff::{Egress, Remotes};
 use super::inflight::TxInflight;
-use crate::xsk::{RingErrors, RingsMut, Wakeup, XdpDesc, XdpStatistics, XskError, XskSocket, XDP_PKT_CONTD};
-use pool::{Frag, PoolOwner, Region};
+use crate::xsk::{kernel_held, RingErrors, RingsMut, Wakeup, XdpDesc, XdpStatistics, XskError, XskSocket, XDP_PKT_CONTD};
+use pool::{Frag, KernelHeld, PoolOwner, Region};
 use std::os::fd::BorrowedFd;
 use std::sync::Arc;
 
@@ -190,11 +190,37 @@ impl Port {
     }
 
     /// Closes the socket (the caller drained it first). Its kernel frames stay counted
-    /// in the fill and TX rings until [`Port::reclaim`].
+    /// in the fill and TX rings until [`Port::reclaim`]. First the pool's owner map is
+    /// audited against the rings' own positions (`teardown_audit_failures`).
     #[cold]
     pub fn detach(&mut self) -> Option<Box<dyn PortIo>> {
+        if let Some(io) = self.io.as_mut() {
+            let r = io.rings();
+            let mut held = kernel_held(r.fill, r.rx, r.tx, r.completion);
+            // The map counts our frames on the TX ring and those queued for it; the
+            // ring also carries other ports' frames (`foreign`: on the ring or queued).
+            let foreign = self.foreign.iter().filter(|f| f.is_some()).count() as u64;
+            held.tx = held.tx.wrapping_sub(foreign).wrapping_add(self.tx.len() as u64);
+            self.audit(held, "at the close");
+        }
         self.c.socket_releases += 1;
         self.io.take()
+    }
+
+    /// One teardown audit of this port's pool against `kernel` (what the rings say
+    /// the kernel holds). Owner thread; exact while other ports run (only this pool's
+    /// owner moves its cache, fill and TX frames). Returns whether it passed.
+    #[cold]
+    fn audit(&mut self, kernel: KernelHeld, when: &str) -> bool {
+        self.c.teardown_audits += 1;
+        match self.pool.audit(kernel).check() {
+            Ok(()) => true,
+            Err(e) => {
+                self.c.teardown_audit_failures += 1;
+                tracing::error!(socket = self.socket, "frame audit failed at socket teardown ({when}): {e}; please report this");
+                false
+            }
+        }
     }
 
     /// Tops the fill ring up, in batches, until the kernel holds `fill_target` frames.
@@ -461,6 +487,8 @@ impl Port {
         self.c.reclaimed += n as u64;
         self.in_fill = 0;
         self.inflight.reset();
+        // Nothing of this pool may be left in a fill or TX ring now.
+        self.audit(KernelHeld::default(), "after the reclaim");
         n
     }
 

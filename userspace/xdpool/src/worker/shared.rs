@@ -4,6 +4,7 @@
 
 use super::counters::WorkerCounters;
 use super::handoff::Egress;
+use super::handover::{Handover, Phase, Wake};
 use crate::xsk::{RingErrors, XdpStatistics, XskSocket};
 use crossbeam_queue::ArrayQueue;
 use nix::sys::eventfd::{EfdFlags, EventFd};
@@ -18,6 +19,12 @@ pub struct Waker {
     /// The worker is about to sleep or sleeps (set before its last look at its
     /// queues, so a producer that sees it false knows the worker will look).
     sleeping: AtomicBool,
+}
+
+impl Wake for Waker {
+    fn wake(&self) {
+        Waker::wake(self);
+    }
 }
 
 impl Waker {
@@ -61,7 +68,8 @@ impl Waker {
 /// for it back with [`PortShared::request_release`]; the worker drains, closes it
 /// ([`PortShared::has_socket`] turns false), and later, when the control thread says
 /// the kernel can no longer touch them, reclaims the frames the kernel held. The pool
-/// stays alive across sockets.
+/// stays alive across sockets. The hand-over is one state machine
+/// ([`super::handover`], loom-checked).
 pub struct PortShared {
     /// Index of this socket in the plan (also its pool's id).
     pub socket: usize,
@@ -86,15 +94,14 @@ pub struct PortShared {
     pub device_gone: AtomicBool,
     /// Whether the socket now served was bound in zero-copy mode.
     pub zero_copy: AtomicBool,
+    /// Set by the worker when a teardown audit of this socket's pool failed (a frame
+    /// lost or doubled); taken by the control thread once the teardown is done.
+    pub teardown_audit_failed: AtomicBool,
     /// Frames other ports' workers send out of this socket.
     pub inbound: ArrayQueue<Egress>,
     /// The worker's wake-up (shared by every socket of one worker).
     pub waker: Arc<Waker>,
-    incoming: Mutex<Option<XskSocket>>,
-    release: AtomicBool,
-    has_socket: AtomicBool,
-    reclaim_pending: AtomicBool,
-    reclaim: AtomicBool,
+    handover: Handover<XskSocket, Waker>,
 }
 
 impl PortShared {
@@ -112,13 +119,10 @@ impl PortShared {
             ring_errors: Mutex::new(Default::default()),
             device_gone: AtomicBool::new(false),
             zero_copy: AtomicBool::new(false),
+            teardown_audit_failed: AtomicBool::new(false),
             inbound: ArrayQueue::new(handoff.max(1)),
+            handover: Handover::new(waker.clone()),
             waker,
-            incoming: Mutex::new(None),
-            release: AtomicBool::new(false),
-            has_socket: AtomicBool::new(false),
-            reclaim_pending: AtomicBool::new(false),
-            reclaim: AtomicBool::new(false),
         })
     }
 
@@ -132,64 +136,50 @@ impl PortShared {
         self.pool.lock().unwrap_or_else(|p| p.into_inner()).as_ref().map(|r| r.stats())
     }
 
-    /// Hands a freshly bound socket to the worker. A socket offered earlier and not
-    /// yet taken is returned.
+    /// Hands a freshly bound socket to the worker. Returns the socket not handed
+    /// over: an earlier offer not yet taken, or this one while the worker still has
+    /// (or has not reclaimed) a socket.
     pub fn offer_socket(&self, sock: XskSocket) -> Option<XskSocket> {
-        self.release.store(false, Ordering::SeqCst);
         self.zero_copy.store(sock.zero_copy(), Ordering::SeqCst);
-        let earlier = self.incoming.lock().unwrap_or_else(|p| p.into_inner()).replace(sock);
-        self.wake();
-        earlier
+        self.handover.offer(sock)
     }
 
     /// Asks the worker to give its socket up (drain RX, reap, close). A socket offered
     /// but not yet taken is dropped here.
     pub fn request_release(&self) {
-        drop(self.incoming.lock().unwrap_or_else(|p| p.into_inner()).take());
-        self.release.store(true, Ordering::SeqCst);
-        self.wake();
+        drop(self.handover.request_release());
     }
 
-    /// Whether the worker runs on a socket now (false once a release is done).
+    /// Whether the worker holds a socket (false once a release is done).
     pub fn has_socket(&self) -> bool {
-        self.has_socket.load(Ordering::SeqCst)
+        self.handover.has_socket()
     }
 
     /// Asks the worker to take back the frames its closed socket left in the fill and
     /// TX rings. Context rule: only once the kernel can no longer touch them (the
     /// socket's own descriptor closed, or the UMEM closed for its first socket).
     pub fn request_reclaim(&self) {
-        self.reclaim.store(true, Ordering::SeqCst);
-        self.wake();
+        self.handover.request_reclaim();
     }
 
     /// Whether frames of a closed socket still wait to be reclaimed.
     pub fn reclaim_pending(&self) -> bool {
-        self.reclaim_pending.load(Ordering::SeqCst)
+        self.handover.reclaim_pending()
     }
 
-    /// Whether a socket is offered and not yet taken.
+    /// Whether a socket is offered and the worker does not run on it yet (rings not
+    /// yet filled).
     pub fn socket_pending(&self) -> bool {
-        self.incoming.lock().unwrap_or_else(|p| p.into_inner()).is_some()
+        self.handover.socket_pending()
     }
 
-    pub(crate) fn take_offered(&self) -> Option<XskSocket> {
-        self.incoming.lock().unwrap_or_else(|p| p.into_inner()).take()
+    /// The worker's side of the hand-over.
+    pub(crate) fn handover(&self) -> &Handover<XskSocket, Waker> {
+        &self.handover
     }
 
-    pub(crate) fn release_requested(&self) -> bool {
-        self.release.load(Ordering::SeqCst)
-    }
-
-    pub(crate) fn set_has_socket(&self, on: bool) {
-        self.has_socket.store(on, Ordering::SeqCst);
-    }
-
-    pub(crate) fn set_reclaim_pending(&self, on: bool) {
-        self.reclaim_pending.store(on, Ordering::SeqCst);
-    }
-
-    pub(crate) fn take_reclaim_request(&self) -> bool {
-        self.reclaim.swap(false, Ordering::SeqCst)
+    /// Where the hand-over stands.
+    pub(crate) fn phase(&self) -> Phase {
+        self.handover.phase()
     }
 }
