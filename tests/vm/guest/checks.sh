@@ -263,6 +263,13 @@ unbind_check() {
         --pid "$XPID" --cycles "$CYCLES" --target-ms "$target" 2>&1); rc=$?
     echo "$out" | sed "s/^/xdpvm: $name: /"
     [ "$rc" = 0 ] || why="${why:+$why; }unbind.sh exit $rc: $(echo "$out" | tail -1)"
+    if [ "$rc" != 0 ]; then  # what the generator and the XDP program saw
+        kill -0 "$gpid" 2>/dev/null && echo "xdpvm: $name: generator still running" || echo "xdpvm: $name: generator gone"
+        tail -5 "/tmp/$name.gen" | sed "s/^/xdpvm: $name gen: /"
+        echo "xdpvm: $name: xdp $("$XDPOOL" stats --socket "$sock" --json 2>/dev/null | jq -c '{xdp, rx: .total.rx_packets}')"
+        ip -s link show "$dev" | sed "s/^/xdpvm: $name link: /"
+        ip netns exec src ip -s link show src0 | sed "s/^/xdpvm: $name src0: /"
+    fi
     # The generator runs out its --duration after SIGINT: end it (our own PID).
     kill -KILL "$gpid" 2>/dev/null; wait "$gpid" 2>/dev/null
     stop_xdpool
