@@ -107,7 +107,7 @@ chunk_size = 2048
 [rings]
 fill = 2048
 completion = 1024
-rx = ${RX_RING:-1024}
+rx = ${RX_RING:-2048}
 tx = 1024
 
 [workers]
@@ -255,10 +255,15 @@ unbind_check() {
     carrier_wait "$dev" 15 >/dev/null || why="no carrier on $dev"
     # Traffic through all the cycles: 2 000 pps, bounded in count and time.
     # A cycle takes 20-40 s under TCG on a loaded host: 60 s each, stopped at the end.
-    gen --engine afxdp --rate 2000 --count $(( 2000 * (60 + CYCLES * 60) )) --duration $(( 60 + CYCLES * 60 )) \
+    # Started directly, not through gen(): $! must be the generator's own PID (a
+    # backgrounded shell function is a subshell, and killing it left the generator
+    # running on src0's queue, so the next check's generator got EBUSY).
+    "$XDPOOL" gen --netns src --dev src0 --cores "${GEN_CPU:-0}" --engine afxdp --rate 2000 \
+        --count $(( 2000 * (60 + CYCLES * 60) )) --duration $(( 60 + CYCLES * 60 )) \
         --src-ports 1024-1087 > "/tmp/$name.gen" 2>&1 &
     gpid=$!
     wait_rx "$sock" 100 10
+    kill -0 "$gpid" 2>/dev/null || why="${why:+$why; }the generator is not running: $(tail -1 "/tmp/$name.gen")"
     out=$(XDPOOL=$XDPOOL bash /checks/unbind.sh --pci "$pci" --driver "$drv" --iface "$dev" --socket "$sock" \
         --pid "$XPID" --cycles "$CYCLES" --target-ms "$target" 2>&1); rc=$?
     echo "$out" | sed "s/^/xdpvm: $name: /"
@@ -478,9 +483,7 @@ else
     want copy_igb && rx_check copy_igb "$IGB" false "[0]" "[]" "$N" "$RATE" 1024-1087
     BURST=0
     want zc_igb && want copy_igb && ratio_result
-    # busy-poll spins its CPU (under TCG a vCPU the host also descheduled): a bigger
-    # RX ring takes the generator's catch-up bursts.
-    want busy_igb && RX_RING=2048 rx_check busy_igb "$IGB" true "[0]" "[]" "$N" "$RATE" 1024-1087 afxdp busy-poll
+    want busy_igb && rx_check busy_igb "$IGB" true "[0]" "[]" "$N" "$RATE" 1024-1087 afxdp busy-poll
     want zc_virtio && rx_check zc_virtio "$VIO" true "[0]" "[$NODE1_CPUS]" "$N" "$RATE" 1024-1087
     want copy_virtio && rx_check copy_virtio "$VIO" false "[0]" "[$NODE1_CPUS]" "$N" "$RATE" 1024-1087
     want numa_waive && numa_waive_check
