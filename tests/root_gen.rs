@@ -248,6 +248,7 @@ fn generator_bench_measures_three_receivers_and_removes_its_lab() {
         gen_core: online[0],
         napi_core: *online.last().unwrap(),
         time_limit: Duration::from_secs(5),
+        peer: None,
     };
     let stop = std::sync::atomic::AtomicBool::new(false);
     let mut lines = Vec::new();

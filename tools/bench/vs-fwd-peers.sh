@@ -50,6 +50,13 @@
 #   GEN_RATE=PPS         xdpool gen paces itself to PPS frames/s (losses at a rate the
 #                        forwarders sustain; xdp-trafficgen has no such option)
 #   LEGS="xdpool xsk_fwd testpmd-io testpmd-mac"  which forwarders (default: those given)
+#   FWD_NAPI=softirq|threaded  where xdpf0's receiving NAPI (and with it the XDP
+#                        program and the copy into the UMEM) runs: softirq on the
+#                        generator's core 0 (default), or threaded, its thread pinned
+#                        to the forwarder's core 1 (the forwarder shares its core with
+#                        the kernel's receive work, as on a host whose NIC interrupts
+#                        land on the application's core)
+#   XDPOOL_MODE=spin|poll  xdpool's wait mode (default spin; the peers always spin)
 #   SIZES="64 1500" (frame bytes without FCS)  REPS=5  WARMUP=1  WINDOW=4  LEAD=1
 #   FRAMES=16384  PREFIX=vfp (namespaces PREFIX-src, -fwd, -dst)  OUT=result file
 # Needs root, ethtool, tools/xdpsink built (make -C tools/xdpsink).
@@ -75,6 +82,9 @@ P=${PREFIX:-vfp}
 SINK=$PWD/tools/xdpsink/xdpsink
 GEN_CORE=0
 FWD_CORE=1
+FWD_NAPI=${FWD_NAPI:-softirq}
+XDPOOL_MODE=${XDPOOL_MODE:-spin}
+case $FWD_NAPI in softirq|threaded) ;; *) echo "FWD_NAPI=$FWD_NAPI: softirq or threaded" >&2; exit 2 ;; esac
 
 die() { echo "$*" >&2; exit 2; }
 [ -x "$SINK" ] || die "build the counting sink first: make -C tools/xdpsink"
@@ -134,7 +144,7 @@ rx = 2048
 tx = 2048
 [workers]
 cores = [$FWD_CORE, $FWD_CORE]
-mode = "spin"
+mode = "$XDPOOL_MODE"
 ${WORKERS_EXTRA:-}
 [[rule]]
 port = "in"
@@ -192,6 +202,18 @@ gen_start() { # $1 size, $2 seconds -> GEN_PID
     GEN_PID=$!
 }
 
+pin_napi_f0() { # xdpf0's NAPI threaded, its threads on the forwarder's core (veth has a NAPI only
+    # while a program is attached, and makes it anew each time: so after each attach)
+    local c n=0
+    ip netns exec "$P-fwd" sh -c 'echo 1 > /sys/class/net/xdpf0/threaded' || echo "# cannot make xdpf0's NAPI threaded"
+    for c in /proc/[0-9]*/comm; do
+        if grep -q '^napi/xdpf0-' "$c" 2>/dev/null; then
+            taskset -pc $FWD_CORE "$(basename "$(dirname "$c")")" >/dev/null && n=$((n + 1))
+        fi
+    done
+    ((n > 0)) || echo "# no NAPI thread of xdpf0 found to pin (FWD_NAPI=threaded)"
+}
+
 run_one() { # $1 leg, $2 size, $3 rep (0: warm-up) -> a line, and a row in $W/rows.tsv
     local leg=$1 size=$2 rep=$3
     start_fwd "$leg"
@@ -207,6 +229,7 @@ run_one() { # $1 leg, $2 size, $3 rep (0: warm-up) -> a line, and a row in $W/ro
         return
     fi
     [[ $leg == testpmd-* || $leg == xsk_fwd ]] && bench_wait_prog "$P-fwd" xdpf1 50
+    [ "$FWD_NAPI" = threaded ] && pin_napi_f0
     sleep 0.5
     local x0 d0 x1 d1 c1 c2 t1 t2 s1 s2 w1 w2 alive
     x0=$(bench_xmit "$P-src" xdps0) || exit 2
@@ -263,7 +286,7 @@ main() {
     local gen="xdpool gen ($GEN_XDPOOL)${GEN_DST:+ $GEN_DST}"
     [ -n "$XDP_TRAFFICGEN" ] && gen="xdp-trafficgen ($XDP_TRAFFICGEN), IPv6"
     echo "# vs-fwd-peers $(date -u '+%F %H:%M') UTC, $(nproc) CPUs, kernel $(uname -r), TSC ${BENCH_MHZ} MHz, load $(cut -d' ' -f1-3 /proc/loadavg)"
-    echo "# legs: $LEGS; sizes: $SIZES; REPS=$REPS WARMUP=$WARMUP WINDOW=$WINDOW s LEAD=$LEAD s; generator: $gen on core $GEN_CORE${GEN_RATE:+ at $GEN_RATE frames/s}; forwarders on core $FWD_CORE"
+    echo "# legs: $LEGS; sizes: $SIZES; REPS=$REPS WARMUP=$WARMUP WINDOW=$WINDOW s LEAD=$LEAD s; generator: $gen on core $GEN_CORE${GEN_RATE:+ at $GEN_RATE frames/s}; forwarders on core $FWD_CORE; xdpf0's NAPI $FWD_NAPI$([ "$FWD_NAPI" = threaded ] && echo " on core $FWD_CORE" || echo " on core $GEN_CORE"); xdpool mode $XDPOOL_MODE"
     echo "# xdpool: $XDPOOL ${XDPOOL_CONFIG:+config $XDPOOL_CONFIG}${XDPOOL_CONFIG:-mac $XDPOOL_MAC, frames $FRAMES}; xsk_fwd: ${XSK_FWD:-none}; testpmd: ${TESTPMD:-none}"
     fwd_topo_up "$P" || exit 1
     ip netns exec "$P-dst" "$SINK" -i xdpd0 -d 86400 > "$W/sink.out" 2>&1 &

@@ -83,12 +83,15 @@ pub struct RunArgs {
     /// No live line (the summary is still printed).
     #[arg(long)]
     pub quiet: bool,
-    /// Print a line to stdout once the program is attached and workers run (for scripts).
+    /// Print `ready` to stdout once every port is attached, its program is on the
+    /// device and its link has carrier (for scripts); until then the log says what
+    /// it waits for.
     #[arg(long)]
     pub ready_line: bool,
     /// Keep up to N received frames per queue as the application would (robustness
     /// tests): they stay held across device losses and are returned, checked
-    /// unchanged, after each re-attach.
+    /// unchanged, after each re-attach. Held frames are frames a drop rule matched:
+    /// counted in action_drop when returned.
     #[arg(long, default_value_t = 0, value_name = "N")]
     pub hold_frames: u32,
 }
@@ -323,6 +326,18 @@ pub struct GeneratorArgs {
     /// Lab name prefix (namespaces PREFIX-a and PREFIX-b; built and removed).
     #[arg(long, default_value = "xdpgen")]
     pub prefix: String,
+    /// Also run xdp-trafficgen (xdp-tools, built outside the tree: tools/bench/README.md)
+    /// at this path in the same run: --reps pairs per receiver, alternating with
+    /// `xdpool gen` (IPv6 UDP, core 0, batch 64, each counted over the same window the
+    /// same way), and print the ratio xdpool / xdp-trafficgen.
+    #[arg(long, value_name = "PATH")]
+    pub peer: Option<PathBuf>,
+    /// --peer: seconds from the first frames to the first counter read.
+    #[arg(long, default_value_t = 1.0)]
+    pub peer_lead: f64,
+    /// --peer: seconds each run is counted over.
+    #[arg(long, default_value_t = 3.0)]
+    pub peer_window: f64,
     /// No progress line on stderr.
     #[arg(long)]
     pub quiet: bool,

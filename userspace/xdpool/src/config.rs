@@ -84,9 +84,10 @@ pub struct InterfaceConfig {
     /// arrive as a chain of chunks. Needed when the MTU does not fit one chunk.
     #[serde(default = "default_multi_buffer")]
     pub multi_buffer: Spanned<bool>,
-    /// RX queues to serve, one worker each.
+    /// RX queues to serve, one worker each: a list, or `"all"` (every RX queue the
+    /// device has, followed across re-attach).
     #[serde(default = "default_queues")]
-    pub queues: Spanned<Vec<u32>>,
+    pub queues: Spanned<Queues>,
 }
 
 /// `[[port]]`: one device (and its queues) xdpool serves, under a name rules use.
@@ -109,9 +110,50 @@ pub struct PortConfig {
     /// Multi-buffer AF_XDP (`XDP_USE_SG`); one UMEM means every port must agree.
     #[serde(default = "default_multi_buffer")]
     pub multi_buffer: Spanned<bool>,
-    /// RX queues to serve, one socket (and by default one worker) each.
+    /// RX queues to serve, one socket (and by default one worker) each: a list, or
+    /// `"all"` (every RX queue the device has, followed across re-attach).
     #[serde(default = "default_queues")]
-    pub queues: Spanned<Vec<u32>>,
+    pub queues: Spanned<Queues>,
+}
+
+/// The RX queues a port serves.
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+#[serde(try_from = "QueuesText")]
+pub enum Queues {
+    /// These queues, as listed.
+    List(Vec<u32>),
+    /// `"all"`: every RX queue of the device. `run` resolves it to the most queues the
+    /// device can have ([`Config::resolve_all_queues`]; 0 until then) and binds, at
+    /// every bring-up, those the device has at that moment.
+    All(u32),
+}
+
+#[derive(Deserialize)]
+#[serde(untagged)]
+enum QueuesText {
+    List(Vec<u32>),
+    Text(String),
+}
+
+impl TryFrom<QueuesText> for Queues {
+    type Error = String;
+    fn try_from(t: QueuesText) -> Result<Self, String> {
+        match t {
+            QueuesText::List(v) => Ok(Queues::List(v)),
+            QueuesText::Text(s) if s == "all" => Ok(Queues::All(0)),
+            QueuesText::Text(s) => Err(format!("queues = \"{s}\" is not valid: use a list such as [0, 1], or \"all\"")),
+        }
+    }
+}
+
+impl Queues {
+    /// The queues planned: the list, or 0..n for `"all"` (one until resolved).
+    pub fn planned(&self) -> Vec<u32> {
+        match self {
+            Queues::List(v) => v.clone(),
+            Queues::All(n) => (0..(*n).max(1)).collect(),
+        }
+    }
 }
 
 /// Zero-copy wish of a port: `true`, `false` or `"auto"`.
@@ -162,8 +204,10 @@ pub struct PortDef {
     pub interface: String,
     /// Namespace of the device.
     pub netns: Option<String>,
-    /// Queues served.
+    /// Queues planned (for `queues = "all"`, every queue the device can have).
     pub queues: Vec<u32>,
+    /// `queues = "all"`: at each bring-up, serve the planned queues the device has.
+    pub follow_queues: bool,
     /// XDP attach mode.
     pub xdp_mode: XdpModeConfig,
     /// Zero-copy wish.
@@ -179,8 +223,8 @@ fn default_multi_buffer() -> Spanned<bool> {
     Spanned::new(0..0, false)
 }
 
-fn default_queues() -> Spanned<Vec<u32>> {
-    Spanned::new(0..0, vec![0])
+fn default_queues() -> Spanned<Queues> {
+    Spanned::new(0..0, Queues::List(vec![0]))
 }
 
 /// XDP attach mode.
@@ -538,14 +582,8 @@ impl Config {
                 format!("{fill} is smaller than rings.rx = {rx}: the fill ring must hold at least the RX ring (with zero_copy also the device's RX ring, which the driver fills ahead of traffic), or frames the RX ring has room for find no buffer; use fill >= {rx} (zero-copy: >= {})", (rx * 2).next_power_of_two()),
             ));
         }
-        let per_queue = fill + *self.rings.tx.get_ref() + 256;
-        let needed = per_queue as u64 * sockets as u64;
-        if (frames as u64) < needed {
-            return Err(err(
-                "umem.frames",
-                self.umem.frames.span(),
-                format!("{frames} frames cannot keep {sockets} queue(s) supplied (fill {fill} + tx {} + 256 cache per queue): use at least {needed}", self.rings.tx.get_ref()),
-            ));
+        if let Some(msg) = self.frames_shortfall() {
+            return Err(err("umem.frames", self.umem.frames.span(), msg));
         }
         if frames > (1 << 22) {
             return Err(err("umem.frames", self.umem.frames.span(), format!("{frames} is too many: at most {}", 1 << 22)));
@@ -621,6 +659,34 @@ impl Config {
         Ok(())
     }
 
+    /// Why `umem.frames` cannot keep every planned queue supplied, if it cannot.
+    pub fn frames_shortfall(&self) -> Option<String> {
+        let sockets: usize = self.ports().iter().map(|p| p.queues.len()).sum();
+        let (frames, fill, tx) = (*self.umem.frames.get_ref(), *self.rings.fill.get_ref(), *self.rings.tx.get_ref());
+        let needed = (fill + tx + 256) as u64 * sockets as u64;
+        ((frames as u64) < needed).then(|| format!("{frames} frames cannot keep {sockets} queue(s) supplied (fill {fill} + tx {tx} + 256 cache per queue): use at least {needed}"))
+    }
+
+    /// Resolves every `queues = "all"` to `max_queues(interface)`, the most RX queues
+    /// the device can have (run calls it once the namespace is entered); then checks
+    /// that `umem.frames` supplies them all.
+    pub fn resolve_all_queues(&mut self, mut max_queues: impl FnMut(&str) -> u32) -> Result<(), String> {
+        if let Some(i) = &mut self.interface {
+            if let Queues::All(n) = i.queues.get_mut() {
+                *n = max_queues(i.name.get_ref()).clamp(1, 64);
+            }
+        }
+        for p in &mut self.ports {
+            if let Queues::All(n) = p.queues.get_mut() {
+                *n = max_queues(p.interface.get_ref()).clamp(1, 64);
+            }
+        }
+        match self.frames_shortfall() {
+            Some(msg) => Err(format!("umem.frames: {msg} (queues = \"all\" plans a socket for every RX queue the device can have)")),
+            None => Ok(()),
+        }
+    }
+
     /// The rules, validated.
     pub fn valid_rules(&self) -> Vec<ValidRule> {
         let ports = self.ports();
@@ -636,7 +702,8 @@ impl Config {
                 name: MAIN_PORT.into(),
                 interface: i.name.get_ref().clone(),
                 netns: i.netns.clone(),
-                queues: i.queues.get_ref().clone(),
+                queues: i.queues.get_ref().planned(),
+                follow_queues: matches!(i.queues.get_ref(), Queues::All(_)),
                 xdp_mode: i.xdp_mode,
                 zero_copy: *i.zero_copy.get_ref(),
                 multi_buffer: *i.multi_buffer.get_ref(),
@@ -648,7 +715,8 @@ impl Config {
                 name: p.name.get_ref().clone(),
                 interface: p.interface.get_ref().clone(),
                 netns: p.netns.as_ref().map(|n| n.get_ref().clone()),
-                queues: p.queues.get_ref().clone(),
+                queues: p.queues.get_ref().planned(),
+                follow_queues: matches!(p.queues.get_ref(), Queues::All(_)),
                 xdp_mode: p.xdp_mode,
                 zero_copy: *p.zero_copy.get_ref(),
                 multi_buffer: *p.multi_buffer.get_ref(),
@@ -662,12 +730,19 @@ impl Config {
     }
 
     fn validate_ports(&self, err: &dyn Fn(&str, std::ops::Range<usize>, String) -> ConfigError) -> Result<(), ConfigError> {
-        let check_queues = |key: &str, q: &Spanned<Vec<u32>>| -> Result<(), ConfigError> {
-            if q.get_ref().is_empty() {
+        let check_queues = |key: &str, q: &Spanned<Queues>| -> Result<(), ConfigError> {
+            let list = match q.get_ref() {
+                Queues::List(v) => v,
+                Queues::All(_) if !self.workers.cores.get_ref().is_empty() => {
+                    return Err(err(key, q.span(), "queues = \"all\" with workers.cores: the queue count is the device's, so cores cannot be given per queue; list the queues, or leave workers.cores empty".into()));
+                }
+                Queues::All(_) => return Ok(()),
+            };
+            if list.is_empty() {
                 return Err(err(key, q.span(), "at least one queue is needed, e.g. queues = [0]".into()));
             }
             let mut seen = std::collections::BTreeSet::new();
-            for q_ in q.get_ref() {
+            for q_ in list {
                 if !seen.insert(*q_) {
                     return Err(err(key, q.span(), format!("queue {q_} is listed twice: each queue gets exactly one worker")));
                 }
@@ -1034,6 +1109,24 @@ to = "out"
 mac = "neigh"
 mirror_to = "mon"
 "#;
+
+    #[test]
+    fn queues_all_parses_resolves_and_is_checked() {
+        let all = GOOD.replacen("queues = [0]", "queues = \"all\"", 1).replacen("frames = 8192", "frames = 16384", 1);
+        let mut c = Config::parse(&all).unwrap();
+        assert_eq!(c.ports()[0].queues, vec![0]);
+        assert!(c.ports()[0].follow_queues);
+        c.resolve_all_queues(|_| 2).unwrap();
+        assert_eq!(c.ports()[0].queues, vec![0, 1]);
+        assert!(!Config::parse(GOOD).unwrap().ports()[0].follow_queues);
+        let bad = Config::parse(&GOOD.replacen("queues = [0]", "queues = \"some\"", 1)).unwrap_err();
+        assert!(bad.to_string().contains("\"all\""), "{bad}");
+        let cores = Config::parse(&GOOD.replacen("queues = [0]", "queues = \"all\"\n[workers]\ncores = [0]", 1)).unwrap_err();
+        assert!(cores.to_string().contains("workers.cores"), "{cores}");
+        // 64 queues need more frames than the config has.
+        let mut many = Config::parse(&all).unwrap();
+        assert!(many.resolve_all_queues(|_| 64).unwrap_err().contains("umem.frames"));
+    }
 
     #[test]
     fn ports_and_forward_rules_parse() {

@@ -73,11 +73,23 @@ pub enum Decision {
         /// Its (possibly new) index.
         ifindex: u32,
     },
+    /// The device we lost for a passing reason (set down, a socket error) has now
+    /// been unregistered or moved: the loss is counted as this kind instead.
+    Reclassified(LossKind),
     /// Nothing to do.
     Ignore,
 }
 
-/// Why the device was lost (for logs and counters).
+/// Why the device was lost (for logs and counters): what became of the device, the
+/// same on every driver. The kernel announces an unregistration (`ip link del`, a
+/// PCI driver unbind, a module unload) as RTM_NEWLINK without IFF_UP, then
+/// RTM_DELLINK, and sockets may fail with ENXIO before either arrives; whether we
+/// see the first or the last first depends on the driver's timing (virtio-net's
+/// unbind often lets the "down" through alone, igb's seldom). So a loss is counted
+/// by the signal that came first, and reclassified ([`Decision::Reclassified`]) when
+/// the device is then deleted or moved before it comes back: `deleted` means it left
+/// the namespace's device list, `down` that it stayed and was set down,
+/// `socket_error` that it stayed (up) but its sockets failed.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "snake_case")]
 pub enum LossKind {
@@ -91,6 +103,9 @@ pub enum LossKind {
     SocketError,
     /// The XDP program was gone from the device while the device stayed.
     ProgramDetached,
+    /// The configured network namespace was replaced (deleted and made again under
+    /// its name): xdpool left the old one, with every device in it.
+    NetnsReplaced,
 }
 
 impl std::fmt::Display for LossKind {
@@ -101,13 +116,22 @@ impl std::fmt::Display for LossKind {
             LossKind::Down => "set down",
             LossKind::SocketError => "socket error (ENXIO/ENETDOWN)",
             LossKind::ProgramDetached => "XDP program detached from outside",
+            LossKind::NetnsReplaced => "network namespace replaced",
         })
     }
 }
 
 /// The rule: `attached` is the ifindex we run on (`None` while the device is away),
-/// `name` the configured interface name.
-pub fn decide(ev: &LinkEvent, attached: Option<u32>, name: &str) -> Decision {
+/// `lost` the device we lost and the kind it was counted as (while away), `name` the
+/// configured interface name.
+pub fn decide(ev: &LinkEvent, attached: Option<u32>, lost: Option<(u32, LossKind)>, name: &str) -> Decision {
+    if attached.is_none() && ev.change == LinkChange::Del {
+        if let Some((ifindex, kind)) = lost {
+            if ev.ifindex == ifindex && matches!(kind, LossKind::Down | LossKind::SocketError) {
+                return Decision::Reclassified(if ev.moved_to_netnsid.is_some() { LossKind::MovedAway } else { LossKind::Deleted });
+            }
+        }
+    }
     match attached {
         Some(ifindex) if ev.ifindex == ifindex => match ev.change {
             LinkChange::Del if ev.moved_to_netnsid.is_some() => Decision::Lost(LossKind::MovedAway),
@@ -298,6 +322,8 @@ pub struct DeviceReport {
     pub socket_error: u64,
     /// Program detached from outside.
     pub program_detached: u64,
+    /// Left with the namespace it was in (the namespace was replaced).
+    pub netns_replaced: u64,
     /// Completed re-attaches.
     pub reattaches: u64,
     /// Re-attach attempts that failed and were retried.
@@ -315,6 +341,38 @@ pub struct DeviceReport {
     /// Every re-attach time, ms (summary only).
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub reattach_ms: Vec<f64>,
+    /// RX queues no socket serves, summed over ports, as of each port's last
+    /// bring-up (0 unless the WARN "have no xdpool socket" was logged).
+    pub unserved_rx_queues: u64,
+    /// Each port's RX queues as of its last bring-up.
+    pub queues: Vec<PortQueues>,
+}
+
+/// One port's RX queues: what the device has, which xdpool serves, which not.
+#[derive(Debug, Clone, Default, Serialize)]
+pub struct PortQueues {
+    /// Port name.
+    pub port: String,
+    /// Interface name.
+    pub interface: String,
+    /// RX queues the device has (`ethtool -l`; absent when the driver does not say).
+    pub device_rx_queues: Option<u32>,
+    /// Queues with a socket.
+    pub served: Vec<u32>,
+    /// Queues without one: their frames go to the kernel.
+    pub unserved: Vec<u32>,
+}
+
+/// The counter of losses of `kind`.
+fn kind_count(r: &mut DeviceReport, kind: LossKind) -> &mut u64 {
+    match kind {
+        LossKind::Deleted => &mut r.deleted,
+        LossKind::MovedAway => &mut r.moved_away,
+        LossKind::Down => &mut r.down,
+        LossKind::SocketError => &mut r.socket_error,
+        LossKind::ProgramDetached => &mut r.program_detached,
+        LossKind::NetnsReplaced => &mut r.netns_replaced,
+    }
 }
 
 impl DeviceStats {
@@ -331,17 +389,20 @@ impl DeviceStats {
     pub fn lost(&self, kind: LossKind) {
         self.with(|r| {
             r.losses += 1;
-            match kind {
-                LossKind::Deleted => r.deleted += 1,
-                LossKind::MovedAway => r.moved_away += 1,
-                LossKind::Down => r.down += 1,
-                LossKind::SocketError => r.socket_error += 1,
-                LossKind::ProgramDetached => r.program_detached += 1,
-            }
+            *kind_count(r, kind) += 1;
             if kind != LossKind::ProgramDetached {
                 r.state = "away";
                 r.ifindex = 0;
             }
+        })
+    }
+
+    /// A loss counted as `from` turned out to be `to` (see [`LossKind`]).
+    pub fn reclassify(&self, from: LossKind, to: LossKind) {
+        self.with(|r| {
+            let was = kind_count(r, from);
+            *was = was.saturating_sub(1);
+            *kind_count(r, to) += 1;
         })
     }
 
@@ -365,6 +426,17 @@ impl DeviceStats {
             r.last_reattach_ms = ms;
             r.max_reattach_ms = r.max_reattach_ms.max(ms);
             r.reattach_ms.push(ms);
+        })
+    }
+
+    /// Records port `p`'s queues at a bring-up.
+    pub fn set_queues(&self, p: usize, port: &str, interface: &str, device_rx_queues: Option<u32>, served: &[u32], unserved: &[u32]) {
+        self.with(|r| {
+            if r.queues.len() <= p {
+                r.queues.resize_with(p + 1, PortQueues::default);
+            }
+            r.queues[p] = PortQueues { port: port.into(), interface: interface.into(), device_rx_queues, served: served.to_vec(), unserved: unserved.to_vec() };
+            r.unserved_rx_queues = r.queues.iter().map(|q| q.unserved.len() as u64).sum();
         })
     }
 
@@ -473,18 +545,100 @@ mod tests {
     #[test]
     fn decide_follows_our_device_only() {
         use LinkChange::*;
-        assert_eq!(decide(&ev(Del, 5, "veth0", false), Some(5), "veth0"), Decision::Lost(LossKind::Deleted));
+        assert_eq!(decide(&ev(Del, 5, "veth0", false), Some(5), None, "veth0"), Decision::Lost(LossKind::Deleted));
         let moved = LinkEvent { moved_to_netnsid: Some(3), ..ev(Del, 5, "veth0", false) };
-        assert_eq!(decide(&moved, Some(5), "veth0"), Decision::Lost(LossKind::MovedAway));
-        assert_eq!(decide(&ev(New, 5, "veth0", false), Some(5), "veth0"), Decision::Lost(LossKind::Down));
-        assert_eq!(decide(&ev(New, 5, "veth0", true), Some(5), "veth0"), Decision::Ignore);
+        assert_eq!(decide(&moved, Some(5), None, "veth0"), Decision::Lost(LossKind::MovedAway));
+        assert_eq!(decide(&ev(New, 5, "veth0", false), Some(5), None, "veth0"), Decision::Lost(LossKind::Down));
+        assert_eq!(decide(&ev(New, 5, "veth0", true), Some(5), None, "veth0"), Decision::Ignore);
         // Another device, same events: not ours.
-        assert_eq!(decide(&ev(Del, 6, "veth0", false), Some(5), "veth0"), Decision::Ignore);
+        assert_eq!(decide(&ev(Del, 6, "veth0", false), Some(5), None, "veth0"), Decision::Ignore);
         // Away: only an up device of the configured name brings us back.
-        assert_eq!(decide(&ev(New, 9, "veth0", false), None, "veth0"), Decision::Ignore);
-        assert_eq!(decide(&ev(New, 9, "other", true), None, "veth0"), Decision::Ignore);
-        assert_eq!(decide(&ev(New, 9, "veth0", true), None, "veth0"), Decision::Returned { ifindex: 9 });
-        assert_eq!(decide(&ev(Del, 9, "veth0", true), None, "veth0"), Decision::Ignore);
+        assert_eq!(decide(&ev(New, 9, "veth0", false), None, None, "veth0"), Decision::Ignore);
+        assert_eq!(decide(&ev(New, 9, "other", true), None, None, "veth0"), Decision::Ignore);
+        assert_eq!(decide(&ev(New, 9, "veth0", true), None, None, "veth0"), Decision::Returned { ifindex: 9 });
+        assert_eq!(decide(&ev(Del, 9, "veth0", true), None, None, "veth0"), Decision::Ignore);
+    }
+
+    /// Plays `events` through `decide` as the control loop does (a loss takes the
+    /// port away, a return brings it back) from attached to `ifindex` 5; returns the
+    /// decisions and the loss kinds as finally counted.
+    fn play(events: &[LinkEvent], socket_error_first: bool) -> (Vec<Decision>, Vec<LossKind>) {
+        let (mut attached, mut lost, mut kinds, mut out) = (Some(5u32), None, Vec::new(), Vec::new());
+        if socket_error_first {
+            // The workers saw ENXIO before any link event: run.rs loses the port.
+            (attached, lost) = (None, Some((5, LossKind::SocketError)));
+            kinds.push(LossKind::SocketError);
+        }
+        for e in events {
+            let d = decide(e, attached, lost, "eth1");
+            match d {
+                Decision::Lost(k) => {
+                    (lost, attached) = (Some((attached.unwrap(), k)), None);
+                    kinds.push(k);
+                }
+                Decision::Reclassified(k) => {
+                    lost = Some((lost.unwrap().0, k));
+                    *kinds.last_mut().unwrap() = k;
+                }
+                Decision::Returned { ifindex } => (attached, lost) = (Some(ifindex), None),
+                Decision::Ignore => {}
+            }
+            out.push(d);
+        }
+        (out, kinds)
+    }
+
+    fn link(change: LinkChange, ifindex: u32, up: bool, running: bool) -> LinkEvent {
+        LinkEvent { change, ifindex, name: Some("eth1".into()), up, running, moved_to_netnsid: None }
+    }
+
+    /// The same unbind counts as `deleted` whatever the driver lets through first
+    /// (issue 14: igb showed `deleted`, virtio-pci `set down`).
+    #[test]
+    fn an_unregistered_device_counts_as_deleted_on_every_driver() {
+        use LinkChange::*;
+        use LossKind::*;
+        let deleted = [Deleted];
+        // igb unbind as xdpool saw it: the RTM_DELLINK alone (the "down" came in the
+        // same datagram after it, or was coalesced).
+        let (d, k) = play(&[link(Del, 5, false, false)], false);
+        assert_eq!((d, k.as_slice()), (vec![Decision::Lost(Deleted)], &deleted[..]));
+        // virtio-pci unbind (and `ip link del`): down, then delete.
+        let (d, k) = play(&[link(New, 5, false, false), link(Del, 5, false, false)], false);
+        assert_eq!((d, k.as_slice()), (vec![Decision::Lost(Down), Decision::Reclassified(Deleted)], &deleted[..]));
+        // Carrier lost first (the driver stops its queues), then down, then delete.
+        let (d, k) = play(&[link(New, 5, true, false), link(New, 5, false, false), link(Del, 5, false, false)], false);
+        assert_eq!((d, k.as_slice()), (vec![Decision::Ignore, Decision::Lost(Down), Decision::Reclassified(Deleted)], &deleted[..]));
+        // Zero-copy: the sockets fail (ENXIO) before any link event.
+        let (d, k) = play(&[link(New, 5, false, false), link(Del, 5, false, false)], true);
+        assert_eq!((d, k.as_slice()), (vec![Decision::Ignore, Decision::Reclassified(Deleted)], &deleted[..]));
+        // Then the driver is bound again: a new index of the same name, up.
+        let (d, k) = play(&[link(New, 5, false, false), link(Del, 5, false, false), link(New, 7, true, false)], false);
+        assert_eq!(d.last(), Some(&Decision::Returned { ifindex: 7 }));
+        assert_eq!(k, deleted);
+        // Moved to another namespace: down, then a delete carrying the new netns id.
+        let moved = LinkEvent { moved_to_netnsid: Some(2), ..link(Del, 5, false, false) };
+        let (_, k) = play(&[link(New, 5, false, false), moved], false);
+        assert_eq!(k, [MovedAway]);
+        // Set down and up again: the device stayed, a `down`.
+        let (d, k) = play(&[link(New, 5, false, false), link(New, 5, true, true)], false);
+        assert_eq!(d, vec![Decision::Lost(Down), Decision::Returned { ifindex: 5 }]);
+        assert_eq!(k, [Down]);
+        // Down, back up, and only later deleted: that delete is a second loss.
+        let (_, k) = play(&[link(New, 5, false, false), link(New, 5, true, true), link(Del, 5, false, false)], false);
+        assert_eq!(k, [Down, Deleted]);
+        // Another device deleted while ours is away: nothing.
+        let (d, _) = play(&[link(New, 5, false, false), link(Del, 6, false, false)], false);
+        assert_eq!(d[1], Decision::Ignore);
+    }
+
+    #[test]
+    fn a_reclassified_loss_moves_one_count() {
+        let st = DeviceStats::new(5);
+        st.lost(LossKind::Down);
+        st.reclassify(LossKind::Down, LossKind::Deleted);
+        let r = st.report();
+        assert_eq!((r.losses, r.down, r.deleted), (1, 0, 1));
     }
 
     fn serialize(change: LinkChange, index: u32, name: &str, flags: LinkFlags, netnsid: Option<i32>) -> Vec<u8> {

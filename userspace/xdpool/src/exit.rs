@@ -27,6 +27,9 @@ pub enum ExitCode {
     DeviceGone = 8,
     /// Frames were still in flight at shutdown (reported, not ignored).
     StalledShutdown = 9,
+    /// The network namespace was deleted or replaced under the run and
+    /// `--no-reattach` was given.
+    NetnsReplaced = 10,
 }
 
 /// An error that carries its exit code; the binary prints `xdpool: <message>`.
@@ -113,7 +116,7 @@ mod tests {
     #[test]
     fn codes_are_distinct() {
         use ExitCode::*;
-        let all = [Ok, Failure, Usage, Privilege, InterfaceMissing, BpffsMissing, XdpModeRefused, ZeroCopyRefused, DeviceGone, StalledShutdown];
+        let all = [Ok, Failure, Usage, Privilege, InterfaceMissing, BpffsMissing, XdpModeRefused, ZeroCopyRefused, DeviceGone, StalledShutdown, NetnsReplaced];
         let mut v: Vec<u8> = all.iter().map(|c| *c as u8).collect();
         v.sort();
         v.dedup();

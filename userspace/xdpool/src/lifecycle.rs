@@ -46,14 +46,47 @@ impl std::fmt::Display for UpError {
     }
 }
 
+/// RX queues `dev` has now (`ethtool -l`); `None` when the driver does not say.
+fn device_rx_queues(dev: &str) -> Option<u32> {
+    crate::netns::rx_queues(dev).ok().map(|q| q.now)
+}
+
+/// The device's queues (0..device_queues) that `served` leaves out.
+pub fn unserved_queues(device_queues: Option<u32>, served: &[u32]) -> Vec<u32> {
+    (0..device_queues.unwrap_or(0)).filter(|q| !served.contains(q)).collect()
+}
+
+/// What a port waits for before it is ready, from what is known of it: attached to
+/// a device (`attached`), our program on it (`program`: `None` unknown), the link's
+/// carrier (`carrier`, IFF_RUNNING: `None` unknown). `None`: ready.
+pub fn waits_for(attached: Option<u32>, program: Option<bool>, carrier: Option<bool>) -> Option<&'static str> {
+    if attached.is_none() {
+        return Some("its device (away)");
+    }
+    if program != Some(true) {
+        return Some("its XDP program to be attached");
+    }
+    if carrier != Some(true) {
+        return Some("carrier (link down: check the cable or the peer, `ip link`)");
+    }
+    None
+}
+
 /// One port's device state.
 pub struct PortLife {
     /// Port name.
     pub name: String,
     /// Interface name.
     pub iface: String,
+    /// Queues planned (for `queues = "all"`, every queue the device can have).
     queues: Vec<u32>,
     sockets: Vec<usize>,
+    /// `queues = "all"`: bind the planned queues the device has at each bring-up.
+    follow_queues: bool,
+    /// Queues bound at the last bring-up (their sockets, by position in `sockets`).
+    pub served: Vec<u32>,
+    /// RX queues the device had at the last bring-up (`None`: it does not say).
+    pub device_queues: Option<u32>,
     sc: SocketConfig,
     /// Its XDP program and rule maps.
     pub steering: Arc<Mutex<Steering>>,
@@ -63,6 +96,8 @@ pub struct PortLife {
     pub attached: Option<u32>,
     /// Last interface we ran on (for the final "program left behind" check).
     pub last_ifindex: u32,
+    /// While away: the device we lost and the kind the loss was counted as.
+    pub lost: Option<(u32, LossKind)>,
 }
 
 /// Every port's lifecycle, and the UMEM they share.
@@ -98,6 +133,10 @@ impl Lifecycle {
                 iface: p.def.interface.clone(),
                 queues: p.def.queues.clone(),
                 sockets: p.sockets.clone(),
+                follow_queues: p.def.follow_queues,
+                served: Vec::new(),
+                device_queues: None,
+                lost: None,
                 sc: SocketConfig {
                     rx_size: plan.umem.rx,
                     tx_size: if p.transmits { plan.umem.tx } else { 0 },
@@ -169,8 +208,13 @@ impl Lifecycle {
     /// them to the workers, waits for full fill rings, then attaches the program.
     pub fn bring_up(&mut self, p: usize, ifindex: u32) -> Result<(), UpError> {
         self.refresh_macs(p, ifindex);
+        let device_queues = device_rx_queues(&self.ports[p].iface);
+        let bind: Vec<(usize, u32)> = {
+            let port = &self.ports[p];
+            port.sockets.iter().copied().zip(port.queues.iter().copied()).filter(|&(_, q)| !port.follow_queues || device_queues.is_none_or(|n| q < n)).collect()
+        };
         let mut sockets = Vec::new();
-        for q in self.ports[p].queues.clone() {
+        for &(_, q) in &bind {
             sockets.push(self.bind(p, ifindex, q)?);
         }
         {
@@ -182,20 +226,85 @@ impl Lifecycle {
         let port = &mut self.ports[p];
         port.attached = Some(ifindex);
         port.last_ifindex = ifindex;
-        for (&s, sock) in port.sockets.iter().zip(sockets) {
+        port.served = bind.iter().map(|&(_, q)| q).collect();
+        port.lost = None;
+        port.device_queues = device_queues;
+        for (&(s, _), sock) in bind.iter().zip(sockets) {
             self.sockets[s].device_gone.store(false, std::sync::atomic::Ordering::SeqCst);
             drop(self.sockets[s].offer_socket(sock));
         }
         // Rings full before frames may flow.
         let deadline = Instant::now() + Duration::from_secs(1);
-        while !self.ports[p].sockets.iter().all(|&s| self.sockets[s].has_socket() && !self.sockets[s].socket_pending()) {
+        while !bind.iter().all(|&(s, _)| self.sockets[s].has_socket() && !self.sockets[s].socket_pending()) {
             if Instant::now() >= deadline {
                 return Err(UpError::WorkersSlow);
             }
             std::thread::sleep(Duration::from_micros(200));
         }
         let mode = self.ports[p].mode;
-        self.steering(p).attach(ifindex, mode).map_err(UpError::Steer)
+        self.steering(p).attach(ifindex, mode).map_err(UpError::Steer)?;
+        self.note_queues(p);
+        Ok(())
+    }
+
+    /// Says (WARN, and in the device report) which RX queues of port `p`'s device have
+    /// no socket: frames RSS puts there are passed to the kernel by the XDP program
+    /// (its `no_socket` counter), never seen by xdpool.
+    fn note_queues(&mut self, p: usize) {
+        let port = &self.ports[p];
+        let unserved = unserved_queues(port.device_queues, &port.served);
+        if !unserved.is_empty() {
+            let n = port.device_queues.unwrap_or(0);
+            let planned = port.queues.len();
+            let fix = if port.follow_queues {
+                format!("the device has {n} RX queues, more than the {planned} it could have when xdpool started; restart xdpool to serve them all")
+            } else {
+                format!("serve them (queues = \"all\", or list them in queues), or give the device only the queues served (ethtool -L {} ...)", port.iface)
+            };
+            tracing::warn!(
+                port = %port.name,
+                interface = %port.iface,
+                device_rx_queues = n,
+                served = ?port.served,
+                unserved = ?unserved,
+                "RX queues {unserved:?} of {} have no xdpool socket: frames the device puts there go to the kernel (the XDP program's no_socket counter); {fix}",
+                port.iface
+            );
+        }
+        self.device.set_queues(p, &port.name, &port.iface, port.device_queues, &port.served, &unserved);
+    }
+
+    /// Whether port `p` should be brought up again because its device's queue count
+    /// changed under it: a `queues = "all"` port that could serve other queues now, or
+    /// any port whose unserved queues changed (the warning is said again).
+    pub fn queues_changed(&self, p: usize) -> Option<u32> {
+        let port = &self.ports[p];
+        port.attached?;
+        let now = device_rx_queues(&port.iface)?;
+        (Some(now) != port.device_queues).then_some(now)
+    }
+
+    /// Port `p`'s device has `now` RX queues instead of those it had at bring-up:
+    /// a `queues = "all"` port is taken down and brought up on the queues it has now
+    /// (its frames reclaimed and accounted as for any loss); a listed port just warns
+    /// again.
+    pub fn follow_queue_count(&mut self, p: usize, now: u32) -> bool {
+        let port = &self.ports[p];
+        let Some(ifindex) = port.attached else { return false };
+        tracing::info!(port = %port.name, interface = %port.iface, was = ?port.device_queues, now, follow = port.follow_queues, "the device's RX queue count changed");
+        if !port.follow_queues {
+            self.ports[p].device_queues = Some(now);
+            self.note_queues(p);
+            return true;
+        }
+        let started = Instant::now();
+        let down = self.bring_down(p);
+        let mut ok = true;
+        for q in down {
+            let ifx = if q == p { ifindex } else { self.ports[q].last_ifindex };
+            ok &= self.try_reattach(q, ifx, started);
+        }
+        ok
     }
 
     /// One socket of port `p` on the shared UMEM (registering it first if needed).
@@ -379,9 +488,19 @@ impl Lifecycle {
     pub fn lose(&mut self, p: usize, kind: LossKind) -> Vec<usize> {
         tracing::warn!(port = %self.ports[p].name, interface = %self.ports[p].iface, ifindex = self.ports[p].attached.unwrap_or(0), %kind, "device lost; tearing down");
         self.device.lost(kind);
+        self.ports[p].lost = self.ports[p].attached.map(|ifx| (ifx, kind));
         let down = self.bring_down(p);
         tracing::info!(port = %self.ports[p].name, "device away; waiting for it to come back");
         down
+    }
+
+    /// The device port `p` lost as `lost.1` was then deleted or moved: count the loss
+    /// as `to`.
+    pub fn reclassify(&mut self, p: usize, to: LossKind) {
+        let Some((ifindex, from)) = self.ports[p].lost else { return };
+        tracing::info!(port = %self.ports[p].name, interface = %self.ports[p].iface, ifindex, was = %from, now = %to, "the lost device was {to} after it was lost as `{from}`: counted as {to}");
+        self.device.reclassify(from, to);
+        self.ports[p].lost = Some((ifindex, to));
     }
 
     /// Tries to come back on `ifindex`; a failure leaves the port torn down.
@@ -430,6 +549,15 @@ impl Lifecycle {
         }
     }
 
+    /// What port `p` still waits for before frames can flow, or `None` when it is
+    /// ready: attached, its program on the device, and the link's carrier up.
+    pub fn waits_for(&self, p: usize) -> Option<&'static str> {
+        let port = &self.ports[p];
+        let carrier = port.attached.and_then(|ifx| crate::device::query_link(ifx).ok().flatten()).map(|l| l.running);
+        let program = port.attached.and_then(|ifx| self.program_present(p, ifx));
+        waits_for(port.attached, program, carrier)
+    }
+
     /// Whether our program still runs on `ifindex`; `None` when the device is gone.
     pub fn program_present(&self, p: usize, ifindex: u32) -> Option<bool> {
         match crate::steer::xdp_program_on(ifindex) {
@@ -438,5 +566,29 @@ impl Lifecycle {
             Err(crate::steer::SteerError::InterfaceMissing { .. }) => None,
             Err(_) => Some(true), // netlink hiccup: no evidence either way
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn unserved_queues_are_the_device_queues_without_a_socket() {
+        assert_eq!(unserved_queues(Some(2), &[0]), vec![1]);
+        assert_eq!(unserved_queues(Some(2), &[0, 1]), Vec::<u32>::new());
+        assert_eq!(unserved_queues(Some(4), &[1, 3]), vec![0, 2]);
+        // Listed queues the device lacks are a bind error, not "unserved".
+        assert_eq!(unserved_queues(Some(1), &[0, 1]), Vec::<u32>::new());
+        assert_eq!(unserved_queues(None, &[0]), Vec::<u32>::new());
+    }
+
+    #[test]
+    fn ready_needs_the_device_the_program_and_carrier() {
+        assert_eq!(waits_for(Some(3), Some(true), Some(true)), None);
+        assert!(waits_for(None, None, None).unwrap().contains("device"));
+        assert!(waits_for(Some(3), Some(false), Some(true)).unwrap().contains("program"));
+        assert!(waits_for(Some(3), Some(true), Some(false)).unwrap().contains("carrier"));
+        assert!(waits_for(Some(3), Some(true), None).unwrap().contains("carrier"), "unknown carrier is not ready");
     }
 }

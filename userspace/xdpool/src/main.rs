@@ -318,7 +318,18 @@ fn cmd_bench(which: BenchWhich) -> Result<(), Fatal> {
             use xdpool::bench::generator::{run_gen_bench, GenBenchConfig};
             xdpool::exit::require_privileges("xdpool bench generator")?;
             let fail = |e: xdpool::bench::BenchError| Fatal::new(ExitCode::Failure, e.to_string());
+            let secs = |what: &str, v: f64| Duration::try_from_secs_f64(v).map_err(|e| Fatal::new(ExitCode::Usage, format!("{what}: {e}")));
+            let peer = match args.peer {
+                Some(path) => Some(xdpool::bench::gen_peer::PeerConfig {
+                    path,
+                    pairs: args.reps,
+                    lead: secs("--peer-lead", args.peer_lead)?,
+                    window: secs("--peer-window", args.peer_window)?,
+                }),
+                None => None,
+            };
             let cfg = GenBenchConfig {
+                peer,
                 prefix: args.prefix,
                 size: args.size as usize,
                 count: args.count,
@@ -326,7 +337,7 @@ fn cmd_bench(which: BenchWhich) -> Result<(), Fatal> {
                 batches: args.batches,
                 gen_core: args.gen_core,
                 napi_core: args.napi_core,
-                time_limit: Duration::try_from_secs_f64(args.time_limit).map_err(|e| Fatal::new(ExitCode::Usage, format!("--time-limit: {e}")))?,
+                time_limit: secs("--time-limit", args.time_limit)?,
             };
             cfg.validate().map_err(|e| Fatal::new(ExitCode::Usage, e.to_string()))?;
             let stop = xdpool::bench::signal::install_stop_flag().map_err(|e| Fatal::new(ExitCode::Failure, format!("cannot install the Ctrl-C handler: {e}")))?;

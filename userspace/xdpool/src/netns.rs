@@ -117,6 +117,32 @@ pub fn enter_forever(name: Option<&str>) -> Result<(), NetnsError> {
     Ok(())
 }
 
+/// Which namespace a path names: the (device, inode) of the nsfs file, as
+/// `ip netns identify` compares them.
+pub type NetnsId = (u64, u64);
+
+/// The namespace `/run/netns/NAME` names now; `None` when there is no such name
+/// (deleted).
+pub fn named_id(name: &str) -> Option<NetnsId> {
+    use std::os::unix::fs::MetadataExt;
+    std::fs::metadata(netns_path(name)).ok().map(|m| (m.dev(), m.ino()))
+}
+
+/// The namespace the calling thread is in.
+pub fn current_id() -> std::io::Result<NetnsId> {
+    use std::os::unix::fs::MetadataExt;
+    std::fs::metadata("/proc/thread-self/ns/net").map(|m| (m.dev(), m.ino()))
+}
+
+/// Moves the calling thread, for good, into the namespace now called `name` (after
+/// the one it was in was deleted and a new one made under that name). Threads it
+/// starts later start there; sockets already open stay where they were made.
+pub fn reenter(name: &str) -> Result<(), NetnsError> {
+    let path = netns_path(name);
+    let target = File::open(&path).map_err(|source| NetnsError::Open { name: name.to_string(), path, source })?;
+    setns(&target, CloneFlags::CLONE_NEWNET).map_err(|source| NetnsError::Setns { name: name.to_string(), source })
+}
+
 /// The namespace the process started in, saved by the first [`enter_forever`].
 static ORIGINAL: std::sync::OnceLock<File> = std::sync::OnceLock::new();
 
@@ -172,6 +198,7 @@ struct EthtoolValue {
     cmd: u32,
     data: u32,
 }
+const _: () = assert!(std::mem::size_of::<EthtoolValue>() == 8);
 
 /// `struct ifreq` with the `ifr_data` member of its union (40 bytes on 64-bit).
 #[repr(C)]
@@ -183,6 +210,48 @@ struct IfreqData {
 const _: () = assert!(std::mem::size_of::<IfreqData>() == std::mem::size_of::<libc::ifreq>());
 
 fn ethtool_value(dev: &str, cmd: u32, data: u32, what: &'static str) -> Result<u32, NetnsError> {
+    let mut value = EthtoolValue { cmd, data };
+    ethtool_ioctl(dev, &mut value, what)?;
+    Ok(value.data)
+}
+
+const ETHTOOL_GCHANNELS: u32 = 0x0000_003c;
+
+/// `struct ethtool_channels` (linux/ethtool.h).
+#[repr(C)]
+#[derive(Default)]
+struct EthtoolChannels {
+    cmd: u32,
+    max_rx: u32,
+    max_tx: u32,
+    max_other: u32,
+    max_combined: u32,
+    rx_count: u32,
+    tx_count: u32,
+    other_count: u32,
+    combined_count: u32,
+}
+const _: () = assert!(std::mem::size_of::<EthtoolChannels>() == 36);
+
+/// A device's RX queues (ethtool's channels: combined plus RX-only).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct RxQueues {
+    /// RX queues the device has now (`ethtool -l`'s current combined + rx).
+    pub now: u32,
+    /// The most it can have (the pre-set maximums).
+    pub max: u32,
+}
+
+/// `dev`'s RX queue counts in the current namespace (`ethtool -l DEV`). Fails with
+/// EOPNOTSUPP on devices without channels (one queue, then).
+pub fn rx_queues(dev: &str) -> Result<RxQueues, NetnsError> {
+    let mut ch = EthtoolChannels { cmd: ETHTOOL_GCHANNELS, ..EthtoolChannels::default() };
+    ethtool_ioctl(dev, &mut ch, "get channels")?;
+    Ok(RxQueues { now: (ch.combined_count + ch.rx_count).max(1), max: (ch.max_combined + ch.max_rx).max(1) })
+}
+
+/// SIOCETHTOOL on `dev` with `value` as the command block (its first u32 is the command).
+fn ethtool_ioctl<T>(dev: &str, value: &mut T, what: &'static str) -> Result<(), NetnsError> {
     let err = |source| NetnsError::Ethtool { what, dev: dev.to_string(), source };
     let cname = CString::new(dev).map_err(|_| err(std::io::ErrorKind::InvalidInput.into()))?;
     if cname.as_bytes().len() >= libc::IFNAMSIZ {
@@ -195,22 +264,23 @@ fn ethtool_value(dev: &str, cmd: u32, data: u32, what: &'static str) -> Result<u
     }
     // SAFETY: fd is a fresh, valid descriptor that nothing else owns.
     let sock = unsafe { OwnedFd::from_raw_fd(fd) };
-    let mut value = EthtoolValue { cmd, data };
     let mut req = IfreqData {
         name: [0; libc::IFNAMSIZ],
-        data: (&mut value as *mut EthtoolValue).cast(),
+        data: (value as *mut T).cast(),
         _pad: [0; 16],
     };
     for (dst, src) in req.name.iter_mut().zip(cname.as_bytes()) {
         *dst = *src as libc::c_char;
     }
     // SAFETY: req is a valid ifreq whose ifr_data points at `value`, which outlives
-    // the call; SIOCETHTOOL reads and writes only those two objects.
+    // the call; the callers pass the kernel's struct for the command in `value`
+    // (EthtoolValue or EthtoolChannels, sizes asserted), and SIOCETHTOOL reads and
+    // writes only req and that struct.
     let rc = unsafe { libc::ioctl(sock.as_raw_fd(), SIOCETHTOOL as _, &mut req as *mut IfreqData) };
     if rc < 0 {
         return Err(err(std::io::Error::last_os_error()));
     }
-    Ok(value.data)
+    Ok(())
 }
 
 /// Turns GRO on or off for `dev` in the current namespace (ethtool's `-K DEV gro`).

@@ -37,7 +37,7 @@ pub struct RunOptions {
     pub no_reattach: bool,
     /// No live line.
     pub quiet: bool,
-    /// Print `ready` once attached.
+    /// Print `ready` once every port is attached with its link's carrier up.
     pub ready_line: bool,
     /// Frames the application keeps per queue across device losses (0: none).
     pub hold_frames: u32,
@@ -213,6 +213,43 @@ struct Running {
     stop: Arc<AtomicBool>,
     watcher: LinkWatcher,
     device: Arc<DeviceStats>,
+    /// The configured namespace, when there is one: its name and the one we are in.
+    netns: Option<NetnsFollow>,
+    /// The namespace went under `--no-reattach`: the run ends.
+    netns_gone: bool,
+}
+
+/// The configured namespace under a run. A container restart deletes it and makes
+/// a new one under the same name: the devices are then in the new one, and nothing
+/// in the old one will come back. Checked every 100 ms by the inode of
+/// `/run/netns/NAME` against the namespace the control thread is in.
+struct NetnsFollow {
+    name: String,
+    inside: crate::netns::NetnsId,
+    /// The name was seen gone (logged once until it comes back).
+    gone_logged: bool,
+    /// The ports were taken down in the old namespace, the new one not entered yet.
+    left: bool,
+}
+
+/// What became of the configured namespace since the last look.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum NetnsChange {
+    /// Still the one we are in.
+    Same,
+    /// No namespace has the name any more (deleted; a new one may follow).
+    Deleted,
+    /// A namespace of the name exists and it is not ours: replaced.
+    Replaced,
+}
+
+/// Compares what `/run/netns/NAME` names now (`named`) with the namespace we are in.
+pub fn netns_change(named: Option<crate::netns::NetnsId>, inside: crate::netns::NetnsId) -> NetnsChange {
+    match named {
+        None => NetnsChange::Deleted,
+        Some(id) if id == inside => NetnsChange::Same,
+        Some(_) => NetnsChange::Replaced,
+    }
 }
 
 /// Runs the processor until the duration passes or SIGINT/SIGTERM arrives, following
@@ -226,6 +263,10 @@ pub fn run(cfg: &Config, opts: &RunOptions) -> Result<Summary, Fatal> {
             Fatal::new(ExitCode::InterfaceMissing, format!("cannot enter network namespace `{ns}`: {e}; create it (`xdpool lab up`) or fix the port's netns"))
         })?;
     }
+    // queues = "all": a socket planned for every RX queue the device can have.
+    let mut cfg = cfg.clone();
+    cfg.resolve_all_queues(|dev| crate::netns::rx_queues(dev).map(|q| q.max).unwrap_or(1)).map_err(|e| Fatal::new(ExitCode::Usage, e))?;
+    let cfg = &cfg;
     let plan = plan(cfg, &crate::plan::machine_cores(cfg, &Topology::detect()));
     let ifindexes = find_devices(&plan, netns.as_deref())?;
     warn_if_mtu_needs_multi_buffer(&plan);
@@ -235,12 +276,7 @@ pub fn run(cfg: &Config, opts: &RunOptions) -> Result<Summary, Fatal> {
     let watcher = LinkWatcher::start().map_err(|e| Fatal::new(ExitCode::Failure, e.to_string()))?;
     let mut rt = start(cfg, opts, plan, &ifindexes, watcher)?;
     tracing::info!(ports = ?rt.lc.ports.iter().map(|p| (&p.name, &p.iface, p.attached)).collect::<Vec<_>>(), "attached; workers running");
-    if opts.ready_line {
-        println!("ready");
-        let _ = std::io::stdout().flush();
-    }
     let mut service = crate::service::Service::from_env();
-    service.ready(&format!("attached: {}", rt.lc.ports.iter().map(|p| format!("{} ({})", p.name, p.iface)).collect::<Vec<_>>().join(", ")));
     let started = Instant::now();
     let snapshot_fn = crate::summary::make_snapshot_fn(
         plan_iface(&rt.plan),
@@ -279,7 +315,8 @@ fn start(cfg: &Config, opts: &RunOptions, plan: Plan, ifindexes: &[u32], watcher
     if plan.ports.iter().any(|p| p.needs_macs()) {
         lc.follow_macs(fabric.neighbours.clone());
     }
-    let mut rt = Running { plan, region, fabric, lc, handles, stop, watcher, device };
+    let netns = cfg.netns().and_then(|name| crate::netns::current_id().ok().map(|inside| NetnsFollow { name, inside, gone_logged: false, left: false }));
+    let mut rt = Running { plan, region, fabric, lc, handles, stop, watcher, device, netns, netns_gone: false };
     if let Err((p, e)) = rt.lc.start(ifindexes) {
         let iface = rt.plan.ports[p].def.interface.clone();
         rt.lc.bring_down_all();
@@ -302,6 +339,7 @@ struct Seen {
     last: Option<Instant>,
     peak_pps: f64,
     device_gone: bool,
+    netns_gone: bool,
 }
 
 /// The control loop: link events as they come (at most 20 ms late), each program
@@ -314,9 +352,11 @@ fn control_loop(rt: &mut Running, opts: &RunOptions, stop_signal: &AtomicBool, s
     let needs_macs = rt.plan.ports.iter().any(|p| p.needs_macs());
     let mut macs_for: Vec<Option<u32>> = rt.lc.ports.iter().map(|p| p.attached).collect();
     let mut last_macs = Instant::now();
+    let mut ready = Readiness::new();
     loop {
         service.tick();
         follow_devices(rt, opts, &mut recheck, &mut last_prog_check);
+        ready.check(rt, opts, service);
         // Read MACs again when a worker missed one, when a device came back (its MAC
         // and its neighbours' may be new), and every few seconds (entries change).
         let attached: Vec<Option<u32>> = rt.lc.ports.iter().map(|p| p.attached).collect();
@@ -325,6 +365,11 @@ fn control_loop(rt: &mut Running, opts: &RunOptions, stop_signal: &AtomicBool, s
             refresh_macs(rt);
             macs_for = attached;
             last_macs = Instant::now();
+        }
+        if rt.netns_gone {
+            seen.device_gone = true;
+            seen.netns_gone = true;
+            break;
         }
         if opts.no_reattach && rt.lc.ports.iter().any(|p| p.attached.is_none()) {
             seen.device_gone = true;
@@ -361,6 +406,61 @@ fn control_loop(rt: &mut Running, opts: &RunOptions, stop_signal: &AtomicBool, s
     seen
 }
 
+/// How long a port may wait for its carrier before the wait is logged as a warning.
+const CARRIER_WARN_AFTER: Duration = Duration::from_secs(5);
+
+/// `ready` (the `--ready-line` line, systemd's READY=1, the log line) is said once,
+/// when every port is attached, its program is on the device and its link has
+/// carrier: only then can frames arrive (a driver such as igb resets its link when
+/// the program is attached, and frames sent before it is back are lost).
+struct Readiness {
+    said: bool,
+    since: Instant,
+    logged: Option<(usize, &'static str)>,
+    warned: bool,
+    last_check: Option<Instant>,
+}
+
+impl Readiness {
+    fn new() -> Readiness {
+        Readiness { said: false, since: Instant::now(), logged: None, warned: false, last_check: None }
+    }
+
+    /// Checks every 10 ms until ready; says what it waits for when that changes,
+    /// and warns once when the wait passes CARRIER_WARN_AFTER (it keeps waiting).
+    fn check(&mut self, rt: &Running, opts: &RunOptions, service: &mut crate::service::Service) {
+        if self.said || self.last_check.is_some_and(|t| t.elapsed() < Duration::from_millis(10)) {
+            return;
+        }
+        self.last_check = Some(Instant::now());
+        let waiting = (0..rt.lc.ports.len()).find_map(|p| rt.lc.waits_for(p).map(|w| (p, w)));
+        match waiting {
+            None => {
+                self.said = true;
+                let ports = rt.lc.ports.iter().map(|p| format!("{} ({} queues {:?})", p.name, p.iface, p.served)).collect::<Vec<_>>().join(", ");
+                tracing::info!(waited_ms = self.since.elapsed().as_secs_f64() * 1e3, "ready: every port attached with carrier up: {ports}");
+                if opts.ready_line {
+                    println!("ready");
+                    let _ = std::io::stdout().flush();
+                }
+                service.ready(&format!("ready: {ports}"));
+            }
+            Some((p, what)) => {
+                let port = &rt.lc.ports[p];
+                if self.logged != Some((p, what)) {
+                    self.logged = Some((p, what));
+                    tracing::info!(port = %port.name, interface = %port.iface, "not ready yet: waiting for {what}");
+                    service.status(&format!("waiting for {what} on {}", port.iface));
+                }
+                if !self.warned && self.since.elapsed() >= CARRIER_WARN_AFTER {
+                    self.warned = true;
+                    tracing::warn!(port = %port.name, interface = %port.iface, waited_s = self.since.elapsed().as_secs(), "still waiting for {what}: frames cannot arrive until then; xdpool keeps waiting and says ready when it comes");
+                }
+            }
+        }
+    }
+}
+
 /// Reads device MACs and the neighbour table again.
 fn refresh_macs(rt: &mut Running) {
     let ifx: Vec<Option<u32>> = rt.lc.ports.iter().map(|p| p.attached).collect();
@@ -376,11 +476,12 @@ fn follow_devices(rt: &mut Running, opts: &RunOptions, recheck: &mut Backoff, la
     events.extend(rt.watcher.drain());
     for ev in &events {
         for p in 0..rt.lc.ports.len() {
-            match decide(ev, rt.lc.ports[p].attached, &rt.lc.ports[p].iface.clone()) {
+            match decide(ev, rt.lc.ports[p].attached, rt.lc.ports[p].lost, &rt.lc.ports[p].iface.clone()) {
                 Decision::Lost(kind) => {
                     rt.lc.lose(p, kind);
                     recheck.reset();
                 }
+                Decision::Reclassified(kind) => rt.lc.reclassify(p, kind),
                 Decision::Returned { ifindex } if !opts.no_reattach && !rt.lc.try_reattach(p, ifindex, Instant::now()) => recheck.reset(),
                 _ => {}
             }
@@ -395,7 +496,17 @@ fn follow_devices(rt: &mut Running, opts: &RunOptions, recheck: &mut Backoff, la
     }
     if last_prog_check.elapsed() >= Duration::from_millis(100) {
         *last_prog_check = Instant::now();
+        if follow_netns(rt, opts) {
+            recheck.reset();
+        }
         check_programs(rt, opts, recheck);
+        for p in 0..rt.lc.ports.len() {
+            if let Some(now) = rt.lc.queues_changed(p) {
+                if !rt.lc.follow_queue_count(p, now) {
+                    recheck.reset();
+                }
+            }
+        }
     }
     if !opts.no_reattach && rt.lc.ports.iter().any(|p| p.attached.is_none()) && recheck.due() {
         // Netlink events can be lost on overrun: look for the devices directly.
@@ -409,6 +520,69 @@ fn follow_devices(rt: &mut Running, opts: &RunOptions, recheck: &mut Backoff, la
             }
         }
     }
+}
+
+/// The configured namespace replaced? Then every port leaves the old one (torn down
+/// and reclaimed as for a loss), the control thread enters the new one, the link
+/// watcher is started there, and the ports come back when their devices appear in it
+/// (the usual re-attach). Deleted without a new one yet: said once, and we stay.
+/// Returns whether the namespace was left. With `--no-reattach`, a deleted or
+/// replaced namespace ends the run (ExitCode::NetnsReplaced).
+fn follow_netns(rt: &mut Running, opts: &RunOptions) -> bool {
+    let Some(ns) = &mut rt.netns else { return false };
+    let change = netns_change(crate::netns::named_id(&ns.name), ns.inside);
+    match change {
+        NetnsChange::Same => {
+            ns.gone_logged = false;
+            return false;
+        }
+        NetnsChange::Deleted if opts.no_reattach => {}
+        NetnsChange::Deleted => {
+            if !ns.gone_logged {
+                ns.gone_logged = true;
+                tracing::warn!(netns = %ns.name, "network namespace `{}` was deleted (/run/netns/{} is gone) while xdpool runs in it; staying in it until a namespace of that name is made again, then following it", ns.name, ns.name);
+            }
+            return false;
+        }
+        NetnsChange::Replaced => {}
+    }
+    let name = ns.name.clone();
+    let left = std::mem::replace(&mut ns.left, true);
+    if opts.no_reattach {
+        tracing::error!(netns = %name, ?change, "network namespace `{name}` was {}; exiting (--no-reattach)", if change == NetnsChange::Deleted { "deleted" } else { "replaced by a new one of that name" });
+        rt.lc.device.lost(LossKind::NetnsReplaced);
+        rt.lc.bring_down_all();
+        rt.netns_gone = true;
+        return true;
+    }
+    if !left {
+        tracing::warn!(netns = %name, "network namespace `{name}` was replaced by a new one of that name (a container restart?): leaving the old one, with its devices, and following");
+        // Down in the old namespace first: detaching speaks rtnetlink where we are.
+        if rt.lc.any_attached() {
+            rt.lc.device.lost(LossKind::NetnsReplaced);
+        }
+        rt.lc.bring_down_all();
+        // Nothing in the old namespace is ours any more (no loss there to reclassify).
+        rt.lc.ports.iter_mut().for_each(|p| p.lost = None);
+        if let Err(e) = crate::netns::reenter(&name) {
+            tracing::error!(netns = %name, error = %e, "cannot enter the new namespace `{name}`; trying again every 100 ms");
+            return true;
+        }
+    } else if crate::netns::reenter(&name).is_err() {
+        return true;
+    }
+    if let Some(ns) = &mut rt.netns {
+        ns.left = false;
+    }
+    match LinkWatcher::start() {
+        Ok(w) => rt.watcher = w,
+        Err(e) => tracing::error!(error = %e, "cannot watch link events in the new namespace; devices are looked for every 200 ms"),
+    }
+    if let (Some(ns), Ok(inside)) = (&mut rt.netns, crate::netns::current_id()) {
+        ns.inside = inside;
+    }
+    tracing::info!(netns = %name, "entered the new namespace `{name}`; waiting for the devices there");
+    true
 }
 
 /// Each attached port's program still on its device? Re-attach it if not.
@@ -437,6 +611,7 @@ fn check_programs(rt: &mut Running, opts: &RunOptions, recheck: &mut Backoff) {
 /// Teardown (detach first, then drain, reclaim, close), workers joined, summary.
 fn finish(mut rt: Running, opts: &RunOptions, seen: Seen, started: Instant) -> Result<Summary, Fatal> {
     let duration_s = started.elapsed().as_secs_f64();
+    let rt_netns = rt.netns.as_ref().map(|n| n.name.clone());
     rt.lc.bring_down_all();
     let xdp = crate::summary::sum_xdp((0..rt.lc.ports.len()).map(|p| rt.lc.steering(p).counters().unwrap_or_default()));
     stop_workers(&rt.stop, &rt.fabric);
@@ -468,6 +643,17 @@ fn finish(mut rt: Running, opts: &RunOptions, seen: Seen, started: Instant) -> R
         let text = serde_json::to_string_pretty(&summary).expect("summary serializes");
         std::fs::write(path, text).map_err(|e| Fatal::new(ExitCode::Failure, format!("cannot write {}: {e}", path.display())))?;
     }
+    if seen.netns_gone {
+        return Err(Fatal::new(
+            ExitCode::NetnsReplaced,
+            format!(
+                "network namespace `{}` was deleted or replaced under the run and --no-reattach was given; frames were reclaimed (accounting {}). Run without --no-reattach to follow the namespace into its new incarnation\n{}",
+                cfg_netns_name(&rt_netns),
+                if summary.accounting_ok { "ok" } else { "MISMATCH" },
+                summary_text(&summary)
+            ),
+        ));
+    }
     if seen.device_gone && opts.no_reattach {
         return Err(Fatal::new(
             ExitCode::DeviceGone,
@@ -482,6 +668,10 @@ fn finish(mut rt: Running, opts: &RunOptions, seen: Seen, started: Instant) -> R
     Ok(summary)
 }
 
+fn cfg_netns_name(n: &Option<String>) -> &str {
+    n.as_deref().unwrap_or("")
+}
+
 /// Sums what every socket counted.
 pub fn total_counters(exits: &[WorkerExit]) -> WorkerCountersSnapshot {
     let mut c = WorkerCountersSnapshot::default();
@@ -489,4 +679,16 @@ pub fn total_counters(exits: &[WorkerExit]) -> WorkerCountersSnapshot {
         c += e.counters;
     }
     c
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_namespace_is_followed_by_its_inode() {
+        assert_eq!(netns_change(Some((4, 100)), (4, 100)), NetnsChange::Same);
+        assert_eq!(netns_change(None, (4, 100)), NetnsChange::Deleted);
+        assert_eq!(netns_change(Some((4, 101)), (4, 100)), NetnsChange::Replaced);
+    }
 }

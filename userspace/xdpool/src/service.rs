@@ -1,8 +1,8 @@
 //! Running under systemd (`Type=notify`, deploy/xdpool.service): `READY=1` once every
-//! port is attached, `STOPPING=1` when shutdown starts, `STATUS=` lines a person reads in
-//! `systemctl status`, and the watchdog fed from the control loop, so a control loop that
-//! hangs gets the service restarted. Without `NOTIFY_SOCKET` (not started by systemd)
-//! every call does nothing.
+//! port is attached with its link's carrier up (`run.rs::Readiness`), `STOPPING=1` when
+//! shutdown starts, `STATUS=` lines a person reads in `systemctl status`, and the
+//! watchdog fed from the control loop, so a control loop that hangs gets the service
+//! restarted. Without `NOTIFY_SOCKET` (not started by systemd) every call does nothing.
 
 use std::time::{Duration, Instant};
 

@@ -57,7 +57,9 @@ pub struct Summary {
 /// Drops by reason.
 #[derive(Debug, Clone, Default, Serialize)]
 pub struct Drops {
-    /// By the `drop` action (rxdrop: the intended fate).
+    /// By the `drop` action (rxdrop: the intended fate), including the frames the
+    /// application held (`--hold-frames`) and returned: packets the drop rule matched
+    /// = action_drop + held (0 at the end).
     pub action_drop: u64,
     /// Kernel: RX ring full (XDP_STATISTICS rx_ring_full).
     pub rx_ring_full: u64,
@@ -293,6 +295,15 @@ pub fn live_line(snap: &Value, t: f64, pps: f64) -> String {
 
 /// The human summary.
 pub fn summary_text(s: &Summary) -> String {
+    let unserved: Vec<String> = s.device.queues.iter().filter(|q| !q.unserved.is_empty()).map(|q| format!("{}/{} {:?}", q.port, q.interface, q.unserved)).collect();
+    let mut text = summary_body(s);
+    if !unserved.is_empty() {
+        text.push_str(&format!("\nUNSERVED     RX queues without a socket (their frames went to the kernel): {}", unserved.join(", ")));
+    }
+    text
+}
+
+fn summary_body(s: &Summary) -> String {
     let a = &s.accounting;
     let d = &s.drops;
     format!(

@@ -17,6 +17,7 @@ use std::time::{Duration, Instant};
 
 use serde::Serialize;
 
+use super::gen_peer::{run_peer_pairs, PeerConfig, PeerResult};
 use super::math::{spread, Spread};
 use super::BenchError;
 use crate::gen::count::RxCounter;
@@ -42,6 +43,8 @@ pub struct GenBenchConfig {
     pub napi_core: usize,
     /// Time limit of one run.
     pub time_limit: Duration,
+    /// Also compare with xdp-trafficgen, pair by pair ([`super::gen_peer`]).
+    pub peer: Option<PeerConfig>,
 }
 
 impl GenBenchConfig {
@@ -62,6 +65,9 @@ impl GenBenchConfig {
             if !online.contains(&core) {
                 return bad(format!("{what} {core} is not an online CPU (online: {online:?})"));
             }
+        }
+        if let Some(peer) = &self.peer {
+            peer.validate(self.gen_core)?;
         }
         Ok(())
     }
@@ -126,6 +132,8 @@ pub struct GenBenchReport {
     pub gen_core: usize,
     /// One row per receiver and batch.
     pub rows: Vec<GenRow>,
+    /// The comparison with xdp-trafficgen (`--peer`).
+    pub peer: Option<PeerResult>,
     /// Whether Ctrl-C ended the run early.
     pub interrupted: bool,
 }
@@ -156,6 +164,10 @@ impl GenBenchReport {
              ndo_xdp_xmit; that row is the generator's own ceiling. Kernel {}.\n",
             self.size, self.count, self.reps, self.gen_core, self.kernel
         ));
+        if let Some(peer) = &self.peer {
+            out.push('\n');
+            out.push_str(&peer.table());
+        }
         out
     }
 }
@@ -241,6 +253,13 @@ pub fn run_gen_bench(
         }
         drop(counter);
     }
+    // The lab is back to `refused` (no program on side "b", GRO off, NAPI in softirq).
+    let mut peer = None;
+    if let (Some(pcfg), false) = (&cfg.peer, interrupted) {
+        let (result, stopped) = run_peer_pairs(pcfg, &st, cfg.size, cfg.napi_core, stop, on_progress)?;
+        interrupted = stopped;
+        peer = Some(result);
+    }
     drop(guard);
     Ok(GenBenchReport {
         kernel: super::sweep::kernel_release(),
@@ -249,6 +268,7 @@ pub fn run_gen_bench(
         reps: cfg.reps,
         gen_core: cfg.gen_core,
         rows,
+        peer,
         interrupted,
     })
 }
@@ -278,6 +298,7 @@ mod tests {
             gen_core: 0,
             napi_core: 0,
             time_limit: Duration::from_secs(1),
+            peer: None,
         }
     }
 
@@ -318,6 +339,7 @@ mod tests {
                     arrived_fraction: Some(0.75),
                 },
             ],
+            peer: None,
             interrupted: false,
         };
         let t = report.table();

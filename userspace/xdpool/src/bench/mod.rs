@@ -9,6 +9,7 @@
 //! back to side "a"). [`sweep`] runs it, [`report`] summarizes (median and spread,
 //! on-wire Gbit/s, fraction of the ceiling) and prints the Markdown table, [`plot`]
 //! draws the SVG.
+pub mod gen_peer;
 pub mod generator;
 pub mod math;
 pub mod plot;
@@ -41,6 +42,9 @@ pub enum BenchError {
     /// The generator failed.
     #[error("generator: {0}")]
     Gen(#[from] crate::gen::GenError),
+    /// The peer generator (`bench generator --peer`) failed.
+    #[error("peer comparison: {0}")]
+    Peer(String),
     /// The `xdpool run` child failed.
     #[error("`xdpool run` for {what} failed: {detail}; its log is {log}, and `xdpool run --config {config}` shows the same")]
     Child {

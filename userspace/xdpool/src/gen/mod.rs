@@ -91,8 +91,8 @@ pub struct GenConfig {
     /// Live engine: frames per kernel batch (1..=256; 0 means the kernel's 64).
     pub batch: u32,
     /// Live engine: most frames per BPF_PROG_RUN call. Calls are as large as the
-    /// count allows, or about 100 ms long under a duration or rate (see
-    /// [`live::frames_for_next_call`]).
+    /// count allows, about 100 ms long under a rate, about 1 s under a duration alone
+    /// (see [`live::frames_for_next_call`]).
     pub chunk: u32,
     /// Engine.
     pub engine: Engine,

@@ -168,10 +168,10 @@ pub const XDP_FRAMES: Def = c("xdpool_xdp_frames", "Frames the steering XDP prog
 pub const XDP_VERDICTS: &[(&str, &str)] = &[("steered", "steered"), ("passed", "passed"), ("dropped", "dropped"), ("malformed", "malformed"), ("no_socket", "no_socket")];
 
 /// Device losses by kind.
-pub const DEVICE_LOSSES: Def = c("xdpool_device_losses", "Times the device went away, by kind: deleted, moved_away (to another namespace), down, socket_error, program_detached (from outside).");
+pub const DEVICE_LOSSES: Def = c("xdpool_device_losses", "Times the device went away, by kind: deleted (unregistered: ip link del, driver unbind), moved_away (to another namespace), down (set down, still there), socket_error, program_detached (from outside), netns_replaced (the configured namespace was replaced).");
 /// (field, kind)
 pub const DEVICE_LOSS_KINDS: &[(&str, &str)] =
-    &[("deleted", "deleted"), ("moved_away", "moved_away"), ("down", "down"), ("socket_error", "socket_error"), ("program_detached", "program_detached")];
+    &[("deleted", "deleted"), ("moved_away", "moved_away"), ("down", "down"), ("socket_error", "socket_error"), ("program_detached", "program_detached"), ("netns_replaced", "netns_replaced")];
 /// Other device counters.
 pub const DEVICE_OTHER: &[(&str, Def)] = &[
     ("reattaches", c("xdpool_device_reattaches", "Times xdpool attached again after the device came back.")),
@@ -179,6 +179,7 @@ pub const DEVICE_OTHER: &[(&str, Def)] = &[
     ("bind_busy_retries", c("xdpool_device_bind_busy_retries", "Socket binds retried because the kernel still held the previous socket's queue.")),
     ("teardowns_checked", c("xdpool_device_teardowns_checked", "Teardowns after a device loss whose frame accounting was checked.")),
     ("teardown_accounting_failures", c("xdpool_device_teardown_accounting_failures", "Of those, teardowns whose accounting did not add up (must stay 0).")),
+    ("unserved_rx_queues", g("xdpool_device_unserved_rx_queues", "RX queues of the devices that no xdpool socket serves (their frames go to the kernel; see the WARN at start or re-attach).")),
 ];
 
 /// Process uptime.

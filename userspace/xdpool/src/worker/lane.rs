@@ -270,6 +270,9 @@ impl Lane {
             self.port.pool.recycle(h.frame);
         }
         self.port.c.held_returned += n;
+        // A held frame matched the drop rule: returned, it is dropped, so that
+        // action_drop + held (now) accounts for every frame the rule matched.
+        self.port.c.action_drop += n;
         self.port.c.held = 0;
     }
 
@@ -334,7 +337,6 @@ impl Lane {
 
     /// The end: destroy the pool (waiting a while for frames other ports still hold).
     pub fn finish(self) -> WorkerExit {
-        let pool_stats = self.port.pool.stats();
         let c = self.port.c;
         let id = self.port.pool.id();
         let report = self.port.pool.destroy();
@@ -347,6 +349,10 @@ impl Lane {
                 inflight_at_destroy = 0;
             }
         }
+        // Taken after the destroy (and the wait): the cache and the return ring are
+        // back on the global lists, so `inflight` here agrees with the region's
+        // accounting, and `destroyed` is true.
+        let pool_stats = report.stats();
         WorkerExit {
             port: self.shared.port.clone(),
             interface: self.shared.interface.clone(),
