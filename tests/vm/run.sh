@@ -51,14 +51,23 @@ CONSOLE=$OUT/console.log RESULTS=$OUT/results.log
 rm -f "$CONSOLE" "$RESULTS"
 MAC_A=02:78:64:70:00:0a MAC_B=02:78:64:70:00:0b
 # Every NIC on hub 0 and nothing else: no -netdev user / tap / bridge, -nic none.
-QEMU=(qemu-system-x86_64 -accel tcg,thread=multi -M q35 -cpu max -smp 2 -m 2048
+# Two NUMA nodes, one CPU (its own socket: a cache shared across nodes is a boot
+# WARN) and 1 GiB each: CPU 0 on node 0, CPU 1 on node 1 (Linux numbers nodes in
+# the order it meets them, so the boot CPU's node is always 0). The igb sits behind
+# a PCIe expander bridge on node 1 (pxb-pcie numa_node=1, a root port behind it):
+# its numa_node in sysfs is 1. The other NICs are on the root bus (no node).
+QEMU=(qemu-system-x86_64 -accel tcg,thread=multi -M q35 -cpu max -smp 2,sockets=2,cores=1,threads=1 -m 2048
+    -object memory-backend-ram,id=mem0,size=1G -object memory-backend-ram,id=mem1,size=1G
+    -numa node,nodeid=0,cpus=0,memdev=mem0 -numa node,nodeid=1,cpus=1,memdev=mem1
+    -device pxb-pcie,id=pxb1,bus_nr=128,numa_node=1,bus=pcie.0
+    -device pcie-root-port,id=rp1,bus=pxb1,chassis=1,slot=1
     -kernel "$VMLINUZ" -initrd "$OUT/initramfs.cpio"
     -append "console=ttyS0 panic=-1 loglevel=5 xdpvm.checks=$CHECKS xdpvm.cycles=$CYCLES $EXTRA"
     -display none -monitor none -no-reboot -nic none
     -serial "file:$CONSOLE" -serial "file:$RESULTS"
-    -netdev hubport,id=hp0,hubid=0 -device e1000e,netdev=hp0,mac=$MAC_A
-    -netdev hubport,id=hp1,hubid=0 -device igb,netdev=hp1,mac=$MAC_B
-    -netdev hubport,id=hp2,hubid=0 -device virtio-net-pci,netdev=hp2,mac=$MAC_B,disable-legacy=on,iommu_platform=on)
+    -netdev hubport,id=hp0,hubid=0 -device e1000e,netdev=hp0,mac=$MAC_A,bus=pcie.0
+    -netdev hubport,id=hp1,hubid=0 -device igb,netdev=hp1,mac=$MAC_B,bus=rp1
+    -netdev hubport,id=hp2,hubid=0 -device virtio-net-pci,netdev=hp2,mac=$MAC_B,bus=pcie.0,disable-legacy=on,iommu_platform=on)
 echo "test-vm: ${QEMU[*]}" > "$OUT/qemu.cmd"
 
 qpid=""
@@ -88,7 +97,7 @@ while read -r line; do
     fi
 done < "$OUT/results.jsonl"
 if [ "$CHECKS" = all ]; then
-    for c in setup zc_igb copy_igb zc_virtio copy_virtio rss_igb pktgen_igb unbind_zc_igb unbind_copy_igb unbind_zc_virtio unbind_copy_virtio dmesg; do
+    for c in setup zc_igb copy_igb zc_copy_ratio busy_igb zc_virtio copy_virtio numa_waive rss_igb unbind_zc_igb unbind_copy_igb unbind_zc_virtio unbind_copy_virtio dmesg; do
         jq -se --arg c "$c" 'any(.[]; .check == $c)' "$OUT/results.jsonl" >/dev/null 2>&1 \
             || { echo "test-vm: FAIL $c: no result"; fail=1; }
     done

@@ -173,6 +173,7 @@ impl Region {
             if got != node {
                 return Err(err(format!("memory landed on node {got}")));
             }
+            tracing::info!(node, first = r.start, end = r.end, "UMEM frames {}..{} bound to NUMA node {node} (mbind MPOL_BIND, checked with get_mempolicy)", r.start, r.end);
         }
         Ok(())
     }

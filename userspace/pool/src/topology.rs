@@ -9,6 +9,8 @@ pub struct Topology {
     nodes: u32,
     cpu_node: Vec<u32>,
     real: bool,
+    /// Share of the frames per node (see [`Topology::placed_on`]); `None`: even.
+    weights: Option<Vec<u32>>,
 }
 
 impl Topology {
@@ -21,6 +23,7 @@ impl Topology {
             nodes: 1,
             cpu_node: vec![0; cpus],
             real: false,
+            weights: None,
         }
     }
 
@@ -35,6 +38,7 @@ impl Topology {
             nodes,
             cpu_node: (0..cpus as u32).map(|c| c % nodes).collect(),
             real: false,
+            weights: None,
         }
     }
 
@@ -70,6 +74,7 @@ impl Topology {
             nodes,
             cpu_node,
             real: true,
+            weights: None,
         }
     }
 
@@ -89,10 +94,57 @@ impl Topology {
     }
 
     /// Split `frames` into one contiguous range per node, each boundary a multiple of
-    /// `align` frames (so that a node boundary never splits a page).
+    /// `align` frames (so that a node boundary never splits a page): evenly, or by
+    /// the weights [`placed_on`](Self::placed_on) set (a node of weight 0 gets none).
     pub fn node_ranges(&self, frames: u32, align: u32) -> Vec<Range<u32>> {
-        split_ranges(frames, self.nodes, align)
+        match &self.weights {
+            Some(w) => split_weighted(frames, w, align),
+            None => split_ranges(frames, self.nodes, align),
+        }
     }
+
+    /// Places the frames on the nodes in proportion to `weights` (one per node, e.g.
+    /// the sockets whose NIC sits on each node) instead of evenly. Ignored (even
+    /// split) when the length is not the node count or every weight is 0.
+    pub fn placed_on(mut self, weights: Vec<u32>) -> Topology {
+        if weights.len() == self.nodes as usize && weights.iter().any(|&w| w > 0) {
+            self.weights = Some(weights);
+        }
+        self
+    }
+
+    /// The node of network device `iface`'s bus device, as this process's sysfs
+    /// shows it (`/sys/class/net/IFACE/device/numa_node`); `None` for a device without
+    /// one (veth, a virtual device: no `device` link) or where the firmware gives -1.
+    pub fn net_device_node(iface: &str) -> Option<u32> {
+        let path = std::path::Path::new("/sys/class/net").join(iface).join("device/numa_node");
+        parse_numa_node(&std::fs::read_to_string(path).ok()?)
+    }
+}
+
+/// `numa_node`'s content: a node, or -1 for none.
+pub fn parse_numa_node(s: &str) -> Option<u32> {
+    s.trim().parse::<i64>().ok().and_then(|n| u32::try_from(n).ok())
+}
+
+pub(crate) fn split_weighted(frames: u32, weights: &[u32], align: u32) -> Vec<Range<u32>> {
+    let align = align.max(1) as u64;
+    let total: u64 = weights.iter().map(|&w| w as u64).sum::<u64>().max(1);
+    let last = weights.iter().rposition(|&w| w > 0).unwrap_or(0);
+    let mut out = Vec::with_capacity(weights.len());
+    let (mut start, mut cum) = (0u32, 0u64);
+    for (n, &w) in weights.iter().enumerate() {
+        cum += w as u64;
+        let end = if n >= last {
+            frames
+        } else {
+            let raw = frames as u64 * cum / total;
+            ((raw / align * align) as u32).clamp(start, frames)
+        };
+        out.push(start..end);
+        start = end;
+    }
+    out
 }
 
 pub(crate) fn split_ranges(frames: u32, nodes: u32, align: u32) -> Vec<Range<u32>> {
@@ -144,6 +196,27 @@ mod tests {
             assert_eq!(w[0].end % 4, 0);
         }
         assert_eq!(split_ranges(10, 1, 2), vec![0..10]);
+    }
+
+    #[test]
+    fn weighted_ranges_follow_the_weights_and_skip_nodes_of_weight_0() {
+        // Everything on node 1 (the NIC's), nothing on node 0.
+        assert_eq!(split_weighted(8192, &[0, 1], 2), vec![0..0, 0..8192]);
+        assert_eq!(split_weighted(8192, &[1, 0], 2), vec![0..8192, 8192..8192]);
+        assert_eq!(split_weighted(1000, &[1, 3], 4), vec![0..248, 248..1000]);
+        let t = Topology::fake(2).placed_on(vec![0, 1]);
+        assert_eq!(t.node_ranges(64, 2), vec![0..0, 0..64]);
+        // A wrong length or all zero: the even split.
+        assert_eq!(Topology::fake(2).placed_on(vec![1]).node_ranges(64, 2), vec![0..32, 32..64]);
+        assert_eq!(Topology::fake(2).placed_on(vec![0, 0]).node_ranges(64, 2), vec![0..32, 32..64]);
+    }
+
+    #[test]
+    fn numa_node_parses_minus_one_as_none() {
+        assert_eq!(parse_numa_node("1\n"), Some(1));
+        assert_eq!(parse_numa_node("-1\n"), None);
+        assert_eq!(parse_numa_node(""), None);
+        assert_eq!(Topology::net_device_node("lo"), None);
     }
 
     #[test]

@@ -142,6 +142,77 @@ pub fn plan(cfg: &Config, cores: &[usize]) -> Plan {
     Plan { ports, sockets, workers, umem }
 }
 
+/// The workers' cores, one per socket (port by port, queue by queue): `configured`
+/// (`workers.cores`) when it is not empty. Otherwise each socket takes a core of its
+/// port's device's NUMA node (`nic_node[port]`, from sysfs), highest first and in
+/// turn, so that the worker, its pool and the NIC's DMA share a node; a port whose
+/// device has no node (veth: -1), or a node without an online core, takes from all
+/// online cores, highest first (socket `i` gets the `i`-th highest, as before).
+/// Pure: `node_of` maps a CPU to its node.
+pub fn choose_cores(configured: &[usize], port_sockets: &[usize], nic_node: &[Option<u32>], online: &[usize], node_of: &dyn Fn(usize) -> u32) -> Vec<usize> {
+    if !configured.is_empty() {
+        return configured.to_vec();
+    }
+    if online.is_empty() {
+        return Vec::new();
+    }
+    let mut taken_on_node: std::collections::BTreeMap<u32, usize> = std::collections::BTreeMap::new();
+    let mut out = Vec::new();
+    for (port, &n) in port_sockets.iter().enumerate() {
+        let local: Vec<usize> = match nic_node.get(port).copied().flatten() {
+            Some(node) => online.iter().copied().filter(|&c| node_of(c) == node).collect(),
+            None => Vec::new(),
+        };
+        for _ in 0..n {
+            let i = out.len();
+            let core = match nic_node.get(port).copied().flatten() {
+                Some(node) if !local.is_empty() => {
+                    let k = taken_on_node.entry(node).or_insert(0);
+                    let c = local[local.len() - 1 - *k % local.len()];
+                    *k += 1;
+                    c
+                }
+                _ => online[online.len() - 1 - i % online.len()],
+            };
+            out.push(core);
+        }
+    }
+    out
+}
+
+/// Each port's device's NUMA node as sysfs shows it (`None`: no node, e.g. veth).
+pub fn nic_nodes(cfg: &Config) -> Vec<Option<u32>> {
+    cfg.ports().iter().map(|p| pool::Topology::net_device_node(&p.interface)).collect()
+}
+
+/// [`choose_cores`] on this machine: `workers.cores`, or cores of each NIC's node
+/// (read from sysfs), logged.
+pub fn machine_cores(cfg: &Config, topo: &pool::Topology) -> Vec<usize> {
+    let ports = cfg.ports();
+    let port_sockets: Vec<usize> = ports.iter().map(|p| p.queues.len()).collect();
+    let nodes = nic_nodes(cfg);
+    let cores = choose_cores(cfg.workers.cores.get_ref(), &port_sockets, &nodes, &crate::config::online_cpus(), &|c| topo.node_of_cpu(c as u32));
+    if cfg.workers.cores.get_ref().is_empty() {
+        let devs: Vec<String> = ports.iter().zip(&nodes).map(|(p, n)| format!("{} node {}", p.interface, n.map_or("none".into(), |n| n.to_string()))).collect();
+        tracing::info!(?cores, "workers.cores is empty: workers on cores {cores:?}, taken from each NIC's NUMA node ({})", devs.join(", "));
+    }
+    cores
+}
+
+/// The UMEM's placement: its frames on the NICs' nodes, in proportion to the
+/// sockets on each (`mbind` per node on a machine of several); evenly over the nodes
+/// when no device has a node (veth), as before.
+pub fn umem_topology(cfg: &Config, plan: &Plan, topo: pool::Topology) -> pool::Topology {
+    let nodes = nic_nodes(cfg);
+    let mut weights = vec![0u32; topo.nodes() as usize];
+    for s in &plan.sockets {
+        if let Some(n) = nodes.get(s.port).copied().flatten().filter(|&n| (n as usize) < weights.len()) {
+            weights[n as usize] += 1;
+        }
+    }
+    topo.placed_on(weights)
+}
+
 /// Whether `a` sends frames back out of the receiving port.
 fn sends_back(a: Action) -> bool {
     match a {
@@ -226,6 +297,27 @@ port = "out"
 proto = "udp"
 action = "drop"
 "#;
+
+    #[test]
+    fn default_cores_come_from_the_nic_node_and_fall_back_to_all_online() {
+        // Four CPUs, two nodes: 0 and 2 on node 0, 1 and 3 on node 1.
+        let online = [0, 1, 2, 3];
+        let node_of = |c: usize| (c % 2) as u32;
+        // Configured cores win.
+        assert_eq!(choose_cores(&[5, 6], &[2], &[Some(1)], &online, &node_of), [5, 6]);
+        // No node (veth): the highest online cores, as before.
+        assert_eq!(choose_cores(&[], &[3], &[None], &online, &node_of), [3, 2, 1]);
+        // The NIC on node 1: node 1's cores, highest first, then round again.
+        assert_eq!(choose_cores(&[], &[3], &[Some(1)], &online, &node_of), [3, 1, 3]);
+        assert_eq!(choose_cores(&[], &[2], &[Some(0)], &online, &node_of), [2, 0]);
+        // Two ports on two nodes; a port without a node keeps the old choice by index.
+        assert_eq!(choose_cores(&[], &[1, 1, 1], &[Some(0), Some(1), None], &online, &node_of), [2, 3, 1]);
+        // A node with no online core: all online cores.
+        assert_eq!(choose_cores(&[], &[2], &[Some(7)], &online, &node_of), [3, 2]);
+        // One node machine, NIC on node 0: the same as before.
+        assert_eq!(choose_cores(&[], &[2], &[Some(0)], &[0, 1], &|_| 0), [1, 0]);
+        assert_eq!(choose_cores(&[], &[2], &[None], &[0, 1], &|_| 0), [1, 0]);
+    }
 
     #[test]
     fn plan_gives_each_port_its_sockets_rules_workers_and_one_umem() {

@@ -268,7 +268,7 @@ pub fn run(cfg: &Config, opts: &RunOptions) -> Result<Summary, Fatal> {
     let mut cfg = cfg.clone();
     cfg.resolve_all_queues(|dev| crate::netns::rx_queues(dev).map(|q| q.max).unwrap_or(1)).map_err(|e| Fatal::new(ExitCode::Usage, e))?;
     let cfg = &cfg;
-    let plan = plan(cfg, &cfg.worker_cores());
+    let plan = plan(cfg, &crate::plan::machine_cores(cfg, &Topology::detect()));
     let ifindexes = find_devices(&plan, netns.as_deref())?;
     warn_if_mtu_needs_multi_buffer(&plan);
     let stop_signal: &'static AtomicBool = crate::signal::install_stop_flag()
@@ -300,7 +300,7 @@ fn plan_iface(plan: &Plan) -> String {
 
 /// Builds the UMEM, the workers and the programs, and brings every port up.
 fn start(cfg: &Config, opts: &RunOptions, plan: Plan, ifindexes: &[u32], watcher: LinkWatcher) -> Result<Running, Fatal> {
-    let region = Region::new(RegionConfig { frames: plan.umem.frames, chunk_size: plan.umem.chunk_size, hugepages: plan.umem.hugepages, topology: Topology::detect() })
+    let region = Region::new(RegionConfig { frames: plan.umem.frames, chunk_size: plan.umem.chunk_size, hugepages: plan.umem.hugepages, topology: crate::plan::umem_topology(cfg, &plan, Topology::detect()) })
         .map_err(|e| Fatal::new(ExitCode::Failure, format!("cannot build the UMEM: {e}")))?;
     let mut steerings = Vec::new();
     for p in &plan.ports {

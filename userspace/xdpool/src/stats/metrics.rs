@@ -82,6 +82,8 @@ pub const QUEUE_COUNTERS: &[(&str, Def)] = &[
     ("busy_poll_refused", c("xdpool_busy_poll_refused", "Sockets on which the kernel refused busy-poll (the worker spun instead).")),
     ("busy_poll_calls", c("xdpool_busy_poll_calls", "recvfrom calls made to busy-poll RX.")),
     ("busy_poll_no_napi", c("xdpool_busy_poll_no_napi", "busy-poll sockets that received frames without a NAPI id (veth), so the worker waited in poll() instead.")),
+    ("busy_poll_napi", c("xdpool_busy_poll_napi", "busy-poll sockets that got a NAPI id (SO_INCOMING_NAPI_ID): recvfrom drives that NAPI.")),
+    ("busy_poll_served", c("xdpool_busy_poll_served", "busy-poll recvfrom calls on a socket with a NAPI id after which the next RX pass found frames.")),
     ("forwarded", c("xdpool_forwarded", "forward: frames this socket received and handed to another port (or queued on its own TX ring when the egress is itself).")),
     ("mirrored", c("xdpool_mirrored", "mirror_to: copies (second references to the chunk) queued on the monitor port.")),
     ("reflected_twice", c("xdpool_reflected_twice", "reflect-twice: frames sent back twice on their own socket by reference.")),

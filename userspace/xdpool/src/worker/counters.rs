@@ -98,6 +98,12 @@ counters!(
     rx_chain_dropped,
     /// Busy-poll sockets without a NAPI id (veth): the worker waited in poll().
     busy_poll_no_napi,
+    /// Busy-poll sockets that got a NAPI id (`SO_INCOMING_NAPI_ID`): recvfrom drives
+    /// that NAPI.
+    busy_poll_napi,
+    /// Busy-poll `recvfrom` calls on a socket with a NAPI id after which the next RX
+    /// pass found frames: polls the NAPI served.
+    busy_poll_served,
     /// `poll` mode: naps taken while traffic flowed.
     poll_naps,
     /// Frames dropped unread straight from RX back to the fill ring.

@@ -49,6 +49,8 @@ pub(super) struct Lane {
     busy_poll: bool,
     busy_poll_warned: bool,
     napi_checked: bool,
+    /// The last pass ended with a busy-poll recvfrom on a socket with a NAPI id.
+    polled_napi: bool,
     /// How the loop waits for this lane: the configured mode, or poll() where
     /// busy-poll cannot work on this socket.
     pub wait: WaitMode,
@@ -70,6 +72,7 @@ impl Lane {
             busy_poll: false,
             busy_poll_warned: false,
             napi_checked: false,
+            polled_napi: false,
             wait: mode,
             xsk_total: XdpStatistics::default(),
         }
@@ -80,6 +83,7 @@ impl Lane {
     pub fn start(&mut self, io: Box<dyn super::PortIo>, budget: u16, mode: WaitMode) {
         self.busy_poll = false;
         self.napi_checked = false;
+        self.polled_napi = false;
         self.wait = mode;
         if mode == WaitMode::BusyPoll {
             self.enable_busy_poll(io.as_ref(), budget);
@@ -166,9 +170,15 @@ impl Lane {
         if self.busy_poll && got > 0 && !self.napi_checked {
             self.check_napi();
         }
+        // Frames found after a busy poll of a known NAPI: that poll served them.
+        if self.polled_napi && got > 0 {
+            self.port.c.busy_poll_served += 1;
+        }
+        self.polled_napi = false;
         if self.busy_poll && got == 0 {
             self.port.c.busy_poll_calls += 1;
             alive &= self.port.kick_rx(true);
+            self.polled_napi = self.napi_checked;
         } else {
             alive &= self.port.kick_rx(false);
         }
@@ -284,6 +294,7 @@ impl Lane {
                 self.busy_poll = true;
                 self.port.c.busy_poll_sockets += 1;
                 tracing::info!(queue = self.shared.queue, budget, "busy-poll on (SO_PREFER_BUSY_POLL, SO_BUSY_POLL, SO_BUSY_POLL_BUDGET)");
+                self.require_irq_deferral();
             }
             Err(e) => {
                 self.port.c.busy_poll_refused += 1;
@@ -296,6 +307,25 @@ impl Lane {
         }
     }
 
+    /// Busy-poll needs the device's interrupts deferred (xdpool requires the
+    /// settings, it does not change them): say what they are, and how to set them.
+    #[cold]
+    fn require_irq_deferral(&self) {
+        let dev = &self.shared.interface;
+        match crate::xsk::IrqDeferral::read(dev) {
+            Some(d) if d.defers() => tracing::info!(
+                interface = %dev, napi_defer_hard_irqs = d.defer_hard_irqs, gro_flush_timeout_ns = d.gro_flush_timeout_ns,
+                "busy-poll: {dev}'s interrupts stay deferred while the worker polls"
+            ),
+            Some(d) => tracing::warn!(
+                interface = %dev, napi_defer_hard_irqs = d.defer_hard_irqs, gro_flush_timeout_ns = d.gro_flush_timeout_ns,
+                "busy-poll: {dev} does not defer its interrupts, so the NAPI runs on every interrupt and busy polls find \
+                 little; set both: echo 2 > /sys/class/net/{dev}/napi_defer_hard_irqs; echo 200000 > /sys/class/net/{dev}/gro_flush_timeout"
+            ),
+            None => tracing::debug!(interface = %dev, "busy-poll: no napi_defer_hard_irqs in this sysfs"),
+        }
+    }
+
     /// Busy-poll drives the NAPI the kernel noted on the socket with its first
     /// frames; without one (veth) recvfrom polls nothing: wait in poll() instead.
     #[cold]
@@ -303,6 +333,7 @@ impl Lane {
         self.napi_checked = true;
         if let Some(id) = self.port.io().and_then(|io| io.napi_id()) {
             tracing::info!(queue = self.shared.queue, napi_id = id, "busy-poll drives NAPI {id}");
+            self.port.c.busy_poll_napi += 1;
             return;
         }
         self.busy_poll = false;

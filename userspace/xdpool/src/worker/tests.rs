@@ -27,6 +27,8 @@ struct HeapIo {
     comp: CompletionRing,
     rx: RxRing,
     tx: TxRing,
+    /// What `SO_INCOMING_NAPI_ID` would say.
+    napi: Option<u32>,
 }
 
 impl PortIo for HeapIo {
@@ -55,7 +57,7 @@ impl PortIo for HeapIo {
         Ok(())
     }
     fn napi_id(&self) -> Option<u32> {
-        None
+        self.napi
     }
     fn zero_copy(&self) -> bool {
         false
@@ -96,12 +98,16 @@ impl Kernel {
 }
 
 fn heap_socket(region: &Region, tx_size: u32) -> (Box<dyn PortIo>, Kernel) {
+    heap_socket_napi(region, tx_size, None)
+}
+
+fn heap_socket_napi(region: &Region, tx_size: u32, napi: Option<u32>) -> (Box<dyn PortIo>, Kernel) {
     let layout = UmemLayout::new(region.len() as u64, CHUNK, 0, false);
     let (fill, kfill) = FillRing::new_heap(512);
     let (comp, kcomp) = CompletionRing::new_heap(1024, layout);
     let (rx, krx) = RxRing::new_heap(512, layout);
     let (tx, ktx) = TxRing::new_heap(tx_size);
-    (Box::new(HeapIo { fill, comp, rx, tx }), Kernel { fill: kfill, comp: kcomp, rx: krx, tx: ktx })
+    (Box::new(HeapIo { fill, comp, rx, tx, napi }), Kernel { fill: kfill, comp: kcomp, rx: krx, tx: ktx })
 }
 
 /// A test frame: Ethernet (dst 02:..:01, src 02:..:02), IPv4, UDP to 198.18.2.1:9,
@@ -610,4 +616,50 @@ fn capture_copies_the_rules_frames_before_the_action_and_counts_a_full_tap() {
     assert_eq!(w.lanes[0].port.c.captured, 8);
     w.lanes[0].port.pool.publish_stats();
     region.accounting().check().unwrap();
+
+/// Busy-poll: polls count as served only on a socket with a NAPI id and only when
+/// the next pass finds frames; without a NAPI id the lane falls back to poll().
+#[test]
+fn busy_poll_counts_polls_the_napi_served_and_falls_back_without_one() {
+    use super::shared::{PortShared, Waker};
+    use super::{Fabric, LaneSpec, Worker, WorkerSpec};
+    use crate::config::WaitMode;
+    for napi in [Some(7), None] {
+        let region = Region::new(RegionConfig { frames: FRAMES, chunk_size: CHUNK, ..RegionConfig::default() }).unwrap();
+        let sockets = vec![PortShared::new(0, "in", "a", 0, None, 8, Waker::new().unwrap())];
+        let fabric = Arc::new(Fabric { sockets, port_sockets: vec![vec![0]], remotes: Remotes::new(1), neighbours: crate::neigh::Neighbours::new(MacBook::new(1)), capture: Default::default() });
+        let rule = crate::config::ValidRule { proto: None, dst_port: None, dst: None, action: crate::config::Action::Drop, port: 0, to: None, mac: MacRewrite::Swap, mirror_to: None };
+        let lane = LaneSpec { socket: 0, port: 0, queue_pos: 0, classifier: super::classify::Classifier::new(vec![rule]), rings: PortRings { fill: 64, rx: 64 } };
+        let spec = WorkerSpec { core: None, batch: 64, mode: WaitMode::BusyPoll, lanes: vec![lane], hold_frames: 0, copybreak_bytes: 128, busy_poll_budget: 64, poll_coalesce: std::time::Duration::ZERO };
+        let mut w = Worker::new(&region, spec, fabric.clone());
+        let (io, kernel) = heap_socket_napi(&region, 64, napi);
+        w.lanes[0].start(io, 64, WaitMode::BusyPoll);
+        // Nothing yet: a busy poll, not served (and the NAPI id is not known yet).
+        assert!(!w.step(0));
+        // First frames: the NAPI id is read; the poll before them is not counted.
+        kernel.deliver(10);
+        assert!(w.step(0));
+        // Empty pass (a poll), then frames: served once. Twice more.
+        for _ in 0..3 {
+            assert!(!w.step(0));
+            kernel.deliver(5);
+            assert!(w.step(0));
+        }
+        // A pass with frames that followed a pass with frames (no poll between).
+        kernel.deliver(5);
+        assert!(w.step(0));
+        let c = &w.lanes[0].port.c;
+        assert_eq!(c.busy_poll_sockets, 1);
+        assert_eq!(c.rx_packets, 30);
+        match napi {
+            Some(_) => {
+                assert_eq!((c.busy_poll_napi, c.busy_poll_no_napi, c.busy_poll_served, c.busy_poll_calls), (1, 0, 3, 4));
+                assert_eq!(w.lanes[0].wait, WaitMode::BusyPoll);
+            }
+            None => {
+                assert_eq!((c.busy_poll_napi, c.busy_poll_no_napi, c.busy_poll_served, c.busy_poll_calls), (0, 1, 0, 1));
+                assert_eq!(w.lanes[0].wait, WaitMode::Poll);
+            }
+        }
+    }
 }

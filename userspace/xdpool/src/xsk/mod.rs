@@ -22,5 +22,5 @@ pub use ring::{kernel_held, CompletionRing, FillRing, RxConsumed, RxRing, TxRing
 /// test).
 #[cfg(any(test, fuzzing))]
 pub use ring::HeapRingPeer;
-pub use socket::{RingsMut, SocketConfig, Wakeup, XdpStatistics, XskSocket};
+pub use socket::{IrqDeferral, RingsMut, SocketConfig, Wakeup, XdpStatistics, XskSocket};
 pub use umem::{validate_ring_size, Umem, UmemConfig, MAX_RING_SIZE};

@@ -374,6 +374,38 @@ impl std::fmt::Debug for XskSocket {
     }
 }
 
+/// A device's NAPI interrupt deferral (`/sys/class/net/DEV/napi_defer_hard_irqs`
+/// and `gro_flush_timeout`, in ns). With `SO_PREFER_BUSY_POLL` the kernel keeps the
+/// device's interrupts masked while a busy-polling application keeps up only when
+/// both are non-zero; otherwise every interrupt runs the NAPI itself and busy polls
+/// find the frames already taken.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct IrqDeferral {
+    /// `napi_defer_hard_irqs`.
+    pub defer_hard_irqs: u32,
+    /// `gro_flush_timeout`, ns.
+    pub gro_flush_timeout_ns: u64,
+}
+
+impl IrqDeferral {
+    /// Reads DEV's settings; `None` where sysfs has none (a device not in this sysfs).
+    pub fn read(iface: &str) -> Option<IrqDeferral> {
+        let dir = std::path::Path::new("/sys/class/net").join(iface);
+        let read = |f: &str| std::fs::read_to_string(dir.join(f)).ok();
+        IrqDeferral::parse(&read("napi_defer_hard_irqs")?, &read("gro_flush_timeout")?)
+    }
+
+    /// Both files' contents.
+    pub fn parse(defer: &str, timeout: &str) -> Option<IrqDeferral> {
+        Some(IrqDeferral { defer_hard_irqs: defer.trim().parse().ok()?, gro_flush_timeout_ns: timeout.trim().parse().ok()? })
+    }
+
+    /// Whether interrupts stay deferred while busy-polling.
+    pub fn defers(&self) -> bool {
+        self.defer_hard_irqs > 0 && self.gro_flush_timeout_ns > 0
+    }
+}
+
 // asm-generic/socket.h values (x86, arm, arm64, riscv, ...); libc lacks them for gnu.
 const SO_BUSY_POLL: i32 = 46;
 /// `XDP_USE_SG` (Linux 6.6): multi-buffer frames on this socket.
@@ -449,6 +481,16 @@ fn classify_wakeup(r: io::Result<()>, op: &'static str) -> Result<Wakeup, XskErr
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn irq_deferral_parses_sysfs_and_needs_both_settings() {
+        let d = IrqDeferral::parse("2\n", "200000\n").unwrap();
+        assert_eq!(d, IrqDeferral { defer_hard_irqs: 2, gro_flush_timeout_ns: 200_000 });
+        assert!(d.defers());
+        assert!(!IrqDeferral::parse("0\n", "200000\n").unwrap().defers());
+        assert!(!IrqDeferral::parse("2\n", "0\n").unwrap().defers());
+        assert_eq!(IrqDeferral::parse("x", "0"), None);
+    }
 
     #[test]
     fn socket_is_send_and_umem_is_shareable() {
