@@ -616,6 +616,7 @@ fn capture_copies_the_rules_frames_before_the_action_and_counts_a_full_tap() {
     assert_eq!(w.lanes[0].port.c.captured, 8);
     w.lanes[0].port.pool.publish_stats();
     region.accounting().check().unwrap();
+}
 
 /// Busy-poll: polls count as served only on a socket with a NAPI id and only when
 /// the next pass finds frames; without a NAPI id the lane falls back to poll().
