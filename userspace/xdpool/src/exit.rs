@@ -27,6 +27,9 @@ pub enum ExitCode {
     DeviceGone = 8,
     /// Frames were still in flight at shutdown (reported, not ignored).
     StalledShutdown = 9,
+    /// `xdpool rules apply`: valid rules the running instance refused (or could not
+    /// swap in); it keeps its rules.
+    RulesRefused = 10,
 }
 
 /// An error that carries its exit code; the binary prints `xdpool: <message>`.
@@ -113,7 +116,7 @@ mod tests {
     #[test]
     fn codes_are_distinct() {
         use ExitCode::*;
-        let all = [Ok, Failure, Usage, Privilege, InterfaceMissing, BpffsMissing, XdpModeRefused, ZeroCopyRefused, DeviceGone, StalledShutdown];
+        let all = [Ok, Failure, Usage, Privilege, InterfaceMissing, BpffsMissing, XdpModeRefused, ZeroCopyRefused, DeviceGone, StalledShutdown, RulesRefused];
         let mut v: Vec<u8> = all.iter().map(|c| *c as u8).collect();
         v.sort();
         v.dedup();

@@ -433,7 +433,8 @@ impl Lifecycle {
     /// Whether our program still runs on `ifindex`; `None` when the device is gone.
     pub fn program_present(&self, p: usize, ifindex: u32) -> Option<bool> {
         match crate::steer::xdp_program_on(ifindex) {
-            Ok(Some(id)) => Some(self.ports[p].program_id.is_none_or(|ours| ours == id)),
+            // A rule reload of another shape replaces the program: ask for the current id.
+            Ok(Some(id)) => Some(self.steering(p).program_id().ok().or(self.ports[p].program_id).is_none_or(|ours| ours == id)),
             Ok(None) => Some(false),
             Err(crate::steer::SteerError::InterfaceMissing { .. }) => None,
             Err(_) => Some(true), // netlink hiccup: no evidence either way

@@ -1,5 +1,9 @@
 //! The control socket: a unix stream socket, mode 0600, owned by the running user.
-//! A client writes one command line (`stats`) and reads one JSON document back.
+//! A client writes one command line and reads one JSON document back:
+//! - `stats`: the snapshot.
+//! - `rules apply`, then the text of a rules file (or a whole config) up to the end
+//!   of its stream (shut down for writing): `{"ok": true, "applied": ...}` or
+//!   `{"ok": false, "kind": "invalid"|"refused"|"failed", "error": ..., "key", "line"}`.
 
 use super::SnapshotFn;
 use std::io::{BufRead, BufReader, Read, Write};
@@ -34,6 +38,21 @@ pub enum ControlError {
     },
 }
 
+/// Applies a rules text and answers with the reply (`rules apply`).
+pub type RulesFn = Arc<dyn Fn(&str) -> serde_json::Value + Send + Sync>;
+
+/// What the socket serves.
+#[derive(Clone)]
+pub struct Handlers {
+    /// `stats`.
+    pub snapshot: SnapshotFn,
+    /// `rules apply` (absent: the command is refused).
+    pub rules: Option<RulesFn>,
+}
+
+/// Largest rules text `rules apply` takes.
+const MAX_RULES_TEXT: u64 = 1 << 20;
+
 /// A listening control socket; removes its file when dropped.
 pub struct ControlServer {
     path: PathBuf,
@@ -45,6 +64,11 @@ impl ControlServer {
     /// Creates the socket (parent directory 0700 if it is created, socket 0600) and
     /// serves snapshots from a thread.
     pub fn start(path: &Path, snapshot: SnapshotFn) -> Result<ControlServer, ControlError> {
+        Self::start_with(path, Handlers { snapshot, rules: None })
+    }
+
+    /// [`ControlServer::start`] serving every command of `handlers`.
+    pub fn start_with(path: &Path, handlers: Handlers) -> Result<ControlServer, ControlError> {
         let io = |source| ControlError::Io { path: path.to_path_buf(), source };
         if let Some(dir) = path.parent() {
             if !dir.exists() {
@@ -74,7 +98,7 @@ impl ControlServer {
                 while !stop2.load(Ordering::Relaxed) {
                     match listener.accept() {
                         Ok((stream, _)) => {
-                            let _ = serve_one(stream, &snapshot);
+                            let _ = serve_one(stream, &handlers);
                         }
                         Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => std::thread::sleep(Duration::from_millis(50)),
                         Err(_) => std::thread::sleep(Duration::from_millis(200)),
@@ -91,19 +115,33 @@ impl ControlServer {
     }
 }
 
-fn serve_one(stream: UnixStream, snapshot: &SnapshotFn) -> std::io::Result<()> {
+fn serve_one(stream: UnixStream, handlers: &Handlers) -> std::io::Result<()> {
     stream.set_nonblocking(false)?;
     stream.set_read_timeout(Some(Duration::from_secs(2)))?;
+    let mut reader = BufReader::new(stream.try_clone()?);
     let mut line = String::new();
-    BufReader::new(stream.try_clone()?).read_line(&mut line)?;
+    reader.read_line(&mut line)?;
     let mut stream = stream;
     match line.trim() {
         "stats" => {
-            let body = serde_json::to_string(&snapshot()).unwrap_or_else(|e| format!("{{\"error\":\"{e}\"}}"));
+            let body = serde_json::to_string(&(handlers.snapshot)()).unwrap_or_else(|e| format!("{{\"error\":\"{e}\"}}"));
             stream.write_all(body.as_bytes())
         }
-        other => stream.write_all(format!("{{\"error\":\"unknown command `{other}`: the only command is `stats`\"}}").as_bytes()),
+        "rules apply" => serve_rules_apply(&mut reader, &mut stream, handlers.rules.as_ref()),
+        other => stream.write_all(format!("{{\"error\":\"unknown command `{other}`: the commands are `stats` and `rules apply`\"}}").as_bytes()),
     }
+}
+
+/// `rules apply`: the rest of the stream is the rules text.
+fn serve_rules_apply(reader: &mut impl Read, stream: &mut UnixStream, rules: Option<&RulesFn>) -> std::io::Result<()> {
+    let mut text = String::new();
+    reader.take(MAX_RULES_TEXT + 1).read_to_string(&mut text)?;
+    let reply = match rules {
+        _ if text.len() as u64 > MAX_RULES_TEXT => serde_json::json!({"ok": false, "kind": "invalid", "error": format!("the rules text is larger than {MAX_RULES_TEXT} bytes")}),
+        Some(apply) => apply(&text),
+        None => serde_json::json!({"ok": false, "kind": "refused", "error": "this instance does not reload rules"}),
+    };
+    stream.write_all(reply.to_string().as_bytes())
 }
 
 impl Drop for ControlServer {
@@ -122,6 +160,20 @@ pub fn query(path: &Path) -> Result<serde_json::Value, ControlError> {
     let io = |source| ControlError::Io { path: path.to_path_buf(), source };
     s.set_read_timeout(Some(Duration::from_secs(5))).map_err(io)?;
     s.write_all(b"stats\n").map_err(io)?;
+    let mut body = String::new();
+    s.read_to_string(&mut body).map_err(io)?;
+    serde_json::from_str(&body).map_err(|e| io(std::io::Error::new(std::io::ErrorKind::InvalidData, e)))
+}
+
+/// Sends `text` to the instance at `path` as `rules apply`; its reply.
+pub fn apply_rules(path: &Path, text: &str) -> Result<serde_json::Value, ControlError> {
+    let mut s = UnixStream::connect(path).map_err(|source| ControlError::NotRunning { path: path.to_path_buf(), source })?;
+    let io = |source| ControlError::Io { path: path.to_path_buf(), source };
+    // A reload waits for every worker (1 s at most) and may load a program.
+    s.set_read_timeout(Some(Duration::from_secs(30))).map_err(io)?;
+    s.write_all(b"rules apply\n").map_err(io)?;
+    s.write_all(text.as_bytes()).map_err(io)?;
+    s.shutdown(std::net::Shutdown::Write).map_err(io)?;
     let mut body = String::new();
     s.read_to_string(&mut body).map_err(io)?;
     serde_json::from_str(&body).map_err(|e| io(std::io::Error::new(std::io::ErrorKind::InvalidData, e)))
