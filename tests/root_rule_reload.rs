@@ -98,6 +98,7 @@ fn reload_drop_to_pass_under_traffic_is_seen_within_100ms_and_counts_every_frame
         let t0 = Instant::now();
         let reply = xdpool::stats::control::apply_rules(&sock2, &std::fs::read_to_string(&pass2).unwrap()).expect("apply");
         assert_eq!(reply["ok"], true, "{reply}");
+        eprintln!("apply answered after {:.2} ms (swap {:.2} ms)", t0.elapsed().as_secs_f64() * 1e3, reply["applied"]["swap_ms"].as_f64().unwrap());
         assert_eq!(reply["applied"]["carried"], 1, "the named rule carries its counters: {reply}");
         // The first passed frame in the kernel's UDP stack.
         while kernel_udp(&ns_b) == from && t0.elapsed() < Duration::from_secs(2) {
@@ -111,10 +112,7 @@ fn reload_drop_to_pass_under_traffic_is_seen_within_100ms_and_counts_every_frame
     assert!(latency < Duration::from_millis(100), "the new action was seen after {latency:?}");
 
     // Settled: every frame delivered to the receiver's ring counted exactly once.
-    let settled = wait_for(Duration::from_secs(10), || {
-        let s = snapshot(&sock);
-        s["xdp"]["steered"].as_u64().unwrap() + s["xdp"]["passed"].as_u64().unwrap() >= into_ring
-    });
+    let settled = wait_for(Duration::from_secs(10), || rule_counts(&snapshot(&sock), "lab").0 >= into_ring);
     std::thread::sleep(Duration::from_millis(300));
     let snap = snapshot(&sock);
     let (steered, passed) = (snap["xdp"]["steered"].as_u64().unwrap(), snap["xdp"]["passed"].as_u64().unwrap());
@@ -122,13 +120,14 @@ fn reload_drop_to_pass_under_traffic_is_seen_within_100ms_and_counts_every_frame
     let kernel_saw = kernel_udp(&st.b.netns) - kernel_before;
     eprintln!("steered {steered} (dropped by the worker), passed {passed} (kernel saw {kernel_saw}), rule `lab` {lab_packets} packets {lab_bytes} bytes");
     assert!(settled, "{snap:#}");
-    assert_eq!(steered + passed, into_ring, "every delivered frame seen by the program once: {snap:#}");
-    assert_eq!(lab_packets, into_ring, "rule `lab` counted every frame once across the reload (old list + new list)");
+    assert_eq!(lab_packets, into_ring, "rule `lab` counted every frame once across the reload (old list + new list): {snap:#}");
+    // The program also passes the lab's own few non-UDP frames (IPv6 ND): not ours.
+    assert!(passed >= into_ring - steered, "{snap:#}");
     assert_eq!(lab_bytes, into_ring * 64, "bytes per rule");
     assert!(steered > 20_000 && passed > 20_000, "both lists saw traffic: steered {steered}, passed {passed}");
     assert_eq!(total(&snap, "rx_packets") + named_rx_drops_live(&snap), steered, "every steered frame reached the worker or a named drop");
     assert_eq!(total(&snap, "action_drop"), total(&snap, "rx_packets"), "steered frames were dropped (the drop list)");
-    assert_eq!(kernel_saw, passed, "every passed frame reached the kernel's UDP stack");
+    assert_eq!(kernel_saw, into_ring - steered, "every frame the new list passed reached the kernel's UDP stack, and no other");
     assert_eq!(total(&snap, "rule_tag_unknown"), 0);
 
     // SIGHUP reads the config file again: the file still says drop.

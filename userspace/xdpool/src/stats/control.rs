@@ -100,7 +100,9 @@ impl ControlServer {
                         Ok((stream, _)) => {
                             let _ = serve_one(stream, &handlers);
                         }
-                        Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => std::thread::sleep(Duration::from_millis(50)),
+                        // Wait for the next client in poll() (50 ms at most, to see
+                        // `stop`): a command is served at once, not up to 50 ms late.
+                        Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => wait_readable(&listener, 50),
                         Err(_) => std::thread::sleep(Duration::from_millis(200)),
                     }
                 }
@@ -113,6 +115,13 @@ impl ControlServer {
     pub fn path(&self) -> &Path {
         &self.path
     }
+}
+
+fn wait_readable(listener: &UnixListener, ms: u16) {
+    use nix::poll::{poll, PollFd, PollFlags, PollTimeout};
+    use std::os::fd::AsFd;
+    let mut fds = [PollFd::new(listener.as_fd(), PollFlags::POLLIN)];
+    let _ = poll(&mut fds, PollTimeout::from(ms));
 }
 
 fn serve_one(stream: UnixStream, handlers: &Handlers) -> std::io::Result<()> {
@@ -204,5 +213,23 @@ mod tests {
         drop(server);
         assert!(!path.exists());
         assert!(matches!(query(&path), Err(ControlError::NotRunning { .. })));
+    }
+
+    #[test]
+    fn rules_apply_sends_the_whole_text_and_returns_the_reply() {
+        use std::os::unix::fs::PermissionsExt;
+        let dir = tempfile::Builder::new().prefix("xdpool-ctl-").permissions(std::fs::Permissions::from_mode(0o700)).tempdir().unwrap();
+        let path = dir.path().join("r.sock");
+        let snap: SnapshotFn = Arc::new(|| serde_json::json!({}));
+        let rules: RulesFn = Arc::new(|text: &str| serde_json::json!({"ok": text.ends_with("action = \"pass\"\n"), "len": text.len()}));
+        let server = ControlServer::start_with(&path, Handlers { snapshot: snap.clone(), rules: Some(rules) }).unwrap();
+        let text = format!("{}[[rule]]\naction = \"pass\"\n", "# padding\n".repeat(2000));
+        let reply = apply_rules(&path, &text).unwrap();
+        assert_eq!(reply["len"], text.len(), "every byte after the command line arrives: {reply}");
+        assert_eq!(reply["ok"], true);
+        drop(server);
+        let _plain = ControlServer::start(&path, snap).unwrap();
+        let reply = apply_rules(&path, "[[rule]]\n").unwrap();
+        assert_eq!((reply["ok"].clone(), reply["kind"].clone()), (serde_json::json!(false), serde_json::json!("refused")), "{reply}");
     }
 }
