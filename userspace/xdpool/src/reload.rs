@@ -87,6 +87,10 @@ struct State {
     reloads: u64,
     refused: u64,
     last: Option<Value>,
+    /// `XDPOOL_RELOAD_HOLD_MS` (tests): how long to hold between the workers taking
+    /// a list and the XDP swap, which widens the window in which frames steered under
+    /// the old list reach workers that already have the new one.
+    hold: Duration,
 }
 
 /// The running rules and how to replace them; shared by the control socket and the
@@ -109,7 +113,8 @@ impl Reloader {
                 PortState { plan, steering, names }
             })
             .collect();
-        Arc::new(Reloader { state: Mutex::new(State { config, config_path, ports, slots, sockets, generation, reloads: 0, refused: 0, last: None }) })
+        let hold = Duration::from_millis(std::env::var("XDPOOL_RELOAD_HOLD_MS").ok().and_then(|v| v.parse().ok()).unwrap_or(0).min(1000));
+        Arc::new(Reloader { state: Mutex::new(State { config, config_path, ports, slots, sockets, generation, reloads: 0, refused: 0, last: None, hold }) })
     }
 
     /// SIGHUP: the config file again (its `[[rule]]` tables).
@@ -301,6 +306,9 @@ impl State {
                 }
                 std::thread::sleep(Duration::from_micros(50));
             }
+        }
+        if !self.hold.is_zero() {
+            std::thread::sleep(self.hold);
         }
         let res = port.steering.lock().unwrap_or_else(|e| e.into_inner()).set_rules_carrying(&steer, &carry, generation);
         if let Err(e) = res {
