@@ -193,8 +193,10 @@ fn hundred_reloads_under_traffic_lose_no_frame_and_act_on_each_under_its_list() 
     // Each hand-over held 10 ms between the workers taking the new list and the XDP
     // swap: some 1500 frames per reload are steered under the old list and reach a
     // worker that has the new one; each must still be acted on under the old.
+    // For this child only (the tests run one at a time, under SERIAL).
     std::env::set_var("XDPOOL_RELOAD_HOLD_MS", "10");
     let run = XdpoolRun::start(&cfg, &[]);
+    std::env::remove_var("XDPOOL_RELOAD_HOLD_MS");
 
     const N: u64 = 400_000;
     let g = lab_traffic(&st, N, 150_000);
