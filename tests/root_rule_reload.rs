@@ -81,7 +81,7 @@ fn reload_drop_to_pass_under_traffic_is_seen_within_100ms_and_counts_every_frame
     let l2fwd = rig.dir().join("l2fwd.toml");
     std::fs::write(&l2fwd, "[[rule]]\nproto = \"udp\"\ndst_port = 9\naction = \"l2fwd\"\n").unwrap();
     let (code, _, err) = rules_apply(&sock, &l2fwd);
-    assert_eq!(code, 10, "l2fwd on a port opened without a TX ring: refused, exit 10; stderr: {err}");
+    assert_eq!(code, 11, "l2fwd on a port opened without a TX ring: refused, exit 11; stderr: {err}");
     assert!(err.contains("no TX ring") && err.contains("restart"), "the reason and what to do: {err}");
     let snap = snapshot(&sock);
     assert_eq!(snap["rules"]["list"][0]["action"], "drop", "the running rules stay: {:#}", snap["rules"]);

@@ -268,7 +268,7 @@ pub enum RulesAction {
     /// ones (only its rules are applied; other settings take a restart). A rule
     /// with a `name` keeps the counters of the running rule of that name. On any
     /// error the running rules stay: exit 2 for an invalid file (key and line
-    /// named), 10 for rules the running instance cannot carry out (e.g. sending out
+    /// named), 11 for rules the running instance cannot carry out (e.g. sending out
     /// of a port opened without a TX ring), 1 when no instance answers.
     /// `kill -HUP <pid>` reads the config file's rules again, the same way.
     Apply(RulesApplyArgs),

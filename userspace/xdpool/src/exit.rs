@@ -29,7 +29,7 @@ pub enum ExitCode {
     StalledShutdown = 9,
     /// `xdpool rules apply`: valid rules the running instance refused (or could not
     /// swap in); it keeps its rules.
-    RulesRefused = 10,
+    RulesRefused = 11,
 }
 
 /// An error that carries its exit code; the binary prints `xdpool: <message>`.
