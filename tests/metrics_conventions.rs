@@ -32,6 +32,11 @@ fn full_snapshot() -> Value {
         "xdp": serde_json::to_value(xdpool::steer::XdpCounters::default()).unwrap(),
         "accounting": serde_json::to_value(pool::Accounting::default()).unwrap(),
         "device": serde_json::to_value(xdpool::device::DeviceReport::default()).unwrap(),
+        // reload::Reloader::snapshot's form.
+        "rules": {"generation": 1, "reloads": 1, "refused": 1, "last": null, "list": [
+            {"port": "main", "index": 0, "name": "lab", "action": "drop", "match": "udp dst_port 9", "packets": 1, "bytes": 1},
+            {"port": "main", "index": 1, "name": null, "action": "pass", "match": "all", "packets": 1, "bytes": 1},
+        ]},
     });
     let mut n = 0;
     fill(&mut snap, &mut n);

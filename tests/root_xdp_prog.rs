@@ -670,3 +670,38 @@ fn reload_under_traffic_keeps_the_socket_and_steers_every_frame() {
         unsafe { libc::munmap(area, CHUNK * CHUNKS) };
     });
 }
+
+#[test]
+fn rule_counts_have_bytes_and_carry_across_bank_and_program_swaps() {
+    require_root!();
+    let mut s = loaded(&[rule(fields(None, Some((9000, 9000)), None), RuleAction::Drop), Rule::all(RuleAction::Pass)]);
+    let hit = v4_udp([198, 18, 0, 2], 9000);
+    let other = v4_udp([198, 18, 0, 2], 53);
+    let (h, o) = (hit.len() as u64, other.len() as u64);
+    s.test_run(&hit).unwrap();
+    s.test_run(&other).unwrap();
+    s.test_run(&other).unwrap();
+    let c = |s: &Steering| s.rule_counts().unwrap().iter().map(|c| (c.packets, c.bytes)).collect::<Vec<_>>();
+    assert_eq!(c(&s), vec![(1, h), (2, 2 * o)]);
+    // Rules swapped over (rule 0 now matches all: another program): each carries
+    // its own counts (new 0 <- old 1, new 1 <- old 0).
+    let g = s.generation();
+    s.set_rules_carrying(&[Rule::all(RuleAction::Pass), rule(fields(None, Some((9000, 9000)), None), RuleAction::Drop)], &[Some(1), Some(0)], g + 1)
+        .unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(s.generation(), g + 1);
+    assert_eq!(c(&s), vec![(2, 2 * o), (1, h)], "carried through the program swap");
+    s.test_run(&hit).unwrap();
+    assert_eq!(c(&s), vec![(3, 2 * o + h), (1, h)], "match-all rule 0 counts every frame with its bytes");
+    // Another shape again: the old rule 1 goes on as rule 0, rule 1 is new.
+    s.set_rules_carrying(&[rule(fields(Some(UDP), Some((9000, 9000)), None), RuleAction::Drop), Rule::all(RuleAction::Pass)], &[Some(1), None], g + 2)
+        .unwrap_or_else(|e| panic!("{e}"));
+    s.test_run(&hit).unwrap();
+    assert_eq!(c(&s), vec![(2, 2 * h), (0, 0)], "rule 0 continues the old rule 1; rule 1 starts at zero");
+    // Two bank swaps (same shape) on: what each rule carried is folded and kept.
+    s.set_rules_carrying(&[rule(fields(Some(UDP), Some((9000, 9000)), None), RuleAction::Drop), Rule::all(RuleAction::Pass)], &[Some(0), Some(1)], g + 3)
+        .unwrap_or_else(|e| panic!("{e}"));
+    s.set_rules_carrying(&[rule(fields(Some(UDP), Some((9000, 9000)), None), RuleAction::Drop), Rule::all(RuleAction::Pass)], &[Some(0), Some(1)], g + 4)
+        .unwrap_or_else(|e| panic!("{e}"));
+    s.test_run(&other).unwrap();
+    assert_eq!(c(&s), vec![(2, 2 * h), (1, o)]);
+}

@@ -55,9 +55,9 @@ struct {
 
 struct {
 	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
-	__uint(max_entries, XDPOOL_MAX_RULES);
+	__uint(max_entries, XDPOOL_RULE_BANKS * XDPOOL_MAX_RULES);
 	__type(key, __u32);
-	__type(value, __u64);
+	__type(value, struct xdpool_rule_hits);
 } rule_hits SEC(".maps");
 
 struct {
@@ -401,12 +401,40 @@ static __always_inline int rule_matches(const struct xdpool_rule *r, __u32 flags
 	return 1;
 }
 
-static __always_inline int apply_action(struct xdp_md *ctx, __u8 action)
+/* Counts a hit of rule `rule` of the live bank: one packet, its bytes. */
+static __always_inline void count_hit(struct xdp_md *ctx, __u32 bank, __u32 rule)
+{
+	__u32 idx = bank * XDPOOL_MAX_RULES + rule;
+	struct xdpool_rule_hits *h = bpf_map_lookup_elem(&rule_hits, &idx);
+
+	if (h) {
+		h->packets += 1;
+		h->bytes += bpf_xdp_get_buff_len(ctx);
+	}
+}
+
+/* Writes the tag (xdpool.h) into XDP metadata before the frame; nothing where
+ * the driver has no metadata room. */
+static __always_inline void tag_frame(struct xdp_md *ctx, __u32 tag)
+{
+	void *data, *meta;
+
+	if (bpf_xdp_adjust_meta(ctx, -(int)XDPOOL_TAG_SIZE))
+		return;
+	data = (void *)(long)ctx->data;
+	meta = (void *)(long)ctx->data_meta;
+	if (meta + XDPOOL_TAG_SIZE > data)
+		return;
+	*(__u32 *)meta = tag;
+}
+
+static __always_inline int apply_action(struct xdp_md *ctx, __u8 action, __u32 tag)
 {
 	long ret;
 
 	switch (action) {
 	case XDPOOL_ACTION_STEER:
+		tag_frame(ctx, tag);
 		/* An empty XSKMAP slot makes the helper return the fallback. */
 		ret = bpf_redirect_map(&xsks, ctx->rx_queue_index, XDP_PASS);
 		count(ret == XDP_REDIRECT ? XDPOOL_CNT_STEERED : XDPOOL_CNT_NO_SOCKET);
@@ -428,24 +456,28 @@ int xdpool_steer(struct xdp_md *ctx)
 	struct parsed p = {};
 	struct xdpool_config *cfg;
 	struct xdpool_bank *bank;
-	__u32 zero = 0, bank_index = 0;
+	__u32 zero = 0, bank_index = 0, live = 0;
 	/* Read once: one load, not one per rule (the verifier knows its value). */
 	__u32 rule_count = shape_rule_count;
 	int parse;
 
+	/* One load of the live word: bank and generation of the same list. */
+	cfg = bpf_map_lookup_elem(&config, &zero);
+	if (cfg)
+		live = cfg->live;
+	bank_index = live & 1;
+
 	/* Rule 0 takes every frame: nothing to look at (xdpool.h: match-all). */
-	if (shape_match_all)
-		return apply_action(ctx, shape_match_all);
+	if (shape_match_all) {
+		count_hit(ctx, bank_index, 0);
+		return apply_action(ctx, shape_match_all, (live >> 1) << XDPOOL_TAG_GEN_SHIFT);
+	}
 
 	parse = parse_frame(ctx, &p);
 	if (parse != PARSE_OK) {
 		count(parse == PARSE_MALFORMED ? XDPOOL_CNT_MALFORMED : XDPOOL_CNT_PASSED);
 		return XDP_PASS;
 	}
-
-	cfg = bpf_map_lookup_elem(&config, &zero);
-	if (cfg && cfg->rule_bank == 1)
-		bank_index = 1;
 	/* One lookup for the whole bank: the rules are then plain loads. */
 	bank = bpf_map_lookup_elem(&rules, &bank_index);
 	if (!bank)
@@ -454,7 +486,6 @@ int xdpool_steer(struct xdp_md *ctx)
 #pragma clang loop unroll(disable)
 	for (__u32 i = 0; i < XDPOOL_MAX_RULES; i++) {
 		struct xdpool_rule *r = &bank->rule[i];
-		__u64 *hits;
 
 		if (i >= rule_count)
 			break;
@@ -462,10 +493,8 @@ int xdpool_steer(struct xdp_md *ctx)
 		 * and drops the checks for conditions no rule has. */
 		if (!rule_matches(r, r->flags & shape_fields, &p))
 			continue;
-		hits = bpf_map_lookup_elem(&rule_hits, &i);
-		if (hits)
-			*hits += 1;
-		return apply_action(ctx, r->action);
+		count_hit(ctx, bank_index, i);
+		return apply_action(ctx, r->action, ((live >> 1) << XDPOOL_TAG_GEN_SHIFT) | i);
 	}
 
 passed:

@@ -8,9 +8,13 @@
  *   xsks            XSKMAP, XDPOOL_MAX_QUEUES entries, key = rx queue index
  *   rules           ARRAY of struct xdpool_bank, XDPOOL_RULE_BANKS entries (one
  *                   lookup per frame; the rules are then plain loads)
- *   config          ARRAY, 1 entry, struct xdpool_config (which bank is live)
+ *   config          ARRAY, 1 entry, struct xdpool_config (which bank is live,
+ *                   and the rule list's generation)
  *   counters        PERCPU_ARRAY of __u64, XDPOOL_CNT_NR entries (XDPOOL_CNT_*)
- *   rule_hits       PERCPU_ARRAY of __u64, XDPOOL_MAX_RULES entries, by rule position
+ *   rule_hits       PERCPU_ARRAY of struct xdpool_rule_hits, XDPOOL_RULE_BANKS *
+ *                   XDPOOL_MAX_RULES entries: bank * XDPOOL_MAX_RULES + rule
+ *                   position (each bank counts apart, so the bank a swap retires
+ *                   keeps its final counts while the new one starts from zero)
  *   ceiling_frames  PERCPU_ARRAY of __u64, 1 entry (xdpool_ceiling only)
  *
  * Shape (const volatile globals in xdpool.bpf.c's .rodata, set by userspace
@@ -40,12 +44,18 @@
  *     they can match protocol and address conditions, never a port condition.
  *   - Every frame increments exactly one of steered, no_socket, passed, dropped,
  *     malformed, so their sum is the number of frames seen.
+ *   - A rule hit adds 1 packet and the frame's length (all buffers) in bytes.
+ *   - A frame redirected to a socket carries XDP metadata: one __u32 tag just
+ *     before the packet data, (generation << XDPOOL_TAG_GEN_SHIFT) | rule
+ *     position, generation from xdpool_config.live. Workers act on the frame
+ *     under the rule list of that generation, so a frame steered under one list
+ *     is never acted on under the next (hot reload). Where the driver gives no
+ *     metadata room, no tag is written (workers then use their current list).
  *   - Shapes that parse less count differently, never act differently on a
  *     well-formed frame:
  *     * match-all (rule 0 has no condition): every frame gets rule 0's action
  *       unparsed, malformed ones included (steered, no_socket, passed or
- *       dropped; never malformed). rule_hits is not incremented: rule 0's hits
- *       are the sum of the counters.
+ *       dropped; never malformed), and counts as a hit of rule 0.
  *     * a frame kind (IPv4, IPv6, non-IP) no rule can match is passed unparsed:
  *       counted passed, also when malformed (it is passed either way).
  */
@@ -80,6 +90,10 @@
 #define XDPOOL_FAMILY_IPV4 4
 #define XDPOOL_FAMILY_IPV6 6
 
+/* The steered frame's metadata tag: generation above, rule position below. */
+#define XDPOOL_TAG_GEN_SHIFT 8
+#define XDPOOL_TAG_SIZE 4
+
 /* Indices into the counters map. */
 #define XDPOOL_CNT_STEERED 0
 #define XDPOOL_CNT_NO_SOCKET 1
@@ -113,11 +127,22 @@ struct xdpool_bank {
 };
 #define XDPOOL_BANK_SIZE 3072
 
-/* Live configuration; userspace writes rules into the idle bank, then flips. */
+/*
+ * Live configuration; userspace writes rules into the idle bank, then flips.
+ * live = (generation << 1) | bank, one word so that a frame never reads the
+ * bank of one list with the generation of another. Generation 0 is never used.
+ */
 struct xdpool_config {
-	__u32 rule_bank; /* offset 0 */
-	__u32 reserved;  /* offset 4 */
+	__u32 live;     /* offset 0 */
+	__u32 reserved; /* offset 4 */
 };
 #define XDPOOL_CONFIG_SIZE 8
+
+/* One entry of rule_hits (per CPU). */
+struct xdpool_rule_hits {
+	__u64 packets; /* offset 0 */
+	__u64 bytes;   /* offset 8 */
+};
+#define XDPOOL_RULE_HITS_SIZE 16
 
 #endif /* XDPOOL_H */

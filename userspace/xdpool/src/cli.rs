@@ -62,6 +62,12 @@ pub enum Command {
     /// Example: `xdpool capture --rule 0 --count 1000 -w /tmp/rule0.pcapng`, then
     /// `tcpdump -r /tmp/rule0.pcapng`.
     Capture(CaptureArgs),
+    /// Change the rules of a running instance without a restart.
+    Rules {
+        /// What to do with them.
+        #[command(subcommand)]
+        action: RulesAction,
+    },
     /// Benchmarks: the recycler's micro-benchmark, or a throughput sweep on the lab.
     Bench {
         /// Which benchmark.
@@ -310,6 +316,35 @@ pub struct CaptureBenchArgs {
     /// The generator's core.
     #[arg(long, default_value_t = 0)]
     pub gen_core: usize,
+}
+
+/// `xdpool rules ...`
+#[derive(Debug, Subcommand)]
+pub enum RulesAction {
+    /// Send FILE's `[[rule]]` tables to the running instance, which validates them
+    /// and swaps them in atomically (the XDP program and the workers together; no
+    /// frame is lost or acted on under half of two lists). FILE is a file of
+    /// `[[rule]]` tables only, or a whole config file whose ports are the running
+    /// ones (only its rules are applied; other settings take a restart). A rule
+    /// with a `name` keeps the counters of the running rule of that name. On any
+    /// error the running rules stay: exit 2 for an invalid file (key and line
+    /// named), 11 for rules the running instance cannot carry out (e.g. sending out
+    /// of a port opened without a TX ring), 1 when no instance answers.
+    /// `kill -HUP <pid>` reads the config file's rules again, the same way.
+    Apply(RulesApplyArgs),
+}
+
+/// `xdpool rules apply`
+#[derive(Debug, Args)]
+pub struct RulesApplyArgs {
+    /// The rules file (or whole config) to apply.
+    pub file: PathBuf,
+    /// Control socket of the running instance.
+    #[arg(long, default_value = crate::config::DEFAULT_CONTROL_SOCKET)]
+    pub socket: PathBuf,
+    /// Print the instance's reply as JSON.
+    #[arg(long)]
+    pub json: bool,
 }
 
 /// `xdpool bench ...`

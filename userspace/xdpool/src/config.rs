@@ -428,6 +428,10 @@ pub enum MacRewrite {
 #[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct RuleConfig {
+    /// A name for the rule's counters (`[A-Za-z0-9_.-]`, 1..64, unique per port); a
+    /// reload carries a named rule's counters to the new rule of the same name.
+    #[serde(default)]
+    pub name: Option<Spanned<String>>,
     /// The port whose XDP program holds the rule (may be omitted with one port).
     #[serde(default)]
     pub port: Option<Spanned<String>>,
@@ -531,17 +535,7 @@ impl Config {
 
     /// Parses and validates config text.
     pub fn parse(text: &str) -> Result<Config, ConfigError> {
-        let cfg: Config = toml::from_str(text).map_err(|e| {
-            let line = e.span().and_then(|s| line_of(text, s.start));
-            let msg = e.message().to_string();
-            let key = msg
-                .split('`')
-                .nth(1)
-                .filter(|_| msg.starts_with("unknown field") || msg.starts_with("missing field"))
-                .unwrap_or("-")
-                .to_string();
-            ConfigError { key, line, message: msg, file: None }
-        })?;
+        let cfg: Config = toml::from_str(text).map_err(|e| decode_error(text, e))?;
         cfg.validate(text)?;
         Ok(cfg)
     }
@@ -631,8 +625,20 @@ impl Config {
             return Err(err("rule", 0..0, format!("{} rules given: at most 64", self.rules.len())));
         }
         let names: Vec<&str> = ports.iter().map(|p| p.name.as_str()).collect();
+        let mut named: Vec<(usize, &str)> = Vec::new();
         for (i, r) in self.rules.iter().enumerate() {
-            validate_rule(r, &names).map_err(|(key, span, msg)| err(&format!("rule[{i}].{key}"), span, msg))?;
+            let v = validate_rule(r, &names).map_err(|(key, span, msg)| err(&format!("rule[{i}].{key}"), span, msg))?;
+            if let Some(n) = &r.name {
+                let name = n.get_ref().as_str();
+                let ok = (1..=64).contains(&name.len()) && name.bytes().all(|b| b.is_ascii_alphanumeric() || b"_.-".contains(&b));
+                if !ok {
+                    return Err(err(&format!("rule[{i}].name"), n.span(), format!("`{name}` is not a valid rule name: use 1..64 of A-Z a-z 0-9 _ . -")));
+                }
+                if named.contains(&(v.port, name)) {
+                    return Err(err(&format!("rule[{i}].name"), n.span(), format!("`{name}` names another rule of port `{}` already: rule names are unique per port", names[v.port])));
+                }
+                named.push((v.port, name));
+            }
         }
         if ports.iter().any(|p| p.multi_buffer) {
             let (key, span) = match (&self.interface, self.ports.first()) {
@@ -685,6 +691,46 @@ impl Config {
             Some(msg) => Err(format!("umem.frames: {msg} (queues = \"all\" plans a socket for every RX queue the device can have)")),
             None => Ok(()),
         }
+    }
+
+    /// Each rule's `name`, in rule order.
+    pub fn rule_names(&self) -> Vec<Option<String>> {
+        self.rules.iter().map(|r| r.name.as_ref().map(|n| n.get_ref().clone())).collect()
+    }
+
+    /// The `[[rule]]` tables of `text` for an instance running `self`, validated
+    /// with the usual key-and-line errors. `text` is either a whole config file
+    /// (validated as one; its ports must be the running ones, and only its rules are
+    /// used) or a file of `[[rule]]` tables only (checked against the running ports).
+    pub fn parse_rules(&self, text: &str) -> Result<(Vec<ValidRule>, Vec<Option<String>>), ConfigError> {
+        let table: toml::Table = toml::from_str(text).map_err(|e| decode_error(text, e))?;
+        let cfg = if table.keys().any(|k| k != "rule") {
+            let cfg = Config::parse(text)?;
+            let key = |p: &PortDef| (p.name.clone(), p.interface.clone(), p.queues.clone(), p.netns.clone());
+            let (new, old): (Vec<_>, Vec<_>) = (cfg.ports().iter().map(key).collect(), self.ports().iter().map(key).collect());
+            if new != old {
+                let list = |v: &[(String, String, Vec<u32>, Option<String>)]| v.iter().map(|(n, i, q, _)| format!("{n} ({i}, queues {q:?})")).collect::<Vec<_>>().join(", ");
+                return Err(ConfigError {
+                    key: "port".into(),
+                    line: None,
+                    message: format!("the file's ports ({}) are not the running instance's ({}): a reload changes [[rule]] tables only; restart xdpool to change ports", list(&new), list(&old)),
+                    file: None,
+                });
+            }
+            cfg
+        } else {
+            #[derive(Deserialize)]
+            struct RulesOnly {
+                #[serde(default, rename = "rule")]
+                rules: Vec<RuleConfig>,
+            }
+            let only: RulesOnly = toml::from_str(text).map_err(|e| decode_error(text, e))?;
+            let mut cfg = self.clone();
+            cfg.rules = only.rules;
+            cfg.validate(text)?;
+            cfg
+        };
+        Ok((cfg.valid_rules(), cfg.rule_names()))
     }
 
     /// The rules, validated.
@@ -808,6 +854,19 @@ impl Config {
         let n: usize = self.ports().iter().map(|p| p.queues.len()).sum();
         (0..n).map(|i| online[(online.len() - 1 - i % online.len()) % online.len()]).collect()
     }
+}
+
+/// A TOML decoding error as a [`ConfigError`] (line, and the key when serde names it).
+fn decode_error(text: &str, e: toml::de::Error) -> ConfigError {
+    let line = e.span().and_then(|s| line_of(text, s.start));
+    let msg = e.message().to_string();
+    let key = msg
+        .split('`')
+        .nth(1)
+        .filter(|_| msg.starts_with("unknown field") || msg.starts_with("missing field"))
+        .unwrap_or("-")
+        .to_string();
+    ConfigError { key, line, message: msg, file: None }
 }
 
 type RuleErr = (&'static str, std::ops::Range<usize>, String);

@@ -30,6 +30,9 @@ pub enum ExitCode {
     /// The network namespace was deleted or replaced under the run and
     /// `--no-reattach` was given.
     NetnsReplaced = 10,
+    /// `xdpool rules apply`: valid rules the running instance refused (or could not
+    /// swap in); it keeps its rules.
+    RulesRefused = 11,
 }
 
 /// An error that carries its exit code; the binary prints `xdpool: <message>`.
@@ -116,7 +119,7 @@ mod tests {
     #[test]
     fn codes_are_distinct() {
         use ExitCode::*;
-        let all = [Ok, Failure, Usage, Privilege, InterfaceMissing, BpffsMissing, XdpModeRefused, ZeroCopyRefused, DeviceGone, StalledShutdown, NetnsReplaced];
+        let all = [Ok, Failure, Usage, Privilege, InterfaceMissing, BpffsMissing, XdpModeRefused, ZeroCopyRefused, DeviceGone, StalledShutdown, NetnsReplaced, RulesRefused];
         let mut v: Vec<u8> = all.iter().map(|c| *c as u8).collect();
         v.sort();
         v.dedup();

@@ -19,6 +19,7 @@ pub mod neigh;
 pub mod signal;
 pub mod summary;
 pub mod run;
+pub mod reload;
 pub mod device;
 pub mod bench;
 pub mod service;

@@ -568,8 +568,12 @@ impl Lifecycle {
 
     /// Whether our program still runs on `ifindex`; `None` when the device is gone.
     pub fn program_present(&self, p: usize, ifindex: u32) -> Option<bool> {
+        // Under the steering lock: a rule reload of another shape replaces the
+        // program (and its id) through the link; ask for ours and the device's together.
+        let st = self.steering(p);
+        let ours = st.program_id().ok().or(self.ports[p].program_id);
         match crate::steer::xdp_program_on(ifindex) {
-            Ok(Some(id)) => Some(self.ports[p].program_id.is_none_or(|ours| ours == id)),
+            Ok(Some(id)) => Some(ours.is_none_or(|o| o == id)),
             Ok(None) => Some(false),
             Err(crate::steer::SteerError::InterfaceMissing { .. }) => None,
             Err(_) => Some(true), // netlink hiccup: no evidence either way

@@ -5,7 +5,7 @@ use clap::Parser;
 use std::io::{BufRead, BufReader};
 use std::process::{Command as Process, Stdio};
 use std::time::{Duration, Instant};
-use xdpool::cli::{BenchWhich, CaptureArgs, Cli, Command, DemoArgs, EngineArg, GenArgs, LabAction, LabTopology, LogFormat, RunArgs, StatsArgs, XdpModeArg};
+use xdpool::cli::{BenchWhich, CaptureArgs, Cli, Command, DemoArgs, EngineArg, GenArgs, LabAction, LabTopology, LogFormat, RulesAction, RulesApplyArgs, RunArgs, StatsArgs, XdpModeArg};
 use xdpool::config::{Config, XdpModeConfig};
 use xdpool::exit::{ExitCode, Fatal};
 
@@ -28,6 +28,7 @@ fn main() {
         Command::Gen(args) => cmd_gen(args),
         Command::Stats(args) => cmd_stats(args),
         Command::Capture(args) => cmd_capture(args),
+        Command::Rules { action: RulesAction::Apply(args) } => cmd_rules_apply(args),
         Command::Bench { which } => cmd_bench(which),
         Command::Demo(args) => cmd_demo(args),
     };
@@ -53,6 +54,7 @@ fn cmd_run(args: RunArgs) -> Result<(), Fatal> {
         quiet: args.quiet,
         ready_line: args.ready_line,
         hold_frames: args.hold_frames,
+        config_path: Some(args.config.clone()),
     };
     let summary = xdpool::run::run(&cfg, &opts)?;
     println!("{}", xdpool::run::summary_text(&summary));
@@ -185,6 +187,29 @@ fn cmd_gen(args: GenArgs) -> Result<(), Fatal> {
         std::fs::write(path, text).map_err(|e| Fatal::new(ExitCode::Failure, format!("cannot write {}: {e}", path.display())))?;
     }
     Ok(())
+}
+
+fn cmd_rules_apply(args: RulesApplyArgs) -> Result<(), Fatal> {
+    let text = std::fs::read_to_string(&args.file)
+        .map_err(|e| Fatal::new(ExitCode::Usage, format!("cannot read {}: {e}; pass a rules file (or the config file)", args.file.display())))?;
+    let reply = xdpool::stats::control::apply_rules(&args.socket, &text).map_err(|e| Fatal::new(ExitCode::Failure, e.to_string()))?;
+    if args.json {
+        println!("{reply}");
+    }
+    if reply["ok"] == true {
+        let a = &reply["applied"];
+        if !args.json {
+            println!("rules applied: {} rules, generation {}, ports changed: {}, {} counters carried by name, swapped in {:.2} ms", a["rules"], a["generation"], a["ports_changed"], a["carried"], a["swap_ms"].as_f64().unwrap_or(0.0));
+        }
+        return Ok(());
+    }
+    let error = reply["error"].as_str().unwrap_or("no reason given");
+    let code = match reply["kind"].as_str() {
+        Some("invalid") => ExitCode::Usage,
+        Some("refused") | Some("failed") => ExitCode::RulesRefused,
+        _ => ExitCode::Failure,
+    };
+    Err(Fatal::new(code, format!("{}: {error}; the running rules stay", args.file.display())))
 }
 
 fn cmd_stats(args: StatsArgs) -> Result<(), Fatal> {

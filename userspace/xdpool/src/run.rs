@@ -11,6 +11,7 @@ use crate::neigh::{MacBook, Neighbours};
 use crate::plan::{plan, Plan};
 use crate::steer::Steering;
 use crate::worker::handoff::Remotes;
+use crate::worker::rules::RuleSlot;
 use crate::worker::{self, classify::Classifier, Fabric, LaneSpec, PortRings, PortShared, Waker, WorkerCountersSnapshot, WorkerExit, WorkerSpec};
 use crate::xsk::XskError;
 use pool::{Region, RegionConfig, Topology};
@@ -41,6 +42,8 @@ pub struct RunOptions {
     pub ready_line: bool,
     /// Frames the application keeps per queue across device losses (0: none).
     pub hold_frames: u32,
+    /// The config file, read again on SIGHUP (its `[[rule]]` tables; `reload`).
+    pub config_path: Option<PathBuf>,
 }
 
 fn xsk_fatal(e: XskError, iface: &str) -> Fatal {
@@ -117,8 +120,7 @@ fn find_devices(plan: &Plan, netns: Option<&str>) -> Result<Vec<u32>, Fatal> {
 }
 
 /// The workers' specs from the plan.
-fn worker_specs(plan: &Plan, cfg: &Config, opts: &RunOptions) -> Vec<WorkerSpec> {
-    let classifiers: Vec<Classifier> = plan.ports.iter().map(|p| Classifier::new(p.rules.clone())).collect();
+fn worker_specs(plan: &Plan, cfg: &Config, opts: &RunOptions, slots: &[Arc<RuleSlot>]) -> Vec<WorkerSpec> {
     plan.workers
         .iter()
         .map(|w| WorkerSpec {
@@ -130,7 +132,7 @@ fn worker_specs(plan: &Plan, cfg: &Config, opts: &RunOptions) -> Vec<WorkerSpec>
                 .iter()
                 .map(|&s| {
                     let sp = &plan.sockets[s];
-                    LaneSpec { socket: s, port: sp.port, queue_pos: sp.queue_pos, classifier: classifiers[sp.port].clone(), rings: PortRings { fill: plan.umem.fill, rx: plan.umem.rx } }
+                    LaneSpec { socket: s, port: sp.port, queue_pos: sp.queue_pos, rules: slots[s].clone(), rings: PortRings { fill: plan.umem.fill, rx: plan.umem.rx } }
                 })
                 .collect(),
             hold_frames: opts.hold_frames as usize,
@@ -218,6 +220,8 @@ struct Running {
     netns: Option<NetnsFollow>,
     /// The namespace went under `--no-reattach`: the run ends.
     netns_gone: bool,
+    /// Each socket's rule list (hot reload publishes into them).
+    slots: Vec<Arc<RuleSlot>>,
 }
 
 /// The configured namespace under a run. A container restart deletes it and makes
@@ -287,7 +291,16 @@ pub fn run(cfg: &Config, opts: &RunOptions) -> Result<Summary, Fatal> {
         rt.device.clone(),
         started,
     );
-    let _servers = crate::stats::start_servers(cfg, &snapshot_fn);
+    let reloader = crate::reload::Reloader::new(
+        cfg.clone(),
+        opts.config_path.clone(),
+        rt.plan.ports.iter().cloned().zip(rt.lc.ports.iter().map(|p| p.steering.clone())).collect(),
+        rt.slots.clone(),
+        rt.fabric.sockets.clone(),
+    );
+    let snapshot_fn = crate::reload::with_rules(snapshot_fn, reloader.clone());
+    let _servers = crate::stats::start_servers(cfg, &snapshot_fn, Some(crate::reload::control_handler(reloader.clone())));
+    let _sighup = crate::reload::follow_sighup(reloader);
     crate::capture::session::enable(&_servers, cfg, &rt.plan, &rt.fabric);
     let seen = control_loop(&mut rt, opts, stop_signal, &snapshot_fn, started, cfg.stats.live && !opts.quiet, &mut service);
     service.stopping(if seen.device_gone { "a device went away: draining" } else { "stopping: draining and detaching" });
@@ -311,14 +324,17 @@ fn start(cfg: &Config, opts: &RunOptions, plan: Plan, ifindexes: &[u32], watcher
     let neighbours = Neighbours::new(read_macs(&plan, ifindexes));
     let fabric = build_fabric(&plan, neighbours)?;
     let stop = Arc::new(AtomicBool::new(false));
-    let handles = start_workers(worker_specs(&plan, cfg, opts), &region, &fabric, &stop)?;
+    // The workers' side of each port's rules, under the generation its program tags with.
+    let slots: Vec<Arc<RuleSlot>> =
+        plan.sockets.iter().map(|sp| RuleSlot::new(steerings[sp.port].generation(), Classifier::new(plan.ports[sp.port].rules.clone()))).collect();
+    let handles = start_workers(worker_specs(&plan, cfg, opts, &slots), &region, &fabric, &stop)?;
     let device = DeviceStats::new(ifindexes.first().copied().unwrap_or(0));
     let mut lc = Lifecycle::new(&plan, region.clone(), fabric.sockets.clone(), steerings, opts.xdp_mode, device.clone());
     if plan.ports.iter().any(|p| p.needs_macs()) {
         lc.follow_macs(fabric.neighbours.clone());
     }
     let netns = cfg.netns().and_then(|name| crate::netns::current_id().ok().map(|inside| NetnsFollow { name, inside, gone_logged: false, left: false }));
-    let mut rt = Running { plan, region, fabric, lc, handles, stop, watcher, device, netns, netns_gone: false };
+    let mut rt = Running { plan, region, fabric, lc, handles, stop, watcher, device, netns, netns_gone: false, slots };
     if let Err((p, e)) = rt.lc.start(ifindexes) {
         let iface = rt.plan.ports[p].def.interface.clone();
         rt.lc.bring_down_all();

@@ -1,5 +1,6 @@
 //! SIGINT and SIGTERM set a flag that long loops check (`xdpool run`, the sweep, the
-//! demo), so that teardown always runs.
+//! demo), so that teardown always runs. SIGHUP sets another: `xdpool run` reads its
+//! config file's rules again (`reload`).
 use std::sync::atomic::{AtomicBool, Ordering};
 
 static STOP: AtomicBool = AtomicBool::new(false);
@@ -18,4 +19,19 @@ pub fn install_stop_flag() -> Result<&'static AtomicBool, nix::Error> {
         unsafe { sigaction(sig, &action) }?;
     }
     Ok(&STOP)
+}
+
+static RELOAD: AtomicBool = AtomicBool::new(false);
+
+extern "C" fn on_reload_signal(_: libc::c_int) {
+    RELOAD.store(true, Ordering::SeqCst);
+}
+
+/// Installs a SIGHUP handler that sets the returned flag (and nothing else).
+pub fn install_reload_flag() -> Result<&'static AtomicBool, nix::Error> {
+    use nix::sys::signal::{sigaction, SaFlags, SigAction, SigHandler, SigSet, Signal};
+    let action = SigAction::new(SigHandler::Handler(on_reload_signal), SaFlags::SA_RESTART, SigSet::empty());
+    // SAFETY: the handler only stores to a static atomic, which is async-signal-safe.
+    unsafe { sigaction(Signal::SIGHUP, &action) }?;
+    Ok(&RELOAD)
 }

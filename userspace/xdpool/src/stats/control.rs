@@ -1,7 +1,11 @@
 //! The control socket: a unix stream socket, mode 0600, owned by the running user.
-//! A client writes one command line and reads the answer: `stats` gets one JSON
-//! document; `capture {...}` (once the instance enables it) a stream of captured
-//! frames (`crate::capture::wire`).
+//! A client writes one command line and reads one JSON document back:
+//! - `stats`: the snapshot.
+//! - `rules apply`, then the text of a rules file (or a whole config) up to the end
+//!   of its stream (shut down for writing): `{"ok": true, "applied": ...}` or
+//!   `{"ok": false, "kind": "invalid"|"refused"|"failed", "error": ..., "key", "line"}`.
+//! - `capture {...}` (once the instance enables it): a stream of captured frames
+//!   (`crate::capture::wire`) instead of one document.
 
 use super::SnapshotFn;
 use std::io::{BufRead, BufReader, Read, Write};
@@ -39,6 +43,21 @@ pub enum ControlError {
     },
 }
 
+/// Applies a rules text and answers with the reply (`rules apply`).
+pub type RulesFn = Arc<dyn Fn(&str) -> serde_json::Value + Send + Sync>;
+
+/// What the socket serves.
+#[derive(Clone)]
+pub struct Handlers {
+    /// `stats`.
+    pub snapshot: SnapshotFn,
+    /// `rules apply` (absent: the command is refused).
+    pub rules: Option<RulesFn>,
+}
+
+/// Largest rules text `rules apply` takes.
+const MAX_RULES_TEXT: u64 = 1 << 20;
+
 /// A listening control socket; removes its file when dropped.
 pub struct ControlServer {
     path: PathBuf,
@@ -51,6 +70,11 @@ impl ControlServer {
     /// Creates the socket (parent directory 0700 if it is created, socket 0600) and
     /// serves snapshots from a thread.
     pub fn start(path: &Path, snapshot: SnapshotFn) -> Result<ControlServer, ControlError> {
+        Self::start_with(path, Handlers { snapshot, rules: None })
+    }
+
+    /// [`ControlServer::start`] serving every command of `handlers`.
+    pub fn start_with(path: &Path, handlers: Handlers) -> Result<ControlServer, ControlError> {
         let io = |source| ControlError::Io { path: path.to_path_buf(), source };
         if let Some(dir) = path.parent() {
             if !dir.exists() {
@@ -82,9 +106,11 @@ impl ControlServer {
                 while !stop2.load(Ordering::Relaxed) {
                     match listener.accept() {
                         Ok((stream, _)) => {
-                            let _ = serve_one(stream, &snapshot, &capture2, &stop2);
+                            let _ = serve_one(stream, &handlers, &capture2, &stop2);
                         }
-                        Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => std::thread::sleep(Duration::from_millis(50)),
+                        // Wait for the next client in poll() (50 ms at most, to see
+                        // `stop`): a command is served at once, not up to 50 ms late.
+                        Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => wait_readable(&listener, 50),
                         Err(_) => std::thread::sleep(Duration::from_millis(200)),
                     }
                 }
@@ -104,19 +130,28 @@ impl ControlServer {
     }
 }
 
-fn serve_one(stream: UnixStream, snapshot: &SnapshotFn, capture: &CaptureSlot, stop: &Arc<AtomicBool>) -> std::io::Result<()> {
+fn wait_readable(listener: &UnixListener, ms: u16) {
+    use nix::poll::{poll, PollFd, PollFlags, PollTimeout};
+    use std::os::fd::AsFd;
+    let mut fds = [PollFd::new(listener.as_fd(), PollFlags::POLLIN)];
+    let _ = poll(&mut fds, PollTimeout::from(ms));
+}
+
+fn serve_one(stream: UnixStream, handlers: &Handlers, capture: &CaptureSlot, stop: &Arc<AtomicBool>) -> std::io::Result<()> {
     stream.set_nonblocking(false)?;
     stream.set_read_timeout(Some(Duration::from_secs(2)))?;
+    let mut reader = BufReader::new(stream.try_clone()?);
     let mut line = String::new();
-    BufReader::new(stream.try_clone()?).read_line(&mut line)?;
+    reader.read_line(&mut line)?;
     let mut stream = stream;
     match line.trim() {
         "stats" => {
-            let body = serde_json::to_string(&snapshot()).unwrap_or_else(|e| format!("{{\"error\":\"{e}\"}}"));
+            let body = serde_json::to_string(&(handlers.snapshot)()).unwrap_or_else(|e| format!("{{\"error\":\"{e}\"}}"));
             stream.write_all(body.as_bytes())
         }
+        "rules apply" => serve_rules_apply(&mut reader, &mut stream, handlers.rules.as_ref()),
         l if l.split_whitespace().next() == Some(crate::capture::wire::COMMAND) => serve_capture(stream, l, capture, stop),
-        other => stream.write_all(serde_json::json!({ "error": format!("unknown command `{other}`: the commands are `stats` and `capture`") }).to_string().as_bytes()),
+        other => stream.write_all(serde_json::json!({ "error": format!("unknown command `{other}`: the commands are `stats`, `rules apply` and `capture`") }).to_string().as_bytes()),
     }
 }
 
@@ -127,6 +162,18 @@ fn serve_capture(mut stream: UnixStream, line: &str, capture: &CaptureSlot, stop
         Some(service) => service.serve(stream, args, stop.clone()),
         None => stream.write_all(serde_json::json!({ "error": "this instance does not serve capture (it is still starting, or older than the client)" }).to_string().as_bytes()),
     }
+}
+
+/// `rules apply`: the rest of the stream is the rules text.
+fn serve_rules_apply(reader: &mut impl Read, stream: &mut UnixStream, rules: Option<&RulesFn>) -> std::io::Result<()> {
+    let mut text = String::new();
+    reader.take(MAX_RULES_TEXT + 1).read_to_string(&mut text)?;
+    let reply = match rules {
+        _ if text.len() as u64 > MAX_RULES_TEXT => serde_json::json!({"ok": false, "kind": "invalid", "error": format!("the rules text is larger than {MAX_RULES_TEXT} bytes")}),
+        Some(apply) => apply(&text),
+        None => serde_json::json!({"ok": false, "kind": "refused", "error": "this instance does not reload rules"}),
+    };
+    stream.write_all(reply.to_string().as_bytes())
 }
 
 impl Drop for ControlServer {
@@ -145,6 +192,20 @@ pub fn query(path: &Path) -> Result<serde_json::Value, ControlError> {
     let io = |source| ControlError::Io { path: path.to_path_buf(), source };
     s.set_read_timeout(Some(Duration::from_secs(5))).map_err(io)?;
     s.write_all(b"stats\n").map_err(io)?;
+    let mut body = String::new();
+    s.read_to_string(&mut body).map_err(io)?;
+    serde_json::from_str(&body).map_err(|e| io(std::io::Error::new(std::io::ErrorKind::InvalidData, e)))
+}
+
+/// Sends `text` to the instance at `path` as `rules apply`; its reply.
+pub fn apply_rules(path: &Path, text: &str) -> Result<serde_json::Value, ControlError> {
+    let mut s = UnixStream::connect(path).map_err(|source| ControlError::NotRunning { path: path.to_path_buf(), source })?;
+    let io = |source| ControlError::Io { path: path.to_path_buf(), source };
+    // A reload waits for every worker (1 s at most) and may load a program.
+    s.set_read_timeout(Some(Duration::from_secs(30))).map_err(io)?;
+    s.write_all(b"rules apply\n").map_err(io)?;
+    s.write_all(text.as_bytes()).map_err(io)?;
+    s.shutdown(std::net::Shutdown::Write).map_err(io)?;
     let mut body = String::new();
     s.read_to_string(&mut body).map_err(io)?;
     serde_json::from_str(&body).map_err(|e| io(std::io::Error::new(std::io::ErrorKind::InvalidData, e)))
@@ -175,5 +236,23 @@ mod tests {
         drop(server);
         assert!(!path.exists());
         assert!(matches!(query(&path), Err(ControlError::NotRunning { .. })));
+    }
+
+    #[test]
+    fn rules_apply_sends_the_whole_text_and_returns_the_reply() {
+        use std::os::unix::fs::PermissionsExt;
+        let dir = tempfile::Builder::new().prefix("xdpool-ctl-").permissions(std::fs::Permissions::from_mode(0o700)).tempdir().unwrap();
+        let path = dir.path().join("r.sock");
+        let snap: SnapshotFn = Arc::new(|| serde_json::json!({}));
+        let rules: RulesFn = Arc::new(|text: &str| serde_json::json!({"ok": text.ends_with("action = \"pass\"\n"), "len": text.len()}));
+        let server = ControlServer::start_with(&path, Handlers { snapshot: snap.clone(), rules: Some(rules) }).unwrap();
+        let text = format!("{}[[rule]]\naction = \"pass\"\n", "# padding\n".repeat(2000));
+        let reply = apply_rules(&path, &text).unwrap();
+        assert_eq!(reply["len"], text.len(), "every byte after the command line arrives: {reply}");
+        assert_eq!(reply["ok"], true);
+        drop(server);
+        let _plain = ControlServer::start(&path, snap).unwrap();
+        let reply = apply_rules(&path, "[[rule]]\n").unwrap();
+        assert_eq!((reply["ok"].clone(), reply["kind"].clone()), (serde_json::json!(false), serde_json::json!("refused")), "{reply}");
     }
 }

@@ -64,6 +64,8 @@ pub const QUEUE_COUNTERS: &[(&str, Def)] = &[
     ("rx_limited_by_tx", c("xdpool_rx_limited_by_tx", "Passes that took fewer RX descriptors than a batch because the TX ring had no room for what they send (back-pressure instead of a drop).")),
     ("wakeups", c("xdpool_wakeups", "Wake-up system calls made for the kernel (need_wakeup set on the fill or TX ring).")),
     ("idle_loops", c("xdpool_idle_passes", "Worker loop passes that found nothing to do.")),
+    ("rule_tag_unknown", c("xdpool_rule_tag_unknown", "Frames received during a rule reload whose XDP metadata tag named no rule list the worker knew (acted on under the current list); 0 unless the driver gives XDP no metadata room.")),
+    ("rules_taken", c("xdpool_rules_taken", "Rule lists the socket's worker took at a batch boundary (one per hot reload of its port).")),
     ("drained_rx", c("xdpool_drained_rx", "Frames drained from an RX ring when its socket was given up (device loss or stop).")),
     ("reclaimed", c("xdpool_reclaimed", "Frames taken back from the kernel's fill, TX and completion rings when a socket was given up.")),
     ("socket_attaches", c("xdpool_socket_attaches", "Sockets this worker started on (1 + re-attaches).")),
@@ -185,6 +187,13 @@ pub const DEVICE_OTHER: &[(&str, Def)] = &[
     ("teardown_accounting_failures", c("xdpool_device_teardown_accounting_failures", "Of those, teardowns whose accounting did not add up (must stay 0).")),
     ("unserved_rx_queues", g("xdpool_device_unserved_rx_queues", "RX queues of the devices that no xdpool socket serves (their frames go to the kernel; see the WARN at start or re-attach).")),
 ];
+
+/// Per-rule counters (the XDP program's, summed over CPUs).
+pub const RULE_PACKETS: Def = c("xdpool_rule_packets", "Frames that matched a rule (first match) in its port's XDP program, by port, rule (its index in the port's list) and rule_name (its name, empty when unnamed). A reload restarts an unnamed rule's count; a named rule continues the count of the running rule of that name.");
+/// Per-rule bytes.
+pub const RULE_BYTES: Def = c("xdpool_rule_bytes", "Bytes (every buffer) of the frames counted in xdpool_rule_packets_total, same labels.");
+/// Rule reloads by result.
+pub const RULE_RELOADS: Def = c("xdpool_rule_reloads", "Rule reloads (xdpool rules apply, SIGHUP) by result: applied, or refused (invalid, not runnable or failed; the running rules stayed).");
 
 /// Process uptime.
 pub const UPTIME: Def = g("xdpool_uptime_seconds", "Seconds since xdpool attached.");
@@ -326,6 +335,25 @@ pub fn collect(snapshot: &Value) -> Vec<FamilyOut> {
             push(UMEM_FRAMES, Vec::new(), v);
         }
     }
+    if let Some(rules) = snapshot.get("rules") {
+        for r in rules.get("list").and_then(Value::as_array).into_iter().flatten() {
+            let l: Labels = vec![
+                ("port".into(), r.get("port").and_then(Value::as_str).unwrap_or(&default_port).to_string()),
+                ("rule".into(), r.get("index").and_then(Value::as_u64).unwrap_or(0).to_string()),
+                ("rule_name".into(), r.get("name").and_then(Value::as_str).unwrap_or("").to_string()),
+            ];
+            for (f, def) in [("packets", RULE_PACKETS), ("bytes", RULE_BYTES)] {
+                if let Some(v) = number(r, &[f]) {
+                    push(def, l.clone(), v);
+                }
+            }
+        }
+        for (f, result) in [("reloads", "applied"), ("refused", "refused")] {
+            if let Some(v) = number(rules, &[f]) {
+                push(RULE_RELOADS, vec![("result".into(), result.into())], v);
+            }
+        }
+    }
     if let Some(v) = number(snapshot, &["uptime_s"]) {
         push(UPTIME, Vec::new(), v);
     }
@@ -335,7 +363,7 @@ pub fn collect(snapshot: &Value) -> Vec<FamilyOut> {
 /// Every family name as scraped (counters with `_total`), for dashboards and tests.
 pub fn exported_names() -> Vec<String> {
     let mut defs: Vec<Def> = QUEUE_COUNTERS.iter().chain(QUEUE_GAUGES).chain(POOL_OTHER).chain(DEVICE_OTHER).map(|(_, d)| *d).collect();
-    defs.extend([DROPS, XSK_RX_DROPPED, XSK_TX_RING_EMPTY, RING_ERROR, POOL_ALLOC, POOL_RECYCLE, POOL_MISUSE, FRAMES, UMEM_FRAMES, XDP_FRAMES, DEVICE_LOSSES, UPTIME]);
+    defs.extend([DROPS, XSK_RX_DROPPED, XSK_TX_RING_EMPTY, RING_ERROR, POOL_ALLOC, POOL_RECYCLE, POOL_MISUSE, FRAMES, UMEM_FRAMES, XDP_FRAMES, DEVICE_LOSSES, RULE_PACKETS, RULE_BYTES, RULE_RELOADS, UPTIME]);
     defs.iter().map(|d| if d.kind == Kind::Counter { format!("{}_total", d.name) } else { d.name.to_string() }).collect()
 }
 

@@ -17,8 +17,9 @@ pub type SnapshotFn = Arc<dyn Fn() -> Value + Send + Sync>;
 
 /// The control socket and, when configured, the Prometheus endpoint, serving
 /// `snapshot`; each is optional (a failure is logged). Dropping the pair stops them.
-pub fn start_servers(cfg: &crate::config::Config, snapshot: &SnapshotFn) -> (Option<control::ControlServer>, Option<prom::PromServer>) {
-    let control = match control::ControlServer::start(&cfg.stats.control_socket, snapshot.clone()) {
+pub fn start_servers(cfg: &crate::config::Config, snapshot: &SnapshotFn, rules: Option<control::RulesFn>) -> (Option<control::ControlServer>, Option<prom::PromServer>) {
+    let handlers = control::Handlers { snapshot: snapshot.clone(), rules };
+    let control = match control::ControlServer::start_with(&cfg.stats.control_socket, handlers) {
         Ok(s) => Some(s),
         Err(e) => {
             tracing::warn!(error = %e, "no control socket: `xdpool stats` will not reach this instance");

@@ -144,7 +144,34 @@ pub fn render(snap: &Value, prev: Option<(&Value, f64)>) -> String {
     }
     write_port_lines(&mut out, &fams);
     write_frames_line(&mut out, snap);
+    write_rules(&mut out, snap, prev);
     out
+}
+
+/// Each rule's packets and bytes (the XDP program's counts), with its packet rate.
+fn write_rules(out: &mut String, snap: &Value, prev: Option<(&Value, f64)>) {
+    let list = |s: &Value| s.get("rules").and_then(|r| r.get("list")).and_then(Value::as_array).cloned().unwrap_or_default();
+    let now = list(snap);
+    if now.is_empty() {
+        return;
+    }
+    let before = prev.map(|(p, dt)| (list(p), dt));
+    let rules = snap.get("rules").expect("has a list");
+    let n = |v: &Value, k: &str| v.get(k).and_then(Value::as_u64).unwrap_or(0);
+    let _ = writeln!(out, "rules (generation {}, {} reloads, {} refused)", n(rules, "generation"), n(rules, "reloads"), n(rules, "refused"));
+    for r in &now {
+        let (port, index) = (r.get("port").and_then(Value::as_str).unwrap_or("?"), n(r, "index"));
+        let name = r.get("name").and_then(Value::as_str).map(|s| format!(" {s}")).unwrap_or_default();
+        let what = format!("{port}#{index}{name}: {} -> {}", r.get("match").and_then(Value::as_str).unwrap_or("?"), r.get("action").and_then(Value::as_str).unwrap_or("?"));
+        let mut line = format!("  {what:<44} {:>10} pkts {:>10} B", human(n(r, "packets") as f64), human(n(r, "bytes") as f64));
+        if let Some((b, dt)) = &before {
+            let same = b.iter().find(|x| x.get("port") == r.get("port") && x.get("index") == r.get("index") && x.get("name") == r.get("name"));
+            if let (Some(then), true) = (same, *dt > 0.0) {
+                let _ = write!(line, " {:>10}/s", human((n(r, "packets").saturating_sub(n(then, "packets"))) as f64 / dt));
+            }
+        }
+        let _ = writeln!(out, "{}", line.trim_end());
+    }
 }
 
 fn write_port_lines(out: &mut String, fams: &[FamilyOut]) {
@@ -217,6 +244,28 @@ mod tests {
         // A gauge gets no rate.
         let inflight = lines.iter().find(|l| l.contains("pool_inflight")).unwrap();
         assert_eq!(inflight.split_whitespace().count(), 4, "{inflight}");
+    }
+
+    #[test]
+    fn rules_with_counts_and_rates() {
+        let with = |p: u64| {
+            let mut s = snap(1, 1);
+            s["rules"] = json!({"generation": 3, "reloads": 2, "refused": 1, "list": [
+                {"port": "main", "index": 0, "name": "lab", "action": "drop", "match": "udp dst_port 9", "packets": p, "bytes": p * 60},
+                {"port": "main", "index": 1, "name": null, "action": "pass", "match": "all", "packets": 7, "bytes": 420},
+            ]});
+            s
+        };
+        let text = render(&with(5000), Some((&with(1000), 2.0)));
+        assert!(text.contains("rules (generation 3, 2 reloads, 1 refused)"), "{text}");
+        let lab = text.lines().find(|l| l.contains("main#0 lab")).unwrap();
+        assert_eq!(lab.split_whitespace().collect::<Vec<_>>(), ["main#0", "lab:", "udp", "dst_port", "9", "->", "drop", "5000", "pkts", "300.0k", "B", "2000/s"], "{text}");
+        assert!(text.contains("main#1: all -> pass"), "{text}");
+        let m = collect(&with(5000));
+        let fam = m.iter().find(|f| f.def.name == "xdpool_rule_packets").unwrap();
+        assert_eq!(fam.samples[0].0, vec![("port".to_string(), "main".to_string()), ("rule".into(), "0".into()), ("rule_name".into(), "lab".into())]);
+        assert_eq!(fam.samples[0].1, 5000.0);
+        assert_eq!(fam.samples[1].0[2].1, "", "unnamed: empty rule_name");
     }
 
     #[test]

@@ -42,6 +42,11 @@ pub const FAMILY_IPV4: u8 = 4;
 /// `dst_family` for IPv6.
 pub const FAMILY_IPV6: u8 = 6;
 
+/// The steered frame's metadata tag: generation above this shift, rule position below.
+pub const TAG_GEN_SHIFT: u32 = 8;
+/// Bytes of the metadata tag before the packet data (`XDPOOL_TAG_SIZE`).
+pub const TAG_SIZE: u32 = 4;
+
 /// Counter index: redirected to an AF_XDP socket.
 pub const CNT_STEERED: u32 = 0;
 /// Counter index: matched a steer rule, but no socket in the queue's XSKMAP slot.
@@ -85,10 +90,20 @@ pub struct RuleAbi {
 #[repr(C)]
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct ConfigAbi {
-    /// Live rule bank, 0 or 1.
-    pub rule_bank: u32,
+    /// `(generation << 1) | bank`: the live rule bank and its list's generation.
+    pub live: u32,
     /// Reserved, zero.
     pub reserved: u32,
+}
+
+/// `struct xdpool_rule_hits`: one entry of `rule_hits` (per CPU).
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct RuleHitsAbi {
+    /// Frames that matched the rule.
+    pub packets: u64,
+    /// Their bytes (every buffer of a multi-buffer frame).
+    pub bytes: u64,
 }
 
 /// `struct xdpool_bank`: one entry of the `rules` map, a whole rule list.
@@ -100,6 +115,8 @@ pub const RULE_SIZE: usize = 48;
 pub const BANK_SIZE: usize = 3072;
 /// `XDPOOL_CONFIG_SIZE`.
 pub const CONFIG_SIZE: usize = 8;
+/// `XDPOOL_RULE_HITS_SIZE`.
+pub const RULE_HITS_SIZE: usize = 16;
 
 const _: () = assert!(size_of::<RuleAbi>() == RULE_SIZE);
 const _: () = assert!(size_of::<BankAbi>() == BANK_SIZE);
@@ -114,8 +131,11 @@ const _: () = assert!(offset_of!(RuleAbi, reserved) == 12);
 const _: () = assert!(offset_of!(RuleAbi, dst_addr) == 16);
 const _: () = assert!(offset_of!(RuleAbi, dst_mask) == 32);
 const _: () = assert!(size_of::<ConfigAbi>() == CONFIG_SIZE);
-const _: () = assert!(offset_of!(ConfigAbi, rule_bank) == 0);
+const _: () = assert!(offset_of!(ConfigAbi, live) == 0);
 const _: () = assert!(offset_of!(ConfigAbi, reserved) == 4);
+const _: () = assert!(size_of::<RuleHitsAbi>() == RULE_HITS_SIZE);
+const _: () = assert!(offset_of!(RuleHitsAbi, packets) == 0);
+const _: () = assert!(offset_of!(RuleHitsAbi, bytes) == 8);
 
 // SAFETY: both are #[repr(C)], contain only integers, and have no implicit
 // padding (sizes and offsets asserted above), so every bit pattern is valid and
@@ -123,6 +143,8 @@ const _: () = assert!(offset_of!(ConfigAbi, reserved) == 4);
 unsafe impl aya::Pod for RuleAbi {}
 // SAFETY: as above.
 unsafe impl aya::Pod for ConfigAbi {}
+// SAFETY: as above (two u64, no padding).
+unsafe impl aya::Pod for RuleHitsAbi {}
 
 #[cfg(test)]
 mod tests {
@@ -191,6 +213,9 @@ mod tests {
             ("XDPOOL_RULE_SIZE", RULE_SIZE as u64),
             ("XDPOOL_BANK_SIZE", BANK_SIZE as u64),
             ("XDPOOL_CONFIG_SIZE", CONFIG_SIZE as u64),
+            ("XDPOOL_RULE_HITS_SIZE", RULE_HITS_SIZE as u64),
+            ("XDPOOL_TAG_GEN_SHIFT", TAG_GEN_SHIFT.into()),
+            ("XDPOOL_TAG_SIZE", TAG_SIZE.into()),
         ];
         for (name, value) in expect {
             assert_eq!(d.get(*name), Some(value), "{name} differs between xdpool.h and abi.rs");
@@ -225,8 +250,16 @@ mod tests {
         assert_eq!(
             config,
             vec![
-                ("rule_bank".to_string(), offset_of!(ConfigAbi, rule_bank)),
+                ("live".to_string(), offset_of!(ConfigAbi, live)),
                 ("reserved".to_string(), offset_of!(ConfigAbi, reserved)),
+            ]
+        );
+        let hits = header_offsets("xdpool_rule_hits");
+        assert_eq!(
+            hits,
+            vec![
+                ("packets".to_string(), offset_of!(RuleHitsAbi, packets)),
+                ("bytes".to_string(), offset_of!(RuleHitsAbi, bytes)),
             ]
         );
     }

@@ -29,7 +29,7 @@ pub use netlink::xdp_program_on;
 pub use rule::{Rule, RuleAction, RuleMatch};
 pub use shape::Shape;
 
-use abi::{BankAbi, ConfigAbi, RuleAbi};
+use abi::{BankAbi, ConfigAbi, RuleAbi, RuleHitsAbi};
 
 /// The object built from `xdp-prog/xdpool.bpf.c` by build.rs.
 static OBJECT: &[u8] = aya::include_bytes_aligned!(concat!(env!("OUT_DIR"), "/xdpool.bpf.o"));
@@ -234,16 +234,87 @@ fn write_bank(ebpf: &mut Ebpf, bank: u32, entries: &[RuleAbi]) -> Result<(), Ste
     map.set(bank, value, 0).map_err(|source| SteerError::Map { name: "rules", source })
 }
 
-fn zero_rule_hits(ebpf: &mut Ebpf) -> Result<(), SteerError> {
-    let mut hits: PerCpuArray<&mut MapData, u64> = PerCpuArray::try_from(map_mut(ebpf, "rule_hits")?)
+/// Zeroes the hit counters of bank `bank` (before a list is written into it).
+fn zero_rule_hits(ebpf: &mut Ebpf, bank: u32) -> Result<(), SteerError> {
+    let mut hits: PerCpuArray<&mut MapData, RuleHitsAbi> = PerCpuArray::try_from(map_mut(ebpf, "rule_hits")?)
         .map_err(|source| SteerError::Map { name: "rule_hits", source })?;
     let cpus = aya::util::nr_cpus().map_err(|(what, source)| SteerError::Kernel { what, source })?;
     for i in 0..abi::MAX_RULES as u32 {
-        let zero = PerCpuValues::try_from(vec![0u64; cpus])
+        let zero = PerCpuValues::try_from(vec![RuleHitsAbi::default(); cpus])
             .map_err(|source| SteerError::Kernel { what: "per-CPU values", source })?;
-        hits.set(i, zero, 0).map_err(|source| SteerError::Map { name: "rule_hits", source })?;
+        hits.set(bank * abi::MAX_RULES as u32 + i, zero, 0).map_err(|source| SteerError::Map { name: "rule_hits", source })?;
     }
     Ok(())
+}
+
+/// Writes the `config` map's live word: `(generation << 1) | bank`.
+fn write_live(ebpf: &mut Ebpf, generation: u32, bank: u32) -> Result<(), SteerError> {
+    let mut config: Array<&mut MapData, ConfigAbi> =
+        Array::try_from(map_mut(ebpf, "config")?).map_err(|source| SteerError::Map { name: "config", source })?;
+    config
+        .set(0, ConfigAbi { live: (generation << 1) | bank, reserved: 0 }, 0)
+        .map_err(|source| SteerError::Map { name: "config", source })
+}
+
+/// Sum over CPUs of rule `rule` of bank `bank` in a `rule_hits` map.
+fn read_hits(map: &Map, bank: u32, rule: usize) -> Result<RuleCounts, SteerError> {
+    let array: PerCpuArray<&MapData, RuleHitsAbi> =
+        PerCpuArray::try_from(map).map_err(|source| SteerError::Map { name: "rule_hits", source })?;
+    let values = array
+        .get(&(bank * abi::MAX_RULES as u32 + rule as u32), 0)
+        .map_err(|source| SteerError::Map { name: "rule_hits", source })?;
+    Ok(values.iter().fold(RuleCounts::default(), |a, v| RuleCounts { packets: a.packets + v.packets, bytes: a.bytes + v.bytes }))
+}
+
+/// Packets and bytes a rule matched.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize)]
+pub struct RuleCounts {
+    /// Frames.
+    pub packets: u64,
+    /// Their bytes.
+    pub bytes: u64,
+}
+
+impl std::ops::Add for RuleCounts {
+    type Output = RuleCounts;
+    fn add(self, o: RuleCounts) -> RuleCounts {
+        RuleCounts { packets: self.packets + o.packets, bytes: self.bytes + o.bytes }
+    }
+}
+
+/// The hit counters of one rule list: which bank of which `rule_hits` map, what
+/// older lists carried into its rules.
+#[derive(Debug)]
+struct ListHits {
+    /// `None`: the live program's map; `Some`: the map of the program a shape
+    /// change replaced.
+    map: Option<Map>,
+    bank: u32,
+    len: usize,
+    /// Final counts carried into each rule (from lists retired two swaps ago or more).
+    base: Vec<RuleCounts>,
+    /// `carry[i]`: the rule of the previous list that rule `i` continues.
+    carry: Vec<Option<usize>>,
+}
+
+impl ListHits {
+    fn new(bank: u32, len: usize, carry: &[Option<usize>]) -> ListHits {
+        let carry = (0..len).map(|i| carry.get(i).copied().flatten()).collect();
+        ListHits { map: None, bank, len, base: vec![RuleCounts::default(); len], carry }
+    }
+
+    /// This list's own hits of rule `i` (nothing carried).
+    fn own(&self, live: &Ebpf, i: usize) -> Result<RuleCounts, SteerError> {
+        match &self.map {
+            Some(m) => read_hits(m, self.bank, i),
+            None => read_hits(map(live, "rule_hits")?, self.bank, i),
+        }
+    }
+
+    /// Rule `i`'s total, without what it carries from the previous list.
+    fn settled(&self, live: &Ebpf, i: usize) -> Result<RuleCounts, SteerError> {
+        Ok(self.base[i] + self.own(live, i)?)
+    }
 }
 
 /// A bpf_link attachment; dropping it detaches the program.
@@ -308,7 +379,12 @@ pub struct Steering {
     attachment: Option<Attachment>,
     /// Bank of the `rules` map the program reads.
     live_bank: u32,
-    rule_count: usize,
+    /// Generation of the live list (the tag of the frames it steers); 0 before any.
+    generation: u32,
+    /// Hit counters of the live list, and of the list it replaced (whose
+    /// counters a frame that started on it may still move).
+    hits: ListHits,
+    retired_hits: Option<ListHits>,
     /// Registered AF_XDP sockets by queue, to register again in a reloaded program.
     xsks: BTreeMap<u32, RawFd>,
     /// The `counters` map of the program replaced last; it may still count a frame
@@ -316,9 +392,14 @@ pub struct Steering {
     retired_counters: Option<Map>,
     /// Counts of the programs replaced before that one.
     folded: XdpCounters,
-    /// Match-all shape: the live program's total when the current list was set
-    /// (its rule 0 hits are counted by the counters, not by `rule_hits`).
-    match_all_hits_from: u64,
+}
+
+/// Largest generation a frame's tag holds (`32 - TAG_GEN_SHIFT` bits); the next wraps to 1.
+pub const MAX_GENERATION: u32 = (1 << (32 - abi::TAG_GEN_SHIFT)) - 1;
+
+/// The generation after `g` (never 0: a zero tag means "no tag").
+pub fn next_generation(g: u32) -> u32 {
+    if g >= MAX_GENERATION { 1 } else { g + 1 }
 }
 
 impl Steering {
@@ -332,11 +413,12 @@ impl Steering {
             shape,
             attachment: None,
             live_bank: 0,
-            rule_count: 0,
+            generation: 0,
+            hits: ListHits::new(0, 0, &[]),
+            retired_hits: None,
             xsks: BTreeMap::new(),
             retired_counters: None,
             folded: XdpCounters::default(),
-            match_all_hits_from: 0,
         })
     }
 
@@ -348,16 +430,18 @@ impl Steering {
         let shape = Shape::of(&entries[..rules.len()]);
         let mut ebpf = load_steer(&shape)?;
         write_bank(&mut ebpf, 0, &entries)?;
+        write_live(&mut ebpf, 1, 0)?;
         Ok(Steering {
             ebpf,
             shape,
             attachment: None,
             live_bank: 0,
-            rule_count: rules.len(),
+            generation: 1,
+            hits: ListHits::new(0, rules.len(), &[]),
+            retired_hits: None,
             xsks: BTreeMap::new(),
             retired_counters: None,
             folded: XdpCounters::default(),
-            match_all_hits_from: 0,
         })
     }
 
@@ -375,32 +459,58 @@ impl Steering {
     /// update: each frame runs the old or the new program. Rule hit counters
     /// restart from zero for the new list; the frame counters carry on.
     pub fn set_rules(&mut self, rules: &[Rule]) -> Result<(), SteerError> {
+        self.set_rules_carrying(rules, &[], next_generation(self.generation))
+    }
+
+    /// [`Steering::set_rules`] with the list's `generation` (the tag of the frames it
+    /// steers, see `xdpool.h`; not 0, at most [`MAX_GENERATION`]) and, for each new
+    /// rule, the rule of the current list whose counters it continues
+    /// ([`Steering::rule_counts`]; missing entries continue none).
+    pub fn set_rules_carrying(&mut self, rules: &[Rule], carry: &[Option<usize>], generation: u32) -> Result<(), SteerError> {
         let entries = rule::encode_rules(rules)?;
         let shape = Shape::of(&entries[..rules.len()]);
+        // The list retired by the previous swap has been off for a whole swap:
+        // its counts are final. Fold what the live list carries from it.
+        self.fold_retired()?;
         if shape != self.shape {
-            return self.reload(shape, &entries, rules.len());
+            return self.reload(shape, &entries, rules.len(), carry, generation);
         }
         let next = 1 - self.live_bank;
+        zero_rule_hits(&mut self.ebpf, next)?;
         write_bank(&mut self.ebpf, next, &entries)?;
-        zero_rule_hits(&mut self.ebpf)?;
-        let mut config: Array<&mut MapData, ConfigAbi> = Array::try_from(map_mut(&mut self.ebpf, "config")?)
-            .map_err(|source| SteerError::Map { name: "config", source })?;
-        config
-            .set(0, ConfigAbi { rule_bank: next, reserved: 0 }, 0)
-            .map_err(|source| SteerError::Map { name: "config", source })?;
+        write_live(&mut self.ebpf, generation, next)?;
         self.live_bank = next;
-        self.rule_count = rules.len();
-        self.match_all_hits_from = live_counters(&self.ebpf)?.total();
-        tracing::info!(rules = rules.len(), bank = next, "steering rules set");
+        self.generation = generation;
+        let old = std::mem::replace(&mut self.hits, ListHits::new(next, rules.len(), carry));
+        self.retired_hits = Some(old);
+        tracing::info!(rules = rules.len(), bank = next, generation, "steering rules set");
+        Ok(())
+    }
+
+    /// Folds the retired list's final counts into the live list's base.
+    fn fold_retired(&mut self) -> Result<(), SteerError> {
+        let Some(retired) = self.retired_hits.take() else {
+            self.hits.carry.iter_mut().for_each(|c| *c = None);
+            return Ok(());
+        };
+        for i in 0..self.hits.len {
+            if let Some(j) = self.hits.carry[i].take() {
+                if j < retired.len {
+                    let add = retired.settled(&self.ebpf, j)?;
+                    self.hits.base[i] = self.hits.base[i] + add;
+                }
+            }
+        }
         Ok(())
     }
 
     /// Loads a program for `shape` with `entries` in bank 0 and the registered
     /// sockets in its XSKMAP, then puts it where the old one was.
     #[cold]
-    fn reload(&mut self, shape: Shape, entries: &[RuleAbi], rule_count: usize) -> Result<(), SteerError> {
+    fn reload(&mut self, shape: Shape, entries: &[RuleAbi], rule_count: usize, carry: &[Option<usize>], generation: u32) -> Result<(), SteerError> {
         let mut next = load_steer(&shape)?;
         write_bank(&mut next, 0, entries)?;
+        write_live(&mut next, generation, 0)?;
         {
             let mut xsks: XskMap<&mut MapData> = XskMap::try_from(map_mut(&mut next, "xsks")?)
                 .map_err(|source| SteerError::Map { name: "xsks", source })?;
@@ -423,16 +533,23 @@ impl Steering {
             self.folded = self.folded + read_counters(&map)?;
         }
         self.retired_counters = Some(old.take_map("counters").ok_or(SteerError::MissingInObject { what: "map", name: "counters" })?);
+        let mut retired = std::mem::replace(&mut self.hits, ListHits::new(0, rule_count, carry));
+        retired.map = Some(old.take_map("rule_hits").ok_or(SteerError::MissingInObject { what: "map", name: "rule_hits" })?);
+        self.retired_hits = Some(retired);
         if self.attachment.is_some() {
-            tracing::info!(from = %self.shape, to = %shape, "steering program replaced for a new rule shape (bpf_link update)");
+            tracing::info!(from = %self.shape, to = %shape, generation, "steering program replaced for a new rule shape (bpf_link update)");
         } else {
-            tracing::debug!(from = %self.shape, to = %shape, "steering program reloaded for a new rule shape");
+            tracing::debug!(from = %self.shape, to = %shape, generation, "steering program reloaded for a new rule shape");
         }
         self.shape = shape;
         self.live_bank = 0;
-        self.rule_count = rule_count;
-        self.match_all_hits_from = 0;
+        self.generation = generation;
         Ok(())
+    }
+
+    /// Generation of the live rule list (0 before any list was set).
+    pub fn generation(&self) -> u32 {
+        self.generation
     }
 
     /// Attaches to `ifindex` through a bpf_link (never netlink), so the program
@@ -498,18 +615,28 @@ impl Steering {
         Ok(self.folded + retired + live_counters(&self.ebpf)?)
     }
 
-    /// Frames matched by each rule of the current list, in list order.
+    /// Frames matched by each rule of the current list, in list order, since the
+    /// list was set.
     pub fn rule_hits(&self) -> Result<Vec<u64>, SteerError> {
-        if self.shape.match_all().is_some() {
-            // Rule 0 takes every frame and counts it only in the counters; the
-            // rules behind it are never reached.
-            let mut hits = vec![0; self.rule_count];
-            if let Some(first) = hits.first_mut() {
-                *first = live_counters(&self.ebpf)?.total() - self.match_all_hits_from;
-            }
-            return Ok(hits);
-        }
-        (0..self.rule_count as u32).map(|i| percpu_sum(&self.ebpf, "rule_hits", i)).collect()
+        (0..self.hits.len).map(|i| self.hits.own(&self.ebpf, i).map(|c| c.packets)).collect()
+    }
+
+    /// Packets and bytes of each rule of the current list, with what each rule
+    /// continues from the lists before it ([`Steering::set_rules_carrying`]). A frame
+    /// is counted once, in the list that matched it, whether the swap came before
+    /// or after it.
+    pub fn rule_counts(&self) -> Result<Vec<RuleCounts>, SteerError> {
+        (0..self.hits.len)
+            .map(|i| {
+                let mut c = self.hits.settled(&self.ebpf, i)?;
+                if let (Some(j), Some(r)) = (self.hits.carry[i], &self.retired_hits) {
+                    if j < r.len {
+                        c = c + r.settled(&self.ebpf, j)?;
+                    }
+                }
+                Ok(c)
+            })
+            .collect()
     }
 
     /// Runs the program once on `frame` (`BPF_PROG_TEST_RUN`, queue 0) and returns

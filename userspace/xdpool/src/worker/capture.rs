@@ -16,7 +16,9 @@ impl Lane {
         // take_rx checked addr..addr+len lies in the frame's chunk.
         let offset = (d.addr - frame.addr()) as u32;
         let Some(bytes) = self.port.region().frame_bytes(frame, offset, d.len) else { return };
-        if self.classifier.first_match(bytes) != Some(t.local_rule) {
+        // The lane's current rule list: a capture names a rule by its index in the
+        // list it was started against (a reload while it runs re-numbers them).
+        if self.rules.current.classifier.first_match(bytes) != Some(t.local_rule) {
             return;
         }
         match tap.offer(self.port.socket as u32, bytes, t.snaplen, now_ns()) {

@@ -55,13 +55,11 @@ impl Lane {
         c.rx_multi_buffer += 1;
         c.rx_bytes += self.chain.iter().map(|(_, d)| u64::from(d.len)).sum::<u64>();
         let verdict = {
-            let (first, fd) = &self.chain[0];
-            if self.classifier.is_uniform() {
-                self.classifier.uniform()
-            } else {
-                let offset = (fd.addr - first.addr()) as u32;
-                self.classifier.classify(self.port.region().frame_bytes(first, offset, fd.len).unwrap_or(&[]))
-            }
+            let (first, fd) = &mut self.chain[0];
+            let offset = (fd.addr - first.addr()) as u32;
+            let (v, unknown) = self.rules.verdict(self.port.region(), first, offset, fd.len);
+            self.port.c.rule_tag_unknown += u64::from(unknown);
+            v
         };
         if verdict.is_l2fwd() {
             self.send_chain_back(remotes);

@@ -58,6 +58,11 @@ counters!(
     wakeups,
     /// Loop iterations that found nothing to do.
     idle_loops,
+    /// Frames received during a rule reload whose tag named no rule list the worker
+    /// knew (acted on under the current list).
+    rule_tag_unknown,
+    /// Rule lists this socket's worker took (hot reloads).
+    rules_taken,
     /// Frames drained from RX rings when a socket was given up.
     drained_rx,
     /// Descriptors reclaimed from the kernel's rings when a socket was given up.

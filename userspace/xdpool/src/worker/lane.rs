@@ -3,7 +3,7 @@
 //! socket hand-over with the control thread.
 
 use super::action::{Act, PortId, Verdict};
-use super::classify::Classifier;
+use super::rules::LaneRules;
 use super::handoff::Remotes;
 use super::port::Port;
 use super::shared::PortShared;
@@ -38,7 +38,7 @@ fn digest(bytes: &[u8]) -> u64 {
 pub(super) struct Lane {
     pub port: Port,
     pub shared: Arc<PortShared>,
-    pub classifier: Classifier,
+    pub rules: LaneRules,
     pub queue_pos: usize,
     pub needs: LaneNeeds,
     pub held: Vec<Held>,
@@ -59,12 +59,13 @@ pub(super) struct Lane {
 
 impl Lane {
     pub fn new(port: Port, shared: Arc<PortShared>, spec: LaneSpec, mode: WaitMode) -> Lane {
-        let (own_tx, egress) = spec.classifier.needs();
+        let rules = LaneRules::new(spec.rules);
+        let (own_tx, egress) = rules.current.classifier.needs();
         Lane {
             port,
             shared,
             needs: LaneNeeds { own_tx, egress },
-            classifier: spec.classifier,
+            rules,
             queue_pos: spec.queue_pos,
             held: Vec::new(),
             chain: Vec::with_capacity(MAX_CHAIN),
@@ -187,11 +188,23 @@ impl Lane {
         }
     }
 
+    /// Once per batch: takes a rule list the control thread published (and what it
+    /// needs per frame).
+    #[inline]
+    pub fn refresh_rules(&mut self) {
+        if self.rules.refresh() {
+            let (own_tx, egress) = self.rules.current.classifier.needs();
+            self.needs = LaneNeeds { own_tx, egress };
+            self.port.c.rules_taken += 1;
+        }
+    }
+
     /// Every frame steered here is dropped unread: nothing is sent, nothing read,
-    /// nothing held.
+    /// nothing held (not during a rule hand-over: each frame's tag is read then).
     #[inline]
     pub fn drops_unread(&self, hold: usize) -> bool {
-        self.classifier.is_uniform() && self.classifier.uniform() == Verdict::DROP && hold == 0
+        let c = &self.rules.current.classifier;
+        !self.rules.by_tag() && c.is_uniform() && c.uniform() == Verdict::DROP && hold == 0
     }
 
     /// `receive` for [`drops_unread`](Self::drops_unread): each frame goes straight
@@ -226,19 +239,16 @@ impl Lane {
     /// A single-buffer RX descriptor as a frame of our pool, counted, with its verdict.
     #[inline]
     pub fn take(&mut self, d: XdpDesc) -> Option<(Frame, Verdict)> {
-        let Ok(frame) = self.port.pool.take_rx(d.addr, d.len) else {
+        let Ok(mut frame) = self.port.pool.take_rx(d.addr, d.len) else {
             self.port.c.rx_rejected += 1;
             return None;
         };
         self.port.c.rx_packets += 1;
         self.port.c.rx_bytes += d.len as u64;
-        let verdict = if self.classifier.is_uniform() {
-            self.classifier.uniform()
-        } else {
-            // take_rx checked addr..addr+len lies in the frame's chunk.
-            let offset = (d.addr - frame.addr()) as u32;
-            self.classifier.classify(self.port.region().frame_bytes(&frame, offset, d.len).unwrap_or(&[]))
-        };
+        // take_rx checked addr..addr+len lies in the frame's chunk.
+        let offset = (d.addr - frame.addr()) as u32;
+        let (verdict, unknown) = self.rules.verdict(self.port.region(), &mut frame, offset, d.len);
+        self.port.c.rule_tag_unknown += u64::from(unknown);
         Some((frame, verdict))
     }
 

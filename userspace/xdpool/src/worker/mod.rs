@@ -19,6 +19,7 @@ pub mod handover;
 pub mod inflight;
 mod lane;
 pub mod port;
+pub mod rules;
 pub mod shared;
 #[cfg(test)]
 mod tests;
@@ -31,7 +32,6 @@ use crate::config::WaitMode;
 use crate::neigh::{MacBook, Neighbours};
 use crate::xsk::{XdpDesc, XdpStatistics};
 use action::{ActCtx, PortId};
-use classify::Classifier;
 use handoff::{Egress, Remotes};
 use handover::Phase;
 use lane::Lane;
@@ -67,8 +67,8 @@ pub struct LaneSpec {
     pub port: PortId,
     /// Position of this queue among its port's queues (picks the egress queue).
     pub queue_pos: usize,
-    /// The port's rules, as a lookup.
-    pub classifier: Classifier,
+    /// The socket's rule list (the control thread publishes reloads into it).
+    pub rules: Arc<rules::RuleSlot>,
     /// Ring sizes.
     pub rings: PortRings,
 }
@@ -270,6 +270,7 @@ impl Worker {
     #[inline]
     fn step(&mut self, i: usize) -> bool {
         let remotes = self.fabric.remotes.clone();
+        self.lanes[i].refresh_rules();
         if !self.lanes[i].port.has_io() {
             return self.pump(i, &remotes) > 0;
         }

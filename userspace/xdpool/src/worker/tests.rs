@@ -479,7 +479,7 @@ fn a_chain_with_a_refused_buffer_is_dropped_whole() {
     let kernel = rig.kernels.remove(0);
     let shared = PortShared::new(0, "main", "x", 0, None, 8, Waker::new().unwrap());
     let rules = vec![crate::config::ValidRule { proto: None, dst_port: None, dst: None, action: crate::config::Action::L2fwd, port: 0, to: None, mac: MacRewrite::Swap, mirror_to: None }];
-    let spec = LaneSpec { socket: 0, port: 0, queue_pos: 0, classifier: super::classify::Classifier::new(rules), rings: PortRings { fill: 64, rx: 64 } };
+    let spec = LaneSpec { socket: 0, port: 0, queue_pos: 0, rules: super::rules::RuleSlot::new(0, super::classify::Classifier::new(rules)), rings: PortRings { fill: 64, rx: 64 } };
     let mut lane = Lane::new(port, shared, spec, crate::config::WaitMode::Spin);
     lane.port.refill();
     let mut got = kernel.deliver(6);
@@ -521,7 +521,7 @@ fn a_worker_hands_frames_to_another_workers_queue_and_counts_a_full_one() {
     sockets[1].handover().set_phase_for_test(super::handover::Phase::Running);
     let fabric = Arc::new(Fabric { sockets, port_sockets: vec![vec![0], vec![1]], remotes: Remotes::new(2), neighbours: crate::neigh::Neighbours::new(MacBook::new(2)), capture: Default::default() });
     let rule = crate::config::ValidRule { proto: None, dst_port: None, dst: None, action: crate::config::Action::Forward, port: 0, to: Some(1), mac: MacRewrite::Swap, mirror_to: None };
-    let lane = LaneSpec { socket: 0, port: 0, queue_pos: 0, classifier: super::classify::Classifier::new(vec![rule]), rings: PortRings { fill: 64, rx: 64 } };
+    let lane = LaneSpec { socket: 0, port: 0, queue_pos: 0, rules: super::rules::RuleSlot::new(0, super::classify::Classifier::new(vec![rule])), rings: PortRings { fill: 64, rx: 64 } };
     let spec = WorkerSpec { core: None, batch: 64, mode: crate::config::WaitMode::Spin, lanes: vec![lane], hold_frames: 0, copybreak_bytes: 128, busy_poll_budget: 64, poll_coalesce: std::time::Duration::ZERO };
     let mut w = Worker::new(&region, spec, fabric.clone());
     stamp(&mut w.lanes[0].port, 0);

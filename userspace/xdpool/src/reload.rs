@@ -1,0 +1,455 @@
+//! Hot rule reload: `xdpool rules apply FILE` (over the control socket) and SIGHUP
+//! (the config file read again) replace the running `[[rule]]` tables without a
+//! restart, or refuse them and keep the running ones.
+//!
+//! Per port whose list changed: the new list is validated (the config's key-and-line
+//! errors) and checked against what runs (a rule may only send frames out of a port
+//! whose sockets have a TX ring); each of the port's workers is given the worker
+//! side under a new generation and must take it at a batch boundary
+//! (`worker::rules`); only then is the XDP side swapped (`Steering::set_rules_carrying`:
+//! the idle bank, or a new program through a bpf_link update). The XDP program tags
+//! each steered frame with the generation it matched under, and a worker acts on it
+//! under that generation's list, so no frame is acted on by half of two lists.
+//! Counters: a rule with a `name` continues the counters of the old rule of that
+//! name on its port; an unnamed (or newly named) rule starts from zero.
+
+use crate::config::{Action, Config, ConfigError, ValidRule};
+use crate::plan::PortPlan;
+use crate::steer::{next_generation, RuleCounts, Steering};
+use crate::worker::classify::Classifier;
+use crate::worker::rules::{RuleSet, RuleSlot};
+use crate::worker::PortShared;
+use serde::Serialize;
+use serde_json::{json, Value};
+use std::path::PathBuf;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+/// How long a worker may take to pick a new rule list up (it does at its next batch,
+/// or when woken from poll()).
+const TAKE_WAIT: Duration = Duration::from_secs(1);
+
+/// Why a reload did not happen; the running rules stay in every case.
+#[derive(Debug, thiserror::Error)]
+pub enum ReloadError {
+    /// The file does not parse or validate.
+    #[error("{0}")]
+    Invalid(ConfigError),
+    /// Valid rules that the running instance cannot carry out.
+    #[error("{0}")]
+    Refused(String),
+    /// The swap itself failed (and was rolled back).
+    #[error("{0}")]
+    Failed(String),
+}
+
+impl ReloadError {
+    /// The reply's `kind`.
+    pub fn kind(&self) -> &'static str {
+        match self {
+            ReloadError::Invalid(_) => "invalid",
+            ReloadError::Refused(_) => "refused",
+            ReloadError::Failed(_) => "failed",
+        }
+    }
+}
+
+/// What a reload did.
+#[derive(Debug, Clone, Serialize)]
+pub struct Applied {
+    /// Generation of the lists now live.
+    pub generation: u32,
+    /// Rules now running, all ports.
+    pub rules: usize,
+    /// Ports whose list changed.
+    pub ports_changed: Vec<String>,
+    /// Rules that continue the counters of an old rule of the same name.
+    pub carried: usize,
+    /// From the first worker handed the new list to the XDP side swapped, ms.
+    pub swap_ms: f64,
+}
+
+/// One port as the reloader sees it.
+struct PortState {
+    plan: PortPlan,
+    steering: Arc<Mutex<Steering>>,
+    names: Vec<Option<String>>,
+}
+
+struct State {
+    config: Config,
+    config_path: Option<PathBuf>,
+    ports: Vec<PortState>,
+    /// Each socket's slot and shared state (to wake its worker), by socket index.
+    slots: Vec<Arc<RuleSlot>>,
+    sockets: Vec<Arc<PortShared>>,
+    generation: u32,
+    reloads: u64,
+    refused: u64,
+    last: Option<Value>,
+    /// `XDPOOL_RELOAD_HOLD_MS` (tests): how long to hold between the workers taking
+    /// a list and the XDP swap, which widens the window in which frames steered under
+    /// the old list reach workers that already have the new one.
+    hold: Duration,
+}
+
+/// The running rules and how to replace them; shared by the control socket and the
+/// control loop (SIGHUP). Reloads are serialized.
+pub struct Reloader {
+    state: Mutex<State>,
+}
+
+impl Reloader {
+    /// The reloader of a started instance.
+    pub fn new(config: Config, config_path: Option<PathBuf>, ports: Vec<(PortPlan, Arc<Mutex<Steering>>)>, slots: Vec<Arc<RuleSlot>>, sockets: Vec<Arc<PortShared>>) -> Arc<Reloader> {
+        let names = config.rule_names();
+        let valid = config.valid_rules();
+        let generation = ports.iter().map(|(_, st)| st.lock().unwrap_or_else(|e| e.into_inner()).generation()).max().unwrap_or(0);
+        let ports = ports
+            .into_iter()
+            .enumerate()
+            .map(|(i, (plan, steering))| {
+                let names = valid.iter().zip(&names).filter(|(r, _)| r.port == i).map(|(_, n)| n.clone()).collect();
+                PortState { plan, steering, names }
+            })
+            .collect();
+        let hold = Duration::from_millis(std::env::var("XDPOOL_RELOAD_HOLD_MS").ok().and_then(|v| v.parse().ok()).unwrap_or(0).min(1000));
+        Arc::new(Reloader { state: Mutex::new(State { config, config_path, ports, slots, sockets, generation, reloads: 0, refused: 0, last: None, hold }) })
+    }
+
+    /// SIGHUP: the config file again (its `[[rule]]` tables).
+    pub fn apply_config_file(&self) -> Result<Applied, ReloadError> {
+        let path = self.lock().config_path.clone().ok_or_else(|| ReloadError::Refused("no config file to read again".into()))?;
+        let text = std::fs::read_to_string(&path).map_err(|e| {
+            ReloadError::Invalid(ConfigError { key: "-".into(), line: None, message: format!("cannot read the file: {e}"), file: Some(path.clone()) })
+        })?;
+        self.apply(&text).map_err(|e| match e {
+            ReloadError::Invalid(mut c) => {
+                c.file = Some(path);
+                ReloadError::Invalid(c)
+            }
+            other => other,
+        })
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, State> {
+        self.state.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Validates `text` (a rules file or a whole config) and swaps it in, or says
+    /// why not; the running rules stay on any error.
+    pub fn apply(&self, text: &str) -> Result<Applied, ReloadError> {
+        let mut st = self.lock();
+        let res = st.apply(text);
+        match &res {
+            Ok(a) => {
+                st.reloads += 1;
+                st.last = Some(json!({"ok": true, "applied": a}));
+                tracing::info!(generation = a.generation, rules = a.rules, ports = ?a.ports_changed, swap_ms = a.swap_ms, "rules reloaded");
+            }
+            Err(e) => {
+                st.refused += 1;
+                st.last = Some(json!({"ok": false, "kind": e.kind(), "error": e.to_string()}));
+                tracing::warn!(error = %e, "rules not reloaded; the running rules stay");
+            }
+        }
+        res
+    }
+
+    /// The control socket's answer to `rules apply`.
+    pub fn apply_reply(&self, text: &str) -> Value {
+        match self.apply(text) {
+            Ok(a) => json!({"ok": true, "applied": a}),
+            Err(e) => {
+                let mut v = json!({"ok": false, "kind": e.kind(), "error": e.to_string()});
+                if let ReloadError::Invalid(c) = &e {
+                    v["key"] = json!(c.key);
+                    v["line"] = json!(c.line);
+                }
+                v
+            }
+        }
+    }
+
+    /// The snapshot's `rules` section: every running rule with its counters, and
+    /// the reload state.
+    pub fn snapshot(&self) -> Value {
+        let st = self.lock();
+        let mut rules = Vec::new();
+        for p in &st.ports {
+            let counts = p.steering.lock().unwrap_or_else(|e| e.into_inner()).rule_counts().unwrap_or_default();
+            for (i, r) in p.plan.rules.iter().enumerate() {
+                let c = counts.get(i).copied().unwrap_or(RuleCounts::default());
+                rules.push(json!({
+                    "port": p.plan.def.name,
+                    "index": i,
+                    "name": p.names.get(i).cloned().flatten(),
+                    "action": r.action.name(),
+                    "match": describe(r),
+                    "packets": c.packets,
+                    "bytes": c.bytes,
+                }));
+            }
+        }
+        json!({"list": rules, "generation": st.generation, "reloads": st.reloads, "refused": st.refused, "last": st.last})
+    }
+}
+
+impl State {
+    fn apply(&mut self, text: &str) -> Result<Applied, ReloadError> {
+        let (valid, names) = self.config.parse_rules(text).map_err(ReloadError::Invalid)?;
+        check_runnable(&valid, &self.ports)?;
+        let mut changed = Vec::new();
+        for (p, port) in self.ports.iter().enumerate() {
+            let rules: Vec<ValidRule> = valid.iter().filter(|r| r.port == p).cloned().collect();
+            let n: Vec<Option<String>> = valid.iter().zip(&names).filter(|(r, _)| r.port == p).map(|(_, n)| n.clone()).collect();
+            if rules != port.plan.rules || n != port.names {
+                changed.push((p, rules, n));
+            }
+        }
+        let generation = next_generation(self.generation);
+        let started = Instant::now();
+        let mut done: Vec<(usize, Vec<ValidRule>, Vec<Option<String>>)> = Vec::new();
+        let mut carried = 0;
+        for (p, rules, n) in changed {
+            match self.swap_port(p, &rules, &n, generation) {
+                Ok(c) => {
+                    carried += c;
+                    let old_rules = std::mem::replace(&mut self.ports[p].plan.rules, rules);
+                    let old_names = std::mem::replace(&mut self.ports[p].names, n);
+                    done.push((p, old_rules, old_names));
+                }
+                Err(e) => {
+                    // Ports already swapped get their old lists back, under a newer generation.
+                    let back = next_generation(generation);
+                    for (q, rules, n) in done.into_iter().rev() {
+                        if let Err(e2) = self.swap_port(q, &rules, &n, back) {
+                            tracing::error!(port = %self.ports[q].plan.def.name, error = %e2, "could not put the old rules back");
+                        }
+                        self.ports[q].plan.rules = rules;
+                        self.ports[q].names = n;
+                    }
+                    self.generation = back;
+                    return Err(e);
+                }
+            }
+        }
+        let swap_ms = started.elapsed().as_secs_f64() * 1e3;
+        let ports_changed: Vec<String> = done.iter().map(|(p, _, _)| self.ports[*p].plan.def.name.clone()).collect();
+        if !ports_changed.is_empty() {
+            self.generation = generation;
+        }
+        // Later reloads validate against (and SIGHUP reads) what runs now.
+        if let Ok(cfg) = self.config_with_rules(text) {
+            self.config = cfg;
+        }
+        Ok(Applied { generation: self.generation, rules: valid.len(), ports_changed, carried, swap_ms })
+    }
+
+    fn config_with_rules(&self, text: &str) -> Result<Config, ()> {
+        let table: toml::Table = toml::from_str(text).map_err(|_| ())?;
+        let mut cfg = self.config.clone();
+        if table.keys().any(|k| k != "rule") {
+            cfg.rules = Config::parse(text).map_err(|_| ())?.rules;
+        } else {
+            #[derive(serde::Deserialize)]
+            struct RulesOnly {
+                #[serde(default, rename = "rule")]
+                rules: Vec<crate::config::RuleConfig>,
+            }
+            cfg.rules = toml::from_str::<RulesOnly>(text).map_err(|_| ())?.rules;
+        }
+        Ok(cfg)
+    }
+
+    /// Hands port `p`'s workers the new list, waits until each took it, then swaps
+    /// the XDP side; on failure the workers get the old list back. Returns the
+    /// number of rules that carry counters by name.
+    fn swap_port(&mut self, p: usize, rules: &[ValidRule], names: &[Option<String>], generation: u32) -> Result<usize, ReloadError> {
+        let port = &self.ports[p];
+        let name = port.plan.def.name.clone();
+        let carry: Vec<Option<usize>> = names
+            .iter()
+            .map(|n| n.as_ref().and_then(|n| port.names.iter().position(|o| o.as_deref() == Some(n.as_str()))))
+            .collect();
+        let mut next = port.plan.clone();
+        next.rules = rules.to_vec();
+        let steer = next.steer_rules();
+        let sockets = port.plan.sockets.clone();
+        let old: Vec<Arc<RuleSet>> = sockets.iter().map(|&s| self.slots[s].current()).collect();
+        let classifier = Classifier::new(rules.to_vec());
+        let versions: Vec<u64> = sockets
+            .iter()
+            .map(|&s| {
+                let v = self.slots[s].publish(Arc::new(RuleSet { generation, classifier: classifier.clone() }));
+                self.sockets[s].wake();
+                v
+            })
+            .collect();
+        let deadline = Instant::now() + TAKE_WAIT;
+        let restore = |slots: &[Arc<RuleSlot>], sockets_shared: &[Arc<PortShared>]| {
+            for (k, &s) in sockets.iter().enumerate() {
+                let v = slots[s].publish(old[k].clone());
+                slots[s].mark_live(v);
+                sockets_shared[s].wake();
+            }
+        };
+        for (k, &s) in sockets.iter().enumerate() {
+            while !self.slots[s].taken(versions[k]) {
+                if Instant::now() >= deadline {
+                    restore(&self.slots, &self.sockets);
+                    return Err(ReloadError::Failed(format!(
+                        "the worker of port `{name}` queue {} did not take the new rules within {} ms (is it stuck? see `xdpool stats`); the old rules stay",
+                        self.sockets[s].queue,
+                        TAKE_WAIT.as_millis()
+                    )));
+                }
+                std::thread::sleep(Duration::from_micros(50));
+            }
+        }
+        if !self.hold.is_zero() {
+            std::thread::sleep(self.hold);
+        }
+        let res = port.steering.lock().unwrap_or_else(|e| e.into_inner()).set_rules_carrying(&steer, &carry, generation);
+        if let Err(e) = res {
+            restore(&self.slots, &self.sockets);
+            return Err(ReloadError::Failed(format!("port `{name}`: the XDP program did not take the new rules: {e}; the old rules stay")));
+        }
+        for (k, &s) in sockets.iter().enumerate() {
+            self.slots[s].mark_live(versions[k]);
+        }
+        Ok(carry.iter().filter(|c| c.is_some()).count())
+    }
+}
+
+/// The snapshot with the `rules` section added.
+pub fn with_rules(inner: crate::stats::SnapshotFn, reloader: Arc<Reloader>) -> crate::stats::SnapshotFn {
+    Arc::new(move || {
+        let mut v = inner();
+        if let Some(o) = v.as_object_mut() {
+            o.insert("rules".into(), reloader.snapshot());
+        }
+        v
+    })
+}
+
+/// The control socket's `rules apply` handler.
+pub fn control_handler(reloader: Arc<Reloader>) -> crate::stats::control::RulesFn {
+    Arc::new(move |text: &str| reloader.apply_reply(text))
+}
+
+/// Reads the config file's rules again on each SIGHUP until dropped.
+pub struct SighupWatch {
+    stop: Arc<std::sync::atomic::AtomicBool>,
+    thread: Option<std::thread::JoinHandle<()>>,
+}
+
+/// Installs the SIGHUP handler and a thread that reloads when it fires (every 10 ms
+/// at most; a signal during a reload is taken after it).
+pub fn follow_sighup(reloader: Arc<Reloader>) -> SighupWatch {
+    use std::sync::atomic::{AtomicBool, Ordering};
+    let stop = Arc::new(AtomicBool::new(false));
+    let flag = match crate::signal::install_reload_flag() {
+        Ok(f) => f,
+        Err(e) => {
+            tracing::warn!(error = %e, "no SIGHUP handler: reload rules with `xdpool rules apply` instead");
+            return SighupWatch { stop, thread: None };
+        }
+    };
+    let stop2 = stop.clone();
+    let thread = std::thread::Builder::new()
+        .name("xdpool-sighup".into())
+        .spawn(move || {
+            while !stop2.load(Ordering::Relaxed) {
+                if flag.swap(false, Ordering::SeqCst) {
+                    tracing::info!("SIGHUP: reading the config file's rules again");
+                    let _ = reloader.apply_config_file();
+                }
+                std::thread::sleep(Duration::from_millis(10));
+            }
+        })
+        .ok();
+    SighupWatch { stop, thread }
+}
+
+impl Drop for SighupWatch {
+    fn drop(&mut self) {
+        self.stop.store(true, std::sync::atomic::Ordering::Relaxed);
+        if let Some(t) = self.thread.take() {
+            let _ = t.join();
+        }
+    }
+}
+
+/// Ports a rule sends frames out of.
+fn sends_out_of(r: &ValidRule) -> Vec<usize> {
+    let mut out = match r.action {
+        Action::L2fwd | Action::ReflectTwice | Action::Copybreak => vec![r.port],
+        Action::Forward => r.to.into_iter().collect(),
+        Action::Drop | Action::Pass | Action::Xdpdrop => Vec::new(),
+    };
+    out.extend(r.mirror_to);
+    out
+}
+
+/// Refuses rules that need a socket the running plan did not open: sending frames
+/// out of a port whose sockets were bound without a TX ring.
+fn check_runnable(rules: &[ValidRule], ports: &[PortState]) -> Result<(), ReloadError> {
+    for (i, r) in rules.iter().enumerate() {
+        for q in sends_out_of(r) {
+            if !ports[q].plan.transmits {
+                let what = if r.mirror_to == Some(q) { "mirror_to".to_string() } else { format!("`{}`", r.action.name()) };
+                return Err(ReloadError::Refused(format!(
+                    "rule[{i}] ({what} on port `{}`) sends frames out of port `{}`, whose sockets have no TX ring (no rule sent frames out of it when xdpool started); \
+                     restart xdpool with this rule, or start it with a rule that sends out of `{}`",
+                    ports[r.port].plan.def.name, ports[q].plan.def.name, ports[q].plan.def.name
+                )));
+            }
+        }
+    }
+    Ok(())
+}
+
+/// A rule's match, as the stats show it.
+pub fn describe(r: &ValidRule) -> String {
+    let mut parts = Vec::new();
+    if let Some(p) = r.proto {
+        parts.push(match p {
+            6 => "tcp".to_string(),
+            17 => "udp".to_string(),
+            1 => "icmp".to_string(),
+            58 => "icmpv6".to_string(),
+            n => format!("proto {n}"),
+        });
+    }
+    if let Some((lo, hi)) = r.dst_port {
+        parts.push(if lo == hi { format!("dst_port {lo}") } else { format!("dst_port {lo}-{hi}") });
+    }
+    if let Some((a, l)) = r.dst {
+        parts.push(format!("dst {a}/{l}"));
+    }
+    if parts.is_empty() {
+        "all".into()
+    } else {
+        parts.join(" ")
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::config::MacRewrite;
+
+    fn rule(action: Action, port: usize, to: Option<usize>, mirror_to: Option<usize>) -> ValidRule {
+        ValidRule { proto: Some(17), dst_port: Some((9, 9)), dst: None, action, port, to, mac: MacRewrite::Swap, mirror_to }
+    }
+
+    #[test]
+    fn rules_name_the_ports_they_send_out_of() {
+        assert_eq!(sends_out_of(&rule(Action::L2fwd, 1, None, None)), vec![1]);
+        assert_eq!(sends_out_of(&rule(Action::Forward, 0, Some(2), Some(1))), vec![2, 1]);
+        assert!(sends_out_of(&rule(Action::Drop, 0, None, None)).is_empty());
+        assert!(sends_out_of(&rule(Action::Pass, 0, None, None)).is_empty());
+        assert_eq!(describe(&rule(Action::Drop, 0, None, None)), "udp dst_port 9");
+    }
+}

@@ -1,0 +1,278 @@
+//! The rule list a lane acts under, and its hand-over on a hot reload.
+//!
+//! The control thread publishes a new [`RuleSet`] into each socket's [`RuleSlot`]
+//! and waits until every worker has taken it ([`RuleSlot::taken`]) before it swaps
+//! the XDP program's rules. A worker looks at the slot once per batch (one atomic
+//! load; no lock unless it changed). From the moment it has taken a new set until
+//! the hand-over settles, it reads each frame's tag (the generation the XDP program
+//! wrote into the frame's metadata, `xdp-prog/xdpool.h`) and acts on the frame
+//! under the list of that generation: a frame steered under the old list is never
+//! acted on under the new one, whichever side of the swap the worker is on.
+
+use super::action::Verdict;
+use super::classify::Classifier;
+use crate::steer::abi;
+use pool::{Frame, Region};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+/// One rule list in the worker's form, with the generation the XDP program tags
+/// the frames it steers under it with.
+#[derive(Debug)]
+pub struct RuleSet {
+    /// Generation (0: the XDP program writes no tag for it).
+    pub generation: u32,
+    /// The lookup.
+    pub classifier: Classifier,
+}
+
+/// One socket's current rule set: written by the control thread, read by the worker.
+#[derive(Debug)]
+pub struct RuleSlot {
+    version: AtomicU64,
+    taken: AtomicU64,
+    /// The version whose list the XDP program now runs.
+    live: AtomicU64,
+    set: Mutex<Arc<RuleSet>>,
+}
+
+impl RuleSlot {
+    /// A slot holding `classifier` under `generation`.
+    pub fn new(generation: u32, classifier: Classifier) -> Arc<RuleSlot> {
+        Arc::new(RuleSlot { version: AtomicU64::new(1), taken: AtomicU64::new(1), live: AtomicU64::new(1), set: Mutex::new(Arc::new(RuleSet { generation, classifier })) })
+    }
+
+    /// Publishes a new set; returns the version to wait for with [`RuleSlot::taken`].
+    pub fn publish(&self, set: Arc<RuleSet>) -> u64 {
+        let mut cur = self.set.lock().unwrap_or_else(|p| p.into_inner());
+        *cur = set;
+        self.version.fetch_add(1, Ordering::AcqRel) + 1
+    }
+
+    /// The set published last.
+    pub fn current(&self) -> Arc<RuleSet> {
+        self.set.lock().unwrap_or_else(|p| p.into_inner()).clone()
+    }
+
+    /// Says that the XDP program now runs the list of version `v` (from here on no
+    /// frame of an older list can be steered; the worker may settle).
+    pub fn mark_live(&self, v: u64) {
+        self.live.fetch_max(v, Ordering::AcqRel);
+    }
+
+    /// Whether the worker has taken version `v` (or a later one).
+    pub fn taken(&self, v: u64) -> bool {
+        self.taken.load(Ordering::Acquire) >= v
+    }
+
+    #[inline]
+    fn version(&self) -> u64 {
+        self.version.load(Ordering::Acquire)
+    }
+
+    #[cold]
+    fn load(&self) -> (u64, Arc<RuleSet>) {
+        let set = self.set.lock().unwrap_or_else(|p| p.into_inner());
+        (self.version.load(Ordering::Acquire), set.clone())
+    }
+}
+
+/// How long after the XDP side went live a lane keeps reading tags at least (XDP
+/// runs that started on the old list on other CPUs end within microseconds), and
+/// how long no frame of an older list must have come.
+const SETTLE: Duration = Duration::from_millis(20);
+
+/// Older sets a lane keeps for frames still tagged with them.
+const HISTORY: usize = 4;
+
+/// A lane's view of its slot. Context: the lane's worker only.
+#[derive(Debug)]
+pub struct LaneRules {
+    slot: Arc<RuleSlot>,
+    seen: u64,
+    /// The set frames without a known tag are acted on under.
+    pub current: Arc<RuleSet>,
+    /// Sets taken before `current`, newest first; empty once the hand-over settled.
+    history: Vec<Arc<RuleSet>>,
+    /// When this lane first saw the XDP side of `current` live.
+    live_since: Option<Instant>,
+    /// Last frame tagged with an older list.
+    last_old: Instant,
+    seen_current: bool,
+}
+
+impl LaneRules {
+    /// The lane's rules, from its slot.
+    pub fn new(slot: Arc<RuleSlot>) -> LaneRules {
+        let (seen, current) = slot.load();
+        slot.taken.store(seen, Ordering::Release);
+        LaneRules { slot, seen, current, history: Vec::new(), live_since: None, last_old: Instant::now(), seen_current: false }
+    }
+
+    /// Once per batch: takes a newly published set (true when it did).
+    #[inline]
+    pub fn refresh(&mut self) -> bool {
+        if self.slot.version() == self.seen {
+            if !self.history.is_empty() {
+                self.settle();
+            }
+            return false;
+        }
+        self.take();
+        true
+    }
+
+    #[cold]
+    fn take(&mut self) {
+        let (v, set) = self.slot.load();
+        let old = std::mem::replace(&mut self.current, set);
+        if old.generation != self.current.generation {
+            self.history.insert(0, old);
+            self.history.truncate(HISTORY);
+        }
+        self.history.retain(|s| s.generation != self.current.generation);
+        self.seen = v;
+        self.live_since = None;
+        self.last_old = Instant::now();
+        self.seen_current = false;
+        self.slot.taken.store(v, Ordering::Release);
+    }
+
+    /// Ends the hand-over once the XDP side has been live for SETTLE and either a
+    /// frame of the new list came or none of an older one for SETTLE.
+    #[cold]
+    fn settle(&mut self) {
+        let now = Instant::now();
+        let Some(since) = self.live_since else {
+            if self.slot.live.load(Ordering::Acquire) >= self.seen {
+                self.live_since = Some(now);
+            }
+            return;
+        };
+        if now >= since + SETTLE && (self.seen_current || now >= self.last_old + SETTLE) {
+            self.history.clear();
+        }
+    }
+
+    /// Whether frames must be looked up by their tag (a hand-over is under way).
+    #[inline]
+    pub fn by_tag(&self) -> bool {
+        !self.history.is_empty()
+    }
+
+    /// The set of generation `generation`: the current one, an older one still in
+    /// flight, or `None` (unknown: the caller acts under the current set and counts it).
+    #[inline]
+    pub fn of_generation(&mut self, generation: u32) -> Option<&RuleSet> {
+        if generation == self.current.generation {
+            self.seen_current = true;
+            return Some(&self.current);
+        }
+        let old = self.history.iter().find(|s| s.generation == generation).map(|s| &**s);
+        if old.is_some() {
+            self.last_old = Instant::now();
+        }
+        old
+    }
+
+    /// The verdict for a frame at `offset` (its data; the tag lies just before it)
+    /// of `len` bytes in `frame`'s chunk. Outside a hand-over: the current set (a
+    /// uniform one reads nothing). During one: the set of the frame's tag, which is
+    /// then cleared so that the chunk's next frame cannot show it.
+    #[inline]
+    /// The flag is true when the frame's tag named no set this lane knows (it is
+    /// then acted on under the current set; the caller counts `rule_tag_unknown`).
+    pub fn verdict(&mut self, region: &Region, frame: &mut Frame, offset: u32, len: u32) -> (Verdict, bool) {
+        if !self.by_tag() {
+            let cl = &self.current.classifier;
+            return (if cl.is_uniform() { cl.uniform() } else { cl.classify(region.frame_bytes(frame, offset, len).unwrap_or(&[])) }, false);
+        }
+        self.verdict_by_tag(region, frame, offset, len)
+    }
+
+    #[cold]
+    fn verdict_by_tag(&mut self, region: &Region, frame: &mut Frame, offset: u32, len: u32) -> (Verdict, bool) {
+        let mut generation = 0;
+        if offset >= abi::TAG_SIZE {
+            let at = offset - abi::TAG_SIZE;
+            if let Some(b) = region.frame_bytes(frame, at, abi::TAG_SIZE) {
+                generation = tag_generation(u32::from_ne_bytes([b[0], b[1], b[2], b[3]]));
+                let _ = region.write_frame(frame, at, &[0; abi::TAG_SIZE as usize]);
+            }
+        }
+        let unknown = self.of_generation(generation).is_none();
+        let set = if unknown { &self.current } else { self.of_known(generation) };
+        let cl = &set.classifier;
+        (if cl.is_uniform() { cl.uniform() } else { cl.classify(region.frame_bytes(frame, offset, len).unwrap_or(&[])) }, unknown)
+    }
+
+    fn of_known(&self, generation: u32) -> &RuleSet {
+        if generation == self.current.generation {
+            return &self.current;
+        }
+        self.history.iter().find(|s| s.generation == generation).map(|s| &**s).unwrap_or(&self.current)
+    }
+}
+
+/// The generation in a frame tag.
+#[inline]
+pub fn tag_generation(tag: u32) -> u32 {
+    tag >> abi::TAG_GEN_SHIFT
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::config::{Action, MacRewrite, ValidRule};
+    use crate::worker::action::Act;
+
+    fn set(action: Action) -> Classifier {
+        Classifier::new(vec![ValidRule { proto: None, dst_port: None, dst: None, action, port: 0, to: None, mac: MacRewrite::Swap, mirror_to: None }])
+    }
+
+    #[test]
+    fn a_new_set_is_taken_at_a_batch_and_old_tags_keep_their_set() {
+        let slot = RuleSlot::new(1, set(Action::Drop));
+        let mut lane = LaneRules::new(slot.clone());
+        assert!(!lane.refresh() && !lane.by_tag());
+        let v = slot.publish(Arc::new(RuleSet { generation: 2, classifier: set(Action::L2fwd) }));
+        assert!(!slot.taken(v), "not before the worker's next batch");
+        assert!(lane.refresh());
+        assert!(slot.taken(v));
+        assert!(lane.by_tag(), "a hand-over is under way: frames go by their tag");
+        assert_eq!(lane.of_generation(1).unwrap().classifier.uniform().act, Act::Drop, "steered under 1: acted on under 1");
+        assert!(lane.of_generation(7).is_none());
+        // Settles only once the XDP side is live, for SETTLE, after a frame of the new set.
+        lane.refresh();
+        assert!(lane.by_tag(), "the XDP side is not live yet");
+        slot.mark_live(v);
+        lane.refresh();
+        assert!(lane.by_tag(), "live, but not for SETTLE yet");
+        lane.live_since = Some(Instant::now() - SETTLE);
+        let _ = lane.of_generation(1); // an old frame just now
+        lane.refresh();
+        assert!(lane.by_tag(), "a frame of the old list just came and none of the new");
+        assert_eq!(lane.of_generation(2).unwrap().classifier.uniform().act, Act::L2fwd);
+        lane.refresh();
+        assert!(!lane.by_tag());
+        assert!(lane.of_generation(1).is_none());
+    }
+
+    #[test]
+    fn without_a_frame_of_the_new_set_the_old_one_stays() {
+        let slot = RuleSlot::new(1, set(Action::Drop));
+        let mut lane = LaneRules::new(slot.clone());
+        let v = slot.publish(Arc::new(RuleSet { generation: 2, classifier: set(Action::L2fwd) }));
+        lane.refresh();
+        lane.live_since = Some(Instant::now() - SETTLE);
+        lane.refresh();
+        assert!(lane.by_tag(), "frames of the old list came within SETTLE: keep it");
+        assert!(slot.live.load(Ordering::Relaxed) < v);
+        // A refused reload puts the old set back under its own generation.
+        slot.publish(Arc::new(RuleSet { generation: 1, classifier: set(Action::Drop) }));
+        lane.refresh();
+        assert_eq!(lane.current.generation, 1);
+        assert_eq!(lane.of_generation(2).unwrap().classifier.uniform().act, Act::L2fwd);
+    }
+}
