@@ -219,17 +219,17 @@ const ETHTOOL_GCHANNELS: u32 = 0x0000_003c;
 
 /// `struct ethtool_channels` (linux/ethtool.h).
 #[repr(C)]
-#[derive(Default)]
-struct EthtoolChannels {
+#[derive(Default, Debug, Clone, Copy)]
+pub(crate) struct EthtoolChannels {
     cmd: u32,
-    max_rx: u32,
-    max_tx: u32,
-    max_other: u32,
-    max_combined: u32,
-    rx_count: u32,
-    tx_count: u32,
-    other_count: u32,
-    combined_count: u32,
+    pub(crate) max_rx: u32,
+    pub(crate) max_tx: u32,
+    pub(crate) max_other: u32,
+    pub(crate) max_combined: u32,
+    pub(crate) rx_count: u32,
+    pub(crate) tx_count: u32,
+    pub(crate) other_count: u32,
+    pub(crate) combined_count: u32,
 }
 const _: () = assert!(std::mem::size_of::<EthtoolChannels>() == 36);
 
@@ -245,9 +245,15 @@ pub struct RxQueues {
 /// `dev`'s RX queue counts in the current namespace (`ethtool -l DEV`). Fails with
 /// EOPNOTSUPP on devices without channels (one queue, then).
 pub fn rx_queues(dev: &str) -> Result<RxQueues, NetnsError> {
+    let ch = channels(dev)?;
+    Ok(RxQueues { now: (ch.combined_count + ch.rx_count).max(1), max: (ch.max_combined + ch.max_rx).max(1) })
+}
+
+/// `dev`'s channels in the current namespace (ETHTOOL_GCHANNELS, `ethtool -l DEV`).
+pub(crate) fn channels(dev: &str) -> Result<EthtoolChannels, NetnsError> {
     let mut ch = EthtoolChannels { cmd: ETHTOOL_GCHANNELS, ..EthtoolChannels::default() };
     ethtool_ioctl(dev, &mut ch, "get channels")?;
-    Ok(RxQueues { now: (ch.combined_count + ch.rx_count).max(1), max: (ch.max_combined + ch.max_rx).max(1) })
+    Ok(ch)
 }
 
 /// SIOCETHTOOL on `dev` with `value` as the command block (its first u32 is the command).

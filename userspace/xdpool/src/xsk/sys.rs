@@ -158,48 +158,17 @@ pub(crate) fn page_size() -> usize {
     if p > 0 { p as usize } else { 4096 }
 }
 
-/// `struct ethtool_channels` (linux/ethtool.h).
-#[repr(C)]
-#[derive(Clone, Copy, Default)]
-struct EthtoolChannels {
-    cmd: u32,
-    max_rx: u32,
-    max_tx: u32,
-    max_other: u32,
-    max_combined: u32,
-    rx_count: u32,
-    tx_count: u32,
-    other_count: u32,
-    combined_count: u32,
-}
-
-const ETHTOOL_GCHANNELS: u32 = 0x3c;
-
 /// Number of queues of interface `ifindex` in the caller's network namespace, as
-/// AF_XDP sees it: max(rx, tx) + combined channels (ETHTOOL_GCHANNELS).
+/// AF_XDP sees it: max(rx, tx) + combined channels (ETHTOOL_GCHANNELS, read by
+/// [`crate::netns::channels`]).
 pub(crate) fn queue_count(ifindex: u32) -> Option<u32> {
     let mut name = [0 as libc::c_char; libc::IF_NAMESIZE];
     // SAFETY: `name` has IF_NAMESIZE bytes as if_indextoname requires.
     if unsafe { libc::if_indextoname(ifindex, name.as_mut_ptr()) }.is_null() {
         return None;
     }
-    // SAFETY: plain socket(2) call; the result is checked and owned below.
-    let raw = unsafe { libc::socket(libc::AF_INET, libc::SOCK_DGRAM | libc::SOCK_CLOEXEC, 0) };
-    if raw < 0 {
-        return None;
-    }
-    // SAFETY: fresh descriptor we own.
-    let sock = unsafe { OwnedFd::from_raw_fd(raw) };
-    let mut ch = EthtoolChannels { cmd: ETHTOOL_GCHANNELS, ..Default::default() };
-    // SAFETY: all-zero is a valid ifreq (integers, arrays, pointers).
-    let mut ifr: libc::ifreq = unsafe { std::mem::zeroed() };
-    ifr.ifr_name = name;
-    ifr.ifr_ifru.ifru_data = (&mut ch as *mut EthtoolChannels).cast();
-    // SAFETY: SIOCETHTOOL reads `ifr` and writes one ethtool_channels to ifru_data,
-    // which points to `ch`, alive for the call.
-    let rc = unsafe { libc::ioctl(sock.as_raw_fd(), libc::SIOCETHTOOL as _, &mut ifr) };
-    if rc != 0 {
-        return None;
-    }
+    // SAFETY: if_indextoname wrote a NUL-terminated name into `name`.
+    let dev = unsafe { std::ffi::CStr::from_ptr(name.as_ptr()) }.to_str().ok()?;
+    let ch = crate::netns::channels(dev).ok()?;
     Some(ch.rx_count.max(ch.tx_count) + ch.combined_count)
 }
