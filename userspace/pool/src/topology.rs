@@ -148,21 +148,7 @@ pub(crate) fn split_weighted(frames: u32, weights: &[u32], align: u32) -> Vec<Ra
 }
 
 pub(crate) fn split_ranges(frames: u32, nodes: u32, align: u32) -> Vec<Range<u32>> {
-    let align = align.max(1) as u64;
-    let nodes = nodes.max(1) as u64;
-    let mut out = Vec::with_capacity(nodes as usize);
-    let mut start = 0u32;
-    for n in 1..=nodes {
-        let end = if n == nodes {
-            frames
-        } else {
-            let raw = frames as u64 * n / nodes;
-            ((raw / align * align) as u32).clamp(start, frames)
-        };
-        out.push(start..end);
-        start = end;
-    }
-    out
+    split_weighted(frames, &vec![1; nodes.max(1) as usize], align)
 }
 
 fn parse_cpulist(s: &str) -> Vec<u32> {
