@@ -388,4 +388,26 @@ mod tests {
         lane.refresh();
         assert!(!lane.by_tag() && slot.settled(v));
     }
+
+    #[test]
+    fn a_frame_is_acted_on_under_its_tag_and_an_untagged_one_under_the_old_list() {
+        use pool::{PoolConfig, PoolOwner, RegionConfig};
+        let region = Region::new(RegionConfig { frames: 16, chunk_size: 2048, ..RegionConfig::default() }).unwrap();
+        let mut pool = PoolOwner::new(&region, PoolConfig::default());
+        let slot = RuleSlot::new(1, set(Action::Drop));
+        let mut lane = LaneRules::new(slot.clone());
+        slot.publish(Arc::new(RuleSet { generation: 2, classifier: set(Action::L2fwd) }));
+        lane.refresh();
+        let (at, len) = (256u32, 64u32);
+        // (tag bytes before the frame, the action, counted untagged)
+        let cases = [(None, Act::Drop, true), (Some(tag(1, 0)), Act::Drop, false), (Some(tag(9, 3)), Act::Drop, true), (Some(tag(2, 0)), Act::L2fwd, false)];
+        for (t, act, untagged) in cases {
+            let mut f = pool.alloc().unwrap();
+            region.write_frame(&mut f, at - abi::TAG_SIZE, &t.unwrap_or(0).to_ne_bytes()).unwrap();
+            let (v, u) = lane.verdict(&region, &mut f, at, len);
+            assert_eq!((v.act, u), (act, untagged), "tag {t:?}");
+            assert_eq!(region.frame_bytes(&f, at - abi::TAG_SIZE, abi::TAG_SIZE).unwrap(), &[0; 4], "read and cleared");
+            pool.recycle(f);
+        }
+    }
 }
