@@ -10,6 +10,8 @@
  * verifier treats them as constants and drops the parsing, rules and checks
  * the list cannot use.
  *
+ * xdpool_steer_1buf: the same for single-buffer frames (no length helper).
+ *
  * xdpool_ceiling: counts every frame and drops it; the in-kernel ceiling for
  * throughput runs.
  */
@@ -143,17 +145,20 @@ static __always_inline int parse_l4(void *l4, __u32 l4_len, void *data_end,
  * end. Within the first buffer costs a compare; only a multi-buffer frame (or a
  * length that lies) pays for the helper that sums all buffers. */
 static __always_inline int past_frame_end(struct xdp_md *ctx, void *l3, void *data_end,
-					  __u32 off, __u32 len)
+					  __u32 off, __u32 len, const int frags)
 {
 	if (l3 + len <= data_end)
 		return 0;
+	/* A single-buffer program's frame ends at data_end. */
+	if (!frags)
+		return 1;
 	return off + len > bpf_xdp_get_buff_len(ctx);
 }
 
 /* Only the first buffer (up to data_end) is read; lengths are checked against the
  * whole frame (all buffers of a multi-buffer frame). */
 static __always_inline int parse_ipv4(struct xdp_md *ctx, void *l3, void *data_end, __u32 off,
-				      struct parsed *p)
+				      struct parsed *p, const int frags)
 {
 	struct iphdr *iph = l3;
 	__u32 hlen, tot_len;
@@ -165,7 +170,7 @@ static __always_inline int parse_ipv4(struct xdp_md *ctx, void *l3, void *data_e
 	hlen = iph->ihl * 4;
 	tot_len = bpf_ntohs(iph->tot_len);
 	/* A total length beyond the frame is a lie; shorter (padding) is fine. */
-	if (tot_len < hlen || past_frame_end(ctx, l3, data_end, off, tot_len))
+	if (tot_len < hlen || past_frame_end(ctx, l3, data_end, off, tot_len, frags))
 		return PARSE_MALFORMED;
 	p->family = XDPOOL_FAMILY_IPV4;
 	p->proto = iph->protocol;
@@ -179,7 +184,7 @@ static __always_inline int parse_ipv4(struct xdp_md *ctx, void *l3, void *data_e
 }
 
 static __always_inline int parse_ipv6(struct xdp_md *ctx, void *l3, void *data_end, __u32 off,
-				      struct parsed *p)
+				      struct parsed *p, const int frags)
 {
 	struct ipv6hdr *ip6 = l3;
 	void *cursor = ip6 + 1;
@@ -192,7 +197,7 @@ static __always_inline int parse_ipv6(struct xdp_md *ctx, void *l3, void *data_e
 	if (ip6->version != 6)
 		return PARSE_MALFORMED;
 	remaining = bpf_ntohs(ip6->payload_len);
-	if (past_frame_end(ctx, l3, data_end, off, sizeof(*ip6) + remaining))
+	if (past_frame_end(ctx, l3, data_end, off, sizeof(*ip6) + remaining, frags))
 		return PARSE_MALFORMED;
 	p->family = XDPOOL_FAMILY_IPV6;
 	if ((shape_fields & XDPOOL_MATCH_DST_ADDR)) {
@@ -326,7 +331,7 @@ static __always_inline int parse_common(void *data, void *data_end, __be16 h_pro
 	return 0;
 }
 
-static __always_inline int parse_frame(struct xdp_md *ctx, struct parsed *p)
+static __always_inline int parse_frame(struct xdp_md *ctx, struct parsed *p, const int frags)
 {
 	void *data = (void *)(long)ctx->data;
 	void *data_end = (void *)(long)ctx->data_end;
@@ -364,12 +369,12 @@ static __always_inline int parse_frame(struct xdp_md *ctx, struct parsed *p)
 	if (h_proto == bpf_htons(ETH_P_IP)) {
 		if (!(shape_families & XDPOOL_SHAPE_IPV4))
 			return PARSE_UNMATCHABLE;
-		return parse_ipv4(ctx, cursor, data_end, off, p);
+		return parse_ipv4(ctx, cursor, data_end, off, p, frags);
 	}
 	if (h_proto == bpf_htons(ETH_P_IPV6)) {
 		if (!(shape_families & XDPOOL_SHAPE_IPV6))
 			return PARSE_UNMATCHABLE;
-		return parse_ipv6(ctx, cursor, data_end, off, p);
+		return parse_ipv6(ctx, cursor, data_end, off, p, frags);
 	}
 	if (!(shape_families & XDPOOL_SHAPE_NON_IP))
 		return PARSE_UNMATCHABLE;
@@ -401,15 +406,19 @@ static __always_inline int rule_matches(const struct xdpool_rule *r, __u32 flags
 	return 1;
 }
 
-/* Counts a hit of rule `rule` of the live bank: one packet, its bytes. */
-static __always_inline void count_hit(struct xdp_md *ctx, __u32 bank, __u32 rule)
+/* Counts a hit of rule `rule` of the live bank: one packet, its bytes (all
+ * buffers; a single-buffer program's frame is data..data_end, no helper call). */
+static __always_inline void count_hit(struct xdp_md *ctx, __u32 bank, __u32 rule, const int frags)
 {
 	__u32 idx = bank * XDPOOL_MAX_RULES + rule;
 	struct xdpool_rule_hits *h = bpf_map_lookup_elem(&rule_hits, &idx);
 
 	if (h) {
 		h->packets += 1;
-		h->bytes += bpf_xdp_get_buff_len(ctx);
+		if (frags)
+			h->bytes += bpf_xdp_get_buff_len(ctx);
+		else
+			h->bytes += ctx->data_end - ctx->data;
 	}
 }
 
@@ -428,13 +437,15 @@ static __always_inline void tag_frame(struct xdp_md *ctx, __u32 tag)
 	*(__u32 *)meta = tag;
 }
 
-static __always_inline int apply_action(struct xdp_md *ctx, __u8 action, __u32 tag)
+/* `live`: the config word; the tag is written only while it says tagging. */
+static __always_inline int apply_action(struct xdp_md *ctx, __u8 action, __u32 live, __u32 rule)
 {
 	long ret;
 
 	switch (action) {
 	case XDPOOL_ACTION_STEER:
-		tag_frame(ctx, tag);
+		if (live & XDPOOL_LIVE_TAGGING)
+			tag_frame(ctx, ((live >> XDPOOL_LIVE_GEN_SHIFT) << XDPOOL_TAG_GEN_SHIFT) | rule);
 		/* An empty XSKMAP slot makes the helper return the fallback. */
 		ret = bpf_redirect_map(&xsks, ctx->rx_queue_index, XDP_PASS);
 		count(ret == XDP_REDIRECT ? XDPOOL_CNT_STEERED : XDPOOL_CNT_NO_SOCKET);
@@ -448,10 +459,8 @@ static __always_inline int apply_action(struct xdp_md *ctx, __u8 action, __u32 t
 	}
 }
 
-/* "xdp.frags" (BPF_F_XDP_HAS_FRAGS): attachable where the MTU needs multi-buffer
- * frames. Only the first buffer is parsed; the headers are there. */
-SEC("xdp.frags")
-int xdpool_steer(struct xdp_md *ctx)
+/* The body of both entry points; `frags`: the program takes multi-buffer frames. */
+static __always_inline int steer(struct xdp_md *ctx, const int frags)
 {
 	struct parsed p = {};
 	struct xdpool_config *cfg;
@@ -469,11 +478,11 @@ int xdpool_steer(struct xdp_md *ctx)
 
 	/* Rule 0 takes every frame: nothing to look at (xdpool.h: match-all). */
 	if (shape_match_all) {
-		count_hit(ctx, bank_index, 0);
-		return apply_action(ctx, shape_match_all, (live >> 1) << XDPOOL_TAG_GEN_SHIFT);
+		count_hit(ctx, bank_index, 0, frags);
+		return apply_action(ctx, shape_match_all, live, 0);
 	}
 
-	parse = parse_frame(ctx, &p);
+	parse = parse_frame(ctx, &p, frags);
 	if (parse != PARSE_OK) {
 		count(parse == PARSE_MALFORMED ? XDPOOL_CNT_MALFORMED : XDPOOL_CNT_PASSED);
 		return XDP_PASS;
@@ -493,13 +502,29 @@ int xdpool_steer(struct xdp_md *ctx)
 		 * and drops the checks for conditions no rule has. */
 		if (!rule_matches(r, r->flags & shape_fields, &p))
 			continue;
-		count_hit(ctx, bank_index, i);
-		return apply_action(ctx, r->action, ((live >> 1) << XDPOOL_TAG_GEN_SHIFT) | i);
+		count_hit(ctx, bank_index, i, frags);
+		return apply_action(ctx, r->action, live, i);
 	}
 
 passed:
 	count(XDPOOL_CNT_PASSED);
 	return XDP_PASS;
+}
+
+/* "xdp.frags" (BPF_F_XDP_HAS_FRAGS): attachable where the MTU needs multi-buffer
+ * frames. Only the first buffer is parsed; the headers are there. */
+SEC("xdp.frags")
+int xdpool_steer(struct xdp_md *ctx)
+{
+	return steer(ctx, 1);
+}
+
+/* "xdp": single-buffer frames only (the kernel keeps the MTU within one buffer
+ * while it is attached), so no helper call for lengths. */
+SEC("xdp")
+int xdpool_steer_1buf(struct xdp_md *ctx)
+{
+	return steer(ctx, 0);
 }
 
 SEC("xdp.frags")

@@ -45,12 +45,22 @@
  *   - Every frame increments exactly one of steered, no_socket, passed, dropped,
  *     malformed, so their sum is the number of frames seen.
  *   - A rule hit adds 1 packet and the frame's length (all buffers) in bytes.
- *   - A frame redirected to a socket carries XDP metadata: one __u32 tag just
- *     before the packet data, (generation << XDPOOL_TAG_GEN_SHIFT) | rule
- *     position, generation from xdpool_config.live. Workers act on the frame
- *     under the rule list of that generation, so a frame steered under one list
- *     is never acted on under the next (hot reload). Where the driver gives no
- *     metadata room, no tag is written (workers then use their current list).
+ *   - While xdpool_config.live has XDPOOL_LIVE_TAGGING set (only during a hot
+ *     reload's hand-over), a frame redirected to a socket carries XDP metadata:
+ *     one __u32 tag just before the packet data, (generation <<
+ *     XDPOOL_TAG_GEN_SHIFT) | rule position, generation from xdpool_config.live.
+ *     Workers act on a tagged frame under the rule list of that generation, and
+ *     on one without a tag of the hand-over under the list before it (it was
+ *     steered before tagging began), so a frame steered under one list is never
+ *     acted on under the next. Outside a hand-over nothing is written (the tag
+ *     costs a helper call and a write per frame). Where the driver gives no
+ *     metadata room, no tag is written (worker/rules.rs bounds the hand-over).
+ *   - Two entry points, one body: xdpool_steer ("xdp.frags", multi-buffer
+ *     frames; a frame's bytes come from bpf_xdp_get_buff_len) and
+ *     xdpool_steer_1buf ("xdp": the kernel guarantees the whole frame lies in
+ *     data..data_end, so lengths are checked and counted without a helper).
+ *     Userspace loads the second where the device's MTU fits one buffer and
+ *     the sockets are not multi-buffer.
  *   - Shapes that parse less count differently, never act differently on a
  *     well-formed frame:
  *     * match-all (rule 0 has no condition): every frame gets rule 0's action
@@ -94,6 +104,10 @@
 #define XDPOOL_TAG_GEN_SHIFT 8
 #define XDPOOL_TAG_SIZE 4
 
+/* xdpool_config.live: bit 0 the bank, bit 1 tagging on, the generation above. */
+#define XDPOOL_LIVE_TAGGING 2
+#define XDPOOL_LIVE_GEN_SHIFT 2
+
 /* Indices into the counters map. */
 #define XDPOOL_CNT_STEERED 0
 #define XDPOOL_CNT_NO_SOCKET 1
@@ -129,8 +143,9 @@ struct xdpool_bank {
 
 /*
  * Live configuration; userspace writes rules into the idle bank, then flips.
- * live = (generation << 1) | bank, one word so that a frame never reads the
- * bank of one list with the generation of another. Generation 0 is never used.
+ * live = (generation << XDPOOL_LIVE_GEN_SHIFT) | tagging | bank, one word so
+ * that a frame never reads the bank of one list with the generation of
+ * another. Generation 0 is never used.
  */
 struct xdpool_config {
 	__u32 live;     /* offset 0 */

@@ -7,9 +7,11 @@
 //! whose sockets have a TX ring); each of the port's workers is given the worker
 //! side under a new generation and must take it at a batch boundary
 //! (`worker::rules`); only then is the XDP side swapped (`Steering::set_rules_carrying`:
-//! the idle bank, or a new program through a bpf_link update). The XDP program tags
-//! each steered frame with the generation it matched under, and a worker acts on it
-//! under that generation's list, so no frame is acted on by half of two lists.
+//! the idle bank, or a new program through a bpf_link update). From before the
+//! workers are handed the list until each of them has settled, the XDP program tags
+//! each steered frame with the generation it matched under (`Steering::set_tagging`;
+//! [`Reloader::tick`] turns it off again), and a worker acts on it under that
+//! generation's list, so no frame is acted on by half of two lists.
 //! Counters: a rule with a `name` continues the counters of the old rule of that
 //! name on its port; an unnamed (or newly named) rule starts from zero.
 
@@ -74,6 +76,8 @@ struct PortState {
     plan: PortPlan,
     steering: Arc<Mutex<Steering>>,
     names: Vec<Option<String>>,
+    /// Tagging is on until each of these (socket, version) has settled.
+    untag_after: Option<Vec<(usize, u64)>>,
 }
 
 struct State {
@@ -110,7 +114,7 @@ impl Reloader {
             .enumerate()
             .map(|(i, (plan, steering))| {
                 let names = valid.iter().zip(&names).filter(|(r, _)| r.port == i).map(|(_, n)| n.clone()).collect();
-                PortState { plan, steering, names }
+                PortState { plan, steering, names, untag_after: None }
             })
             .collect();
         let hold = Duration::from_millis(std::env::var("XDPOOL_RELOAD_HOLD_MS").ok().and_then(|v| v.parse().ok()).unwrap_or(0).min(1000));
@@ -130,6 +134,13 @@ impl Reloader {
             }
             other => other,
         })
+    }
+
+    /// Turns tagging off on each port whose workers have all settled after its last
+    /// reload, and wakes those that have not (an idle worker settles when it next
+    /// runs). Called every 10 ms by the reload thread.
+    pub fn tick(&self) {
+        self.lock().untag_settled();
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, State> {
@@ -196,7 +207,26 @@ impl Reloader {
 }
 
 impl State {
+    fn untag_settled(&mut self) {
+        for port in &mut self.ports {
+            let Some(wait) = &port.untag_after else { continue };
+            if wait.iter().all(|&(s, v)| self.slots[s].settled(v)) {
+                match port.steering.lock().unwrap_or_else(|e| e.into_inner()).set_tagging(false) {
+                    Ok(()) => port.untag_after = None,
+                    Err(e) => tracing::warn!(port = %port.plan.def.name, error = %e, "could not turn frame tagging off; will retry"),
+                }
+            } else {
+                for &(s, v) in wait {
+                    if !self.slots[s].settled(v) {
+                        self.sockets[s].wake();
+                    }
+                }
+            }
+        }
+    }
+
     fn apply(&mut self, text: &str) -> Result<Applied, ReloadError> {
+        self.untag_settled();
         let (valid, names) = self.config.parse_rules(text).map_err(ReloadError::Invalid)?;
         check_runnable(&valid, &self.ports)?;
         let mut changed = Vec::new();
@@ -206,6 +236,18 @@ impl State {
             if rules != port.plan.rules || n != port.names {
                 changed.push((p, rules, n));
             }
+        }
+        // Tagging on for every port that changes before any is swapped: a frame
+        // without a tag was then steered before this reload on every port, and the
+        // generation below is written into no frame before that.
+        for (p, _, _) in &changed {
+            let port = &mut self.ports[*p];
+            if let Err(e) = port.steering.lock().unwrap_or_else(|e| e.into_inner()).set_tagging(true) {
+                return Err(ReloadError::Failed(format!("port `{}`: cannot turn frame tagging on: {e}; the old rules stay", port.plan.def.name)));
+            }
+            // Off again once the workers settle (also if nothing below swaps).
+            let sockets = &port.plan.sockets;
+            port.untag_after.get_or_insert_with(Vec::new).extend(sockets.iter().map(|&s| (s, self.slots[s].version())));
         }
         let generation = next_generation(self.generation);
         let started = Instant::now();
@@ -287,17 +329,23 @@ impl State {
             })
             .collect();
         let deadline = Instant::now() + TAKE_WAIT;
-        let restore = |slots: &[Arc<RuleSlot>], sockets_shared: &[Arc<PortShared>]| {
-            for (k, &s) in sockets.iter().enumerate() {
-                let v = slots[s].publish(old[k].clone());
-                slots[s].mark_live(v);
-                sockets_shared[s].wake();
-            }
+        let restore = |slots: &[Arc<RuleSlot>], sockets_shared: &[Arc<PortShared>]| -> Vec<(usize, u64)> {
+            sockets
+                .iter()
+                .enumerate()
+                .map(|(k, &s)| {
+                    let v = slots[s].publish(old[k].clone());
+                    slots[s].mark_live(v);
+                    sockets_shared[s].wake();
+                    (s, v)
+                })
+                .collect()
         };
         for (k, &s) in sockets.iter().enumerate() {
             while !self.slots[s].taken(versions[k]) {
                 if Instant::now() >= deadline {
-                    restore(&self.slots, &self.sockets);
+                    let back = restore(&self.slots, &self.sockets);
+                    self.ports[p].untag_after.get_or_insert_with(Vec::new).extend(back);
                     return Err(ReloadError::Failed(format!(
                         "the worker of port `{name}` queue {} did not take the new rules within {} ms (is it stuck? see `xdpool stats`); the old rules stay",
                         self.sockets[s].queue,
@@ -312,12 +360,14 @@ impl State {
         }
         let res = port.steering.lock().unwrap_or_else(|e| e.into_inner()).set_rules_carrying(&steer, &carry, generation);
         if let Err(e) = res {
-            restore(&self.slots, &self.sockets);
+            let back = restore(&self.slots, &self.sockets);
+            self.ports[p].untag_after.get_or_insert_with(Vec::new).extend(back);
             return Err(ReloadError::Failed(format!("port `{name}`: the XDP program did not take the new rules: {e}; the old rules stay")));
         }
         for (k, &s) in sockets.iter().enumerate() {
             self.slots[s].mark_live(versions[k]);
         }
+        self.ports[p].untag_after.get_or_insert_with(Vec::new).extend(sockets.iter().copied().zip(versions.iter().copied()));
         Ok(carry.iter().filter(|c| c.is_some()).count())
     }
 }
@@ -344,27 +394,29 @@ pub struct SighupWatch {
     thread: Option<std::thread::JoinHandle<()>>,
 }
 
-/// Installs the SIGHUP handler and a thread that reloads when it fires (every 10 ms
-/// at most; a signal during a reload is taken after it).
+/// Installs the SIGHUP handler and the reload thread: it reloads when the signal
+/// fired (looked at every 10 ms; a signal during a reload is taken after it) and
+/// runs [`Reloader::tick`].
 pub fn follow_sighup(reloader: Arc<Reloader>) -> SighupWatch {
     use std::sync::atomic::{AtomicBool, Ordering};
     let stop = Arc::new(AtomicBool::new(false));
     let flag = match crate::signal::install_reload_flag() {
-        Ok(f) => f,
+        Ok(f) => Some(f),
         Err(e) => {
             tracing::warn!(error = %e, "no SIGHUP handler: reload rules with `xdpool rules apply` instead");
-            return SighupWatch { stop, thread: None };
+            None
         }
     };
     let stop2 = stop.clone();
     let thread = std::thread::Builder::new()
-        .name("xdpool-sighup".into())
+        .name("xdpool-reload".into())
         .spawn(move || {
             while !stop2.load(Ordering::Relaxed) {
-                if flag.swap(false, Ordering::SeqCst) {
+                if flag.as_ref().is_some_and(|f| f.swap(false, Ordering::SeqCst)) {
                     tracing::info!("SIGHUP: reading the config file's rules again");
                     let _ = reloader.apply_config_file();
                 }
+                reloader.tick();
                 std::thread::sleep(Duration::from_millis(10));
             }
         })

@@ -46,6 +46,10 @@ pub const FAMILY_IPV6: u8 = 6;
 pub const TAG_GEN_SHIFT: u32 = 8;
 /// Bytes of the metadata tag before the packet data (`XDPOOL_TAG_SIZE`).
 pub const TAG_SIZE: u32 = 4;
+/// `xdpool_config.live`: tagging on (`XDPOOL_LIVE_TAGGING`).
+pub const LIVE_TAGGING: u32 = 2;
+/// `xdpool_config.live`: the generation's shift (`XDPOOL_LIVE_GEN_SHIFT`).
+pub const LIVE_GEN_SHIFT: u32 = 2;
 
 /// Counter index: redirected to an AF_XDP socket.
 pub const CNT_STEERED: u32 = 0;
@@ -216,6 +220,8 @@ mod tests {
             ("XDPOOL_RULE_HITS_SIZE", RULE_HITS_SIZE as u64),
             ("XDPOOL_TAG_GEN_SHIFT", TAG_GEN_SHIFT.into()),
             ("XDPOOL_TAG_SIZE", TAG_SIZE.into()),
+            ("XDPOOL_LIVE_TAGGING", LIVE_TAGGING.into()),
+            ("XDPOOL_LIVE_GEN_SHIFT", LIVE_GEN_SHIFT.into()),
         ];
         for (name, value) in expect {
             assert_eq!(d.get(*name), Some(value), "{name} differs between xdpool.h and abi.rs");
