@@ -166,13 +166,14 @@ impl Runner {
 fn rule_fields(m: &RuleMatch) -> (Option<u8>, Option<(u16, u16)>, Option<u8>) {
     match m {
         RuleMatch::All => (None, None, None),
-        RuleMatch::Fields { proto, dst_port, dst_prefix } => {
+        RuleMatch::Fields { proto, dst_port, dst_prefix, src_port: None, src_prefix: None, vlan: None } => {
             let family = dst_prefix.map(|(addr, len)| {
                 assert_eq!(len, 0, "these tests use /0 prefixes only (a family condition)");
                 if addr.is_ipv4() { 4 } else { 6 }
             });
             (*proto, *dst_port, family)
         }
+        RuleMatch::Fields { .. } => panic!("the model here has destination fields only (root_xdp_fields.rs checks the others)"),
     }
 }
 
@@ -500,7 +501,7 @@ fn parser_verdict(r: &Result<Parsed, ParseError>) -> String {
 /// is the match-all shape, which parses nothing (`other_shapes_follow_the_model`).
 fn catch_all() -> Vec<Rule> {
     let reserved = Rule {
-        matcher: RuleMatch::Fields { proto: Some(255), dst_port: None, dst_prefix: None },
+        matcher: RuleMatch::dst(Some(255), None, None),
         action: RuleAction::Steer,
     };
     vec![reserved, Rule::all(RuleAction::Steer)]
@@ -509,7 +510,7 @@ fn catch_all() -> Vec<Rule> {
 /// Rule 0: UDP to port 9; rule 1: UDP to 53..=4500 (so port and protocol both count).
 fn udp_ports() -> Vec<Rule> {
     let udp = |lo, hi| Rule {
-        matcher: RuleMatch::Fields { proto: Some(UDP), dst_port: Some((lo, hi)), dst_prefix: None },
+        matcher: RuleMatch::dst(Some(UDP), Some((lo, hi)), None),
         action: RuleAction::Steer,
     };
     vec![udp(9, 9), udp(53, 4500)]
@@ -646,7 +647,7 @@ fn every_corpus_frame_is_counted_once_and_no_malformed_frame_is_steered() {
 /// the two tests above do not load.
 fn other_shapes() -> Vec<(&'static str, Vec<Rule>)> {
     let steer = |proto, dst_port, dst_prefix| Rule {
-        matcher: RuleMatch::Fields { proto, dst_port, dst_prefix },
+        matcher: RuleMatch::dst(proto, dst_port, dst_prefix),
         action: RuleAction::Steer,
     };
     let any_v4 = Some(("0.0.0.0".parse().unwrap(), 0));
@@ -754,7 +755,7 @@ fn fields_of(frame: &[u8], out: &mut Vec<usize>) {
 /// Steer rules that tell apart "UDP with ports", "TCP with ports" and "anything else".
 fn fuzz_rules() -> Vec<Rule> {
     let any_port = |proto| Rule {
-        matcher: RuleMatch::Fields { proto: Some(proto), dst_port: Some((0, u16::MAX)), dst_prefix: None },
+        matcher: RuleMatch::dst(Some(proto), Some((0, u16::MAX)), None),
         action: RuleAction::Steer,
     };
     vec![any_port(UDP), any_port(TCP), Rule::all(RuleAction::Steer)]
@@ -932,7 +933,7 @@ fn udp_first_fragment_with_datagram_length_reaches_port_rules() {
     v6[57] |= 1;
     v6[66..68].copy_from_slice(&1000u16.to_be_bytes());
     let rules = vec![Rule {
-        matcher: RuleMatch::Fields { proto: Some(UDP), dst_port: Some((9, 9)), dst_prefix: None },
+        matcher: RuleMatch::dst(Some(UDP), Some((9, 9)), None),
         action: RuleAction::Steer,
     }];
     let mut runner = Runner::new(rules.clone());
