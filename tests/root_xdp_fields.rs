@@ -19,7 +19,7 @@ use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 
 use xdpool::config::{Action, MacRewrite, ValidRule};
 use xdpool::plan::steer_rule;
-use xdpool::steer::{abi, Rule, Steering};
+use xdpool::steer::{abi, Rule, Shape, Steering};
 use xdpool::wire::build::{ExtHeader, FrameBuilder};
 use xdpool::wire::fuzz::XorShift64;
 use xdpool::worker::classify::Classifier;
@@ -253,11 +253,13 @@ fn hex(frame: &[u8]) -> String {
     frame.iter().map(|b| format!("{b:02x}")).collect()
 }
 
-/// Runs `frames` random frames over one list; returns (frames, matched by some rule).
-fn check_list(rng: &mut XorShift64, rules: &[ValidRule], frames: u64, failures: &mut Vec<String>) -> (u64, u64) {
+/// Runs `frames` random frames over one list; returns (the program's shape, frames,
+/// matched by some rule).
+fn check_list(rng: &mut XorShift64, rules: &[ValidRule], frames: u64, failures: &mut Vec<String>) -> (Shape, u64, u64) {
     let steer: Vec<Rule> = rules.iter().map(steer_rule).collect();
     let classifier = Classifier::new(rules.to_vec());
     let mut runner = Runner::new(steer);
+    let shape = runner.steering.shape().clone();
     let mut matched = 0;
     for _ in 0..frames {
         let aim = rng.one_in(2).then(|| &rules[rng.below(rules.len())]);
@@ -280,7 +282,7 @@ fn check_list(rng: &mut XorShift64, rules: &[ValidRule], frames: u64, failures: 
             break;
         }
     }
-    (frames, matched)
+    (shape, frames, matched)
 }
 
 fn env_u64(name: &str, default: u64) -> u64 {
@@ -300,9 +302,8 @@ fn classifier_and_program_pick_the_same_rule_over_every_field_set() {
         let rules = random_list(&mut rng, set);
         // Each field set is its own shape: the program parses and tests exactly these.
         let want_bits: u32 = FIELDS.iter().enumerate().filter(|(i, _)| set & (1 << i) != 0).map(|(_, f)| f.1).sum();
-        let shape = Steering::with_rules(&rules.iter().map(steer_rule).collect::<Vec<_>>()).unwrap().shape().clone();
+        let (shape, n, m) = check_list(&mut rng, &rules, per_list, &mut failures);
         assert_eq!(shape.fields(), want_bits, "fields {}: shape {shape}", fields_of(set));
-        let (n, m) = check_list(&mut rng, &rules, per_list, &mut failures);
         println!("fields {:<40} {shape}: {m} of {n} frames matched a rule", fields_of(set));
         (frames, matched, lists) = (frames + n, matched + m, lists + 1);
         assert!(failures.is_empty(), "fields {}: {} failure(s):\n{}", fields_of(set), failures.len(), failures.join("\n"));
@@ -313,8 +314,8 @@ fn classifier_and_program_pick_the_same_rule_over_every_field_set() {
     let mut longest: Vec<ValidRule> = (0..abi::MAX_RULES).map(|_| random_rule(&mut rng, 63)).collect();
     longest[abi::MAX_RULES - 1] = random_rule(&mut rng, F_VLAN);
     for (name, rules) in [("match-all", all), ("64 rules, every field", longest)] {
-        let (n, m) = check_list(&mut rng, &rules, per_list, &mut failures);
-        println!("{name}: {m} of {n} frames matched a rule");
+        let (shape, n, m) = check_list(&mut rng, &rules, per_list, &mut failures);
+        println!("{name} ({shape}): {m} of {n} frames matched a rule");
         (frames, matched, lists) = (frames + n, matched + m, lists + 1);
         assert!(failures.is_empty(), "{name}: {} failure(s):\n{}", failures.len(), failures.join("\n"));
     }
