@@ -118,6 +118,9 @@ fn fields(proto: Option<u8>, dst_port: Option<(u16, u16)>, dst_prefix: Option<(&
         proto,
         dst_port,
         dst_prefix: dst_prefix.map(|(a, l)| (a.parse::<IpAddr>().unwrap(), l)),
+        src_port: None,
+        src_prefix: None,
+        vlan: None,
     }
 }
 

@@ -96,7 +96,10 @@ struct ipv6_frag {
 /* What the rules can look at; plain values, no packet pointers. */
 struct parsed {
 	__u32 daddr[4]; /* network order; IPv4 in word 0 */
+	__u32 saddr[4]; /* network order, only when some rule has SRC_ADDR */
 	__u16 dport;    /* host order, valid when has_ports */
+	__u16 sport;    /* host order, valid when has_ports and some rule has SRC_PORT */
+	__u16 vlan;     /* XDPOOL_VLAN_TAGGED | the outer tag's id; 0 untagged */
 	__u8 family;    /* 0 (not IP), XDPOOL_FAMILY_IPV4, XDPOOL_FAMILY_IPV6 */
 	__u8 proto;
 	__u8 has_ports;
@@ -108,6 +111,14 @@ static __always_inline void count(__u32 idx)
 
 	if (v)
 		*v += 1;
+}
+
+static __always_inline void copy_ipv6(__u32 *to, const struct in6_addr *a)
+{
+	to[0] = a->in6_u.u6_addr32[0];
+	to[1] = a->in6_u.u6_addr32[1];
+	to[2] = a->in6_u.u6_addr32[2];
+	to[3] = a->in6_u.u6_addr32[3];
 }
 
 /* more_fragments: this is the first fragment of a fragmented datagram, so the UDP
@@ -125,6 +136,8 @@ static __always_inline int parse_l4(void *l4, __u32 l4_len, void *data_end,
 		if (ulen < sizeof(*uh) || (!more_fragments && ulen > l4_len))
 			return PARSE_MALFORMED;
 		p->dport = bpf_ntohs(uh->dest);
+		if (shape_fields & XDPOOL_MATCH_SRC_PORT)
+			p->sport = bpf_ntohs(uh->source);
 		p->has_ports = 1;
 	} else if (p->proto == IPPROTO_TCP) {
 		struct tcphdr *th = l4;
@@ -136,6 +149,8 @@ static __always_inline int parse_l4(void *l4, __u32 l4_len, void *data_end,
 		if (doff < 5 || doff * 4 > l4_len)
 			return PARSE_MALFORMED;
 		p->dport = bpf_ntohs(th->dest);
+		if (shape_fields & XDPOOL_MATCH_SRC_PORT)
+			p->sport = bpf_ntohs(th->source);
 		p->has_ports = 1;
 	}
 	return PARSE_OK;
@@ -176,6 +191,8 @@ static __always_inline int parse_ipv4(struct xdp_md *ctx, void *l3, void *data_e
 	p->proto = iph->protocol;
 	if ((shape_fields & XDPOOL_MATCH_DST_ADDR))
 		p->daddr[0] = iph->daddr;
+	if ((shape_fields & XDPOOL_MATCH_SRC_ADDR))
+		p->saddr[0] = iph->saddr;
 	/* Non-first fragments carry no L4 header. */
 	if (iph->frag_off & bpf_htons(0x1fff))
 		return PARSE_OK;
@@ -200,12 +217,10 @@ static __always_inline int parse_ipv6(struct xdp_md *ctx, void *l3, void *data_e
 	if (past_frame_end(ctx, l3, data_end, off, sizeof(*ip6) + remaining, frags))
 		return PARSE_MALFORMED;
 	p->family = XDPOOL_FAMILY_IPV6;
-	if ((shape_fields & XDPOOL_MATCH_DST_ADDR)) {
-		p->daddr[0] = ip6->daddr.in6_u.u6_addr32[0];
-		p->daddr[1] = ip6->daddr.in6_u.u6_addr32[1];
-		p->daddr[2] = ip6->daddr.in6_u.u6_addr32[2];
-		p->daddr[3] = ip6->daddr.in6_u.u6_addr32[3];
-	}
+	if ((shape_fields & XDPOOL_MATCH_DST_ADDR))
+		copy_ipv6(p->daddr, &ip6->daddr);
+	if ((shape_fields & XDPOOL_MATCH_SRC_ADDR))
+		copy_ipv6(p->saddr, &ip6->saddr);
 	nexthdr = ip6->nexthdr;
 
 #pragma unroll
@@ -264,6 +279,8 @@ static __always_inline int fast_l4(void *l4, __u32 l4_len, void *data_end, __u8 
 		if (ulen < sizeof(*uh) || ulen > l4_len)
 			return 0;
 		p->dport = bpf_ntohs(uh->dest);
+		if (shape_fields & XDPOOL_MATCH_SRC_PORT)
+			p->sport = bpf_ntohs(uh->source);
 	} else if (proto == IPPROTO_TCP) {
 		struct tcphdr *th = l4;
 		__u32 doff;
@@ -274,6 +291,8 @@ static __always_inline int fast_l4(void *l4, __u32 l4_len, void *data_end, __u8 
 		if (doff < 5 || doff * 4 > l4_len)
 			return 0;
 		p->dport = bpf_ntohs(th->dest);
+		if (shape_fields & XDPOOL_MATCH_SRC_PORT)
+			p->sport = bpf_ntohs(th->source);
 	} else {
 		return 0;
 	}
@@ -306,6 +325,8 @@ static __always_inline int parse_common(void *data, void *data_end, __be16 h_pro
 		p->family = XDPOOL_FAMILY_IPV4;
 		if (shape_fields & XDPOOL_MATCH_DST_ADDR)
 			p->daddr[0] = iph->daddr;
+		if (shape_fields & XDPOOL_MATCH_SRC_ADDR)
+			p->saddr[0] = iph->saddr;
 		return 1;
 	}
 	if (h_proto == bpf_htons(ETH_P_IPV6) && (shape_families & XDPOOL_SHAPE_IPV6)) {
@@ -320,12 +341,10 @@ static __always_inline int parse_common(void *data, void *data_end, __be16 h_pro
 		if (!fast_l4(ip6 + 1, payload, data_end, ip6->nexthdr, p))
 			return 0;
 		p->family = XDPOOL_FAMILY_IPV6;
-		if (shape_fields & XDPOOL_MATCH_DST_ADDR) {
-			p->daddr[0] = ip6->daddr.in6_u.u6_addr32[0];
-			p->daddr[1] = ip6->daddr.in6_u.u6_addr32[1];
-			p->daddr[2] = ip6->daddr.in6_u.u6_addr32[2];
-			p->daddr[3] = ip6->daddr.in6_u.u6_addr32[3];
-		}
+		if (shape_fields & XDPOOL_MATCH_DST_ADDR)
+			copy_ipv6(p->daddr, &ip6->daddr);
+		if (shape_fields & XDPOOL_MATCH_SRC_ADDR)
+			copy_ipv6(p->saddr, &ip6->saddr);
 		return 1;
 	}
 	return 0;
@@ -358,6 +377,9 @@ static __always_inline int parse_frame(struct xdp_md *ctx, struct parsed *p, con
 			break;
 		if ((void *)(vh + 1) > data_end)
 			return PARSE_MALFORMED;
+		/* The outer tag's id only (xdpool.h: VLAN). */
+		if ((shape_fields & XDPOOL_MATCH_VLAN) && i == 0)
+			p->vlan = XDPOOL_VLAN_TAGGED | (bpf_ntohs(vh->tci) & 0x0fff);
 		h_proto = vh->encap_proto;
 		cursor = vh + 1;
 		off += sizeof(*vh);
@@ -388,8 +410,16 @@ static __always_inline int rule_matches(const struct xdpool_rule *r, __u32 flags
 		if (p->family == 0 || p->proto != r->proto)
 			return 0;
 	}
+	if (flags & XDPOOL_MATCH_VLAN) {
+		if (p->vlan != r->vlan)
+			return 0;
+	}
 	if (flags & XDPOOL_MATCH_DST_PORT) {
 		if (!p->has_ports || p->dport < r->port_min || p->dport > r->port_max)
+			return 0;
+	}
+	if (flags & XDPOOL_MATCH_SRC_PORT) {
+		if (!p->has_ports || p->sport < r->sport_min || p->sport > r->sport_max)
 			return 0;
 	}
 	if (flags & XDPOOL_MATCH_DST_ADDR) {
@@ -401,6 +431,17 @@ static __always_inline int rule_matches(const struct xdpool_rule *r, __u32 flags
 		    ((p->daddr[1] & r->dst_mask[1]) != r->dst_addr[1] ||
 		     (p->daddr[2] & r->dst_mask[2]) != r->dst_addr[2] ||
 		     (p->daddr[3] & r->dst_mask[3]) != r->dst_addr[3]))
+			return 0;
+	}
+	if (flags & XDPOOL_MATCH_SRC_ADDR) {
+		if (p->family != r->src_family)
+			return 0;
+		if ((p->saddr[0] & r->src_mask[0]) != r->src_addr[0])
+			return 0;
+		if (p->family == XDPOOL_FAMILY_IPV6 &&
+		    ((p->saddr[1] & r->src_mask[1]) != r->src_addr[1] ||
+		     (p->saddr[2] & r->src_mask[2]) != r->src_addr[2] ||
+		     (p->saddr[3] & r->src_mask[3]) != r->src_addr[3]))
 			return 0;
 	}
 	return 1;

@@ -465,6 +465,9 @@ fn check_runnable(rules: &[ValidRule], ports: &[PortState]) -> Result<(), Reload
 /// A rule's match, as the stats show it.
 pub fn describe(r: &ValidRule) -> String {
     let mut parts = Vec::new();
+    if let Some(id) = r.vlan {
+        parts.push(format!("vlan {id}"));
+    }
     if let Some(p) = r.proto {
         parts.push(match p {
             6 => "tcp".to_string(),
@@ -476,6 +479,12 @@ pub fn describe(r: &ValidRule) -> String {
     }
     if let Some((lo, hi)) = r.dst_port {
         parts.push(if lo == hi { format!("dst_port {lo}") } else { format!("dst_port {lo}-{hi}") });
+    }
+    if let Some((a, l)) = r.src {
+        parts.push(format!("src {a}/{l}"));
+    }
+    if let Some((lo, hi)) = r.src_port {
+        parts.push(if lo == hi { format!("src_port {lo}") } else { format!("src_port {lo}-{hi}") });
     }
     if let Some((a, l)) = r.dst {
         parts.push(format!("dst {a}/{l}"));
@@ -493,7 +502,7 @@ mod tests {
     use crate::config::MacRewrite;
 
     fn rule(action: Action, port: usize, to: Option<usize>, mirror_to: Option<usize>) -> ValidRule {
-        ValidRule { proto: Some(17), dst_port: Some((9, 9)), dst: None, action, port, to, mac: MacRewrite::Swap, mirror_to }
+        ValidRule { proto: Some(17), dst_port: Some((9, 9)), dst: None, src_port: None, src: None, vlan: None, action, port, to, mac: MacRewrite::Swap, mirror_to }
     }
 
     #[test]
@@ -503,5 +512,7 @@ mod tests {
         assert!(sends_out_of(&rule(Action::Drop, 0, None, None)).is_empty());
         assert!(sends_out_of(&rule(Action::Pass, 0, None, None)).is_empty());
         assert_eq!(describe(&rule(Action::Drop, 0, None, None)), "udp dst_port 9");
+        let src = ValidRule { vlan: Some(5), src: Some(("2001:2::".parse().unwrap(), 48)), src_port: Some((1024, 2047)), ..rule(Action::Drop, 0, None, None) };
+        assert_eq!(describe(&src), "vlan 5 udp dst_port 9 src 2001:2::/48 src_port 1024-2047");
     }
 }

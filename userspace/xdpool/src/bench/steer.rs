@@ -55,7 +55,7 @@ pub struct Subject {
 }
 
 fn steer(proto: Option<u8>, dst_port: Option<(u16, u16)>, dst_prefix: Option<(IpAddr, u8)>) -> Rule {
-    Rule { matcher: RuleMatch::Fields { proto, dst_port, dst_prefix }, action: RuleAction::Steer }
+    Rule { matcher: RuleMatch::dst(proto, dst_port, dst_prefix), action: RuleAction::Steer }
 }
 
 const UDP: u8 = 17;

@@ -284,7 +284,7 @@ mod tests {
     use crate::worker::action::Act;
 
     fn set(action: Action) -> Classifier {
-        Classifier::new(vec![ValidRule { proto: None, dst_port: None, dst: None, action, port: 0, to: None, mac: MacRewrite::Swap, mirror_to: None }])
+        Classifier::new(vec![ValidRule { proto: None, dst_port: None, dst: None, src_port: None, src: None, vlan: None, action, port: 0, to: None, mac: MacRewrite::Swap, mirror_to: None }])
     }
 
     #[test]
