@@ -381,6 +381,17 @@ mod tests {
     }
 
     #[test]
+    fn the_started_namespace_is_the_current_one_and_entering_it_changes_nothing() {
+        let here = PortNetns::open(None).unwrap();
+        assert_eq!(Some(here.id()), current_id().ok());
+        assert_eq!((here.name(), here.label()), (None, "the namespace xdpool started in"));
+        assert!(here.enter().unwrap().is_none(), "no setns into the namespace the thread is in");
+        assert_eq!(here.run(|| 7).unwrap(), 7);
+        let err = PortNetns::open(Some("xdpool-no-such-namespace-for-test")).unwrap_err();
+        assert!(matches!(err, NetnsError::Open { .. }), "{err}");
+    }
+
+    #[test]
     fn loopback_has_an_index_and_unknown_names_do_not() {
         assert!(ifindex("lo").unwrap() >= 1);
         let err = ifindex("xdpnonexist0").unwrap_err();

@@ -615,6 +615,17 @@ mod tests {
     }
 
     #[test]
+    fn the_split_config_names_the_split_labs_namespaces() {
+        let text = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../../configs/forward-split.toml")).unwrap();
+        let cfg = crate::config::Config::parse(&text).unwrap();
+        let names = ForwardNames::from_prefix(super::super::DEFAULT_PREFIX).unwrap().split(true);
+        let ns: Vec<(String, Option<String>)> = cfg.ports().into_iter().map(|p| (p.interface, p.netns)).collect();
+        let want: Vec<(String, Option<String>)> =
+            Link::ALL.iter().map(|&l| (port_end(l).dev.to_string(), Some(names.netns(port_end(l).role).to_string()))).collect();
+        assert_eq!(ns, want);
+    }
+
+    #[test]
     fn a_link_plan_rebuilds_only_that_link() {
         let names = ForwardNames::from_prefix("t3").unwrap();
         let cfg = LabConfig { queues: Some(2), mtu: Some(9000), ..LabConfig::with_prefix("t3") };
