@@ -391,28 +391,39 @@ impl ForwardLab {
         ip(&["-n", names.netns(port_end(link).role), "link", "del", port_end(link).dev], "is the forward lab up?")
     }
 
-    /// A split lab's P-fwd2 replaced, as a container restart does: the name is
-    /// deleted, the old veth pairs go (deleted from their receiver ends: a namespace
-    /// someone still holds lives on, with its devices, after its name is gone), and a
-    /// new P-fwd2 is made with the same links, names, MACs and addresses.
+    /// A split lab's P-fwd2 replaced, as a container restart does (see
+    /// [`ForwardLab::replace_netns`]).
     pub fn replace_fwd2(cfg: &LabConfig) -> Result<(), LabError> {
-        let names = ForwardNames::from_prefix(&cfg.prefix)?.split(true);
-        let fwd2 = names.netns(Role::Fwd2).to_string();
-        ip(&["netns", "del", &fwd2], "is the split forward lab up (`--split-netns`)?")?;
-        for link in [Link::Out, Link::Mon] {
+        Self::replace_netns(cfg, Role::Fwd2)
+    }
+
+    /// One of xdpool's namespaces (`Role::Fwd` or `Role::Fwd2`) replaced, as a
+    /// container restart does: the name is deleted, the old veth pairs go (deleted
+    /// from their outer ends: a namespace someone still holds lives on, with its
+    /// devices, after its name is gone), and a new one is made under the name with
+    /// the same links, names, MACs, addresses, neighbours and routes.
+    pub fn replace_netns(cfg: &LabConfig, role: Role) -> Result<(), LabError> {
+        let names = ForwardNames::from_prefix(&cfg.prefix)?.split(cfg.split_netns);
+        let ns = names.netns(role).to_string();
+        let links: Vec<Link> = Link::ALL.into_iter().filter(|&l| names.netns(port_end(l).role) == ns).collect();
+        if links.is_empty() || matches!(role, Role::Src | Role::Dst) {
+            return Err(LabError::Parse { command: format!("replace namespace {ns}"), detail: "not one of xdpool's namespaces (P-fwd, P-fwd2) in this lab".into() });
+        }
+        ip(&["netns", "del", &ns], "is the forward lab up?")?;
+        for &link in &links {
             let outer = outer_end(link);
             // Gone already when nothing held the old namespace.
             let _ = ip(&["-n", names.netns(outer.role), "link", "del", outer.dev], "");
         }
-        let mut steps = vec![step(&["netns", "add", &fwd2], ROOT), step(&["-n", &fwd2, "link", "set", "lo", "up"], ROOT)];
+        let mut steps = vec![step(&["netns", "add", &ns], ROOT), step(&["-n", &ns, "link", "set", "lo", "up"], ROOT)];
         for key in ["net/ipv4/ip_forward", "net/ipv6/conf/all/forwarding"] {
-            steps.push(Step::Sysctl { netns: fwd2.clone(), key, value: "0" });
+            steps.push(Step::Sysctl { netns: ns.clone(), key, value: "0" });
         }
-        for link in [Link::Out, Link::Mon] {
+        for &link in &links {
             steps.extend(plan_link(&names, link, cfg));
         }
         run_steps(&steps)?;
-        [Link::Out, Link::Mon].iter().try_for_each(|&l| tune_link(&names, l, cfg))
+        links.iter().try_for_each(|&l| tune_link(&names, l, cfg))
     }
 
     /// The lab as it is now, or `None` when it is not (completely) there.
