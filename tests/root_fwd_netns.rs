@@ -52,6 +52,9 @@ fn forward_between_ports_in_two_namespaces_delivers_each_frame_once_byte_exact()
     eprintln!("ifindex: xdpf0 {} in {fwd}, xdpf1 {} in {fwd2}", ifindex_in(&fwd, "xdpf0"), ifindex_in(&fwd2, "xdpf1"));
     const N: u64 = 100_000;
     let cfg = rig.config("nsfwd", &["in", "out"], "cores = [0, 1]\nmode = \"poll\"", &forward_rule(9, "in", "out", ""));
+    // A deeper fill ring: a worker descheduled on a loaded machine for up to 300 ms
+    // at 25 000/s still finds fill entries (4096 were not always enough at a load of 7).
+    patch_config(&cfg, "fill = 4096", "fill = 8192");
     let sink = SeqSink::udp(&rig.st.names.dst, SocketAddr::from((outer_end(Link::Out).ipv4, 9)), 0, N).expect("UDP receiver in P-dst");
     let run = XdpoolRun::start(&cfg, &[]);
     // Paced below what a loaded two-core machine forwards without loss (4 s; at
@@ -85,6 +88,7 @@ fn replacing_one_namespace_under_traffic_keeps_the_other_port_running() {
     const N2: u64 = 20_000;
     const PROBE: u64 = 1 << 40;
     let cfg = rig.config("nsrepl", &["in", "out"], "mode = \"poll\"", &forward_rule(9, "in", "out", ""));
+    patch_config(&cfg, "fill = 4096", "fill = 8192");
     let sink = SeqSink::udp(&rig.st.names.dst, SocketAddr::from((outer_end(Link::Out).ipv4, 9)), 0, NA + N2).expect("UDP receiver in P-dst");
     let run = XdpoolRun::start(&cfg, &[]);
     let sent = std::thread::scope(|s| {
@@ -160,6 +164,7 @@ fn replacing_the_namespace_of_the_umems_first_socket_brings_both_ports_back() {
     const N2: u64 = 20_000;
     const PROBE: u64 = 1 << 40;
     let cfg = rig.config("nshome", &["in", "out"], "mode = \"poll\"", &forward_rule(9, "in", "out", ""));
+    patch_config(&cfg, "fill = 4096", "fill = 8192");
     let sink = SeqSink::udp(&rig.st.names.dst, SocketAddr::from((outer_end(Link::Out).ipv4, 9)), 0, N1 + N2).expect("UDP receiver in P-dst");
     let run = XdpoolRun::start(&cfg, &[]);
     assert_eq!(send(&prefix, 9, N1, 0, 64, 30_000), N1);
