@@ -329,7 +329,17 @@ pub struct ForwardRig {
 impl ForwardRig {
     /// Brings up a forward lab with prefix `prefix` and a scratch dir called after `name`.
     pub fn up(prefix: &str, name: &str) -> ForwardRig {
-        let lab = xdpool::lab::forward::ForwardLabGuard::up(&LabConfig::with_prefix(prefix)).expect("forward lab up");
+        Self::up_with(LabConfig::with_prefix(prefix), name)
+    }
+
+    /// The split forward lab (`--split-netns`): ports "out" and "mon" in P-fwd2.
+    pub fn up_split(prefix: &str, name: &str) -> ForwardRig {
+        Self::up_with(LabConfig { split_netns: true, ..LabConfig::with_prefix(prefix) }, name)
+    }
+
+    /// A forward lab built from `cfg` (its prefix unique to the test).
+    pub fn up_with(cfg: LabConfig, name: &str) -> ForwardRig {
+        let lab = xdpool::lab::forward::ForwardLabGuard::up(&cfg).expect("forward lab up");
         let st = lab.status().clone();
         let tmp = scratch_dir(name);
         let sock = tmp.path().join("control.sock");
@@ -347,12 +357,13 @@ impl ForwardRig {
     }
 
     /// Writes `NAME.toml`: the named ports among "in", "out" and "mon" (on the lab's
-    /// xdpf0/1/2 in its P-fwd namespace), the given `[workers]` body and rules, and
+    /// xdpf0/1/2, each in the namespace the lab put it in: P-fwd, or P-fwd2 for
+    /// "out" and "mon" in a split lab), the given `[workers]` body and rules, and
     /// returns its path.
     pub fn config(&self, name: &str, ports: &[&str], workers: &str, rules: &str) -> PathBuf {
-        let ns = &self.st.names.fwd;
         let mut text = String::new();
-        for (port, dev) in [("in", "xdpf0"), ("out", "xdpf1"), ("mon", "xdpf2")].into_iter().filter(|(p, _)| ports.contains(p)) {
+        for (i, (port, dev)) in [("in", "xdpf0"), ("out", "xdpf1"), ("mon", "xdpf2")].into_iter().enumerate().filter(|(_, (p, _))| ports.contains(p)) {
+            let ns = &self.st.ports[i].netns;
             text.push_str(&format!("[[port]]\nname = \"{port}\"\ninterface = \"{dev}\"\nnetns = \"{ns}\"\nqueues = [0]\nzero_copy = \"auto\"\n\n"));
         }
         text.push_str(&format!(

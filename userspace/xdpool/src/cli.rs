@@ -144,6 +144,12 @@ pub enum LabAction {
         /// then needs `interface.multi_buffer = true`.
         #[arg(long, value_parser = clap::value_parser!(u32).range(68..=65535))]
         mtu: Option<u32>,
+        /// Forward topology: put xdpool's ports "out" (xdpf1) and "mon" (xdpf2) in a
+        /// namespace of their own, PREFIX-fwd2, so one xdpool forwards between ports
+        /// in two namespaces on one UMEM (configs/forward-split.toml), as a router
+        /// between two containers does.
+        #[arg(long)]
+        split_netns: bool,
     },
     /// Remove the lab's namespaces (and with them the veth pairs), whichever
     /// topology is up.

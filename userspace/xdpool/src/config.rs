@@ -98,7 +98,9 @@ pub struct PortConfig {
     pub name: Spanned<String>,
     /// Interface name, e.g. `xdpf0`.
     pub interface: Spanned<String>,
-    /// Network namespace the device lives in (every port must name the same one).
+    /// Network namespace the device lives in (a name under /run/netns; none: the
+    /// namespace xdpool is started in). Ports may live in different namespaces: one
+    /// UMEM is shared across them (XDP_SHARED_UMEM binds across namespaces).
     #[serde(default)]
     pub netns: Option<Spanned<String>>,
     /// XDP attach mode: native (default) or skb.
@@ -692,15 +694,15 @@ impl Config {
     /// Resolves every `queues = "all"` to `max_queues(interface)`, the most RX queues
     /// the device can have (run calls it once the namespace is entered); then checks
     /// that `umem.frames` supplies them all.
-    pub fn resolve_all_queues(&mut self, mut max_queues: impl FnMut(&str) -> u32) -> Result<(), String> {
+    pub fn resolve_all_queues(&mut self, mut max_queues: impl FnMut(&str, Option<&str>) -> u32) -> Result<(), String> {
         if let Some(i) = &mut self.interface {
             if let Queues::All(n) = i.queues.get_mut() {
-                *n = max_queues(i.name.get_ref()).clamp(1, 64);
+                *n = max_queues(i.name.get_ref(), i.netns.as_deref()).clamp(1, 64);
             }
         }
         for p in &mut self.ports {
             if let Queues::All(n) = p.queues.get_mut() {
-                *n = max_queues(p.interface.get_ref()).clamp(1, 64);
+                *n = max_queues(p.interface.get_ref(), p.netns.as_ref().map(|n| n.get_ref().as_str())).clamp(1, 64);
             }
         }
         match self.frames_shortfall() {
@@ -786,7 +788,8 @@ impl Config {
             .collect()
     }
 
-    /// The namespace every port lives in (validated to be one).
+    /// The first port's namespace: the one the process enters at start (where its
+    /// threads live); other ports may name other namespaces (`PortDef::netns`).
     pub fn netns(&self) -> Option<String> {
         self.ports().into_iter().next().and_then(|p| p.netns)
     }
@@ -842,14 +845,16 @@ impl Config {
                 return Err(err("port.name", p.name.span(), format!("port `{name}` is defined twice: port names must be unique")));
             }
             check_ifname("port.interface", &p.interface)?;
-            if !devices.insert(p.interface.get_ref().clone()) {
-                return Err(err("port.interface", p.interface.span(), format!("interface `{}` belongs to two ports: give each device one [[port]] with all its queues", p.interface.get_ref())));
+            if let Some(ns) = &p.netns {
+                check_netns_name("port.netns", ns, err)?;
+            }
+            // A device is known by its name in its namespace: eth0 in two containers
+            // are two devices.
+            if !devices.insert((p.netns.as_ref().map(|n| n.get_ref().clone()), p.interface.get_ref().clone())) {
+                let where_ = p.netns.as_ref().map(|n| format!(" in namespace `{}`", n.get_ref())).unwrap_or_default();
+                return Err(err("port.interface", p.interface.span(), format!("interface `{}`{where_} belongs to two ports: give each device one [[port]] with all its queues", p.interface.get_ref())));
             }
             check_queues("port.queues", &p.queues)?;
-            if p.netns.as_ref().map(|n| n.get_ref()) != first.netns.as_ref().map(|n| n.get_ref()) {
-                let span = p.netns.as_ref().map(|n| n.span()).unwrap_or(p.name.span());
-                return Err(err("port.netns", span, format!("port `{name}` is in another namespace than port `{}`: every port of one xdpool must live in the same namespace (one UMEM, one process namespace)", first.name.get_ref())));
-            }
             if *p.zero_copy.get_ref() != ZeroCopy::Auto && self.ports.iter().any(|q| *q.zero_copy.get_ref() != ZeroCopy::Auto && q.zero_copy.get_ref() != p.zero_copy.get_ref()) {
                 return Err(err("port.zero_copy", p.zero_copy.span(), "zero_copy = true and false on ports of one UMEM: the kernel gives every socket of a UMEM the same mode; use \"auto\" or the same value everywhere".into()));
             }
@@ -870,6 +875,15 @@ impl Config {
         let n: usize = self.ports().iter().map(|p| p.queues.len()).sum();
         (0..n).map(|i| online[(online.len() - 1 - i % online.len()) % online.len()]).collect()
     }
+}
+
+/// A namespace name as `ip netns` takes it: a file name under /run/netns.
+fn check_netns_name(key: &str, n: &Spanned<String>, err: &dyn Fn(&str, std::ops::Range<usize>, String) -> ConfigError) -> Result<(), ConfigError> {
+    let name = n.get_ref();
+    if name.is_empty() || name == "." || name == ".." || name.len() > 255 || name.contains('/') || name.contains('\0') {
+        return Err(err(key, n.span(), format!("`{name}` is not a namespace name: a name under /run/netns (as `ip netns add NAME` makes), without '/'")));
+    }
+    Ok(())
 }
 
 /// A TOML decoding error as a [`ConfigError`] (line, and the key when serde names it).
@@ -1263,7 +1277,7 @@ mirror_to = "mon"
         let mut c = Config::parse(&all).unwrap();
         assert_eq!(c.ports()[0].queues, vec![0]);
         assert!(c.ports()[0].follow_queues);
-        c.resolve_all_queues(|_| 2).unwrap();
+        c.resolve_all_queues(|_, _| 2).unwrap();
         assert_eq!(c.ports()[0].queues, vec![0, 1]);
         assert!(!Config::parse(GOOD).unwrap().ports()[0].follow_queues);
         let bad = Config::parse(&GOOD.replacen("queues = [0]", "queues = \"some\"", 1)).unwrap_err();
@@ -1272,7 +1286,7 @@ mirror_to = "mon"
         assert!(cores.to_string().contains("workers.cores"), "{cores}");
         // 64 queues need more frames than the config has.
         let mut many = Config::parse(&all).unwrap();
-        assert!(many.resolve_all_queues(|_| 64).unwrap_err().contains("umem.frames"));
+        assert!(many.resolve_all_queues(|_, _| 64).unwrap_err().contains("umem.frames"));
     }
 
     #[test]
@@ -1286,6 +1300,35 @@ mirror_to = "mon"
         assert_eq!((r.port, r.action, r.to, r.mac, r.mirror_to), (0, Action::Forward, Some(1), MacRewrite::Neigh, Some(2)));
         let fixed = PORTS.replace("mac = \"neigh\"", "mac = \"02:00:00:00:00:aB\"");
         assert_eq!(Config::parse(&fixed).unwrap().valid_rules()[0].mac, MacRewrite::Fixed([2, 0, 0, 0, 0, 0xab]));
+    }
+
+    /// Ports in different namespaces share one UMEM: accepted, each port keeps its
+    /// own; the same interface name is two devices in two namespaces, one in one.
+    #[test]
+    fn ports_in_different_namespaces_are_accepted() {
+        let split = PORTS.replacen("netns = \"fwd\"\nzero_copy = \"auto\"", "netns = \"fwd2\"\nzero_copy = \"auto\"", 1);
+        let c = Config::parse(&split).unwrap();
+        let ns: Vec<Option<String>> = c.ports().into_iter().map(|p| p.netns).collect();
+        assert_eq!(ns, [Some("fwd".to_string()), Some("fwd2".to_string()), Some("fwd".to_string())]);
+        assert_eq!(c.netns().as_deref(), Some("fwd"), "the process enters the first port's namespace");
+        // No netns: the namespace xdpool starts in, next to a named one.
+        assert!(Config::parse(&PORTS.replacen("netns = \"fwd\"\nzero_copy = false\n", "zero_copy = false\n", 1)).is_ok());
+        // The same device name in two namespaces: two devices.
+        let same_name = split.replacen("interface = \"xdpf1\"", "interface = \"xdpf0\"", 1);
+        assert_eq!(Config::parse(&same_name).unwrap().ports()[1].interface, "xdpf0");
+        // ... and in one namespace: one device for two ports, refused.
+        let e = Config::parse(&PORTS.replacen("interface = \"xdpf1\"", "interface = \"xdpf0\"", 1)).unwrap_err();
+        assert_eq!(e.key, "port.interface");
+        assert!(e.to_string().contains("in namespace `fwd` belongs to two ports"), "{e}");
+        // queues = "all" is resolved in each port's namespace.
+        let mut all = Config::parse(&split.replace("[umem]", "queues = \"all\"\n[umem]")).unwrap();
+        let mut asked = Vec::new();
+        all.resolve_all_queues(|dev, ns| {
+            asked.push((dev.to_string(), ns.map(str::to_string)));
+            1
+        })
+        .unwrap();
+        assert_eq!(asked, [("xdpf2".to_string(), Some("fwd".to_string()))]);
     }
 
     /// Bad port configs: (edit applied to PORTS, key named, text in message).
@@ -1302,7 +1345,8 @@ mirror_to = "mon"
             ("name = \"mon\"", "name = \"in\"", "port.name", "defined twice"),
             ("name = \"mon\"", "name = \"Mon!\"", "port.name", "a-z, 0-9"),
             ("interface = \"xdpf2\"", "interface = \"xdpf1\"", "port.interface", "two ports"),
-            ("netns = \"fwd\"\nzero_copy = false", "netns = \"other\"\nzero_copy = false", "port.netns", "same namespace"),
+            ("netns = \"fwd\"\nzero_copy = false", "netns = \"../fwd\"\nzero_copy = false", "port.netns", "not a namespace name"),
+            ("netns = \"fwd\"\nzero_copy = false", "netns = \"\"\nzero_copy = false", "port.netns", "not a namespace name"),
             ("zero_copy = \"auto\"", "zero_copy = true", "port.zero_copy", "same mode"),
             ("zero_copy = \"auto\"", "zero_copy = \"maybe\"", "-", "true, false or \"auto\""),
             ("action = \"forward\"", "action = \"reflect-twice\"", "rule[0].to", "belongs to action = \"forward\""),

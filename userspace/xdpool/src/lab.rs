@@ -148,11 +148,14 @@ pub struct LabConfig {
     /// MTU of both veth ends (`None`: the kernel default, 1500). Above about 3500
     /// an XDP program on veth must take multi-buffer frames (`xdp.frags`).
     pub mtu: Option<u32>,
+    /// Forward topology only: xdpool's ports "out" and "mon" in a namespace of their
+    /// own, `PREFIX-fwd2` (ports in two namespaces, one UMEM).
+    pub split_netns: bool,
 }
 
 impl Default for LabConfig {
     fn default() -> Self {
-        Self { prefix: DEFAULT_PREFIX.to_string(), queues: None, gro: true, threaded_napi: false, mtu: None }
+        Self { prefix: DEFAULT_PREFIX.to_string(), queues: None, gro: true, threaded_napi: false, mtu: None, split_netns: false }
     }
 }
 
@@ -234,7 +237,7 @@ impl Lab {
     /// Returns whether anything existed.
     pub fn down(prefix: &str) -> Result<bool, LabError> {
         let names = LabNames::from_prefix(prefix)?;
-        let fwd = forward::ForwardNames::from_prefix(prefix)?;
+        let fwd = forward::ForwardNames::from_prefix(prefix)?.split(true);
         let mut removed = false;
         let mut first_err = None;
         // Try all, even when one fails, so a guard never leaves half a lab.

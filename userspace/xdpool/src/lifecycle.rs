@@ -13,9 +13,16 @@
 //! first socket takes every port down (that descriptor stays bound to the lost
 //! device until the UMEM is closed, and no socket can share from it any more); the
 //! other ports then come back on a new registration at once.
+//!
+//! Ports may live in different network namespaces (a router between two
+//! containers): each port's steps (the UMEM registration and its sockets, the
+//! attach, ethtool, rtnetlink) run inside its namespace ([`PortNetns::enter`]);
+//! the kernel lets a socket made in one namespace share a UMEM registered by a
+//! socket made in another (Linux 6.18: `tools/netns-shared-umem/`).
 
 use crate::config::ZeroCopy;
 use crate::device::{DeviceStats, LossKind};
+use crate::netns::{NetnsError, PortNetns};
 use crate::plan::Plan;
 use crate::steer::{Steering, XdpAttachMode};
 use crate::worker::PortShared;
@@ -34,6 +41,8 @@ pub enum UpError {
     Steer(crate::steer::SteerError),
     /// The workers did not take their sockets in time.
     WorkersSlow,
+    /// Entering the port's namespace.
+    Netns(NetnsError),
 }
 
 impl std::fmt::Display for UpError {
@@ -42,6 +51,7 @@ impl std::fmt::Display for UpError {
             UpError::Xsk(e) => write!(f, "{e}"),
             UpError::Steer(e) => write!(f, "{e}"),
             UpError::WorkersSlow => f.write_str("workers did not take their sockets within 1 s; check CPU load"),
+            UpError::Netns(e) => write!(f, "{e}"),
         }
     }
 }
@@ -98,6 +108,8 @@ pub struct PortLife {
     pub last_ifindex: u32,
     /// While away: the device we lost and the kind the loss was counted as.
     pub lost: Option<(u32, LossKind)>,
+    /// Its namespace: an index into [`Lifecycle::netns`].
+    pub ns: usize,
 }
 
 /// Every port's lifecycle, and the UMEM they share.
@@ -119,16 +131,31 @@ pub struct Lifecycle {
     pub device: Arc<DeviceStats>,
     /// MACs `forward` writes, read again before a port comes up (when a rule needs them).
     macs: Option<Arc<crate::neigh::Neighbours>>,
+    /// The namespaces the ports live in (`PortLife::ns` points here), each the
+    /// incarnation followed now (`run.rs::follow_netns` reopens a replaced one).
+    pub netns: Vec<PortNetns>,
 }
 
 impl Lifecycle {
     /// The lifecycle of `plan`'s ports; one loaded program per port.
-    pub fn new(plan: &Plan, region: Arc<Region>, sockets: Vec<Arc<PortShared>>, steerings: Vec<Steering>, xdp_mode: Option<crate::config::XdpModeConfig>, device: Arc<DeviceStats>) -> Lifecycle {
+    #[allow(clippy::too_many_arguments)]
+    pub fn new(
+        plan: &Plan,
+        region: Arc<Region>,
+        sockets: Vec<Arc<PortShared>>,
+        steerings: Vec<Steering>,
+        xdp_mode: Option<crate::config::XdpModeConfig>,
+        device: Arc<DeviceStats>,
+        netns: Vec<PortNetns>,
+        of_port: &[usize],
+    ) -> Lifecycle {
         let ports = plan
             .ports
             .iter()
             .zip(steerings)
-            .map(|(p, st)| PortLife {
+            .zip(of_port)
+            .map(|((p, st), &ns)| PortLife {
+                ns,
                 name: p.def.name.clone(),
                 iface: p.def.interface.clone(),
                 queues: p.def.queues.clone(),
@@ -152,7 +179,7 @@ impl Lifecycle {
             })
             .collect();
         let ucfg = UmemConfig { chunk_size: plan.umem.chunk_size, headroom: 0, fill_size: plan.umem.fill, comp_size: plan.umem.completion, unaligned: false };
-        Lifecycle { region, ucfg, zero_copy: plan.umem.zero_copy, copy_only: false, ports, sockets, umem: None, first: None, device, macs: None }
+        Lifecycle { region, ucfg, zero_copy: plan.umem.zero_copy, copy_only: false, ports, sockets, umem: None, first: None, device, macs: None, netns }
     }
 
     /// Keeps `macs` current: read again before each port comes up, so that no frame
@@ -164,10 +191,28 @@ impl Lifecycle {
     fn refresh_macs(&self, p: usize, ifindex: u32) {
         let Some(macs) = &self.macs else { return };
         let ifx: Vec<Option<u32>> = self.ports.iter().enumerate().map(|(i, x)| if i == p { Some(ifindex) } else { x.attached }).collect();
-        match crate::neigh::read_book(&ifx) {
+        match self.read_macs(&ifx) {
             Ok(book) => macs.update(book),
             Err(e) => tracing::warn!(error = %e, "cannot read device MACs and neighbours"),
         }
+    }
+
+    /// Device MACs and neighbours of the ports at `ifx`, each read in its port's
+    /// namespace.
+    pub fn read_macs(&self, ifx: &[Option<u32>]) -> std::io::Result<crate::neigh::MacBook> {
+        let of_port: Vec<usize> = self.ports.iter().map(|p| p.ns).collect();
+        crate::neigh::read_book_in(&self.netns, &of_port, ifx)
+    }
+
+    /// Port `p`'s namespace.
+    pub fn netns_of(&self, p: usize) -> &PortNetns {
+        &self.netns[self.ports[p].ns]
+    }
+
+    /// Runs `f` in port `p`'s namespace (ifindexes, device names, ethtool, rtnetlink
+    /// and new sockets all mean that namespace's).
+    pub fn in_netns<T>(&self, p: usize, f: impl FnOnce() -> T) -> Result<T, NetnsError> {
+        self.netns_of(p).run(f)
     }
 
     /// A port's steering (locked).
@@ -208,14 +253,19 @@ impl Lifecycle {
     /// them to the workers, waits for full fill rings, then attaches the program.
     pub fn bring_up(&mut self, p: usize, ifindex: u32) -> Result<(), UpError> {
         self.refresh_macs(p, ifindex);
-        let device_queues = device_rx_queues(&self.ports[p].iface);
+        let device_queues = self.in_netns(p, || device_rx_queues(&self.ports[p].iface)).map_err(UpError::Netns)?;
         let bind: Vec<(usize, u32)> = {
             let port = &self.ports[p];
             port.sockets.iter().copied().zip(port.queues.iter().copied()).filter(|&(_, q)| !port.follow_queues || device_queues.is_none_or(|n| q < n)).collect()
         };
         let mut sockets = Vec::new();
-        for &(_, q) in &bind {
-            sockets.push(self.bind(p, ifindex, q)?);
+        {
+            // The socket (and a UMEM registered now) is made in the port's namespace:
+            // the kernel looks `ifindex` up in the socket's namespace.
+            let _in = self.netns_of(p).enter().map_err(UpError::Netns)?;
+            for &(_, q) in &bind {
+                sockets.push(self.bind(p, ifindex, q)?);
+            }
         }
         {
             let mut st = self.steering(p);
@@ -242,7 +292,7 @@ impl Lifecycle {
             std::thread::sleep(Duration::from_micros(200));
         }
         let mode = self.ports[p].mode;
-        self.steering(p).attach(ifindex, mode).map_err(UpError::Steer)?;
+        self.in_netns(p, || self.steering(p).attach(ifindex, mode)).map_err(UpError::Netns)?.map_err(UpError::Steer)?;
         self.note_queues(p);
         Ok(())
     }
@@ -280,7 +330,7 @@ impl Lifecycle {
     pub fn queues_changed(&self, p: usize) -> Option<u32> {
         let port = &self.ports[p];
         port.attached?;
-        let now = device_rx_queues(&port.iface)?;
+        let now = self.in_netns(p, || device_rx_queues(&port.iface)).ok()??;
         (Some(now) != port.device_queues).then_some(now)
     }
 
@@ -398,6 +448,25 @@ impl Lifecycle {
         self.first = None;
         self.reclaim(&down);
         down
+    }
+
+    /// Ports `ports` down (their namespace was replaced); every port when one of
+    /// them holds the UMEM's first socket. Returns the ports taken down.
+    pub fn bring_down_ports(&mut self, ports: &[usize]) -> Vec<usize> {
+        if self.first.is_some_and(|f| ports.contains(&f)) {
+            if self.ports.len() > ports.len() {
+                tracing::warn!("the UMEM's first socket was on a port of the replaced namespace: every port goes down and comes back on a new UMEM");
+            }
+            self.bring_down_all();
+            return (0..self.ports.len()).collect();
+        }
+        for &p in ports {
+            if self.ports[p].attached.is_some() || self.ports[p].sockets.iter().any(|&s| self.sockets[s].has_socket()) {
+                self.release(p);
+            }
+        }
+        self.reclaim(ports);
+        ports.to_vec()
     }
 
     /// Every port down (start-up retry, the end of the run).
@@ -540,7 +609,7 @@ impl Lifecycle {
             if st.attached_to().is_some() {
                 let _ = st.detach();
             }
-            st.attach(ifindex, mode)
+            self.in_netns(p, || st.attach(ifindex, mode).map_err(|e| e.to_string())).map_err(|e| e.to_string()).and_then(|r| r)
         };
         match res {
             Ok(()) => {
@@ -561,7 +630,7 @@ impl Lifecycle {
     /// ready: attached, its program on the device, and the link's carrier up.
     pub fn waits_for(&self, p: usize) -> Option<&'static str> {
         let port = &self.ports[p];
-        let carrier = port.attached.and_then(|ifx| crate::device::query_link(ifx).ok().flatten()).map(|l| l.running);
+        let carrier = port.attached.and_then(|ifx| self.in_netns(p, || crate::device::query_link(ifx)).ok()?.ok().flatten()).map(|l| l.running);
         let program = port.attached.and_then(|ifx| self.program_present(p, ifx));
         waits_for(port.attached, program, carrier)
     }
@@ -572,7 +641,8 @@ impl Lifecycle {
         // program (and its id) through the link; ask for ours and the device's together.
         let st = self.steering(p);
         let ours = st.program_id().ok().or(self.ports[p].program_id);
-        match crate::steer::xdp_program_on(ifindex) {
+        let Ok(on) = self.in_netns(p, || crate::steer::xdp_program_on(ifindex)) else { return Some(true) };
+        match on {
             Ok(Some(id)) => Some(ours.is_none_or(|o| o == id)),
             Ok(None) => Some(false),
             Err(crate::steer::SteerError::InterfaceMissing { .. }) => None,

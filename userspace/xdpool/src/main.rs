@@ -71,8 +71,8 @@ fn cmd_lab(action: LabAction) -> Result<(), Fatal> {
     use xdpool::lab::{Lab, LabConfig};
     xdpool::exit::require_privileges("xdpool lab")?;
     match action {
-        LabAction::Up { topology: LabTopology::Forward, queues, prefix, mtu } => {
-            let cfg = LabConfig { prefix, queues: Some(queues), mtu, ..LabConfig::default() };
+        LabAction::Up { topology: LabTopology::Forward, queues, prefix, mtu, split_netns } => {
+            let cfg = LabConfig { prefix, queues: Some(queues), mtu, split_netns, ..LabConfig::default() };
             let st = xdpool::lab::forward::ForwardLab::up(&cfg).map_err(|e| Fatal::new(ExitCode::Failure, e.to_string()))?;
             println!("{}", if st.already_up { "forward lab already up (nothing changed):" } else { "forward lab up:" });
             let rows = [(&st.src, "sender")]
@@ -91,10 +91,12 @@ fn cmd_lab(action: LabAction) -> Result<(), Fatal> {
                     side.ipv6
                 );
             }
-            println!("  xdpool: `xdpool run --config configs/forward.toml`; traffic: `xdpool gen --lab-topology forward --engine afxdp --payload sequenced`");
+            let config = if st.names.fwd2.is_some() { "configs/forward-split.toml" } else { "configs/forward.toml" };
+            println!("  xdpool: `xdpool run --config {config}`; traffic: `xdpool gen --lab-topology forward --engine afxdp --payload sequenced`");
             Ok(())
         }
-        LabAction::Up { topology: LabTopology::Pair, queues, prefix, mtu } => {
+        LabAction::Up { topology: LabTopology::Pair, split_netns: true, .. } => Err(Fatal::new(ExitCode::Usage, "--split-netns belongs to --topology forward (the pair lab has one xdpool namespace)")),
+        LabAction::Up { topology: LabTopology::Pair, queues, prefix, mtu, .. } => {
             let cfg = LabConfig { prefix, queues: Some(queues), mtu, ..LabConfig::default() };
             let st = Lab::up(&cfg).map_err(|e| Fatal::new(ExitCode::Failure, e.to_string()))?;
             if st.already_up {

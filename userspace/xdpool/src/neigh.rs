@@ -52,6 +52,19 @@ impl MacBook {
     pub fn set_next_hop(&mut self, port: usize, ip: IpAddr, mac: [u8; 6]) {
         self.next_hop.insert((port, ip), mac);
     }
+
+    /// Takes port `port`'s device MAC and next hops from `other` (a book read in
+    /// that port's namespace), leaving the other ports as they are.
+    pub fn take_port(&mut self, other: &MacBook, port: usize) {
+        if let Some(mac) = other.device_mac(port) {
+            self.set_device(port, mac);
+        }
+        for (&(p, ip), &mac) in &other.next_hop {
+            if p == port {
+                self.next_hop.insert((p, ip), mac);
+            }
+        }
+    }
 }
 
 /// The current book, shared by the control thread (writer) and workers (readers).
@@ -94,6 +107,24 @@ impl Neighbours {
     pub fn take_miss(&self) -> bool {
         self.missed.swap(false, Ordering::Relaxed)
     }
+}
+
+/// Reads the book for `ifindexes` (by port), each port's device and neighbours in
+/// its own namespace (`netns[of_port[p]]`): an ifindex means a device only within one
+/// namespace, and each namespace has its own neighbour table.
+pub fn read_book_in(netns: &[crate::netns::PortNetns], of_port: &[usize], ifindexes: &[Option<u32>]) -> io::Result<MacBook> {
+    let mut book = MacBook::new(ifindexes.len());
+    for (g, ns) in netns.iter().enumerate() {
+        let mine: Vec<Option<u32>> = ifindexes.iter().zip(of_port).map(|(&ifx, &n)| if n == g { ifx } else { None }).collect();
+        if mine.iter().all(Option::is_none) {
+            continue;
+        }
+        let part = ns.run(|| read_book(&mine)).map_err(io::Error::other)??;
+        for (p, _) in mine.iter().enumerate().filter(|(_, i)| i.is_some()) {
+            book.take_port(&part, p);
+        }
+    }
+    Ok(book)
 }
 
 /// Reads the book for `ifindexes` (by port) in the calling thread's namespace.

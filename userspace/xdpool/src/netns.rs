@@ -143,6 +143,76 @@ pub fn reenter(name: &str) -> Result<(), NetnsError> {
     setns(&target, CloneFlags::CLONE_NEWNET).map_err(|source| NetnsError::Setns { name: name.to_string(), source })
 }
 
+/// The namespace one or more ports live in: the incarnation xdpool works in (an open
+/// nsfs file, so it stays the same namespace when `/run/netns/NAME` is replaced), and
+/// the name it was opened by (`None`: the namespace xdpool was started in).
+///
+/// Every socket is bound to a device looked up in the namespace current when the
+/// socket was made (`socket(2)`), and rtnetlink, ethtool and bpf_link attach speak to
+/// the caller's namespace: each per-port step runs inside [`PortNetns::enter`].
+#[derive(Debug)]
+pub struct PortNetns {
+    name: Option<String>,
+    file: File,
+    id: NetnsId,
+}
+
+impl PortNetns {
+    /// The namespace named `name` now (`None`: the calling thread's, which must be
+    /// the one xdpool started in).
+    pub fn open(name: Option<&str>) -> Result<PortNetns, NetnsError> {
+        use std::os::unix::fs::MetadataExt;
+        let (path, label) = match name {
+            Some(n) => (netns_path(n), n.to_string()),
+            None => (PathBuf::from("/proc/thread-self/ns/net"), "(started in)".to_string()),
+        };
+        let file = File::open(&path).map_err(|source| NetnsError::Open { name: label.clone(), path: path.clone(), source })?;
+        let meta = file.metadata().map_err(|source| NetnsError::Open { name: label, path, source })?;
+        Ok(PortNetns { name: name.map(str::to_string), file, id: (meta.dev(), meta.ino()) })
+    }
+
+    /// The name (`None`: where xdpool started).
+    pub fn name(&self) -> Option<&str> {
+        self.name.as_deref()
+    }
+
+    /// Which namespace this is (compare with [`named_id`]).
+    pub fn id(&self) -> NetnsId {
+        self.id
+    }
+
+    /// For logs and errors: the name, or "the namespace xdpool started in".
+    pub fn label(&self) -> &str {
+        self.name.as_deref().unwrap_or("the namespace xdpool started in")
+    }
+
+    /// Moves the calling thread into this namespace until the guard drops (nothing
+    /// to do when it is there already). Sockets made meanwhile stay in it.
+    pub fn enter(&self) -> Result<Option<NetnsGuard>, NetnsError> {
+        if current_id().ok() == Some(self.id) {
+            return Ok(None);
+        }
+        let original = File::open("/proc/thread-self/ns/net").map_err(NetnsError::Current)?;
+        let name = self.label().to_string();
+        setns(&self.file, CloneFlags::CLONE_NEWNET).map_err(|source| NetnsError::Setns { name: name.clone(), source })?;
+        Ok(Some(NetnsGuard { original, name, _not_send: PhantomData }))
+    }
+
+    /// Runs `f` inside this namespace.
+    pub fn run<T>(&self, f: impl FnOnce() -> T) -> Result<T, NetnsError> {
+        let _guard = self.enter()?;
+        Ok(f())
+    }
+
+    /// Follows the name to the namespace it names now (after the old one was
+    /// replaced); the old one is let go.
+    pub fn reopen(&mut self) -> Result<(), NetnsError> {
+        let Some(name) = self.name.clone() else { return Ok(()) };
+        *self = PortNetns::open(Some(&name))?;
+        Ok(())
+    }
+}
+
 /// The namespace the process started in, saved by the first [`enter_forever`].
 static ORIGINAL: std::sync::OnceLock<File> = std::sync::OnceLock::new();
 
@@ -308,6 +378,17 @@ mod tests {
         let err = enter("xdpool-no-such-namespace-for-test").unwrap_err();
         assert!(matches!(err, NetnsError::Open { .. }), "{err}");
         assert!(err.to_string().contains("xdpool lab up"));
+    }
+
+    #[test]
+    fn the_started_namespace_is_the_current_one_and_entering_it_changes_nothing() {
+        let here = PortNetns::open(None).unwrap();
+        assert_eq!(Some(here.id()), current_id().ok());
+        assert_eq!((here.name(), here.label()), (None, "the namespace xdpool started in"));
+        assert!(here.enter().unwrap().is_none(), "no setns into the namespace the thread is in");
+        assert_eq!(here.run(|| 7).unwrap(), 7);
+        let err = PortNetns::open(Some("xdpool-no-such-namespace-for-test")).unwrap_err();
+        assert!(matches!(err, NetnsError::Open { .. }), "{err}");
     }
 
     #[test]

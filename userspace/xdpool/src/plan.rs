@@ -255,6 +255,24 @@ impl PortPlan {
     }
 }
 
+/// The namespaces the ports live in, each once, in the order first named (the first
+/// port's first: the one the process enters), and each port's index into that list.
+/// `None` is the namespace xdpool was started in.
+pub fn namespaces(ports: &[PortDef]) -> (Vec<Option<String>>, Vec<usize>) {
+    let mut list: Vec<Option<String>> = Vec::new();
+    let of_port = ports
+        .iter()
+        .map(|p| match list.iter().position(|n| *n == p.netns) {
+            Some(i) => i,
+            None => {
+                list.push(p.netns.clone());
+                list.len() - 1
+            }
+        })
+        .collect();
+    (list, of_port)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -295,6 +313,15 @@ port = "out"
 proto = "udp"
 action = "drop"
 "#;
+
+    #[test]
+    fn each_namespace_is_listed_once_and_each_port_points_at_its_own() {
+        let one = Config::parse(FWD).unwrap().ports();
+        assert_eq!(namespaces(&one), (vec![Some("ns".to_string())], vec![0, 0, 0]));
+        let split = FWD.replacen("netns = \"ns\"\nzero_copy = false", "netns = \"ns2\"\nzero_copy = false", 1).replacen("netns = \"ns\"\n\n[umem]", "\n[umem]", 1);
+        let two = Config::parse(&split).unwrap().ports();
+        assert_eq!(namespaces(&two), (vec![Some("ns".to_string()), Some("ns2".to_string()), None], vec![0, 1, 2]));
+    }
 
     #[test]
     fn default_cores_come_from_the_nic_node_and_fall_back_to_all_online() {

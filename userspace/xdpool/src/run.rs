@@ -8,6 +8,7 @@ use crate::device::{decide, Backoff, Decision, DeviceStats, LinkEvent, LinkWatch
 use crate::exit::{ExitCode, Fatal};
 use crate::lifecycle::{Lifecycle, UpError};
 use crate::neigh::{MacBook, Neighbours};
+use crate::netns::PortNetns;
 use crate::plan::{plan, Plan};
 use crate::steer::Steering;
 use crate::worker::handoff::Remotes;
@@ -72,18 +73,19 @@ fn up_fatal(e: UpError, iface: &str) -> Fatal {
         UpError::Xsk(e) => xsk_fatal(e, iface),
         UpError::Steer(e) => steer_fatal(e, iface),
         UpError::WorkersSlow => Fatal::new(ExitCode::Failure, UpError::WorkersSlow.to_string()),
+        UpError::Netns(e) => Fatal::new(ExitCode::InterfaceMissing, format!("port on {iface}: {e}")),
     }
 }
 
 /// Frames longer than a chunk's room are dropped by the kernel (`rx_dropped`) unless
 /// the sockets are multi-buffer: say so at start when the MTU allows such frames.
-fn warn_if_mtu_needs_multi_buffer(plan: &Plan) {
+fn warn_if_mtu_needs_multi_buffer(plan: &Plan, spaces: &Spaces) {
     if plan.umem.multi_buffer {
         return;
     }
     let room = single_buffer_room(plan.umem.chunk_size);
-    for p in &plan.ports {
-        let Ok(Some(mtu)) = crate::device::link_mtu(&p.def.interface) else { continue };
+    for (i, p) in plan.ports.iter().enumerate() {
+        let Ok(Ok(Some(mtu))) = spaces.of(i).run(|| crate::device::link_mtu(&p.def.interface)) else { continue };
         // Ethernet header.
         let frame = mtu + 14;
         if frame > room {
@@ -98,13 +100,27 @@ fn warn_if_mtu_needs_multi_buffer(plan: &Plan) {
     }
 }
 
-/// The devices, by port, in the namespace entered: their ifindex, or a Fatal saying
-/// what to do.
-fn find_devices(plan: &Plan, netns: Option<&str>) -> Result<Vec<u32>, Fatal> {
+/// The namespaces of the ports (each once) and which one each port is in.
+struct Spaces {
+    list: Vec<PortNetns>,
+    of_port: Vec<usize>,
+}
+
+impl Spaces {
+    fn of(&self, port: usize) -> &PortNetns {
+        &self.list[self.of_port[port]]
+    }
+}
+
+/// The devices, by port, each in its port's namespace: their ifindex, or a Fatal
+/// saying what to do.
+fn find_devices(plan: &Plan, spaces: &Spaces) -> Result<Vec<u32>, Fatal> {
     plan.ports
         .iter()
-        .map(|p| {
-            crate::netns::ifindex(&p.def.interface).map_err(|_| {
+        .enumerate()
+        .map(|(i, p)| {
+            let netns = p.def.netns.as_deref();
+            spaces.of(i).run(|| crate::netns::ifindex(&p.def.interface)).map_err(|e| Fatal::new(ExitCode::InterfaceMissing, e.to_string())).and_then(|r| r.map_err(|_| {
                 Fatal::new(
                     ExitCode::InterfaceMissing,
                     format!(
@@ -114,7 +130,7 @@ fn find_devices(plan: &Plan, netns: Option<&str>) -> Result<Vec<u32>, Fatal> {
                         netns.map(|n| format!(" in namespace {n}")).unwrap_or_default()
                     ),
                 )
-            })
+            }))
         })
         .collect()
 }
@@ -194,13 +210,14 @@ fn stop_workers(stop: &AtomicBool, fabric: &Fabric) {
     fabric.sockets.iter().for_each(|w| w.wake());
 }
 
-/// The MAC book at start (device MACs and neighbours), when a rule needs it.
-fn read_macs(plan: &Plan, ifindexes: &[u32]) -> MacBook {
+/// The MAC book at start (device MACs and neighbours, each port's in its
+/// namespace), when a rule needs it.
+fn read_macs(plan: &Plan, ifindexes: &[u32], spaces: &Spaces) -> MacBook {
     if !plan.ports.iter().any(|p| p.needs_macs()) {
         return MacBook::new(plan.ports.len());
     }
     let ifx: Vec<Option<u32>> = ifindexes.iter().map(|&i| Some(i)).collect();
-    crate::neigh::read_book(&ifx).unwrap_or_else(|e| {
+    crate::neigh::read_book_in(&spaces.list, &spaces.of_port, &ifx).unwrap_or_else(|e| {
         tracing::warn!(error = %e, "cannot read device MACs and neighbours; forward with mac = neigh/fixed drops until they are known");
         MacBook::new(plan.ports.len())
     })
@@ -214,23 +231,28 @@ struct Running {
     lc: Lifecycle,
     handles: Vec<JoinHandle<Vec<WorkerExit>>>,
     stop: Arc<AtomicBool>,
-    watcher: LinkWatcher,
+    /// One link watcher per namespace (`lc.netns`, by index): each hears only its
+    /// namespace's devices, whose ifindexes may collide with another's.
+    watchers: Vec<LinkWatcher>,
     device: Arc<DeviceStats>,
-    /// The configured namespace, when there is one: its name and the one we are in.
-    netns: Option<NetnsFollow>,
+    /// Each named namespace the ports live in, followed by name.
+    netns: Vec<NetnsFollow>,
     /// The namespace went under `--no-reattach`: the run ends.
     netns_gone: bool,
     /// Each socket's rule list (hot reload publishes into them).
     slots: Vec<Arc<RuleSlot>>,
 }
 
-/// The configured namespace under a run. A container restart deletes it and makes
+/// A configured namespace under a run. A container restart deletes it and makes
 /// a new one under the same name: the devices are then in the new one, and nothing
 /// in the old one will come back. Checked every 100 ms by the inode of
-/// `/run/netns/NAME` against the namespace the control thread is in.
+/// `/run/netns/NAME` against the incarnation its ports work in (`lc.netns[group]`).
 struct NetnsFollow {
     name: String,
-    inside: crate::netns::NetnsId,
+    /// Index into `lc.netns` (and `watchers`).
+    group: usize,
+    /// The process's namespace (the first port's): the control thread re-enters it.
+    home: bool,
     /// The name was seen gone (logged once until it comes back).
     gone_logged: bool,
     /// The ports were taken down in the old namespace, the new one not entered yet.
@@ -262,24 +284,44 @@ pub fn netns_change(named: Option<crate::netns::NetnsId>, inside: crate::netns::
 /// `--no-reattach`).
 pub fn run(cfg: &Config, opts: &RunOptions) -> Result<Summary, Fatal> {
     crate::exit::require_privileges("xdpool run")?;
+    // Every port's namespace, opened before the process moves: a port without one
+    // lives where xdpool was started.
+    let (names, of_port) = crate::plan::namespaces(&cfg.ports());
+    let mut list = Vec::new();
+    for name in &names {
+        list.push(PortNetns::open(name.as_deref()).map_err(|e| {
+            Fatal::new(ExitCode::InterfaceMissing, format!("cannot open network namespace `{}`: {e}; create it (`xdpool lab up`) or fix the port's netns", name.as_deref().unwrap_or("")))
+        })?);
+    }
+    let spaces = Spaces { list, of_port };
+    // queues = "all": a socket planned for every RX queue the device can have.
+    let mut cfg = cfg.clone();
+    cfg.resolve_all_queues(|dev, ns| {
+        let g = names.iter().position(|n| n.as_deref() == ns).unwrap_or(0);
+        spaces.list[g].run(|| crate::netns::rx_queues(dev).map(|q| q.max).unwrap_or(1)).unwrap_or(1)
+    })
+    .map_err(|e| Fatal::new(ExitCode::Usage, e))?;
+    let cfg = &cfg;
+    // The process (every thread made from now on) lives in the first port's namespace.
     let netns = cfg.netns();
     if let Some(ns) = &netns {
         crate::netns::enter_forever(Some(ns)).map_err(|e| {
             Fatal::new(ExitCode::InterfaceMissing, format!("cannot enter network namespace `{ns}`: {e}; create it (`xdpool lab up`) or fix the port's netns"))
         })?;
     }
-    // queues = "all": a socket planned for every RX queue the device can have.
-    let mut cfg = cfg.clone();
-    cfg.resolve_all_queues(|dev| crate::netns::rx_queues(dev).map(|q| q.max).unwrap_or(1)).map_err(|e| Fatal::new(ExitCode::Usage, e))?;
-    let cfg = &cfg;
     let plan = plan(cfg, &crate::plan::machine_cores(cfg, &Topology::detect()));
-    let ifindexes = find_devices(&plan, netns.as_deref())?;
-    warn_if_mtu_needs_multi_buffer(&plan);
+    let ifindexes = find_devices(&plan, &spaces)?;
+    warn_if_mtu_needs_multi_buffer(&plan, &spaces);
     let stop_signal: &'static AtomicBool = crate::signal::install_stop_flag()
         .map_err(|e| Fatal::new(ExitCode::Failure, format!("cannot install the SIGINT/SIGTERM handler: {e}")))?;
-    // Subscribed before anything is attached, so no event of our devices is missed.
-    let watcher = LinkWatcher::start().map_err(|e| Fatal::new(ExitCode::Failure, e.to_string()))?;
-    let mut rt = start(cfg, opts, plan, &ifindexes, watcher)?;
+    // Subscribed before anything is attached, so no event of our devices is missed;
+    // one watcher in each namespace.
+    let mut watchers = Vec::new();
+    for ns in &spaces.list {
+        let w = ns.run(LinkWatcher::start).map_err(|e| Fatal::new(ExitCode::Failure, e.to_string()))?;
+        watchers.push(w.map_err(|e| Fatal::new(ExitCode::Failure, format!("{e} (in {})", ns.label())))?);
+    }
+    let mut rt = start(cfg, opts, plan, &ifindexes, watchers, spaces)?;
     tracing::info!(ports = ?rt.lc.ports.iter().map(|p| (&p.name, &p.iface, p.attached)).collect::<Vec<_>>(), "attached; workers running");
     let mut service = crate::service::Service::from_env();
     let started = Instant::now();
@@ -312,7 +354,7 @@ fn plan_iface(plan: &Plan) -> String {
 }
 
 /// Builds the UMEM, the workers and the programs, and brings every port up.
-fn start(cfg: &Config, opts: &RunOptions, plan: Plan, ifindexes: &[u32], watcher: LinkWatcher) -> Result<Running, Fatal> {
+fn start(cfg: &Config, opts: &RunOptions, plan: Plan, ifindexes: &[u32], watchers: Vec<LinkWatcher>, spaces: Spaces) -> Result<Running, Fatal> {
     let region = Region::new(RegionConfig { frames: plan.umem.frames, chunk_size: plan.umem.chunk_size, hugepages: plan.umem.hugepages, topology: crate::plan::umem_topology(cfg, &plan, Topology::detect()) })
         .map_err(|e| Fatal::new(ExitCode::Failure, format!("cannot build the UMEM: {e}")))?;
     let mut steerings = Vec::new();
@@ -323,7 +365,7 @@ fn start(cfg: &Config, opts: &RunOptions, plan: Plan, ifindexes: &[u32], watcher
         st.require_frags(plan.umem.multi_buffer);
         steerings.push(st);
     }
-    let neighbours = Neighbours::new(read_macs(&plan, ifindexes));
+    let neighbours = Neighbours::new(read_macs(&plan, ifindexes, &spaces));
     let fabric = build_fabric(&plan, neighbours)?;
     let stop = Arc::new(AtomicBool::new(false));
     // The workers' side of each port's rules, under the generation its program tags with.
@@ -331,12 +373,17 @@ fn start(cfg: &Config, opts: &RunOptions, plan: Plan, ifindexes: &[u32], watcher
         plan.sockets.iter().map(|sp| RuleSlot::new(steerings[sp.port].generation(), Classifier::new(plan.ports[sp.port].rules.clone()))).collect();
     let handles = start_workers(worker_specs(&plan, cfg, opts, &slots), &region, &fabric, &stop)?;
     let device = DeviceStats::new(ifindexes.first().copied().unwrap_or(0));
-    let mut lc = Lifecycle::new(&plan, region.clone(), fabric.sockets.clone(), steerings, opts.xdp_mode, device.clone());
+    let netns = spaces
+        .list
+        .iter()
+        .enumerate()
+        .filter_map(|(group, ns)| ns.name().map(|name| NetnsFollow { name: name.to_string(), group, home: group == spaces.of_port[0], gone_logged: false, left: false }))
+        .collect();
+    let mut lc = Lifecycle::new(&plan, region.clone(), fabric.sockets.clone(), steerings, opts.xdp_mode, device.clone(), spaces.list, &spaces.of_port);
     if plan.ports.iter().any(|p| p.needs_macs()) {
         lc.follow_macs(fabric.neighbours.clone());
     }
-    let netns = cfg.netns().and_then(|name| crate::netns::current_id().ok().map(|inside| NetnsFollow { name, inside, gone_logged: false, left: false }));
-    let mut rt = Running { plan, region, fabric, lc, handles, stop, watcher, device, netns, netns_gone: false, slots };
+    let mut rt = Running { plan, region, fabric, lc, handles, stop, watchers, device, netns, netns_gone: false, slots };
     if let Err((p, e)) = rt.lc.start(ifindexes) {
         let iface = rt.plan.ports[p].def.interface.clone();
         rt.lc.bring_down_all();
@@ -484,7 +531,7 @@ impl Readiness {
 /// Reads device MACs and the neighbour table again.
 fn refresh_macs(rt: &mut Running) {
     let ifx: Vec<Option<u32>> = rt.lc.ports.iter().map(|p| p.attached).collect();
-    match crate::neigh::read_book(&ifx) {
+    match rt.lc.read_macs(&ifx) {
         Ok(book) => rt.fabric.neighbours.update(book),
         Err(e) => tracing::warn!(error = %e, "cannot re-read the neighbour table"),
     }
@@ -492,10 +539,20 @@ fn refresh_macs(rt: &mut Running) {
 
 /// Link events, socket errors, program checks and re-attach attempts, port by port.
 fn follow_devices(rt: &mut Running, opts: &RunOptions, recheck: &mut Backoff, last_prog_check: &mut Instant) {
-    let mut events: Vec<LinkEvent> = rt.watcher.next(Duration::from_millis(20)).into_iter().collect();
-    events.extend(rt.watcher.drain());
-    for ev in &events {
+    // Each namespace's events go to its own ports only: an ifindex (and a name)
+    // means a device within one namespace.
+    let mut events: Vec<(usize, LinkEvent)> = Vec::new();
+    for (g, w) in rt.watchers.iter().enumerate() {
+        if g == 0 {
+            events.extend(w.next(Duration::from_millis(20)).map(|ev| (g, ev)));
+        }
+        events.extend(w.drain().into_iter().map(|ev| (g, ev)));
+    }
+    for (g, ev) in &events {
         for p in 0..rt.lc.ports.len() {
+            if rt.lc.ports[p].ns != *g {
+                continue;
+            }
             match decide(ev, rt.lc.ports[p].attached, rt.lc.ports[p].lost, &rt.lc.ports[p].iface.clone()) {
                 Decision::Lost(kind) => {
                     rt.lc.lose(p, kind);
@@ -532,7 +589,7 @@ fn follow_devices(rt: &mut Running, opts: &RunOptions, recheck: &mut Backoff, la
         // Netlink events can be lost on overrun: look for the devices directly.
         for p in 0..rt.lc.ports.len() {
             if rt.lc.ports[p].attached.is_none() {
-                if let Ok(Some(link)) = crate::device::find_link(&rt.lc.ports[p].iface.clone()) {
+                if let Ok(Ok(Some(link))) = rt.lc.in_netns(p, || crate::device::find_link(&rt.lc.ports[p].iface)) {
                     if link.up {
                         rt.lc.try_reattach(p, link.ifindex, Instant::now());
                     }
@@ -542,15 +599,27 @@ fn follow_devices(rt: &mut Running, opts: &RunOptions, recheck: &mut Backoff, la
     }
 }
 
-/// The configured namespace replaced? Then every port leaves the old one (torn down
-/// and reclaimed as for a loss), the control thread enters the new one, the link
-/// watcher is started there, and the ports come back when their devices appear in it
-/// (the usual re-attach). Deleted without a new one yet: said once, and we stay.
-/// Returns whether the namespace was left. With `--no-reattach`, a deleted or
-/// replaced namespace ends the run (ExitCode::NetnsReplaced).
+/// Each configured namespace replaced? Then its ports leave the old one (torn down
+/// and reclaimed as for a loss; every port, when one of them holds the UMEM's first
+/// socket), the namespace is opened again by name, its link watcher is started
+/// there, and its ports come back when their devices appear in it (the usual
+/// re-attach). Ports in other namespaces keep running. The process's namespace (the
+/// first port's) is also re-entered by the control thread. Deleted without a new
+/// one yet: said once, and we stay. Returns whether a namespace was left. With
+/// `--no-reattach`, a deleted or replaced namespace ends the run
+/// (ExitCode::NetnsReplaced).
 fn follow_netns(rt: &mut Running, opts: &RunOptions) -> bool {
-    let Some(ns) = &mut rt.netns else { return false };
-    let change = netns_change(crate::netns::named_id(&ns.name), ns.inside);
+    let mut left = false;
+    for i in 0..rt.netns.len() {
+        left |= follow_one_netns(rt, opts, i);
+    }
+    left
+}
+
+fn follow_one_netns(rt: &mut Running, opts: &RunOptions, i: usize) -> bool {
+    let ns = &mut rt.netns[i];
+    let group = ns.group;
+    let change = netns_change(crate::netns::named_id(&ns.name), rt.lc.netns[group].id());
     match change {
         NetnsChange::Same => {
             ns.gone_logged = false;
@@ -560,14 +629,15 @@ fn follow_netns(rt: &mut Running, opts: &RunOptions) -> bool {
         NetnsChange::Deleted => {
             if !ns.gone_logged {
                 ns.gone_logged = true;
-                tracing::warn!(netns = %ns.name, "network namespace `{}` was deleted (/run/netns/{} is gone) while xdpool runs in it; staying in it until a namespace of that name is made again, then following it", ns.name, ns.name);
+                tracing::warn!(netns = %ns.name, "network namespace `{}` was deleted (/run/netns/{} is gone) while ports of xdpool live in it; waiting for a namespace of that name to be made again, then following it", ns.name, ns.name);
             }
             return false;
         }
         NetnsChange::Replaced => {}
     }
-    let name = ns.name.clone();
-    let left = std::mem::replace(&mut ns.left, true);
+    let (name, home) = (ns.name.clone(), ns.home);
+    let was_left = std::mem::replace(&mut ns.left, true);
+    let ports: Vec<usize> = (0..rt.lc.ports.len()).filter(|&p| rt.lc.ports[p].ns == group).collect();
     if opts.no_reattach {
         tracing::error!(netns = %name, ?change, "network namespace `{name}` was {}; exiting (--no-reattach)", if change == NetnsChange::Deleted { "deleted" } else { "replaced by a new one of that name" });
         rt.lc.device.lost(LossKind::NetnsReplaced);
@@ -575,33 +645,32 @@ fn follow_netns(rt: &mut Running, opts: &RunOptions) -> bool {
         rt.netns_gone = true;
         return true;
     }
-    if !left {
-        tracing::warn!(netns = %name, "network namespace `{name}` was replaced by a new one of that name (a container restart?): leaving the old one, with its devices, and following");
-        // Down in the old namespace first: detaching speaks rtnetlink where we are.
-        if rt.lc.any_attached() {
+    if !was_left {
+        tracing::warn!(netns = %name, ports = ?ports.iter().map(|&p| &rt.lc.ports[p].name).collect::<Vec<_>>(), "network namespace `{name}` was replaced by a new one of that name (a container restart?): its ports leave the old one, with its devices, and follow");
+        // Down in the old namespace first (the port's handle still names it).
+        if ports.iter().any(|&p| rt.lc.ports[p].attached.is_some()) {
             rt.lc.device.lost(LossKind::NetnsReplaced);
         }
-        rt.lc.bring_down_all();
+        rt.lc.bring_down_ports(&ports);
         // Nothing in the old namespace is ours any more (no loss there to reclassify).
-        rt.lc.ports.iter_mut().for_each(|p| p.lost = None);
-        if let Err(e) = crate::netns::reenter(&name) {
-            tracing::error!(netns = %name, error = %e, "cannot enter the new namespace `{name}`; trying again every 100 ms");
-            return true;
-        }
-    } else if crate::netns::reenter(&name).is_err() {
+        ports.iter().for_each(|&p| rt.lc.ports[p].lost = None);
+    }
+    if let Err(e) = rt.lc.netns[group].reopen() {
+        tracing::error!(netns = %name, error = %e, "cannot open the new namespace `{name}`; trying again every 100 ms");
         return true;
     }
-    if let Some(ns) = &mut rt.netns {
-        ns.left = false;
+    if home {
+        if let Err(e) = crate::netns::reenter(&name) {
+            tracing::warn!(netns = %name, error = %e, "the control thread cannot enter the new namespace `{name}`; its ports' steps still run there");
+        }
     }
-    match LinkWatcher::start() {
-        Ok(w) => rt.watcher = w,
-        Err(e) => tracing::error!(error = %e, "cannot watch link events in the new namespace; devices are looked for every 200 ms"),
+    rt.netns[i].left = false;
+    match rt.lc.netns[group].run(LinkWatcher::start) {
+        Ok(Ok(w)) => rt.watchers[group] = w,
+        Ok(Err(e)) => tracing::error!(error = %e, "cannot watch link events in the new namespace; devices are looked for every 200 ms"),
+        Err(e) => tracing::error!(error = %e, "cannot enter the new namespace to watch its links; devices are looked for every 200 ms"),
     }
-    if let (Some(ns), Ok(inside)) = (&mut rt.netns, crate::netns::current_id()) {
-        ns.inside = inside;
-    }
-    tracing::info!(netns = %name, "entered the new namespace `{name}`; waiting for the devices there");
+    tracing::info!(netns = %name, "following the new namespace `{name}`; waiting for the devices there");
     true
 }
 
@@ -631,7 +700,7 @@ fn check_programs(rt: &mut Running, opts: &RunOptions, recheck: &mut Backoff) {
 /// Teardown (detach first, then drain, reclaim, close), workers joined, summary.
 fn finish(mut rt: Running, opts: &RunOptions, seen: Seen, started: Instant) -> Result<Summary, Fatal> {
     let duration_s = started.elapsed().as_secs_f64();
-    let rt_netns = rt.netns.as_ref().map(|n| n.name.clone());
+    let rt_netns = Some(rt.netns.iter().map(|n| n.name.clone()).collect::<Vec<_>>().join(", ")).filter(|n| !n.is_empty());
     rt.lc.bring_down_all();
     let xdp = crate::summary::sum_xdp((0..rt.lc.ports.len()).map(|p| rt.lc.steering(p).counters().unwrap_or_default()));
     stop_workers(&rt.stop, &rt.fabric);
@@ -642,9 +711,14 @@ fn finish(mut rt: Running, opts: &RunOptions, seen: Seen, started: Instant) -> R
             Err(_) => return Err(Fatal::new(ExitCode::Failure, "a worker thread panicked; see the message above")),
         }
     }
-    let program_left_attached = rt.lc.ports.iter().any(|p| match crate::device::find_link(&p.iface) {
-        Ok(Some(link)) => matches!(crate::steer::xdp_program_on(link.ifindex), Ok(Some(_))),
-        _ => p.last_ifindex != 0 && matches!(crate::steer::xdp_program_on(p.last_ifindex), Ok(Some(_))),
+    let program_left_attached = (0..rt.lc.ports.len()).any(|i| {
+        let p = &rt.lc.ports[i];
+        rt.lc
+            .in_netns(i, || match crate::device::find_link(&p.iface) {
+                Ok(Some(link)) => matches!(crate::steer::xdp_program_on(link.ifindex), Ok(Some(_))),
+                _ => p.last_ifindex != 0 && matches!(crate::steer::xdp_program_on(p.last_ifindex), Ok(Some(_))),
+            })
+            .unwrap_or(false)
     });
     let summary = crate::summary::build(crate::summary::Parts {
         plan: &rt.plan,

@@ -11,6 +11,10 @@
 //!                        198.18.3.2                         198.18.3.1
 //! ```
 //!
+//! With `split_netns` (`xdpool lab up --topology forward --split-netns`), xdpf1 and
+//! xdpf2 live in a fourth namespace, P-fwd2: xdpool's ports in two namespaces, one
+//! UMEM (configs/forward-split.toml).
+//!
 //! Device names are fixed (each lives in its own namespace), so configs are fixed too;
 //! only the namespaces take the prefix. Every MAC is fixed and every neighbour entry
 //! is permanent, so `mac = "neigh"` and the generator need no ARP or ND. P-fwd keeps
@@ -49,6 +53,9 @@ pub enum Role {
     Src,
     /// xdpool's namespace (`P-fwd`).
     Fwd,
+    /// The namespace of xdpool's ports "out" and "mon": `P-fwd2` when the lab is
+    /// split, else `P-fwd`.
+    Fwd2,
     /// The receiver (`P-dst`).
     Dst,
 }
@@ -81,12 +88,12 @@ impl Link {
     /// The link's two ends: (the end in P-fwd, the outer end in P-src or P-dst).
     pub fn ends(self) -> (End, End) {
         let subnet = self.subnet();
-        let (fwd_dev, outer_dev, outer_role) = match self {
-            Link::In => (IN_DEV, SRC_DEV, Role::Src),
-            Link::Out => (OUT_DEV, DST_DEV, Role::Dst),
-            Link::Mon => (MON_PORT_DEV, MON_DEV, Role::Dst),
+        let (fwd_dev, fwd_role, outer_dev, outer_role) = match self {
+            Link::In => (IN_DEV, Role::Fwd, SRC_DEV, Role::Src),
+            Link::Out => (OUT_DEV, Role::Fwd2, DST_DEV, Role::Dst),
+            Link::Mon => (MON_PORT_DEV, Role::Fwd2, MON_DEV, Role::Dst),
         };
-        (End::new(Role::Fwd, fwd_dev, subnet, 2), End::new(outer_role, outer_dev, subnet, 1))
+        (End::new(fwd_role, fwd_dev, subnet, 2), End::new(outer_role, outer_dev, subnet, 1))
     }
 
     /// The link's subnet number: 198.18.S.0/24 and 2001:2:0:S::/64.
@@ -147,6 +154,8 @@ pub struct ForwardNames {
     pub fwd: String,
     /// `PREFIX-dst`.
     pub dst: String,
+    /// `PREFIX-fwd2` when the lab is split (ports "out" and "mon" there).
+    pub fwd2: Option<String>,
 }
 
 impl ForwardNames {
@@ -154,7 +163,13 @@ impl ForwardNames {
     /// two-namespace lab.
     pub fn from_prefix(prefix: &str) -> Result<Self, LabError> {
         super::check_prefix(prefix)?;
-        Ok(Self { prefix: prefix.to_string(), src: format!("{prefix}-src"), fwd: format!("{prefix}-fwd"), dst: format!("{prefix}-dst") })
+        Ok(Self { prefix: prefix.to_string(), src: format!("{prefix}-src"), fwd: format!("{prefix}-fwd"), dst: format!("{prefix}-dst"), fwd2: None })
+    }
+
+    /// The split lab's names (`PREFIX-fwd2` too) when `split`.
+    pub fn split(mut self, split: bool) -> Self {
+        self.fwd2 = split.then(|| format!("{}-fwd2", self.prefix));
+        self
     }
 
     /// The namespace of a role.
@@ -162,13 +177,24 @@ impl ForwardNames {
         match role {
             Role::Src => &self.src,
             Role::Fwd => &self.fwd,
+            Role::Fwd2 => self.fwd2.as_deref().unwrap_or(&self.fwd),
             Role::Dst => &self.dst,
         }
     }
 
-    /// All three, in the order they are created.
-    pub fn all(&self) -> [&str; 3] {
-        [&self.src, &self.fwd, &self.dst]
+    /// All of them (three, four when split), in the order they are created.
+    pub fn all(&self) -> Vec<&str> {
+        let mut v = vec![self.src.as_str(), self.fwd.as_str()];
+        v.extend(self.fwd2.as_deref());
+        v.push(&self.dst);
+        v
+    }
+
+    /// xdpool's namespaces (P-fwd, and P-fwd2 when split).
+    pub fn xdpool_netns(&self) -> Vec<&str> {
+        let mut v = vec![self.fwd.as_str()];
+        v.extend(self.fwd2.as_deref());
+        v
     }
 }
 
@@ -215,7 +241,7 @@ const ROOT: &str = "run as root";
 /// link up. Re-running it after the pair was deleted restores the link exactly.
 pub fn plan_link(names: &ForwardNames, link: Link, cfg: &LabConfig) -> Vec<Step> {
     let (port, outer) = link.ends();
-    let fwd_ns = names.netns(Role::Fwd);
+    let fwd_ns = names.netns(port.role);
     let outer_ns = names.netns(outer.role);
     let mut steps = Vec::new();
     let queues = cfg.queues.map(|q| q.to_string());
@@ -281,8 +307,10 @@ pub fn plan(names: &ForwardNames, cfg: &LabConfig) -> Vec<Step> {
         steps.push(step(&["-n", ns, "link", "set", "lo", "up"], ROOT));
     }
     // Explicitly off: only xdpool may move frames from P-src to P-dst.
-    for key in ["net/ipv4/ip_forward", "net/ipv6/conf/all/forwarding"] {
-        steps.push(Step::Sysctl { netns: names.fwd.clone(), key, value: "0" });
+    for ns in names.xdpool_netns() {
+        for key in ["net/ipv4/ip_forward", "net/ipv6/conf/all/forwarding"] {
+            steps.push(Step::Sysctl { netns: ns.to_string(), key, value: "0" });
+        }
     }
     for link in Link::ALL {
         steps.extend(plan_link(names, link, cfg));
@@ -323,13 +351,13 @@ impl ForwardLab {
     /// six ends), or reports it `already_up`. A half-built one is removed first; on
     /// failure midway everything made so far is removed.
     pub fn up(cfg: &LabConfig) -> Result<ForwardStatus, LabError> {
-        let names = ForwardNames::from_prefix(&cfg.prefix)?;
+        let names = ForwardNames::from_prefix(&cfg.prefix)?.split(cfg.split_netns);
         super::check_queues(cfg.queues)?;
-        if let Some(mut st) = Self::status(&cfg.prefix)? {
+        if let Some(mut st) = Self::status(&cfg.prefix)?.filter(|st| st.names.fwd2.is_some() == cfg.split_netns) {
             st.already_up = true;
             return Ok(st);
         }
-        if names.all().iter().any(|ns| netns::exists(ns)) {
+        if names.clone().split(true).all().iter().any(|ns| netns::exists(ns)) {
             tracing::warn!(prefix = %cfg.prefix, "found a half-built forward lab; removing it first");
             super::Lab::down(&cfg.prefix)?;
         }
@@ -352,20 +380,56 @@ impl ForwardLab {
     /// take a port's device away): the same names, MACs, addresses, neighbours and
     /// routes as `up` made.
     pub fn recreate_link(cfg: &LabConfig, link: Link) -> Result<(), LabError> {
-        let names = ForwardNames::from_prefix(&cfg.prefix)?;
+        let names = ForwardNames::from_prefix(&cfg.prefix)?.split(cfg.split_netns);
         run_steps(&plan_link(&names, link, cfg))?;
         tune_link(&names, link, cfg)
     }
 
     /// Deletes one link's veth pair (both ends go).
     pub fn delete_link(prefix: &str, link: Link) -> Result<(), LabError> {
-        let names = ForwardNames::from_prefix(prefix)?;
-        ip(&["-n", &names.fwd, "link", "del", port_end(link).dev], "is the forward lab up?")
+        let names = ForwardNames::from_prefix(prefix)?.split(netns::exists(&format!("{prefix}-fwd2")));
+        ip(&["-n", names.netns(port_end(link).role), "link", "del", port_end(link).dev], "is the forward lab up?")
+    }
+
+    /// A split lab's P-fwd2 replaced, as a container restart does (see
+    /// [`ForwardLab::replace_netns`]).
+    pub fn replace_fwd2(cfg: &LabConfig) -> Result<(), LabError> {
+        Self::replace_netns(cfg, Role::Fwd2)
+    }
+
+    /// One of xdpool's namespaces (`Role::Fwd` or `Role::Fwd2`) replaced, as a
+    /// container restart does: the name is deleted, the old veth pairs go (deleted
+    /// from their outer ends: a namespace someone still holds lives on, with its
+    /// devices, after its name is gone), and a new one is made under the name with
+    /// the same links, names, MACs, addresses, neighbours and routes.
+    pub fn replace_netns(cfg: &LabConfig, role: Role) -> Result<(), LabError> {
+        let names = ForwardNames::from_prefix(&cfg.prefix)?.split(cfg.split_netns);
+        let ns = names.netns(role).to_string();
+        let links: Vec<Link> = Link::ALL.into_iter().filter(|&l| names.netns(port_end(l).role) == ns).collect();
+        if links.is_empty() || matches!(role, Role::Src | Role::Dst) {
+            return Err(LabError::Parse { command: format!("replace namespace {ns}"), detail: "not one of xdpool's namespaces (P-fwd, P-fwd2) in this lab".into() });
+        }
+        ip(&["netns", "del", &ns], "is the forward lab up?")?;
+        for &link in &links {
+            let outer = outer_end(link);
+            // Gone already when nothing held the old namespace.
+            let _ = ip(&["-n", names.netns(outer.role), "link", "del", outer.dev], "");
+        }
+        let mut steps = vec![step(&["netns", "add", &ns], ROOT), step(&["-n", &ns, "link", "set", "lo", "up"], ROOT)];
+        for key in ["net/ipv4/ip_forward", "net/ipv6/conf/all/forwarding"] {
+            steps.push(Step::Sysctl { netns: ns.clone(), key, value: "0" });
+        }
+        for &link in &links {
+            steps.extend(plan_link(&names, link, cfg));
+        }
+        run_steps(&steps)?;
+        links.iter().try_for_each(|&l| tune_link(&names, l, cfg))
     }
 
     /// The lab as it is now, or `None` when it is not (completely) there.
     pub fn status(prefix: &str) -> Result<Option<ForwardStatus>, LabError> {
         let names = ForwardNames::from_prefix(prefix)?;
+        let names = names.split(netns::exists(&format!("{prefix}-fwd2")));
         if !names.all().iter().all(|ns| netns::exists(ns)) {
             return Ok(None);
         }
@@ -483,9 +547,10 @@ mod tests {
         let want = [
             (Role::Fwd, "xdpf0", "198.18.1.2/24", "2001:2:0:1::2/64"),
             (Role::Src, "xdps0", "198.18.1.1/24", "2001:2:0:1::1/64"),
-            (Role::Fwd, "xdpf1", "198.18.2.2/24", "2001:2:0:2::2/64"),
+            // Fwd2 is P-fwd unless the lab is split.
+            (Role::Fwd2, "xdpf1", "198.18.2.2/24", "2001:2:0:2::2/64"),
             (Role::Dst, "xdpd0", "198.18.2.1/24", "2001:2:0:2::1/64"),
-            (Role::Fwd, "xdpf2", "198.18.3.2/24", "2001:2:0:3::2/64"),
+            (Role::Fwd2, "xdpf2", "198.18.3.2/24", "2001:2:0:3::2/64"),
             (Role::Dst, "xdpm0", "198.18.3.1/24", "2001:2:0:3::1/64"),
         ];
         for (got, want) in rows.iter().zip(want) {
@@ -543,6 +608,32 @@ mod tests {
         let up = cmds.iter().position(|c| c == "-n t2-src link set xdps0 up").unwrap();
         let route = cmds.iter().position(|c| c.starts_with("-n t2-src route")).unwrap();
         assert!(up < route);
+    }
+
+    #[test]
+    fn a_split_lab_puts_out_and_mon_in_fwd2_and_in_in_fwd() {
+        let names = ForwardNames::from_prefix("t5").unwrap().split(true);
+        assert_eq!(names.all(), ["t5-src", "t5-fwd", "t5-fwd2", "t5-dst"]);
+        let cmds = joined(&plan(&names, &LabConfig::with_prefix("t5")));
+        assert!(cmds.iter().any(|c| c.starts_with("-n t5-fwd link add xdpf0 ") && c.ends_with("netns t5-src")), "{cmds:#?}");
+        assert!(cmds.iter().any(|c| c.starts_with("-n t5-fwd2 link add xdpf1 ") && c.ends_with("netns t5-dst")), "{cmds:#?}");
+        assert!(cmds.iter().any(|c| c.starts_with("-n t5-fwd2 link add xdpf2 ")), "{cmds:#?}");
+        assert!(cmds.contains(&"sysctl t5-fwd2 net/ipv4/ip_forward=0".to_string()), "{cmds:#?}");
+        // Not split: the same plan as before, fwd2 is fwd.
+        let one = ForwardNames::from_prefix("t5").unwrap();
+        assert_eq!(one.netns(Role::Fwd2), "t5-fwd");
+        assert!(joined(&plan(&one, &LabConfig::with_prefix("t5"))).iter().all(|c| !c.contains("fwd2")));
+    }
+
+    #[test]
+    fn the_split_config_names_the_split_labs_namespaces() {
+        let text = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../../configs/forward-split.toml")).unwrap();
+        let cfg = crate::config::Config::parse(&text).unwrap();
+        let names = ForwardNames::from_prefix(super::super::DEFAULT_PREFIX).unwrap().split(true);
+        let ns: Vec<(String, Option<String>)> = cfg.ports().into_iter().map(|p| (p.interface, p.netns)).collect();
+        let want: Vec<(String, Option<String>)> =
+            Link::ALL.iter().map(|&l| (port_end(l).dev.to_string(), Some(names.netns(port_end(l).role).to_string()))).collect();
+        assert_eq!(ns, want);
     }
 
     #[test]

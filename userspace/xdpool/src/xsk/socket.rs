@@ -151,6 +151,7 @@ impl XskSocket {
                 *primary = Primary::Bound {
                     ifindex,
                     queue,
+                    netns: crate::netns::current_id().ok(),
                     zero_copy: config.zero_copy,
                     need_wakeup: config.need_wakeup,
                 };
@@ -169,8 +170,8 @@ impl XskSocket {
                     need_wakeup: config.need_wakeup,
                 })
             }
-            Primary::Bound { ifindex: p_if, queue: p_q, zero_copy, need_wakeup } => {
-                *primary = Primary::Bound { ifindex: p_if, queue: p_q, zero_copy, need_wakeup };
+            Primary::Bound { ifindex: p_if, queue: p_q, netns: p_ns, zero_copy, need_wakeup } => {
+                *primary = Primary::Bound { ifindex: p_if, queue: p_q, netns: p_ns, zero_copy, need_wakeup };
                 drop(primary);
                 if config.zero_copy != zero_copy || config.need_wakeup != need_wakeup {
                     return Err(XskError::SharedModeMismatch {
@@ -178,7 +179,8 @@ impl XskSocket {
                         primary_need_wakeup: need_wakeup,
                     });
                 }
-                if (p_if, p_q) == (ifindex, queue) {
+                // The same ifindex in another namespace is another device.
+                if (p_if, p_q) == (ifindex, queue) && p_ns == crate::netns::current_id().ok() {
                     return Err(XskError::Busy { ifindex, queue });
                 }
                 Self::bind_shared(shared, ifindex, queue, config)

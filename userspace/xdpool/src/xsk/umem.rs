@@ -100,7 +100,9 @@ pub(crate) enum Primary {
     /// Not bound yet: its rings wait here. `rx_tx` is set once a bind tried them.
     Unbound { fill: FillRing, comp: CompletionRing, rx_tx: Option<(RxRing, TxRing)> },
     /// Bound: later sockets share the UMEM with it and inherit its mode.
-    Bound { ifindex: u32, queue: u32, zero_copy: bool, need_wakeup: bool },
+    /// `netns`: the namespace the first socket was made in (an ifindex names a
+    /// device only within one; `None` when /proc could not say).
+    Bound { ifindex: u32, queue: u32, netns: Option<crate::netns::NetnsId>, zero_copy: bool, need_wakeup: bool },
     /// Transient, while a bind runs.
     Binding,
 }
