@@ -44,6 +44,8 @@ field() { stats | jq -r "$1"; }
 # guest, tests/vm).
 num() { "$XDPOOL" stats --socket "$SOCKET" --get "$1" 2>/dev/null || echo -1; }
 now_ms() { date +%s%3N; }
+# UNBIND_TRACE=1: stamps of each step in kernel time (to match dmesg).
+mark() { [ "${UNBIND_TRACE:-0}" != 1 ] || echo "trace [$(cut -d' ' -f1 /proc/uptime)] $*"; }
 
 fail() { echo "FAIL cycle $1: $2" >&2; exit 1; }
 check_rest() {  # accounting exact and nothing rejected
@@ -61,6 +63,7 @@ trap '[ -e "$DRV/$PCI" ] || echo "$PCI" > "$DRV/bind" 2>/dev/null || true' EXIT
 times=()
 for i in $(seq 1 "$CYCLES"); do
     losses=$(num .device.losses); reattaches=$(num .device.reattaches); teardowns=$(num .device.teardowns_checked)
+    mark "cycle $i: unbind"
     echo "$PCI" > "$DRV/unbind"
     for _ in $(seq 100); do [ "$(num .device.losses)" -gt "$losses" ] && break; sleep 0.02; done
     [ "$(num .device.losses)" -gt "$losses" ] || fail "$i" "xdpool did not see the unbind"
@@ -73,13 +76,23 @@ for i in $(seq 1 "$CYCLES"); do
     jq -e '.accounting.fill == 0 and .accounting.tx == 0' <<<"$(stats)" >/dev/null \
         || fail "$i" "frames still in the kernel's rings after the unbind: $(stats | jq -c .accounting)"
     rx=$(num .total.rx_packets)
+    mark "cycle $i: bind"
     echo "$PCI" > "$DRV/bind"
     # The interface name may take a moment to return (udev); bring it up.
     for _ in $(seq 200); do ip link show "$IFACE" >/dev/null 2>&1 && break; sleep 0.01; done
+    mark "cycle $i: $IFACE is back"
     ip link set "$IFACE" up
     t0=$(now_ms)
-    while [ "$(num .total.rx_packets)" -le "$rx" ] && [ $(( $(now_ms) - t0 )) -lt $(( TARGET_MS * 3 + 5000 )) ]; do sleep 0.01; done
+    mark "cycle $i: set up"
+    carrier_seen=""
+    while [ "$(num .total.rx_packets)" -le "$rx" ] && [ $(( $(now_ms) - t0 )) -lt $(( TARGET_MS * 3 + 5000 )) ]; do
+        if [ "${UNBIND_TRACE:-0}" = 1 ] && [ -z "$carrier_seen" ] && read -r c < "/sys/class/net/$IFACE/carrier" 2>/dev/null && [ "$c" = 1 ]; then
+            carrier_seen=1; mark "cycle $i: carrier"
+        fi
+        sleep 0.01
+    done
     took=$(( $(now_ms) - t0 ))
+    mark "cycle $i: traffic"
     [ "$(num .device.reattaches)" -gt "$reattaches" ] || fail "$i" "no re-attach"
     [ "$(num .total.rx_packets)" -gt "$rx" ] || fail "$i" "no traffic after the rebind (is the generator running?)"
     [ "$took" -le "$TARGET_MS" ] || fail "$i" "traffic back after ${took} ms, target ${TARGET_MS} ms"

@@ -24,6 +24,11 @@ ONLY=$(param checks all)
 # about 2 s under TCG; the product's own target of 1 s is for real hardware).
 TARGET_IGB=$(param target_igb_ms 8000)
 TARGET_VIRTIO=$(param target_virtio_ms 3000)
+# xdpool's --log filter in the guest (xdpvm.log=debug shows every link event).
+XLOG=$(param log info)
+# xdpvm.trace=1: unbind checks print kernel-time stamps and the driver's / xdpool's
+# lines of each cycle on the console.
+TRACE=$(param trace 0)
 
 emit() { echo "XDPVM $1" > "$R"; echo "XDPVM $1"; echo "$1" >> /tmp/results.jsonl; }
 now() { date +%s.%N; }
@@ -130,7 +135,7 @@ EOF
 start_xdpool() {
     local name=$1 cfg=$2; shift 2
     rm -f "/tmp/$name.out" "/tmp/$name.json"
-    "$XDPOOL" run --config "$cfg" --ready-line --quiet --summary-json "/tmp/$name.json" "$@" \
+    "$XDPOOL" --log "$XLOG" run --config "$cfg" --ready-line --quiet --summary-json "/tmp/$name.json" "$@" \
         > "/tmp/$name.out" 2> "/tmp/$name.log" &
     XPID=$!
     local i
@@ -264,9 +269,14 @@ unbind_check() {
     gpid=$!
     wait_rx "$sock" 100 10
     kill -0 "$gpid" 2>/dev/null || why="${why:+$why; }the generator is not running: $(tail -1 "/tmp/$name.gen")"
-    out=$(XDPOOL=$XDPOOL bash /checks/unbind.sh --pci "$pci" --driver "$drv" --iface "$dev" --socket "$sock" \
+    [ "$TRACE" = 1 ] && echo "xdpvm: $name: clock: uptime $(cut -d' ' -f1 /proc/uptime) = date $(date -u +%H:%M:%S.%N)"
+    out=$(UNBIND_TRACE=$TRACE XDPOOL=$XDPOOL bash /checks/unbind.sh --pci "$pci" --driver "$drv" --iface "$dev" --socket "$sock" \
         --pid "$XPID" --cycles "$CYCLES" --target-ms "$target" 2>&1); rc=$?
     echo "$out" | sed "s/^/xdpvm: $name: /"
+    if [ "$TRACE" = 1 ]; then
+        dmesg | grep -E 'igb|virtio|Link|link' | tail -40 | sed "s/^/xdpvm: $name dmesg: /"
+        grep -E 'link event|lost|re-attach|attached|detached|ready|device is back|teardown|bind' "/tmp/$name.log" | tail -80 | sed "s/^/xdpvm: $name xlog: /"
+    fi
     [ "$rc" = 0 ] || why="${why:+$why; }unbind.sh exit $rc: $(echo "$out" | tail -1)"
     if [ "$rc" != 0 ]; then  # what the generator and the XDP program saw
         kill -0 "$gpid" 2>/dev/null && echo "xdpvm: $name: generator still running" || echo "xdpvm: $name: generator gone"
@@ -453,6 +463,29 @@ probe() {
     result probe true "$t0" '{}'
 }
 
+# relink_floor (only when asked for): igb's and virtio-net's link-up under TCG with no
+# xdpool at all: `ip link set up` -> carrier, after a set down and after a PCI rebind.
+relink_floor() {
+    local t0; t0=$(now)
+    local dev pci drv ms updown="" rebind=""
+    for dev in "$IGB" "$VIO"; do
+        select_nut "$dev"; carrier_wait "$dev" 15 >/dev/null
+        pci=$(pci_of "$dev"); drv=$(basename "$(readlink -f "/sys/bus/pci/devices/$pci/driver")")
+        local i u="" r=""
+        for i in 1 2 3; do
+            ip link set "$dev" down; sleep 0.5
+            ip link set "$dev" up; ms=$(carrier_wait "$dev" 15); u="$u${u:+,}$ms"
+            echo "$pci" > "/sys/bus/pci/drivers/$drv/unbind"; sleep 0.5
+            echo "$pci" > "/sys/bus/pci/drivers/$drv/bind"
+            local k; for k in $(seq 200); do ip link show "$dev" >/dev/null 2>&1 && break; sleep 0.01; done
+            ip link set "$dev" address $MAC_B 2>/dev/null
+            ip link set "$dev" up; ms=$(carrier_wait "$dev" 15); r="$r${r:+,}$ms"
+        done
+        updown="$updown\"$dev\":[$u],"; rebind="$rebind\"$dev\":[$r],"
+    done
+    result relink_floor true "$t0" "{\"up_to_carrier_ms_after_down\":{${updown%,}},\"up_to_carrier_ms_after_rebind\":{${rebind%,}}}"
+}
+
 dmesg_check() {
     local t0; t0=$(now)
     local bad; bad=$(dmesg | grep -E 'WARNING:|\bWARN\b|BUG[: ]|Oops|general protection|Call Trace|stalled pool shutdown|kernel panic' | head -20)
@@ -498,6 +531,7 @@ else
     # PCI driver unbind under traffic. igb comes back with its default queue count
     # (2 here), so xdpool serves both queues.
     [[ ",$ONLY," == *",probe,"* ]] && probe
+    [[ ",$ONLY," == *",relink_floor,"* ]] && relink_floor
     want unbind_zc_igb && unbind_check unbind_zc_igb "$IGB" "$IGB_PCI" igb true "[0, 1]" "[0, 1]" "$TARGET_IGB"
     want unbind_copy_igb && unbind_check unbind_copy_igb "$IGB" "$IGB_PCI" igb false "[0, 1]" "[0, 1]" "$TARGET_IGB"
     want unbind_zc_virtio && unbind_check unbind_zc_virtio "$VIO" "$VIO_PCI" "$VIO_DRV" true "[0]" "[$NODE1_CPUS]" "$TARGET_VIRTIO"

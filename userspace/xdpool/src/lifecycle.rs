@@ -213,10 +213,12 @@ impl Lifecycle {
             let port = &self.ports[p];
             port.sockets.iter().copied().zip(port.queues.iter().copied()).filter(|&(_, q)| !port.follow_queues || device_queues.is_none_or(|n| q < n)).collect()
         };
+        let t0 = Instant::now();
         let mut sockets = Vec::new();
         for &(_, q) in &bind {
             sockets.push(self.bind(p, ifindex, q)?);
         }
+        let t_bound = t0.elapsed();
         {
             let mut st = self.steering(p);
             for s in &sockets {
@@ -241,8 +243,10 @@ impl Lifecycle {
             }
             std::thread::sleep(Duration::from_micros(200));
         }
+        let t_filled = t0.elapsed();
         let mode = self.ports[p].mode;
         self.steering(p).attach(ifindex, mode).map_err(UpError::Steer)?;
+        tracing::debug!(port = %self.ports[p].name, ifindex, bound_ms = t_bound.as_secs_f64() * 1e3, filled_ms = t_filled.as_secs_f64() * 1e3, attached_ms = t0.elapsed().as_secs_f64() * 1e3, "bring-up steps");
         self.note_queues(p);
         Ok(())
     }
