@@ -74,6 +74,14 @@ pub enum Decision {
     /// The device we lost for a passing reason (set down, a socket error) has now
     /// been unregistered or moved: the loss is counted as this kind instead.
     Reclassified(LossKind),
+    /// A new device of the configured name is here but not up yet (a driver bound
+    /// again, a device made again): attach the program now, while it is down, so
+    /// that bringing it up resets its link once (drivers such as igb close and reopen
+    /// a running device to attach a program).
+    Appeared {
+        /// Its index.
+        ifindex: u32,
+    },
     /// Nothing to do.
     Ignore,
 }
@@ -140,7 +148,10 @@ pub fn decide(ev: &LinkEvent, attached: Option<u32>, lost: Option<(u32, LossKind
         },
         Some(_) => Decision::Ignore,
         None => match ev.change {
-            LinkChange::New if ev.up && ev.name.as_deref() == Some(name) => Decision::Returned { ifindex: ev.ifindex },
+            LinkChange::New if ev.name.as_deref() != Some(name) => Decision::Ignore,
+            LinkChange::New if ev.up => Decision::Returned { ifindex: ev.ifindex },
+            // Not the device we lost (still being unregistered, or set down): a new one.
+            LinkChange::New if lost.is_none_or(|(ifx, _)| ifx != ev.ifindex) => Decision::Appeared { ifindex: ev.ifindex },
             _ => Decision::Ignore,
         },
     }
@@ -363,6 +374,9 @@ pub struct DeviceReport {
     pub reattaches: u64,
     /// Re-attach attempts that failed and were retried.
     pub reattach_failures: u64,
+    /// Times the program went on a returning device while it was still down
+    /// ([`Decision::Appeared`]), before the device was brought up.
+    pub early_attaches: u64,
     /// Binds that met EBUSY and were retried.
     pub bind_busy_retries: u64,
     /// Teardowns after which the accounting invariant was checked at rest.
@@ -480,6 +494,11 @@ impl DeviceStats {
         self.with(|r| r.reattach_failures += 1)
     }
 
+    /// Records a program attached to a returning device while it was down.
+    pub fn early_attached(&self) {
+        self.with(|r| r.early_attaches += 1)
+    }
+
     /// Records EBUSY retries of a bind.
     pub fn busy_retries(&self, n: u64) {
         self.with(|r| r.bind_busy_retries += n)
@@ -590,7 +609,11 @@ mod tests {
         // Another device, same events: not ours.
         assert_eq!(decide(&ev(Del, 6, "veth0", false), Some(5), None, "veth0"), Decision::Ignore);
         // Away: only an up device of the configured name brings us back.
-        assert_eq!(decide(&ev(New, 9, "veth0", false), None, None, "veth0"), Decision::Ignore);
+        assert_eq!(decide(&ev(New, 9, "veth0", false), None, None, "veth0"), Decision::Appeared { ifindex: 9 });
+        assert_eq!(decide(&ev(New, 9, "veth0", false), None, Some((5, LossKind::Deleted)), "veth0"), Decision::Appeared { ifindex: 9 });
+        // The device we lost, still there and down (set down, or being unregistered): no.
+        assert_eq!(decide(&ev(New, 5, "veth0", false), None, Some((5, LossKind::Down)), "veth0"), Decision::Ignore);
+        assert_eq!(decide(&ev(New, 9, "other", false), None, None, "veth0"), Decision::Ignore);
         assert_eq!(decide(&ev(New, 9, "other", true), None, None, "veth0"), Decision::Ignore);
         assert_eq!(decide(&ev(New, 9, "veth0", true), None, None, "veth0"), Decision::Returned { ifindex: 9 });
         assert_eq!(decide(&ev(Del, 9, "veth0", true), None, None, "veth0"), Decision::Ignore);
@@ -618,7 +641,7 @@ mod tests {
                     *kinds.last_mut().unwrap() = k;
                 }
                 Decision::Returned { ifindex } => (attached, lost) = (Some(ifindex), None),
-                Decision::Ignore => {}
+                Decision::Appeared { .. } | Decision::Ignore => {}
             }
             out.push(d);
         }
@@ -649,9 +672,10 @@ mod tests {
         // Zero-copy: the sockets fail (ENXIO) before any link event.
         let (d, k) = play(&[link(New, 5, false, false), link(Del, 5, false, false)], true);
         assert_eq!((d, k.as_slice()), (vec![Decision::Ignore, Decision::Reclassified(Deleted)], &deleted[..]));
-        // Then the driver is bound again: a new index of the same name, up.
-        let (d, k) = play(&[link(New, 5, false, false), link(Del, 5, false, false), link(New, 7, true, false)], false);
-        assert_eq!(d.last(), Some(&Decision::Returned { ifindex: 7 }));
+        // Then the driver is bound again: a new index of the same name, registered
+        // down (the program goes on it then), then set up (the sockets bind).
+        let (d, k) = play(&[link(New, 5, false, false), link(Del, 5, false, false), link(New, 7, false, false), link(New, 7, true, false)], false);
+        assert_eq!(d[2..], [Decision::Appeared { ifindex: 7 }, Decision::Returned { ifindex: 7 }]);
         assert_eq!(k, deleted);
         // Moved to another namespace: down, then a delete carrying the new netns id.
         let moved = LinkEvent { moved_to_netnsid: Some(2), ..link(Del, 5, false, false) };
