@@ -429,6 +429,38 @@ CFG
     result "$name" $ok "$t0" "$(jq -cn --argjson d "$d" --arg why "$why" --argjson sent "${sent:-0}" '$d + {sent: $sent} + (if $why == "" then {} else {why: $why} end)')"
 }
 
+# sweep_pktgen: `xdpool bench throughput` on the guest's devices (no lab): the kernel's
+# pktgen from the e1000e (namespace src) to the igb, xdpool rxdrop there, 2 sizes x
+# 1 repetition of 10 000 frames at 5 000 pps. Per point the report must show every
+# frame pktgen sent counted by xdpool, in zero-copy, with exact accounting. Sizes
+# 64 and 1 024 B (xdpvm.sweep_sizes=...): frames of 1 200 and 1 500 B reach igb in
+# zero-copy with 2 048-byte chunks but the XDP program finds them malformed (see
+# docs/vm.md, an open finding).
+sweep_pktgen_check() {
+    local name=sweep_pktgen t0; t0=$(now)
+    local why="" out rc
+    SWEEP_SIZES=$(param sweep_sizes 64,1024)
+    select_nut "$IGB"
+    out=$("$XDPOOL" bench throughput --iface "$IGB" --gen-dev src0 --gen-netns src --engine pktgen --rate 5000 \
+        --sizes ${SWEEP_SIZES:-64,1024} --reps 1 --count 10000 --time-limit 20 --gen-core "${GEN_CPU:-0}" --worker-core "$NODE1_CPUS" \
+        --json /tmp/$name.json --quiet 2>&1); rc=$?
+    echo "$out" | sed "s/^/xdpvm: $name: /"
+    [ "$rc" = 0 ] || why="bench throughput exit $rc: $(echo "$out" | tail -2)"
+    local pts; pts=$(jq -c '[.points[] | {size, sent, received, lost, zero_copy, accounting_ok, gen_mpps}]' /tmp/$name.json 2>/dev/null || echo '[]')
+    jq -e '(.engine == "pktgen") and ([.points[].size] == ($sizes | split(",") | map(tonumber)))
+        and all(.points[]; .sent == 10000 and .received == .sent and .lost == 0 and .accounting_ok == true and .zero_copy == true)' \
+        --arg sizes "$SWEEP_SIZES" /tmp/$name.json >/dev/null 2>&1 || why="${why:+$why; }report: $pts"
+    if [ -n "$why" ]; then
+        jq -c '.points[] | {size, xdp, drops}' /tmp/$name.json 2>/dev/null | sed "s/^/xdpvm: $name: /"
+        ethtool -S "$IGB" | awk '$2 + 0 > 0' | sed "s/^/xdpvm: $name igb: /"
+        ip netns exec src ethtool -S src0 | awk '$2 + 0 > 0' | sed "s/^/xdpvm: $name src0: /"
+        ip -d link show "$IGB" | sed "s/^/xdpvm: $name link: /"
+    fi
+    ip link set "$IGB" down
+    local ok=true; [ -z "$why" ] || ok=false
+    result "$name" $ok "$t0" "$(jq -cn --argjson pts "$pts" --arg why "$why" '{points: $pts} + (if $why == "" then {} else {why: $why} end)')"
+}
+
 # The zero-copy/copy figure: the pktgen bursts of zc_igb and copy_igb (same NIC, same
 # guest run, one after the other, flat out): frames received per second, zero-copy
 # over copy. Fails only when a burst measured nothing.
@@ -524,6 +556,7 @@ else
     want copy_igb && rx_check copy_igb "$IGB" false "[0]" "[]" "$N" "$RATE" 1024-1087
     BURST=0
     want zc_igb && want copy_igb && ratio_result
+    want sweep_pktgen && sweep_pktgen_check
     want busy_igb && rx_check busy_igb "$IGB" true "[0]" "[]" "$N" "$RATE" 1024-1087 afxdp busy-poll
     want zc_virtio && rx_check zc_virtio "$VIO" true "[0]" "[$NODE1_CPUS]" "$N" "$RATE" 1024-1087
     want copy_virtio && rx_check copy_virtio "$VIO" false "[0]" "[$NODE1_CPUS]" "$N" "$RATE" 1024-1087
