@@ -468,7 +468,8 @@ pub struct ThroughputArgs {
     /// Generator core.
     #[arg(long, default_value_t = 0)]
     pub gen_core: usize,
-    /// Worker core.
+    /// Worker core (the lab's sweep; with --iface xdpool serves every RX queue and
+    /// picks the cores itself, on the NIC's NUMA node).
     #[arg(long, default_value_t = 1)]
     pub worker_core: usize,
     /// NAPI mode of the lab's veth pair.
@@ -483,6 +484,27 @@ pub struct ThroughputArgs {
     /// Lab name prefix (namespaces PREFIX-a and PREFIX-b; built and removed).
     #[arg(long, default_value = "xdptput")]
     pub prefix: String,
+    /// Sweep on devices that exist instead of the lab: the NIC xdpool receives on (no
+    /// lab is built; rxdrop only, its frames counted against the generator's). Needs
+    /// --gen-dev, a NIC that reaches it (cabled to it, or on the same QEMU hub).
+    #[arg(long, requires = "gen_dev")]
+    pub iface: Option<String>,
+    /// With --iface: its network namespace (default: ours).
+    #[arg(long, requires = "iface")]
+    pub netns: Option<String>,
+    /// With --iface: the NIC the generator sends out of, to --iface.
+    #[arg(long, requires = "iface")]
+    pub gen_dev: Option<String>,
+    /// With --iface: the namespace of --gen-dev (default: ours).
+    #[arg(long, requires = "iface")]
+    pub gen_netns: Option<String>,
+    /// With --iface: the generator, `pktgen` (default; the kernel's, /proc/net/pktgen)
+    /// or `live` (needs ndo_xdp_xmit on --gen-dev). The lab's sweep sends live frames.
+    #[arg(long, value_enum, requires = "iface")]
+    pub engine: Option<EngineArg>,
+    /// With --iface: the generator's rate, frames per second (default: flat out).
+    #[arg(long, requires = "iface")]
+    pub rate: Option<u64>,
     /// No progress line on stderr.
     #[arg(long)]
     pub quiet: bool,

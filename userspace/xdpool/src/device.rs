@@ -16,9 +16,7 @@ use std::sync::mpsc::{self, Receiver, Sender};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use netlink_packet_core::{NetlinkMessage, NetlinkPayload};
 use netlink_packet_route::link::{LinkAttribute, LinkFlags, LinkMessage};
-use netlink_packet_route::RouteNetlinkMessage;
 use netlink_sys::{protocols::NETLINK_ROUTE, Socket};
 use serde::Serialize;
 
@@ -76,6 +74,14 @@ pub enum Decision {
     /// The device we lost for a passing reason (set down, a socket error) has now
     /// been unregistered or moved: the loss is counted as this kind instead.
     Reclassified(LossKind),
+    /// A new device of the configured name is here but not up yet (a driver bound
+    /// again, a device made again): attach the program now, while it is down, so
+    /// that bringing it up resets its link once (drivers such as igb close and reopen
+    /// a running device to attach a program).
+    Appeared {
+        /// Its index.
+        ifindex: u32,
+    },
     /// Nothing to do.
     Ignore,
 }
@@ -142,7 +148,10 @@ pub fn decide(ev: &LinkEvent, attached: Option<u32>, lost: Option<(u32, LossKind
         },
         Some(_) => Decision::Ignore,
         None => match ev.change {
-            LinkChange::New if ev.up && ev.name.as_deref() == Some(name) => Decision::Returned { ifindex: ev.ifindex },
+            LinkChange::New if ev.name.as_deref() != Some(name) => Decision::Ignore,
+            LinkChange::New if ev.up => Decision::Returned { ifindex: ev.ifindex },
+            // Not the device we lost (still being unregistered, or set down): a new one.
+            LinkChange::New if lost.is_none_or(|(ifx, _)| ifx != ev.ifindex) => Decision::Appeared { ifindex: ev.ifindex },
             _ => Decision::Ignore,
         },
     }
@@ -152,34 +161,71 @@ pub fn decide(ev: &LinkEvent, attached: Option<u32>, lost: Option<(u32, LossKind
 const RTM_NEWLINK: u16 = 16;
 const RTM_DELLINK: u16 = 17;
 
+/// `IFLA_IFNAME` and `IFLA_NEW_NETNSID` (linux/if_link.h).
+const IFLA_IFNAME: u16 = 3;
+const IFLA_NEW_NETNSID: u16 = 45;
+/// `sizeof(struct nlmsghdr)` and `sizeof(struct ifinfomsg)`.
+const NLMSG_HDRLEN: usize = 16;
+const IFINFOMSG_LEN: usize = 16;
+
 /// Parses every link message in one rtnetlink datagram (others are skipped).
+///
+/// Read here, field by field, not by netlink-packet-route: its 0.22 refuses the
+/// whole RTM_DELLINK the kernel sends when it unregisters a device (a PCI unbind,
+/// `ip link del`), whose IFLA_AF_SPEC nest is empty then ("invalid link message"),
+/// so no deletion was ever seen (issue 14: virtio-net's unbind stayed `set down`).
+/// Only the header (index, flags) and two attributes are needed.
 pub fn parse_link_events(mut buf: &[u8]) -> Vec<LinkEvent> {
     let mut out = Vec::new();
-    while buf.len() >= 16 {
+    while buf.len() >= NLMSG_HDRLEN {
         let len = u32::from_ne_bytes([buf[0], buf[1], buf[2], buf[3]]) as usize;
-        if len < 16 || len > buf.len() {
+        if len < NLMSG_HDRLEN || len > buf.len() {
             break;
         }
-        // Only link messages are handed to the parser: it has nothing to say about the
-        // rest, and netlink-packet-route 0.22 panics (subtract with overflow, in
-        // route/next_hops.rs) on a crafted RTM_DELROUTE the fuzzer found.
         let kind = u16::from_ne_bytes([buf[4], buf[5]]);
-        if kind != RTM_NEWLINK && kind != RTM_DELLINK {
-            buf = &buf[((len + 3) & !3).min(buf.len())..];
-            continue;
-        }
-        if let Ok(msg) = NetlinkMessage::<RouteNetlinkMessage>::deserialize(&buf[..len]) {
-            match msg.payload {
-                NetlinkPayload::InnerMessage(RouteNetlinkMessage::NewLink(l)) => out.push(to_event(LinkChange::New, &l)),
-                NetlinkPayload::InnerMessage(RouteNetlinkMessage::DelLink(l)) => out.push(to_event(LinkChange::Del, &l)),
-                _ => {}
-            }
+        let change = match kind {
+            RTM_NEWLINK => Some(LinkChange::New),
+            RTM_DELLINK => Some(LinkChange::Del),
+            _ => None,
+        };
+        if let Some(ev) = change.and_then(|c| parse_link_message(c, &buf[NLMSG_HDRLEN..len])) {
+            out.push(ev);
         }
         // Messages are 4-byte aligned.
-        let next = (len + 3) & !3;
-        buf = &buf[next.min(buf.len())..];
+        buf = &buf[((len + 3) & !3).min(buf.len())..];
     }
     out
+}
+
+/// One link message's body (`struct ifinfomsg`, then attributes); `None` when it is
+/// too short to hold the header.
+fn parse_link_message(change: LinkChange, body: &[u8]) -> Option<LinkEvent> {
+    let hdr = body.get(..IFINFOMSG_LEN)?;
+    let ifindex = u32::from_ne_bytes([hdr[4], hdr[5], hdr[6], hdr[7]]);
+    let flags = LinkFlags::from_bits_retain(u32::from_ne_bytes([hdr[8], hdr[9], hdr[10], hdr[11]]));
+    let (mut name, mut moved_to_netnsid) = (None, None);
+    let mut attrs = &body[IFINFOMSG_LEN..];
+    while attrs.len() >= 4 {
+        let alen = u16::from_ne_bytes([attrs[0], attrs[1]]) as usize;
+        // NLA_TYPE_MASK: the nested and byte-order bits are not part of the type.
+        let atype = u16::from_ne_bytes([attrs[2], attrs[3]]) & 0x3fff;
+        if alen < 4 || alen > attrs.len() {
+            break;
+        }
+        let payload = &attrs[4..alen];
+        match atype {
+            IFLA_IFNAME => {
+                let text = payload.split(|&b| b == 0).next().unwrap_or_default();
+                name = std::str::from_utf8(text).ok().filter(|n| !n.is_empty()).map(str::to_owned);
+            }
+            IFLA_NEW_NETNSID if payload.len() >= 4 => {
+                moved_to_netnsid = Some(i32::from_ne_bytes([payload[0], payload[1], payload[2], payload[3]]));
+            }
+            _ => {}
+        }
+        attrs = &attrs[((alen + 3) & !3).min(attrs.len())..];
+    }
+    Some(LinkEvent { change, ifindex, name, up: flags.contains(LinkFlags::Up), running: flags.contains(LinkFlags::Running), moved_to_netnsid })
 }
 
 fn to_event(change: LinkChange, l: &LinkMessage) -> LinkEvent {
@@ -328,6 +374,9 @@ pub struct DeviceReport {
     pub reattaches: u64,
     /// Re-attach attempts that failed and were retried.
     pub reattach_failures: u64,
+    /// Times the program went on a returning device while it was still down
+    /// ([`Decision::Appeared`]), before the device was brought up.
+    pub early_attaches: u64,
     /// Binds that met EBUSY and were retried.
     pub bind_busy_retries: u64,
     /// Teardowns after which the accounting invariant was checked at rest.
@@ -445,6 +494,11 @@ impl DeviceStats {
         self.with(|r| r.reattach_failures += 1)
     }
 
+    /// Records a program attached to a returning device while it was down.
+    pub fn early_attached(&self) {
+        self.with(|r| r.early_attaches += 1)
+    }
+
     /// Records EBUSY retries of a bind.
     pub fn busy_retries(&self, n: u64) {
         self.with(|r| r.bind_busy_retries += n)
@@ -532,6 +586,8 @@ mod tests {
         assert!(parse_link_events(datagram).is_empty());
     }
     use super::*;
+    use netlink_packet_core::{NetlinkMessage, NetlinkPayload};
+    use netlink_packet_route::RouteNetlinkMessage;
 
     fn ev(change: LinkChange, ifindex: u32, name: &str, up: bool) -> LinkEvent {
         LinkEvent { change, ifindex, name: Some(name.into()), up, running: up, moved_to_netnsid: None }
@@ -548,7 +604,11 @@ mod tests {
         // Another device, same events: not ours.
         assert_eq!(decide(&ev(Del, 6, "veth0", false), Some(5), None, "veth0"), Decision::Ignore);
         // Away: only an up device of the configured name brings us back.
-        assert_eq!(decide(&ev(New, 9, "veth0", false), None, None, "veth0"), Decision::Ignore);
+        assert_eq!(decide(&ev(New, 9, "veth0", false), None, None, "veth0"), Decision::Appeared { ifindex: 9 });
+        assert_eq!(decide(&ev(New, 9, "veth0", false), None, Some((5, LossKind::Deleted)), "veth0"), Decision::Appeared { ifindex: 9 });
+        // The device we lost, still there and down (set down, or being unregistered): no.
+        assert_eq!(decide(&ev(New, 5, "veth0", false), None, Some((5, LossKind::Down)), "veth0"), Decision::Ignore);
+        assert_eq!(decide(&ev(New, 9, "other", false), None, None, "veth0"), Decision::Ignore);
         assert_eq!(decide(&ev(New, 9, "other", true), None, None, "veth0"), Decision::Ignore);
         assert_eq!(decide(&ev(New, 9, "veth0", true), None, None, "veth0"), Decision::Returned { ifindex: 9 });
         assert_eq!(decide(&ev(Del, 9, "veth0", true), None, None, "veth0"), Decision::Ignore);
@@ -576,7 +636,7 @@ mod tests {
                     *kinds.last_mut().unwrap() = k;
                 }
                 Decision::Returned { ifindex } => (attached, lost) = (Some(ifindex), None),
-                Decision::Ignore => {}
+                Decision::Appeared { .. } | Decision::Ignore => {}
             }
             out.push(d);
         }
@@ -607,9 +667,10 @@ mod tests {
         // Zero-copy: the sockets fail (ENXIO) before any link event.
         let (d, k) = play(&[link(New, 5, false, false), link(Del, 5, false, false)], true);
         assert_eq!((d, k.as_slice()), (vec![Decision::Ignore, Decision::Reclassified(Deleted)], &deleted[..]));
-        // Then the driver is bound again: a new index of the same name, up.
-        let (d, k) = play(&[link(New, 5, false, false), link(Del, 5, false, false), link(New, 7, true, false)], false);
-        assert_eq!(d.last(), Some(&Decision::Returned { ifindex: 7 }));
+        // Then the driver is bound again: a new index of the same name, registered
+        // down (the program goes on it then), then set up (the sockets bind).
+        let (d, k) = play(&[link(New, 5, false, false), link(Del, 5, false, false), link(New, 7, false, false), link(New, 7, true, false)], false);
+        assert_eq!(d[2..], [Decision::Appeared { ifindex: 7 }, Decision::Returned { ifindex: 7 }]);
         assert_eq!(k, deleted);
         // Moved to another namespace: down, then a delete carrying the new netns id.
         let moved = LinkEvent { moved_to_netnsid: Some(2), ..link(Del, 5, false, false) };
@@ -668,6 +729,38 @@ mod tests {
         // A truncated tail is ignored, not misread.
         let cut = &buf[..buf.len() - 3];
         assert_eq!(parse_link_events(cut).len(), 1);
+    }
+
+    /// An RTM_DELLINK as the kernel sends it when it unregisters a device (captured
+    /// from `ip link del` of a veth on Linux 6.18; its IFLA_AF_SPEC nest is empty, which
+    /// netlink-packet-route 0.22 refuses): it must be seen, or no unregistration is.
+    #[test]
+    fn the_kernels_dellink_at_unregister_is_read() {
+        let msg = include_bytes!("../tests/data/netlink/rtm_dellink_veth.bin");
+        assert_eq!(
+            parse_link_events(msg),
+            vec![LinkEvent { change: LinkChange::Del, ifindex: 2, name: Some("vmcapb".into()), up: false, running: false, moved_to_netnsid: None }]
+        );
+        // With a route message before it, in one datagram.
+        let mut two = vec![20, 0, 0, 0, 24, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1, 2, 3, 4];
+        two.extend_from_slice(msg);
+        assert_eq!(parse_link_events(&two).len(), 1);
+    }
+
+    #[test]
+    fn link_attributes_are_bounds_checked() {
+        let mut buf = serialize(LinkChange::New, 9, "eth1", LinkFlags::Up, None);
+        // The nested bit set on IFLA_IFNAME still names it (NLA_TYPE_MASK).
+        let at = NLMSG_HDRLEN + IFINFOMSG_LEN;
+        buf[at + 3] |= 0x80;
+        assert_eq!(parse_link_events(&buf)[0].name.as_deref(), Some("eth1"));
+        // An attribute claiming more bytes than the message holds: header kept, name dropped.
+        buf[at] = 200;
+        let evs = parse_link_events(&buf);
+        assert_eq!((evs.len(), evs[0].ifindex, evs[0].up, evs[0].name.as_deref()), (1, 9, true, None));
+        // A link message too short for its ifinfomsg is skipped.
+        let short = [20u8, 0, 0, 0, 16, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0];
+        assert!(parse_link_events(&short).is_empty());
     }
 
     #[test]

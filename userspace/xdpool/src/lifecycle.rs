@@ -258,6 +258,7 @@ impl Lifecycle {
             let port = &self.ports[p];
             port.sockets.iter().copied().zip(port.queues.iter().copied()).filter(|&(_, q)| !port.follow_queues || device_queues.is_none_or(|n| q < n)).collect()
         };
+        let t0 = Instant::now();
         let mut sockets = Vec::new();
         {
             // The socket (and a UMEM registered now) is made in the port's namespace:
@@ -267,6 +268,7 @@ impl Lifecycle {
                 sockets.push(self.bind(p, ifindex, q)?);
             }
         }
+        let t_bound = t0.elapsed();
         {
             let mut st = self.steering(p);
             for s in &sockets {
@@ -291,10 +293,49 @@ impl Lifecycle {
             }
             std::thread::sleep(Duration::from_micros(200));
         }
-        let mode = self.ports[p].mode;
-        self.in_netns(p, || self.steering(p).attach(ifindex, mode)).map_err(UpError::Netns)?.map_err(UpError::Steer)?;
+        let t_filled = t0.elapsed();
+        let early = self.attach_program(p, ifindex)?;
+        tracing::debug!(port = %self.ports[p].name, ifindex, early, bound_ms = t_bound.as_secs_f64() * 1e3, filled_ms = t_filled.as_secs_f64() * 1e3, attached_ms = t0.elapsed().as_secs_f64() * 1e3, "bring-up steps");
         self.note_queues(p);
         Ok(())
+    }
+
+    /// Port `p`'s program on `ifindex`; `true` when it was already there (attached
+    /// early, while the device was down). A program left on another device (one
+    /// that went again while down) is detached first.
+    fn attach_program(&mut self, p: usize, ifindex: u32) -> Result<bool, UpError> {
+        let mode = self.ports[p].mode;
+        let ours = self.program_present(p, ifindex);
+        let mut st = self.steering(p);
+        match st.attached_to() {
+            Some(at) if at == ifindex && ours == Some(true) => return Ok(true),
+            Some(_) => {
+                let _ = st.detach();
+            }
+            None => {}
+        }
+        // In the port's namespace: the ifindex is looked up there.
+        self.in_netns(p, || st.attach(ifindex, mode)).map_err(UpError::Netns)?.map_err(UpError::Steer)?;
+        Ok(false)
+    }
+
+    /// A new device of port `p`'s name appeared while the port is away and not up
+    /// yet: attach the program now. Drivers such as igb close and reopen a running
+    /// device to attach one, which resets its link a second time (under QEMU's igb
+    /// about 1.5 s for the close and open, then link-up again); on a device that is
+    /// down it is only set. The sockets bind when the device comes up
+    /// ([`Lifecycle::try_reattach`]), which keeps this program. A failure is not a
+    /// loss: the program is attached then, the usual way.
+    pub fn attach_early(&mut self, p: usize, ifindex: u32) {
+        let started = Instant::now();
+        match self.attach_program(p, ifindex) {
+            Ok(true) => {}
+            Ok(false) => {
+                self.device.early_attached();
+                tracing::info!(port = %self.ports[p].name, interface = %self.ports[p].iface, ifindex, ms = started.elapsed().as_secs_f64() * 1e3, "the device is back but down: XDP program attached now (bringing it up then resets its link once); the sockets bind when it is up");
+            }
+            Err(e) => tracing::info!(port = %self.ports[p].name, ifindex, error = %e, "could not attach the XDP program while the device is down; it is attached when the device is up"),
+        }
     }
 
     /// Says (WARN, and in the device report) which RX queues of port `p`'s device have
@@ -461,7 +502,9 @@ impl Lifecycle {
             return (0..self.ports.len()).collect();
         }
         for &p in ports {
-            if self.ports[p].attached.is_some() || self.ports[p].sockets.iter().any(|&s| self.sockets[s].has_socket()) {
+            // (attached early: the program only, on a device not up yet)
+            let early = self.steering(p).attached_to().is_some();
+            if early || self.ports[p].attached.is_some() || self.ports[p].sockets.iter().any(|&s| self.sockets[s].has_socket()) {
                 self.release(p);
             }
         }
@@ -472,7 +515,9 @@ impl Lifecycle {
     /// Every port down (start-up retry, the end of the run).
     pub fn bring_down_all(&mut self) {
         for p in 0..self.ports.len() {
-            if self.ports[p].attached.is_some() || self.ports[p].sockets.iter().any(|&s| self.sockets[s].has_socket()) {
+            // (attached early: the program only, on a device not up yet)
+            let early = self.steering(p).attached_to().is_some();
+            if early || self.ports[p].attached.is_some() || self.ports[p].sockets.iter().any(|&s| self.sockets[s].has_socket()) {
                 self.release(p);
             }
         }

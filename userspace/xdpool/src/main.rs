@@ -324,14 +324,42 @@ fn cmd_bench(which: BenchWhich) -> Result<(), Fatal> {
                 },
                 ..SweepConfig::new(exe)
             };
-            cfg.validate().map_err(|e| Fatal::new(ExitCode::Usage, e.to_string()))?;
-            let stop = bench::signal::install_stop_flag().map_err(|e| Fatal::new(ExitCode::Failure, format!("cannot install the Ctrl-C handler: {e}")))?;
             let quiet = args.quiet;
             let mut progress = |p: &bench::Progress| {
                 if !quiet {
                     eprintln!("bench throughput: {}", p.line());
                 }
             };
+            if let (Some(rx_dev), Some(gen_dev)) = (args.iface.clone(), args.gen_dev.clone()) {
+                use bench::device_sweep::{run_device_sweep, DeviceSweepConfig, Devices};
+                if args.plot.is_some() {
+                    return Err(Fatal::new(ExitCode::Usage, "--plot draws the lab's sweep; with --iface the table and --json say it all"));
+                }
+                let dcfg = DeviceSweepConfig {
+                    sweep: cfg,
+                    devices: Devices { rx_dev, rx_netns: args.netns.clone(), gen_dev, gen_netns: args.gen_netns.clone() },
+                    engine: match args.engine {
+                        Some(EngineArg::Live) => xdpool::gen::Engine::Live,
+                        Some(EngineArg::Afxdp) => xdpool::gen::Engine::Afxdp,
+                        Some(EngineArg::Pktgen) | None => xdpool::gen::Engine::Pktgen,
+                    },
+                    rate_pps: args.rate,
+                };
+                dcfg.validate().map_err(|e| Fatal::new(ExitCode::Usage, e.to_string()))?;
+                let stop = bench::signal::install_stop_flag().map_err(|e| Fatal::new(ExitCode::Failure, format!("cannot install the Ctrl-C handler: {e}")))?;
+                let report = run_device_sweep(&dcfg, stop, &mut progress).map_err(fail)?;
+                println!("{}", report.table());
+                if let Some(path) = &args.json {
+                    bench::write_device_json(&report, path).map_err(fail)?;
+                    eprintln!("bench throughput: JSON written to {}", path.display());
+                }
+                if report.interrupted {
+                    return Err(Fatal::new(ExitCode::Failure, "interrupted: the table shows the points completed"));
+                }
+                return Ok(());
+            }
+            cfg.validate().map_err(|e| Fatal::new(ExitCode::Usage, e.to_string()))?;
+            let stop = bench::signal::install_stop_flag().map_err(|e| Fatal::new(ExitCode::Failure, format!("cannot install the Ctrl-C handler: {e}")))?;
             let report = bench::run_sweep(&cfg, stop, &mut progress).map_err(fail)?;
             println!("{}", report.table());
             if let Some(path) = &args.json {

@@ -559,6 +559,7 @@ fn follow_devices(rt: &mut Running, opts: &RunOptions, recheck: &mut Backoff, la
                     recheck.reset();
                 }
                 Decision::Reclassified(kind) => rt.lc.reclassify(p, kind),
+                Decision::Appeared { ifindex } if !opts.no_reattach => rt.lc.attach_early(p, ifindex),
                 Decision::Returned { ifindex } if !opts.no_reattach && !rt.lc.try_reattach(p, ifindex, Instant::now()) => recheck.reset(),
                 _ => {}
             }

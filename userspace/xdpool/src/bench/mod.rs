@@ -10,6 +10,7 @@
 //! on-wire Gbit/s, fraction of the ceiling) and prints the Markdown table, [`plot`]
 //! draws the SVG.
 pub mod capture;
+pub mod device_sweep;
 pub mod gen_peer;
 pub mod generator;
 pub mod math;
@@ -78,6 +79,12 @@ pub fn write_creating_dirs(path: &Path, bytes: &[u8]) -> Result<(), BenchError> 
         std::fs::create_dir_all(dir).map_err(io)?;
     }
     std::fs::write(path, bytes).map_err(io)
+}
+
+/// Writes a device sweep's report as pretty JSON.
+pub fn write_device_json(report: &device_sweep::DeviceSweepReport, path: &Path) -> Result<(), BenchError> {
+    let text = serde_json::to_string_pretty(report).expect("the report serializes");
+    write_creating_dirs(path, text.as_bytes())
 }
 
 /// Writes the report as pretty JSON.

@@ -19,7 +19,7 @@ use crate::gen::{self, GenConfig, GenReport};
 use crate::lab::{LabConfig, LabGuard, LabStatus};
 
 /// UDP port the generator sends to and the child's rule matches.
-const PORT: u16 = 9;
+pub(super) const PORT: u16 = 9;
 /// Counts are read once they stop moving for this long...
 const SETTLE_QUIET: Duration = Duration::from_millis(100);
 /// ...or after this long at most.
@@ -139,7 +139,7 @@ impl SweepConfig {
     }
 }
 
-fn wait_mode_name(m: WaitMode) -> &'static str {
+pub(super) fn wait_mode_name(m: WaitMode) -> &'static str {
     match m {
         WaitMode::Spin => "spin",
         WaitMode::Poll => "poll",
@@ -202,10 +202,10 @@ pub fn eta(elapsed: Duration, done: usize, total: usize) -> Option<Duration> {
 /// symlink there first), mode 0700, removed on drop. `run_sweep` holds it until its
 /// end, so it goes on errors and after Ctrl-C too (the stop flag ends the sweep
 /// normally); only a SIGKILL leaves it behind.
-struct WorkDir(Option<tempfile::TempDir>);
+pub(super) struct WorkDir(Option<tempfile::TempDir>);
 
 impl WorkDir {
-    fn new() -> Result<Self, BenchError> {
+    pub(super) fn new() -> Result<Self, BenchError> {
         use std::os::unix::fs::PermissionsExt;
         let parent = std::env::temp_dir();
         let dir = tempfile::Builder::new()
@@ -216,13 +216,13 @@ impl WorkDir {
         Ok(Self(Some(dir)))
     }
 
-    fn path(&self) -> &Path {
+    pub(super) fn path(&self) -> &Path {
         self.0.as_ref().expect("the dir lives until drop").path()
     }
 
     /// Leaves the directory in place (a failed child's log and config are in it, and
     /// the error names them).
-    fn keep(&mut self) {
+    pub(super) fn keep(&mut self) {
         if let Some(dir) = self.0.take() {
             let path = dir.keep();
             tracing::info!(dir = %path.display(), "kept the sweep's temp dir for the failed run's log");
@@ -243,20 +243,46 @@ impl Drop for WorkDir {
 /// The config of the `xdpool run` child: the lab's receiving veth, one queue, one
 /// worker on `worker_core`, UDP to [`PORT`] steered with `action`.
 pub fn child_config(lab: &LabStatus, worker_core: usize, mode: WaitMode, action: Subject, control: &Path) -> String {
+    let on = ChildDevice { dev: &lab.b.dev, netns: Some(&lab.b.netns), zero_copy: "false", queues: "[0]".into(), frames: 8192 };
+    child_config_on(&on, Some(worker_core), mode, action, control)
+}
+
+/// The device an `xdpool run` child serves: name, namespace, and the TOML values of
+/// `zero_copy` and `queues`.
+pub struct ChildDevice<'a> {
+    /// Interface.
+    pub dev: &'a str,
+    /// Its namespace (`None`: the caller's).
+    pub netns: Option<&'a str>,
+    /// `zero_copy` as TOML (`false`, `"auto"`).
+    pub zero_copy: &'a str,
+    /// `queues` as TOML (`[0]`, `[0, 1]`).
+    pub queues: String,
+    /// UMEM frames.
+    pub frames: usize,
+}
+
+/// The config of an `xdpool run` child on `on`: one worker on `worker_core` (`None`:
+/// `workers.cores` empty, xdpool's choice), UDP to [`PORT`] steered with `action`.
+pub fn child_config_on(on: &ChildDevice, worker_core: Option<usize>, mode: WaitMode, action: Subject, control: &Path) -> String {
     let action = match action {
         Subject::L2fwd => "l2fwd",
         _ => "drop",
     };
+    let netns = on.netns.map(|ns| format!("netns = \"{ns}\"\n")).unwrap_or_default();
     format!(
         "# written by `xdpool bench throughput`\n\
-         [interface]\nname = \"{dev}\"\nnetns = \"{ns}\"\nxdp_mode = \"native\"\nzero_copy = false\nqueues = [0]\n\n\
-         [umem]\nframes = 8192\nchunk_size = 2048\nhugepages = false\n\n\
+         [interface]\nname = \"{dev}\"\n{netns}xdp_mode = \"native\"\nzero_copy = {zc}\nqueues = {queues}\n\n\
+         [umem]\nframes = {frames}\nchunk_size = 2048\nhugepages = false\n\n\
          [rings]\nfill = 4096\ncompletion = 2048\nrx = 2048\ntx = 2048\n\n\
-         [workers]\ncores = [{worker_core}]\nmode = \"{mode}\"\nbatch = 64\n\n\
+         [workers]\ncores = [{cores}]\nmode = \"{mode}\"\nbatch = 64\n\n\
          [[rule]]\nproto = \"udp\"\ndst_port = {PORT}\naction = \"{action}\"\n\n\
          [stats]\ncontrol_socket = \"{control}\"\nlive = false\n",
-        dev = lab.b.dev,
-        ns = lab.b.netns,
+        dev = on.dev,
+        zc = on.zero_copy,
+        queues = on.queues,
+        frames = on.frames,
+        cores = worker_core.map(|c| c.to_string()).unwrap_or_default(),
         mode = wait_mode_name(mode),
         control = control.display(),
     )
@@ -374,7 +400,7 @@ fn log_tail(log: &Path) -> String {
 }
 
 /// Polls `read` until it stops changing for [`SETTLE_QUIET`] (or [`SETTLE_LIMIT`]).
-fn settle(mut read: impl FnMut() -> Result<u64, BenchError>) -> Result<u64, BenchError> {
+pub(super) fn settle(mut read: impl FnMut() -> Result<u64, BenchError>) -> Result<u64, BenchError> {
     let start = Instant::now();
     let mut last = read()?;
     let mut stable_since = Instant::now();

@@ -182,6 +182,7 @@ pub const DEVICE_LOSS_KINDS: &[(&str, &str)] =
 pub const DEVICE_OTHER: &[(&str, Def)] = &[
     ("reattaches", c("xdpool_device_reattaches", "Times xdpool attached again after the device came back.")),
     ("reattach_failures", c("xdpool_device_reattach_failures", "Re-attach attempts that failed (retried with back-off).")),
+    ("early_attaches", c("xdpool_device_early_attaches", "Times the XDP program was attached to a returning device while it was still down, so that bringing it up reset its link once.")),
     ("bind_busy_retries", c("xdpool_device_bind_busy_retries", "Socket binds retried because the kernel still held the previous socket's queue.")),
     ("teardowns_checked", c("xdpool_device_teardowns_checked", "Teardowns after a device loss whose frame accounting was checked.")),
     ("teardown_accounting_failures", c("xdpool_device_teardown_accounting_failures", "Of those, teardowns whose accounting did not add up (must stay 0).")),
