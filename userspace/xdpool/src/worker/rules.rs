@@ -11,6 +11,7 @@
 
 use super::action::Verdict;
 use super::classify::Classifier;
+use crate::capture::file::FileSink;
 use crate::steer::abi;
 use pool::{Frame, Region};
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -25,6 +26,49 @@ pub struct RuleSet {
     pub generation: u32,
     /// The lookup.
     pub classifier: Classifier,
+    /// Each rule's key, in rule order (empty: the rule's position): the same rule
+    /// keeps its key across reloads (`reload::assign_keys`), and `xdpool capture`
+    /// names its rule by key, so a renumbering reload does not move the capture.
+    keys: Vec<u32>,
+    /// Each rule's `capture` file, in rule order (empty: none).
+    sinks: Vec<Option<Arc<FileSink>>>,
+    any_sink: bool,
+}
+
+impl RuleSet {
+    /// A list whose rules are keyed by position and capture to no file.
+    pub fn new(generation: u32, classifier: Classifier) -> RuleSet {
+        RuleSet::with_taps(generation, classifier, Vec::new(), Vec::new())
+    }
+
+    /// A list with its rules' keys and capture files (both in rule order).
+    pub fn with_taps(generation: u32, classifier: Classifier, keys: Vec<u32>, sinks: Vec<Option<Arc<FileSink>>>) -> RuleSet {
+        let any_sink = sinks.iter().any(Option::is_some);
+        RuleSet { generation, classifier, keys, sinks, any_sink }
+    }
+
+    /// The key of the rule at `pos`.
+    #[inline]
+    pub fn key(&self, pos: usize) -> u32 {
+        self.keys.get(pos).copied().unwrap_or(pos as u32)
+    }
+
+    /// The capture file of the rule at `pos`, if it has one.
+    #[inline]
+    pub fn sink(&self, pos: usize) -> Option<&Arc<FileSink>> {
+        self.sinks.get(pos).and_then(Option::as_ref)
+    }
+
+    /// Whether any rule captures to a file.
+    #[inline]
+    pub fn captures_to_file(&self) -> bool {
+        self.any_sink
+    }
+
+    /// Every capture file this list writes.
+    pub fn sinks(&self) -> impl Iterator<Item = &Arc<FileSink>> {
+        self.sinks.iter().flatten()
+    }
 }
 
 /// One socket's current rule set: written by the control thread, read by the worker.
@@ -40,7 +84,12 @@ pub struct RuleSlot {
 impl RuleSlot {
     /// A slot holding `classifier` under `generation`.
     pub fn new(generation: u32, classifier: Classifier) -> Arc<RuleSlot> {
-        Arc::new(RuleSlot { version: AtomicU64::new(1), taken: AtomicU64::new(1), live: AtomicU64::new(1), set: Mutex::new(Arc::new(RuleSet { generation, classifier })) })
+        Arc::new(RuleSlot { version: AtomicU64::new(1), taken: AtomicU64::new(1), live: AtomicU64::new(1), set: Mutex::new(Arc::new(RuleSet::new(generation, classifier))) })
+    }
+
+    /// A slot holding `set`.
+    pub fn with_set(set: RuleSet) -> Arc<RuleSlot> {
+        Arc::new(RuleSlot { version: AtomicU64::new(1), taken: AtomicU64::new(1), live: AtomicU64::new(1), set: Mutex::new(Arc::new(set)) })
     }
 
     /// Publishes a new set; returns the version to wait for with [`RuleSlot::taken`].
@@ -97,6 +146,10 @@ pub struct LaneRules {
     history: Vec<Arc<RuleSet>>,
     /// When this lane first saw the XDP side of `current` live.
     live_since: Option<Instant>,
+    /// During a hand-over: the generation the last frame was acted on under.
+    last_generation: u32,
+    /// Some set this lane may act under captures to a file.
+    any_sink: bool,
     /// Last frame tagged with an older list.
     last_old: Instant,
     seen_current: bool,
@@ -107,7 +160,8 @@ impl LaneRules {
     pub fn new(slot: Arc<RuleSlot>) -> LaneRules {
         let (seen, current) = slot.load();
         slot.taken.store(seen, Ordering::Release);
-        LaneRules { slot, seen, current, history: Vec::new(), live_since: None, last_old: Instant::now(), seen_current: false }
+        let any_sink = current.captures_to_file();
+        LaneRules { slot, seen, current, history: Vec::new(), live_since: None, last_generation: 0, any_sink, last_old: Instant::now(), seen_current: false }
     }
 
     /// Once per batch: takes a newly published set (true when it did).
@@ -136,6 +190,7 @@ impl LaneRules {
         self.live_since = None;
         self.last_old = Instant::now();
         self.seen_current = false;
+        self.any_sink = self.current.captures_to_file() || self.history.iter().any(|s| s.captures_to_file());
         self.slot.taken.store(v, Ordering::Release);
     }
 
@@ -152,7 +207,25 @@ impl LaneRules {
         };
         if now >= since + SETTLE && (self.seen_current || now >= self.last_old + SETTLE) {
             self.history.clear();
+            self.any_sink = self.current.captures_to_file();
         }
+    }
+
+    /// Whether a rule of a list this lane may act under captures to a file (then
+    /// each frame is looked at, as for `xdpool capture`).
+    #[inline]
+    pub fn captures_to_file(&self) -> bool {
+        self.any_sink
+    }
+
+    /// The set the last frame given to [`LaneRules::verdict`] was acted on under: what
+    /// a capture matches it against, so that the copy goes with the action taken.
+    #[inline]
+    pub fn last_set(&self) -> &RuleSet {
+        if !self.by_tag() {
+            return &self.current;
+        }
+        self.of_known(self.last_generation)
     }
 
     /// Whether frames must be looked up by their tag (a hand-over is under way).
@@ -202,6 +275,7 @@ impl LaneRules {
             }
         }
         let unknown = self.of_generation(generation).is_none();
+        self.last_generation = if unknown { self.current.generation } else { generation };
         let set = if unknown { &self.current } else { self.of_known(generation) };
         let cl = &set.classifier;
         (if cl.is_uniform() { cl.uniform() } else { cl.classify(region.frame_bytes(frame, offset, len).unwrap_or(&[])) }, unknown)
@@ -236,7 +310,7 @@ mod tests {
         let slot = RuleSlot::new(1, set(Action::Drop));
         let mut lane = LaneRules::new(slot.clone());
         assert!(!lane.refresh() && !lane.by_tag());
-        let v = slot.publish(Arc::new(RuleSet { generation: 2, classifier: set(Action::L2fwd) }));
+        let v = slot.publish(Arc::new(RuleSet::new(2, set(Action::L2fwd))));
         assert!(!slot.taken(v), "not before the worker's next batch");
         assert!(lane.refresh());
         assert!(slot.taken(v));
@@ -263,14 +337,14 @@ mod tests {
     fn without_a_frame_of_the_new_set_the_old_one_stays() {
         let slot = RuleSlot::new(1, set(Action::Drop));
         let mut lane = LaneRules::new(slot.clone());
-        let v = slot.publish(Arc::new(RuleSet { generation: 2, classifier: set(Action::L2fwd) }));
+        let v = slot.publish(Arc::new(RuleSet::new(2, set(Action::L2fwd))));
         lane.refresh();
         lane.live_since = Some(Instant::now() - SETTLE);
         lane.refresh();
         assert!(lane.by_tag(), "frames of the old list came within SETTLE: keep it");
         assert!(slot.live.load(Ordering::Relaxed) < v);
         // A refused reload puts the old set back under its own generation.
-        slot.publish(Arc::new(RuleSet { generation: 1, classifier: set(Action::Drop) }));
+        slot.publish(Arc::new(RuleSet::new(1, set(Action::Drop))));
         lane.refresh();
         assert_eq!(lane.current.generation, 1);
         assert_eq!(lane.of_generation(2).unwrap().classifier.uniform().act, Act::L2fwd);
