@@ -8,7 +8,7 @@
 //! an unnamed rule with the same match and action, `reload::assign_keys`); a reload
 //! whose list no longer has the rule ends it with a message that says so.
 
-use super::live::{LiveRules, RuleRef};
+use super::live::LiveRules;
 use super::wire::{self, Ended, Interface, Request, Started};
 use super::{CaptureTap, Target, MAX_SNAPLEN};
 use crate::plan::Plan;
@@ -233,7 +233,7 @@ fn client_closed(stream: &UnixStream) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::capture::live::LiveRule;
+    use crate::capture::live::{LiveRule, RuleRef};
 
     fn service() -> CaptureService {
         let cfg = crate::config::Config::parse(
