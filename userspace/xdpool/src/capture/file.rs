@@ -42,6 +42,8 @@ pub struct FileSink {
     /// The rule's capture as configured.
     pub spec: CaptureSpec,
     done: AtomicBool,
+    /// Copies the workers may still make (a `count` file); unused without a count.
+    left: AtomicU64,
     dropped: AtomicU64,
 }
 
@@ -52,9 +54,20 @@ impl FileSink {
         self.done.load(Ordering::Relaxed)
     }
 
-    /// A copy for this file found the tap full. Context: any worker.
+    /// Takes one copy of a `count` file's budget (true when there was one left), so
+    /// the workers together copy exactly `count` frames. Context: any worker.
+    #[inline]
+    pub fn take_one(&self) -> bool {
+        !self.done() && (self.spec.count == 0 || self.left.fetch_update(Ordering::Relaxed, Ordering::Relaxed, |n| n.checked_sub(1)).is_ok())
+    }
+
+    /// A copy for this file found the tap full: counted, and its budget given back.
+    /// Context: any worker.
     pub fn note_dropped(&self) {
         self.dropped.fetch_add(1, Ordering::Relaxed);
+        if self.spec.count > 0 {
+            self.left.fetch_add(1, Ordering::Relaxed);
+        }
     }
 
     /// Copies skipped for this file because the tap was full.
@@ -162,7 +175,7 @@ impl FileCaptures {
             };
             let id = inner.next_id;
             inner.next_id = inner.next_id.wrapping_add(1).max(1);
-            let sink = Arc::new(FileSink { id, spec: spec.clone(), done: AtomicBool::new(false), dropped: AtomicU64::new(0) });
+            let sink = Arc::new(FileSink { id, spec: spec.clone(), done: AtomicBool::new(false), left: AtomicU64::new(spec.count), dropped: AtomicU64::new(0) });
             inner.room = inner.room.max(spec.snaplen as usize);
             inner.open.push(Open { sink: sink.clone(), writer: Some(writer), written: 0, dirty: false, was_live: false, retire_at: None });
             created.push(id);
@@ -398,10 +411,13 @@ mod tests {
         assert!(sinks[1].is_none() && sa.id != sb.id && sa.id != 0);
         let frame: Vec<u8> = (0..100).collect();
         for i in 0..5u32 {
-            assert_eq!(tap.offer_to(sa.id, i % 2, &frame, 8, 1), super::super::Offer::Queued);
+            if sa.take_one() {
+                assert_eq!(tap.offer_to(sa.id, i % 2, &frame, 8, 1), super::super::Offer::Queued);
+            }
             assert_eq!(tap.offer_to(sb.id, 1, &frame[..50], 64, 2), super::super::Offer::Queued);
         }
         assert!(wait_until(|| sa.done()), "count 3 reached");
+        assert!(!sa.take_one() && sb.take_one(), "a has its 3 copies; b has no count");
         // A reload keeps b (same spec) and drops a; a different spec for b is refused.
         let again = fc.prepare(&[None, Some(b.clone())]).unwrap();
         assert_eq!(again[1].as_ref().unwrap().id, sb.id, "an open file continues");

@@ -12,7 +12,7 @@ use pool::Frame;
 impl Lane {
     /// Copies `frame` into the client's tap if the first rule it matches is the one
     /// `client` names (by key), and into the file tap if that rule has a `capture`
-    /// file that is not complete; a full tap is counted and skipped. Context: the
+    /// file with copies left (its `count`); a full tap is counted and skipped. Context: the
     /// receiving worker, after the verdict and before the action (which may rewrite
     /// the bytes).
     #[inline(never)]
@@ -26,7 +26,7 @@ impl Lane {
         let Some(pos) = set.classifier.first_match(bytes) else { return };
         let socket = self.port.socket as u32;
         let to_client = client.filter(|t| t.rule_key == set.key(pos)).map(|t| tap.offer(socket, bytes, t.snaplen, now_ns()));
-        let sink = set.sink(pos).filter(|s| !s.done());
+        let sink = set.sink(pos).filter(|s| s.take_one());
         let to_file = sink.map(|s| file_tap.offer_to(s.id, socket, bytes, s.spec.snaplen, now_ns()));
         if to_file == Some(Offer::Full) {
             if let Some(s) = sink {

@@ -669,6 +669,7 @@ fn capture_follows_the_rule_key_across_a_renumbering_and_a_rule_file_gets_its_fr
     }
     assert!(sinks[0].as_ref().unwrap().done(), "count 5 reached");
     let copied = w.lanes[0].port.c.file_captured;
+    assert_eq!(copied, 5, "exactly its count copied");
     round(&mut w, 4);
     assert_eq!(w.lanes[0].port.c.file_captured, copied, "a complete file gets no more copies");
     assert_eq!(w.lanes[0].port.c.action_drop, 15, "every frame went on to its action");
