@@ -489,6 +489,10 @@ pub struct CaptureSpec {
     pub count: u64,
 }
 
+/// A rule list as `Config::parse_rules` gives it: the rules, and each rule's `name`
+/// and `capture` (in rule order).
+pub type ParsedRules = (Vec<ValidRule>, Vec<Option<String>>, Vec<Option<CaptureSpec>>);
+
 /// Largest `capture.snaplen` (one chunk of the largest UMEM chunk size).
 pub const MAX_CAPTURE_SNAPLEN: u32 = 4096;
 
@@ -750,7 +754,7 @@ impl Config {
     /// with the usual key-and-line errors. `text` is either a whole config file
     /// (validated as one; its ports must be the running ones, and only its rules are
     /// used) or a file of `[[rule]]` tables only (checked against the running ports).
-    pub fn parse_rules(&self, text: &str) -> Result<(Vec<ValidRule>, Vec<Option<String>>, Vec<Option<CaptureSpec>>), ConfigError> {
+    pub fn parse_rules(&self, text: &str) -> Result<ParsedRules, ConfigError> {
         let table: toml::Table = toml::from_str(text).map_err(|e| decode_error(text, e))?;
         let cfg = if table.keys().any(|k| k != "rule") {
             let cfg = Config::parse(text)?;

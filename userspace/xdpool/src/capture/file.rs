@@ -441,7 +441,7 @@ mod tests {
         let tap = Arc::new(CaptureTap::with_capacity(16));
         let fc = FileCaptures::start(tap.clone(), itfs());
         let s = fc.prepare(&[Some(spec(dir.path(), "a.pcapng", 16, 0))]).unwrap()[0].clone().unwrap();
-        fc.settle(&[s.clone()]);
+        fc.settle(std::slice::from_ref(&s));
         assert_eq!(tap.offer_to(s.id, 0, &[7; 20], 16, 0), super::super::Offer::Queued);
         fc.settle(&[]);
         assert!(wait_until(|| !fc.ended().is_empty()), "closed after the grace");
