@@ -390,6 +390,10 @@ fn rule_capture_files_get_exactly_their_rules_frames_across_a_reload() {
     let reloaded = format!("{}{}{}", udp_rule(Some("eleven"), 11, &cap(&c, "")), udp_rule(None, 10, ""), udp_rule(Some("nine"), 9, &cap(&a, ", snaplen = 64")));
     let (code, err) = rules_apply(sock, &reloaded, &rig.dir().join("reloaded.toml"));
     assert_eq!(code, Some(0), "{err}");
+    let snap = xdpool::stats::control::query(sock).unwrap();
+    let files: Vec<Option<String>> = snap["rules"]["list"].as_array().unwrap().iter().map(|r| r["capture"].as_str().map(String::from)).collect();
+    let path = |f: &Path| Some(f.display().to_string());
+    assert_eq!(files, vec![path(&c), None, path(&a)], "the stats name each rule's capture file");
     send(st, 9, R, R, 100_000);
     send(st, 10, R, 1_000_000 + R, 100_000);
     send(st, 11, R, 2_000_000, 100_000);

@@ -262,7 +262,8 @@ fn write_loop(tap: &CaptureTap, inner: &Mutex<Inner>, stop: &AtomicBool) {
         let mut n = 0;
         {
             let mut inner = inner.lock().unwrap_or_else(|e| e.into_inner());
-            while n < 1024 {
+            // At the stop: everything the tap holds (up to its 4096 records).
+            while n < 1024 || stopping {
                 let Some(rec) = tap.take() else { break };
                 n += 1;
                 write_record(&mut inner, &rec);
@@ -433,6 +434,22 @@ mod tests {
         assert_eq!(rb.len(), 5, "b: flushed at the end");
         assert_eq!(rb[0], (1, 50, frame[..50].to_vec()));
         assert!(ended.iter().any(|r| r.file == b.file && r.written == 5 && r.reason == "xdpool stopped"), "{ended:?}");
+    }
+
+    #[test]
+    fn the_stop_writes_every_record_the_tap_still_holds() {
+        let dir = tempfile::tempdir().unwrap();
+        let tap = Arc::new(CaptureTap::with_capacity(RECORDS));
+        let fc = FileCaptures::start(tap.clone(), itfs());
+        let s = fc.prepare(&[Some(spec(dir.path(), "a.pcapng", 16, 0))]).unwrap()[0].clone().unwrap();
+        // Hold the writer so that the whole burst waits in the tap at the stop.
+        let held = fc.inner.lock().unwrap();
+        let queued = (0..3000u32).filter(|i| tap.offer_to(s.id, 0, &i.to_le_bytes(), 16, 0) == super::super::Offer::Queued).count();
+        assert_eq!(queued, 3000);
+        fc.stop.store(true, Ordering::SeqCst);
+        drop(held);
+        let ended = fc.finish();
+        assert_eq!(read(&dir.path().join("a.pcapng")).len(), 3000, "every record written at the stop: {ended:?}");
     }
 
     #[test]

@@ -178,8 +178,8 @@ impl CaptureTap {
     /// workers that copy without a target word (the file captures' tap). Returns how
     /// many it added. Context: the one thread that gives records back.
     pub fn provision(&self, records: usize, room: usize) -> usize {
-        let mut added = 0;
-        while self.free.len() + self.filled.len() + added < records.min(self.capacity()) {
+        let (mut added, have) = (0, self.free.len() + self.filled.len());
+        while have + added < records.min(self.capacity()) {
             if self.free.push(Record::with_room(room)).is_err() {
                 break;
             }
@@ -270,6 +270,15 @@ mod tests {
         assert_eq!(tap.dropped(), 993);
         let got: Vec<u32> = std::iter::from_fn(|| tap.take()).map(|r| r.socket).collect();
         assert_eq!(got, vec![1, 2, 3, 4, 5, 6, 7, 1000], "in order, the short frame whole");
+    }
+
+    #[test]
+    fn provision_fills_the_tap_once() {
+        let tap = CaptureTap::with_capacity(8);
+        assert_eq!(tap.provision(8, 16), 8);
+        assert_eq!(tap.provision(8, 16), 0, "full already");
+        assert_eq!((0..9).filter(|i| tap.offer_to(1, *i, &[0; 20], 16, 0) == Offer::Queued).count(), 8);
+        assert_eq!(tap.provision(8, 16), 0, "8 in flight");
     }
 
     #[test]
