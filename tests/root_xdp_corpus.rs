@@ -16,6 +16,7 @@
 //! `XDPOOL_FUZZ_SEED` (default fixed, printed).
 use std::collections::{BTreeMap, HashSet};
 use std::fmt::Write as _;
+use std::net::IpAddr;
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
@@ -161,46 +162,78 @@ impl Runner {
 
 // ---- the two references ----------------------------------------------------
 
-/// (proto, port range, family) of a rule; these tests use prefixes only as /0, a
-/// family condition.
-fn rule_fields(m: &RuleMatch) -> (Option<u8>, Option<(u16, u16)>, Option<u8>) {
-    match m {
-        RuleMatch::All => (None, None, None),
-        RuleMatch::Fields { proto, dst_port, dst_prefix } => {
-            let family = dst_prefix.map(|(addr, len)| {
-                assert_eq!(len, 0, "these tests use /0 prefixes only (a family condition)");
-                if addr.is_ipv4() { 4 } else { 6 }
-            });
-            (*proto, *dst_port, family)
+/// A rule's conditions (None: any).
+#[derive(Default)]
+struct Cond {
+    proto: Option<u8>,
+    dst_port: Option<(u16, u16)>,
+    src_port: Option<(u16, u16)>,
+    dst: Option<(IpAddr, u8)>,
+    src: Option<(IpAddr, u8)>,
+    vlan: Option<u16>,
+}
+
+fn conds(m: &RuleMatch) -> Cond {
+    match *m {
+        RuleMatch::All => Cond::default(),
+        RuleMatch::Fields { proto, dst_port, dst_prefix, src_port, src_prefix, vlan } => {
+            Cond { proto, dst_port, src_port, dst: dst_prefix, src: src_prefix, vlan }
         }
     }
 }
 
-/// What the rules would do with a frame the Rust parser accepted (first match wins).
-fn verdict_from_parser(p: &Parsed, rules: &[Rule]) -> XdpVerdict {
-    for (i, r) in rules.iter().enumerate() {
-        let (proto, port, family) = rule_fields(&r.matcher);
-        let proto_ok = proto.is_none_or(|want| p.ip_proto() == Some(want));
-        let port_ok = port.is_none_or(|(lo, hi)| p.dst_port().is_some_and(|d| (lo..=hi).contains(&d)));
-        let family_ok = family.is_none_or(|want| match p.l3() {
-            L3::V4 { .. } => want == 4,
-            L3::V6 { .. } => want == 6,
-            L3::None => false,
-        });
-        if proto_ok && port_ok && family_ok {
-            return XdpVerdict::Hit(i);
-        }
-    }
-    XdpVerdict::Passed
-}
-
-/// What the C program extracts from a well-formed frame (`struct parsed`).
+/// What a rule can look at in a well-formed frame: the C program's `struct
+/// parsed`, or the same read from the Rust parser's `Parsed`.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 struct CView {
     /// 0 (not IP), 4 or 6.
     family: u8,
     proto: u8,
-    dport: Option<u16>,
+    /// (source, destination) when UDP or TCP with its header.
+    ports: Option<(u16, u16)>,
+    saddr: Option<IpAddr>,
+    daddr: Option<IpAddr>,
+    /// The outer VLAN tag's id.
+    vlan: Option<u16>,
+}
+
+impl CView {
+    fn of_parsed(p: &Parsed) -> CView {
+        let family = match p.l3() {
+            L3::V4 { .. } => 4,
+            L3::V6 { .. } => 6,
+            L3::None => 0,
+        };
+        CView { family, proto: p.ip_proto().unwrap_or(0), ports: p.ports(), saddr: p.src_ip(), daddr: p.dst_ip(), vlan: p.outer_vlan_id() }
+    }
+}
+
+fn in_prefix(addr: Option<IpAddr>, (net, len): (IpAddr, u8)) -> bool {
+    match (addr, net) {
+        (Some(IpAddr::V4(a)), IpAddr::V4(n)) => len == 0 || (u32::from(a) ^ u32::from(n)) >> (32 - u32::from(len)) == 0,
+        (Some(IpAddr::V6(a)), IpAddr::V6(n)) => len == 0 || (u128::from(a) ^ u128::from(n)) >> (128 - u32::from(len)) == 0,
+        _ => false,
+    }
+}
+
+/// Whether every condition of `c` holds for `v` (xdpool.h "Semantics").
+fn holds(c: &Cond, v: &CView) -> bool {
+    let in_range = |r: Option<(u16, u16)>, port: Option<u16>| r.is_none_or(|(lo, hi)| port.is_some_and(|p| (lo..=hi).contains(&p)));
+    c.proto.is_none_or(|want| v.family != 0 && v.proto == want)
+        && in_range(c.dst_port, v.ports.map(|p| p.1))
+        && in_range(c.src_port, v.ports.map(|p| p.0))
+        && c.dst.is_none_or(|p| in_prefix(v.daddr, p))
+        && c.src.is_none_or(|p| in_prefix(v.saddr, p))
+        && c.vlan.is_none_or(|want| v.vlan == Some(want))
+}
+
+/// What the rules would do with a frame the Rust parser accepted (first match wins).
+fn verdict_from_parser(p: &Parsed, rules: &[Rule]) -> XdpVerdict {
+    let v = CView::of_parsed(p);
+    match rules.iter().position(|r| holds(&conds(&r.matcher), &v)) {
+        Some(i) => XdpVerdict::Hit(i),
+        None => XdpVerdict::Passed,
+    }
 }
 
 /// Checks the C program skips, so a Rust rejection behind them is no program bug.
@@ -274,12 +307,13 @@ fn model_kind(f: &[u8]) -> Option<u8> {
 fn model_families(rules: &[Rule]) -> [bool; 3] {
     let mut kinds = [false; 3]; // non-IP, IPv4, IPv6
     for r in rules {
-        let (proto, port, family) = rule_fields(&r.matcher);
-        if proto.is_none() && port.is_none() && family.is_none() {
-            kinds[0] = true;
+        let c = conds(&r.matcher);
+        if c.proto.is_none() && c.dst_port.is_none() && c.src_port.is_none() && c.dst.is_none() && c.src.is_none() {
+            kinds[0] = true; // no condition only an IP frame meets (VLAN holds for any)
         }
-        kinds[1] |= family.is_none_or(|f| f == 4);
-        kinds[2] |= family.is_none_or(|f| f == 6);
+        let family = c.dst.or(c.src).map(|(a, _)| a.is_ipv6());
+        kinds[1] |= family.is_none_or(|six| !six);
+        kinds[2] |= family.is_none_or(|six| six);
     }
     kinds
 }
@@ -292,6 +326,7 @@ fn model_parse(f: &[u8], s: &mut Skipped) -> Option<CView> {
     }
     let mut h_proto = be16(f, 12);
     let mut cur = 14;
+    let mut vlan = None;
     for _ in 0..C_MAX_VLAN {
         if h_proto != 0x8100 && h_proto != 0x88a8 {
             break;
@@ -299,6 +334,7 @@ fn model_parse(f: &[u8], s: &mut Skipped) -> Option<CView> {
         if cur + 4 > len {
             return None;
         }
+        vlan = vlan.or(Some(be16(f, cur) & 0x0fff)); // the outer tag's id
         h_proto = be16(f, cur + 2);
         cur += 4;
     }
@@ -306,11 +342,12 @@ fn model_parse(f: &[u8], s: &mut Skipped) -> Option<CView> {
     if s.vlan_beyond_two {
         return None; // the program counts a third tag malformed
     }
-    match h_proto {
+    let view = match h_proto {
         0x0800 => model_ipv4(f, cur, s),
         0x86dd => model_ipv6(f, cur, s),
         _ => Some(CView::default()),
-    }
+    };
+    view.map(|v| CView { vlan, ..v })
 }
 
 fn model_ipv4(f: &[u8], l3: usize, s: &mut Skipped) -> Option<CView> {
@@ -327,14 +364,15 @@ fn model_ipv4(f: &[u8], l3: usize, s: &mut Skipped) -> Option<CView> {
         return None;
     }
     s.ipv4_options = ihl > 5;
-    let mut v = CView { family: 4, proto: f[l3 + 9], dport: None };
+    let addr = |at: usize| Some(IpAddr::from(<[u8; 4]>::try_from(&f[at..at + 4]).unwrap()));
+    let mut v = CView { family: 4, proto: f[l3 + 9], saddr: addr(l3 + 12), daddr: addr(l3 + 16), ..CView::default() };
     let frag = be16(f, l3 + 6);
     if frag & 0x1fff != 0 {
         s.nonfirst_fragment = true;
         return Some(v);
     }
     s.first_fragment_more = frag & 0x2000 != 0;
-    v.dport = model_l4(f, l3 + hlen, tot - hlen, v.proto, s.first_fragment_more)?;
+    v.ports = model_l4(f, l3 + hlen, tot - hlen, v.proto, s.first_fragment_more)?;
     Some(v)
 }
 
@@ -347,6 +385,8 @@ fn model_ipv6(f: &[u8], l3: usize, s: &mut Skipped) -> Option<CView> {
     if cur + remaining > f.len() {
         return None;
     }
+    let addr = |at: usize| Some(IpAddr::from(<[u8; 16]>::try_from(&f[at..at + 16]).unwrap()));
+    let base = CView { family: 6, saddr: addr(l3 + 8), daddr: addr(l3 + 24), ..CView::default() };
     let mut next = f[l3 + 6];
     let mut walked = 0;
     while walked < C_MAX_IPV6_EXT {
@@ -374,7 +414,7 @@ fn model_ipv6(f: &[u8], l3: usize, s: &mut Skipped) -> Option<CView> {
                 remaining -= 8;
                 if frag & 0xfff8 != 0 {
                     s.nonfirst_fragment = true;
-                    return Some(CView { family: 6, proto: next, dport: None });
+                    return Some(CView { proto: next, ..base });
                 }
                 s.first_fragment_more |= frag & 1 != 0;
             }
@@ -384,12 +424,12 @@ fn model_ipv6(f: &[u8], l3: usize, s: &mut Skipped) -> Option<CView> {
     }
     // The Rust parser also walks AH and mobility headers, and up to 8 headers.
     s.ipv6_walk_stopped = matches!(next, 0 | 43 | 44 | 51 | 60 | 135);
-    let dport = model_l4(f, cur, remaining, next, s.first_fragment_more)?;
-    Some(CView { family: 6, proto: next, dport })
+    let ports = model_l4(f, cur, remaining, next, s.first_fragment_more)?;
+    Some(CView { proto: next, ports, ..base })
 }
 
-/// Outer None: malformed; inner: the destination port when UDP or TCP.
-fn model_l4(f: &[u8], l4: usize, l4_len: usize, proto: u8, more_fragments: bool) -> Option<Option<u16>> {
+/// Outer None: malformed; inner: (source, destination) ports when UDP or TCP.
+fn model_l4(f: &[u8], l4: usize, l4_len: usize, proto: u8, more_fragments: bool) -> Option<Option<(u16, u16)>> {
     match proto {
         UDP => {
             if l4_len < 8 || l4 + 8 > f.len() {
@@ -399,7 +439,7 @@ fn model_l4(f: &[u8], l4: usize, l4_len: usize, proto: u8, more_fragments: bool)
             if ulen < 8 || (!more_fragments && ulen > l4_len) {
                 return None;
             }
-            Some(Some(be16(f, l4 + 2)))
+            Some(Some((be16(f, l4), be16(f, l4 + 2))))
         }
         TCP => {
             if l4_len < 20 || l4 + 20 > f.len() {
@@ -409,7 +449,7 @@ fn model_l4(f: &[u8], l4: usize, l4_len: usize, proto: u8, more_fragments: bool)
             if doff < 5 || doff * 4 > l4_len {
                 return None;
             }
-            Some(Some(be16(f, l4 + 2)))
+            Some(Some((be16(f, l4), be16(f, l4 + 2))))
         }
         _ => Some(None),
     }
@@ -431,16 +471,10 @@ fn verdict_from_model(m: &Model, frame_len: usize, rules: &[Rule]) -> XdpVerdict
         }
     }
     let Some(v) = m.view else { return XdpVerdict::Malformed };
-    for (i, r) in rules.iter().enumerate() {
-        let (proto, port, family) = rule_fields(&r.matcher);
-        let proto_ok = proto.is_none_or(|want| v.family != 0 && v.proto == want);
-        let port_ok = port.is_none_or(|(lo, hi)| v.dport.is_some_and(|d| (lo..=hi).contains(&d)));
-        let family_ok = family.is_none_or(|want| v.family == want);
-        if proto_ok && port_ok && family_ok {
-            return XdpVerdict::Hit(i);
-        }
+    match rules.iter().position(|r| holds(&conds(&r.matcher), &v)) {
+        Some(i) => XdpVerdict::Hit(i),
+        None => XdpVerdict::Passed,
     }
-    XdpVerdict::Passed
 }
 
 /// Why the program accepts a frame the Rust parser rejects, when the reason is a
@@ -500,7 +534,7 @@ fn parser_verdict(r: &Result<Parsed, ParseError>) -> String {
 /// is the match-all shape, which parses nothing (`other_shapes_follow_the_model`).
 fn catch_all() -> Vec<Rule> {
     let reserved = Rule {
-        matcher: RuleMatch::Fields { proto: Some(255), dst_port: None, dst_prefix: None },
+        matcher: RuleMatch::dst(Some(255), None, None),
         action: RuleAction::Steer,
     };
     vec![reserved, Rule::all(RuleAction::Steer)]
@@ -509,7 +543,7 @@ fn catch_all() -> Vec<Rule> {
 /// Rule 0: UDP to port 9; rule 1: UDP to 53..=4500 (so port and protocol both count).
 fn udp_ports() -> Vec<Rule> {
     let udp = |lo, hi| Rule {
-        matcher: RuleMatch::Fields { proto: Some(UDP), dst_port: Some((lo, hi)), dst_prefix: None },
+        matcher: RuleMatch::dst(Some(UDP), Some((lo, hi)), None),
         action: RuleAction::Steer,
     };
     vec![udp(9, 9), udp(53, 4500)]
@@ -646,11 +680,26 @@ fn every_corpus_frame_is_counted_once_and_no_malformed_frame_is_steered() {
 /// the two tests above do not load.
 fn other_shapes() -> Vec<(&'static str, Vec<Rule>)> {
     let steer = |proto, dst_port, dst_prefix| Rule {
-        matcher: RuleMatch::Fields { proto, dst_port, dst_prefix },
+        matcher: RuleMatch::dst(proto, dst_port, dst_prefix),
+        action: RuleAction::Steer,
+    };
+    let any_v6 = Some(("::".parse().unwrap(), 0));
+    let src = |proto, src_port, prefix: Option<(&str, u8)>, vlan| Rule {
+        matcher: RuleMatch::Fields {
+            proto,
+            dst_port: None,
+            dst_prefix: None,
+            src_port,
+            src_prefix: prefix.map(|(a, l)| (a.parse().unwrap(), l)),
+            vlan,
+        },
         action: RuleAction::Steer,
     };
     let any_v4 = Some(("0.0.0.0".parse().unwrap(), 0));
-    let any_v6 = Some(("::".parse().unwrap(), 0));
+    let every_field = Rule {
+        matcher: RuleMatch::Fields { proto: Some(UDP), dst_port: Some((0, 65535)), dst_prefix: any_v4, src_port: Some((0, 65535)), src_prefix: any_v4, vlan: Some(10) },
+        action: RuleAction::Steer,
+    };
     let mut sixty_four: Vec<Rule> = (0..63u16).map(|i| steer(Some(UDP), Some((100 + i, 100 + i)), None)).collect();
     sixty_four.push(steer(Some(TCP), None, None));
     vec![
@@ -662,6 +711,13 @@ fn other_shapes() -> Vec<(&'static str, Vec<Rule>)> {
         ("ipv6-only", vec![steer(None, Some((0, 65535)), any_v6)]),
         // The longest list, proto and port conditions.
         ("64-rules", sixty_four),
+        // The source and VLAN fields: VLAN-only rules also parse non-IP frames. The
+        // corpus' tags: vlan_single_udp 100, vlan_double_udp 10 outside 20,
+        // vlan_double_8100_ipv6_tcp 30 outside 40; an inner id never matches.
+        ("vlan", vec![src(None, None, None, Some(100)), src(Some(UDP), None, None, Some(20)), src(Some(TCP), None, None, Some(30)), src(None, Some((0, 65535)), None, None)]),
+        ("src-v4", vec![src(Some(UDP), Some((1024, 4096)), Some(("198.18.0.0", 15)), None), src(None, None, Some(("0.0.0.0", 0)), None)]),
+        ("src-v6", vec![src(None, None, Some(("2001:2::", 48)), None), src(Some(TCP), Some((0, 65535)), Some(("::", 0)), None)]),
+        ("every-field", vec![every_field, src(None, None, None, Some(1)), src(None, Some((0, 65535)), None, None)]),
     ]
 }
 
@@ -754,7 +810,7 @@ fn fields_of(frame: &[u8], out: &mut Vec<usize>) {
 /// Steer rules that tell apart "UDP with ports", "TCP with ports" and "anything else".
 fn fuzz_rules() -> Vec<Rule> {
     let any_port = |proto| Rule {
-        matcher: RuleMatch::Fields { proto: Some(proto), dst_port: Some((0, u16::MAX)), dst_prefix: None },
+        matcher: RuleMatch::dst(Some(proto), Some((0, u16::MAX)), None),
         action: RuleAction::Steer,
     };
     vec![any_port(UDP), any_port(TCP), Rule::all(RuleAction::Steer)]
@@ -932,7 +988,7 @@ fn udp_first_fragment_with_datagram_length_reaches_port_rules() {
     v6[57] |= 1;
     v6[66..68].copy_from_slice(&1000u16.to_be_bytes());
     let rules = vec![Rule {
-        matcher: RuleMatch::Fields { proto: Some(UDP), dst_port: Some((9, 9)), dst_prefix: None },
+        matcher: RuleMatch::dst(Some(UDP), Some((9, 9)), None),
         action: RuleAction::Steer,
     }];
     let mut runner = Runner::new(rules.clone());

@@ -118,6 +118,9 @@ fn fields(proto: Option<u8>, dst_port: Option<(u16, u16)>, dst_prefix: Option<(&
         proto,
         dst_port,
         dst_prefix: dst_prefix.map(|(a, l)| (a.parse::<IpAddr>().unwrap(), l)),
+        src_port: None,
+        src_prefix: None,
+        vlan: None,
     }
 }
 
@@ -125,9 +128,13 @@ fn rule(matcher: RuleMatch, action: RuleAction) -> Rule {
     Rule { matcher, action }
 }
 
+/// The single-buffer program (what a port with an MTU of 1500 attaches) with `rules`;
+/// `single_and_multi_buffer_programs_agree` holds the multi-buffer one to it.
 fn loaded(rules: &[Rule]) -> Steering {
     let mut s = Steering::load().expect("xdpool_steer must pass the verifier and load");
     s.set_rules(rules).expect("set_rules");
+    s.use_frags(false).expect("xdpool_steer_1buf must pass the verifier and load");
+    assert!(!s.frags());
     s
 }
 
@@ -354,6 +361,56 @@ fn malformed_frames_are_counted_and_passed_never_steered() {
     assert_eq!(s.counters().unwrap().no_socket, 1);
 }
 
+/// Every frame of the other tests, for rule lists of several shapes: the verdict,
+/// the counters and each rule's packets and bytes are the same on the single- and
+/// the multi-buffer program; a frame longer than one buffer is counted whole by the
+/// multi-buffer one; switching program kinds carries the counts.
+#[test]
+fn single_and_multi_buffer_programs_agree() {
+    require_root!();
+    let valid4 = v4_udp([198, 18, 0, 2], 9000);
+    let mut frames: Vec<(String, Vec<u8>)> = malformed_frames(&valid4);
+    frames.push(("v4 udp".into(), valid4.clone()));
+    frames.push(("v6 udp".into(), v6_udp("2001:db8::2", 9000)));
+    frames.push(("v6 udp other port".into(), v6_udp("2001:db8::2", 53)));
+    frames.push(("arp".into(), arp()));
+    frames.push(("vlan v4".into(), cat(&[&eth(&[ETH_P_8021Q], ETH_P_IP), &ipv4(UDP, [198, 18, 0, 2], &udp(9000, 10))])));
+    frames.push(("v6 ext".into(), cat(&[&eth(&[], ETH_P_IPV6), &ipv6(0, "2001:db8::9", &cat(&[&ext_opts(UDP, 1), &udp(9000, 0)]))])));
+    frames.push(("v4 tcp".into(), cat(&[&eth(&[], ETH_P_IP), &ipv4(TCP, [198, 18, 0, 2], &tcp(80, 5))])));
+    let lists: Vec<Vec<Rule>> = vec![
+        vec![rule(fields(Some(TCP), None, None), RuleAction::Steer), Rule::all(RuleAction::Steer)],
+        vec![rule(fields(Some(UDP), Some((9000, 9000)), None), RuleAction::Drop), Rule::all(RuleAction::Pass)],
+        vec![rule(fields(None, None, Some(("198.18.0.0", 15))), RuleAction::Drop), rule(fields(Some(UDP), Some((1, 9000)), Some(("2001:db8::", 32))), RuleAction::Steer)],
+        vec![Rule::all(RuleAction::Drop)],
+    ];
+    for rules in &lists {
+        let single = loaded(rules);
+        let mut multi = Steering::load().unwrap();
+        multi.set_rules(rules).unwrap();
+        assert!(multi.frags(), "load() gives the multi-buffer program");
+        for (what, f) in &frames {
+            assert_eq!(single.test_run(f).unwrap(), multi.test_run(f).unwrap(), "{what} under {}", single.shape());
+        }
+        assert_eq!(single.counters().unwrap(), multi.counters().unwrap(), "{}", single.shape());
+        assert_eq!(single.rule_counts().unwrap(), multi.rule_counts().unwrap(), "{}", single.shape());
+        // Multi -> single keeps every count; single -> multi too.
+        let before = multi.rule_counts().unwrap();
+        multi.use_frags(false).unwrap();
+        assert!(!multi.frags());
+        assert_eq!(multi.rule_counts().unwrap(), before, "counts carried into the single-buffer program");
+        assert_eq!(multi.counters().unwrap(), single.counters().unwrap());
+        multi.use_frags(true).unwrap();
+        assert_eq!(multi.rule_counts().unwrap(), before, "and back");
+    }
+    // 6 000 bytes: more than one buffer. The multi-buffer program counts all of them.
+    let mut multi = Steering::load().unwrap();
+    multi.set_rules(&[Rule::all(RuleAction::Drop)]).unwrap();
+    let mut jumbo = v4_udp([198, 18, 0, 2], 9000);
+    jumbo.resize(6000, 0);
+    assert_eq!(multi.test_run(&jumbo).unwrap(), 1, "XDP_DROP");
+    assert_eq!(multi.rule_counts().unwrap()[0].bytes, 6000, "every buffer's bytes");
+}
+
 #[test]
 fn match_all_shape_hands_every_frame_to_its_action_unparsed() {
     require_root!();
@@ -491,7 +548,10 @@ fn attach_uses_a_bpf_link_and_leaves_nothing_behind() {
         assert_eq!(xdp_program_on(xsv0).unwrap(), None);
 
         let mut s = loaded(&[Rule::all(RuleAction::Steer)]);
+        // From the multi-buffer program: an MTU of 1500 gets the single-buffer one.
+        s.use_frags(true).unwrap();
         s.attach(xsv0, XdpAttachMode::Native).expect("native XDP on veth");
+        assert!(!s.frags(), "MTU 1500: the single-buffer program");
         let id = s.program_id().unwrap();
         assert_eq!(xdp_program_on(xsv0).unwrap(), Some(id));
         assert!(matches!(s.attach(xsv0, XdpAttachMode::Native), Err(SteerError::AttachedHere { .. })));
@@ -531,6 +591,24 @@ fn attach_uses_a_bpf_link_and_leaves_nothing_behind() {
         assert!(xdp_program_on(xsv0).unwrap().is_some());
         drop(ceiling);
         assert_eq!(xdp_program_on(xsv0).unwrap(), None);
+
+        // Multi-buffer sockets want the multi-buffer program whatever the MTU.
+        let mut mb = loaded(&[Rule::all(RuleAction::Steer)]);
+        mb.require_frags(true);
+        mb.attach(xsv0, XdpAttachMode::Native).unwrap();
+        assert!(mb.frags());
+        mb.detach().unwrap();
+    });
+    // A jumbo MTU gets the multi-buffer program.
+    let ns = NetnsGuard::new("attachmtu");
+    ns.ip(&["-n", &ns.name, "link", "set", "xsv0", "mtu", "9000"]);
+    ns.ip(&["-n", &ns.name, "link", "set", "xsv1", "mtu", "9000"]);
+    ns.run(|| {
+        let xsv0 = ifindex("xsv0");
+        let mut s = loaded(&[Rule::all(RuleAction::Steer)]);
+        s.attach(xsv0, XdpAttachMode::Native).expect("native XDP on a 9000-byte veth");
+        assert!(s.frags(), "MTU 9000: the multi-buffer program");
+        assert_eq!(xdp_program_on(xsv0).unwrap(), Some(s.program_id().unwrap()));
     });
 }
 

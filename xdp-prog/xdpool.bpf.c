@@ -10,6 +10,8 @@
  * verifier treats them as constants and drops the parsing, rules and checks
  * the list cannot use.
  *
+ * xdpool_steer_1buf: the same for single-buffer frames (no length helper).
+ *
  * xdpool_ceiling: counts every frame and drops it; the in-kernel ceiling for
  * throughput runs.
  */
@@ -94,7 +96,10 @@ struct ipv6_frag {
 /* What the rules can look at; plain values, no packet pointers. */
 struct parsed {
 	__u32 daddr[4]; /* network order; IPv4 in word 0 */
+	__u32 saddr[4]; /* network order, only when some rule has SRC_ADDR */
 	__u16 dport;    /* host order, valid when has_ports */
+	__u16 sport;    /* host order, valid when has_ports and some rule has SRC_PORT */
+	__u16 vlan;     /* XDPOOL_VLAN_TAGGED | the outer tag's id; 0 untagged */
 	__u8 family;    /* 0 (not IP), XDPOOL_FAMILY_IPV4, XDPOOL_FAMILY_IPV6 */
 	__u8 proto;
 	__u8 has_ports;
@@ -106,6 +111,14 @@ static __always_inline void count(__u32 idx)
 
 	if (v)
 		*v += 1;
+}
+
+static __always_inline void copy_ipv6(__u32 *to, const struct in6_addr *a)
+{
+	to[0] = a->in6_u.u6_addr32[0];
+	to[1] = a->in6_u.u6_addr32[1];
+	to[2] = a->in6_u.u6_addr32[2];
+	to[3] = a->in6_u.u6_addr32[3];
 }
 
 /* more_fragments: this is the first fragment of a fragmented datagram, so the UDP
@@ -123,6 +136,8 @@ static __always_inline int parse_l4(void *l4, __u32 l4_len, void *data_end,
 		if (ulen < sizeof(*uh) || (!more_fragments && ulen > l4_len))
 			return PARSE_MALFORMED;
 		p->dport = bpf_ntohs(uh->dest);
+		if (shape_fields & XDPOOL_MATCH_SRC_PORT)
+			p->sport = bpf_ntohs(uh->source);
 		p->has_ports = 1;
 	} else if (p->proto == IPPROTO_TCP) {
 		struct tcphdr *th = l4;
@@ -134,6 +149,8 @@ static __always_inline int parse_l4(void *l4, __u32 l4_len, void *data_end,
 		if (doff < 5 || doff * 4 > l4_len)
 			return PARSE_MALFORMED;
 		p->dport = bpf_ntohs(th->dest);
+		if (shape_fields & XDPOOL_MATCH_SRC_PORT)
+			p->sport = bpf_ntohs(th->source);
 		p->has_ports = 1;
 	}
 	return PARSE_OK;
@@ -143,17 +160,20 @@ static __always_inline int parse_l4(void *l4, __u32 l4_len, void *data_end,
  * end. Within the first buffer costs a compare; only a multi-buffer frame (or a
  * length that lies) pays for the helper that sums all buffers. */
 static __always_inline int past_frame_end(struct xdp_md *ctx, void *l3, void *data_end,
-					  __u32 off, __u32 len)
+					  __u32 off, __u32 len, const int frags)
 {
 	if (l3 + len <= data_end)
 		return 0;
+	/* A single-buffer program's frame ends at data_end. */
+	if (!frags)
+		return 1;
 	return off + len > bpf_xdp_get_buff_len(ctx);
 }
 
 /* Only the first buffer (up to data_end) is read; lengths are checked against the
  * whole frame (all buffers of a multi-buffer frame). */
 static __always_inline int parse_ipv4(struct xdp_md *ctx, void *l3, void *data_end, __u32 off,
-				      struct parsed *p)
+				      struct parsed *p, const int frags)
 {
 	struct iphdr *iph = l3;
 	__u32 hlen, tot_len;
@@ -165,12 +185,14 @@ static __always_inline int parse_ipv4(struct xdp_md *ctx, void *l3, void *data_e
 	hlen = iph->ihl * 4;
 	tot_len = bpf_ntohs(iph->tot_len);
 	/* A total length beyond the frame is a lie; shorter (padding) is fine. */
-	if (tot_len < hlen || past_frame_end(ctx, l3, data_end, off, tot_len))
+	if (tot_len < hlen || past_frame_end(ctx, l3, data_end, off, tot_len, frags))
 		return PARSE_MALFORMED;
 	p->family = XDPOOL_FAMILY_IPV4;
 	p->proto = iph->protocol;
 	if ((shape_fields & XDPOOL_MATCH_DST_ADDR))
 		p->daddr[0] = iph->daddr;
+	if ((shape_fields & XDPOOL_MATCH_SRC_ADDR))
+		p->saddr[0] = iph->saddr;
 	/* Non-first fragments carry no L4 header. */
 	if (iph->frag_off & bpf_htons(0x1fff))
 		return PARSE_OK;
@@ -179,7 +201,7 @@ static __always_inline int parse_ipv4(struct xdp_md *ctx, void *l3, void *data_e
 }
 
 static __always_inline int parse_ipv6(struct xdp_md *ctx, void *l3, void *data_end, __u32 off,
-				      struct parsed *p)
+				      struct parsed *p, const int frags)
 {
 	struct ipv6hdr *ip6 = l3;
 	void *cursor = ip6 + 1;
@@ -192,15 +214,13 @@ static __always_inline int parse_ipv6(struct xdp_md *ctx, void *l3, void *data_e
 	if (ip6->version != 6)
 		return PARSE_MALFORMED;
 	remaining = bpf_ntohs(ip6->payload_len);
-	if (past_frame_end(ctx, l3, data_end, off, sizeof(*ip6) + remaining))
+	if (past_frame_end(ctx, l3, data_end, off, sizeof(*ip6) + remaining, frags))
 		return PARSE_MALFORMED;
 	p->family = XDPOOL_FAMILY_IPV6;
-	if ((shape_fields & XDPOOL_MATCH_DST_ADDR)) {
-		p->daddr[0] = ip6->daddr.in6_u.u6_addr32[0];
-		p->daddr[1] = ip6->daddr.in6_u.u6_addr32[1];
-		p->daddr[2] = ip6->daddr.in6_u.u6_addr32[2];
-		p->daddr[3] = ip6->daddr.in6_u.u6_addr32[3];
-	}
+	if ((shape_fields & XDPOOL_MATCH_DST_ADDR))
+		copy_ipv6(p->daddr, &ip6->daddr);
+	if ((shape_fields & XDPOOL_MATCH_SRC_ADDR))
+		copy_ipv6(p->saddr, &ip6->saddr);
 	nexthdr = ip6->nexthdr;
 
 #pragma unroll
@@ -259,6 +279,8 @@ static __always_inline int fast_l4(void *l4, __u32 l4_len, void *data_end, __u8 
 		if (ulen < sizeof(*uh) || ulen > l4_len)
 			return 0;
 		p->dport = bpf_ntohs(uh->dest);
+		if (shape_fields & XDPOOL_MATCH_SRC_PORT)
+			p->sport = bpf_ntohs(uh->source);
 	} else if (proto == IPPROTO_TCP) {
 		struct tcphdr *th = l4;
 		__u32 doff;
@@ -269,6 +291,8 @@ static __always_inline int fast_l4(void *l4, __u32 l4_len, void *data_end, __u8 
 		if (doff < 5 || doff * 4 > l4_len)
 			return 0;
 		p->dport = bpf_ntohs(th->dest);
+		if (shape_fields & XDPOOL_MATCH_SRC_PORT)
+			p->sport = bpf_ntohs(th->source);
 	} else {
 		return 0;
 	}
@@ -301,6 +325,8 @@ static __always_inline int parse_common(void *data, void *data_end, __be16 h_pro
 		p->family = XDPOOL_FAMILY_IPV4;
 		if (shape_fields & XDPOOL_MATCH_DST_ADDR)
 			p->daddr[0] = iph->daddr;
+		if (shape_fields & XDPOOL_MATCH_SRC_ADDR)
+			p->saddr[0] = iph->saddr;
 		return 1;
 	}
 	if (h_proto == bpf_htons(ETH_P_IPV6) && (shape_families & XDPOOL_SHAPE_IPV6)) {
@@ -315,18 +341,16 @@ static __always_inline int parse_common(void *data, void *data_end, __be16 h_pro
 		if (!fast_l4(ip6 + 1, payload, data_end, ip6->nexthdr, p))
 			return 0;
 		p->family = XDPOOL_FAMILY_IPV6;
-		if (shape_fields & XDPOOL_MATCH_DST_ADDR) {
-			p->daddr[0] = ip6->daddr.in6_u.u6_addr32[0];
-			p->daddr[1] = ip6->daddr.in6_u.u6_addr32[1];
-			p->daddr[2] = ip6->daddr.in6_u.u6_addr32[2];
-			p->daddr[3] = ip6->daddr.in6_u.u6_addr32[3];
-		}
+		if (shape_fields & XDPOOL_MATCH_DST_ADDR)
+			copy_ipv6(p->daddr, &ip6->daddr);
+		if (shape_fields & XDPOOL_MATCH_SRC_ADDR)
+			copy_ipv6(p->saddr, &ip6->saddr);
 		return 1;
 	}
 	return 0;
 }
 
-static __always_inline int parse_frame(struct xdp_md *ctx, struct parsed *p)
+static __always_inline int parse_frame(struct xdp_md *ctx, struct parsed *p, const int frags)
 {
 	void *data = (void *)(long)ctx->data;
 	void *data_end = (void *)(long)ctx->data_end;
@@ -353,6 +377,9 @@ static __always_inline int parse_frame(struct xdp_md *ctx, struct parsed *p)
 			break;
 		if ((void *)(vh + 1) > data_end)
 			return PARSE_MALFORMED;
+		/* The outer tag's id only (xdpool.h: VLAN). */
+		if ((shape_fields & XDPOOL_MATCH_VLAN) && i == 0)
+			p->vlan = XDPOOL_VLAN_TAGGED | (bpf_ntohs(vh->tci) & 0x0fff);
 		h_proto = vh->encap_proto;
 		cursor = vh + 1;
 		off += sizeof(*vh);
@@ -364,12 +391,12 @@ static __always_inline int parse_frame(struct xdp_md *ctx, struct parsed *p)
 	if (h_proto == bpf_htons(ETH_P_IP)) {
 		if (!(shape_families & XDPOOL_SHAPE_IPV4))
 			return PARSE_UNMATCHABLE;
-		return parse_ipv4(ctx, cursor, data_end, off, p);
+		return parse_ipv4(ctx, cursor, data_end, off, p, frags);
 	}
 	if (h_proto == bpf_htons(ETH_P_IPV6)) {
 		if (!(shape_families & XDPOOL_SHAPE_IPV6))
 			return PARSE_UNMATCHABLE;
-		return parse_ipv6(ctx, cursor, data_end, off, p);
+		return parse_ipv6(ctx, cursor, data_end, off, p, frags);
 	}
 	if (!(shape_families & XDPOOL_SHAPE_NON_IP))
 		return PARSE_UNMATCHABLE;
@@ -383,8 +410,16 @@ static __always_inline int rule_matches(const struct xdpool_rule *r, __u32 flags
 		if (p->family == 0 || p->proto != r->proto)
 			return 0;
 	}
+	if (flags & XDPOOL_MATCH_VLAN) {
+		if (p->vlan != r->vlan)
+			return 0;
+	}
 	if (flags & XDPOOL_MATCH_DST_PORT) {
 		if (!p->has_ports || p->dport < r->port_min || p->dport > r->port_max)
+			return 0;
+	}
+	if (flags & XDPOOL_MATCH_SRC_PORT) {
+		if (!p->has_ports || p->sport < r->sport_min || p->sport > r->sport_max)
 			return 0;
 	}
 	if (flags & XDPOOL_MATCH_DST_ADDR) {
@@ -398,18 +433,33 @@ static __always_inline int rule_matches(const struct xdpool_rule *r, __u32 flags
 		     (p->daddr[3] & r->dst_mask[3]) != r->dst_addr[3]))
 			return 0;
 	}
+	if (flags & XDPOOL_MATCH_SRC_ADDR) {
+		if (p->family != r->src_family)
+			return 0;
+		if ((p->saddr[0] & r->src_mask[0]) != r->src_addr[0])
+			return 0;
+		if (p->family == XDPOOL_FAMILY_IPV6 &&
+		    ((p->saddr[1] & r->src_mask[1]) != r->src_addr[1] ||
+		     (p->saddr[2] & r->src_mask[2]) != r->src_addr[2] ||
+		     (p->saddr[3] & r->src_mask[3]) != r->src_addr[3]))
+			return 0;
+	}
 	return 1;
 }
 
-/* Counts a hit of rule `rule` of the live bank: one packet, its bytes. */
-static __always_inline void count_hit(struct xdp_md *ctx, __u32 bank, __u32 rule)
+/* Counts a hit of rule `rule` of the live bank: one packet, its bytes (all
+ * buffers; a single-buffer program's frame is data..data_end, no helper call). */
+static __always_inline void count_hit(struct xdp_md *ctx, __u32 bank, __u32 rule, const int frags)
 {
 	__u32 idx = bank * XDPOOL_MAX_RULES + rule;
 	struct xdpool_rule_hits *h = bpf_map_lookup_elem(&rule_hits, &idx);
 
 	if (h) {
 		h->packets += 1;
-		h->bytes += bpf_xdp_get_buff_len(ctx);
+		if (frags)
+			h->bytes += bpf_xdp_get_buff_len(ctx);
+		else
+			h->bytes += ctx->data_end - ctx->data;
 	}
 }
 
@@ -428,13 +478,15 @@ static __always_inline void tag_frame(struct xdp_md *ctx, __u32 tag)
 	*(__u32 *)meta = tag;
 }
 
-static __always_inline int apply_action(struct xdp_md *ctx, __u8 action, __u32 tag)
+/* `live`: the config word; the tag is written only while it says tagging. */
+static __always_inline int apply_action(struct xdp_md *ctx, __u8 action, __u32 live, __u32 rule)
 {
 	long ret;
 
 	switch (action) {
 	case XDPOOL_ACTION_STEER:
-		tag_frame(ctx, tag);
+		if (live & XDPOOL_LIVE_TAGGING)
+			tag_frame(ctx, ((live >> XDPOOL_LIVE_GEN_SHIFT) << XDPOOL_TAG_GEN_SHIFT) | rule);
 		/* An empty XSKMAP slot makes the helper return the fallback. */
 		ret = bpf_redirect_map(&xsks, ctx->rx_queue_index, XDP_PASS);
 		count(ret == XDP_REDIRECT ? XDPOOL_CNT_STEERED : XDPOOL_CNT_NO_SOCKET);
@@ -448,10 +500,8 @@ static __always_inline int apply_action(struct xdp_md *ctx, __u8 action, __u32 t
 	}
 }
 
-/* "xdp.frags" (BPF_F_XDP_HAS_FRAGS): attachable where the MTU needs multi-buffer
- * frames. Only the first buffer is parsed; the headers are there. */
-SEC("xdp.frags")
-int xdpool_steer(struct xdp_md *ctx)
+/* The body of both entry points; `frags`: the program takes multi-buffer frames. */
+static __always_inline int steer(struct xdp_md *ctx, const int frags)
 {
 	struct parsed p = {};
 	struct xdpool_config *cfg;
@@ -469,11 +519,11 @@ int xdpool_steer(struct xdp_md *ctx)
 
 	/* Rule 0 takes every frame: nothing to look at (xdpool.h: match-all). */
 	if (shape_match_all) {
-		count_hit(ctx, bank_index, 0);
-		return apply_action(ctx, shape_match_all, (live >> 1) << XDPOOL_TAG_GEN_SHIFT);
+		count_hit(ctx, bank_index, 0, frags);
+		return apply_action(ctx, shape_match_all, live, 0);
 	}
 
-	parse = parse_frame(ctx, &p);
+	parse = parse_frame(ctx, &p, frags);
 	if (parse != PARSE_OK) {
 		count(parse == PARSE_MALFORMED ? XDPOOL_CNT_MALFORMED : XDPOOL_CNT_PASSED);
 		return XDP_PASS;
@@ -493,13 +543,29 @@ int xdpool_steer(struct xdp_md *ctx)
 		 * and drops the checks for conditions no rule has. */
 		if (!rule_matches(r, r->flags & shape_fields, &p))
 			continue;
-		count_hit(ctx, bank_index, i);
-		return apply_action(ctx, r->action, ((live >> 1) << XDPOOL_TAG_GEN_SHIFT) | i);
+		count_hit(ctx, bank_index, i, frags);
+		return apply_action(ctx, r->action, live, i);
 	}
 
 passed:
 	count(XDPOOL_CNT_PASSED);
 	return XDP_PASS;
+}
+
+/* "xdp.frags" (BPF_F_XDP_HAS_FRAGS): attachable where the MTU needs multi-buffer
+ * frames. Only the first buffer is parsed; the headers are there. */
+SEC("xdp.frags")
+int xdpool_steer(struct xdp_md *ctx)
+{
+	return steer(ctx, 1);
+}
+
+/* "xdp": single-buffer frames only (the kernel keeps the MTU within one buffer
+ * while it is attached), so no helper call for lengths. */
+SEC("xdp")
+int xdpool_steer_1buf(struct xdp_md *ctx)
+{
+	return steer(ctx, 0);
 }
 
 SEC("xdp.frags")

@@ -113,3 +113,21 @@ bench_wait_moving() { # tenths command...: 0 once the number the command prints 
     done
     return 1
 }
+
+bench_summary() { # title subject rows.tsv: the summary (summarize.py) and the raw rows
+    echo
+    echo "## Summary ($1)"
+    echo
+    python3 tools/bench/summarize.py "$2" "$3"
+    echo "## Rows"
+    echo
+    sed 's/^/    /' "$3"
+}
+
+bench_main_to() { # out-file: runs `main` with its output on the terminal and in the file
+    mkdir -p "$(dirname "$1")"
+    exec 3>&1
+    exec > >(tee "$1") 2>&1
+    main
+    echo "written: $1" >&3
+}

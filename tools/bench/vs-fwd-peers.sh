@@ -317,17 +317,7 @@ main() {
             done
         done
     done
-    echo
-    echo "## Summary (rate: Mpps arrived at xdpd0 in the window; ratios xdpool / peer per pair)"
-    echo
-    python3 tools/bench/summarize.py xdpool "$W/rows.tsv"
-    echo "## Rows"
-    echo
-    sed 's/^/    /' "$W/rows.tsv"
+    bench_summary "rate: Mpps arrived at xdpd0 in the window; ratios xdpool / peer per pair" xdpool "$W/rows.tsv"
 }
 
-mkdir -p "$(dirname "$OUT")"
-exec 3>&1
-exec > >(tee "$OUT") 2>&1
-main
-echo "written: $OUT" >&3
+bench_main_to "$OUT"

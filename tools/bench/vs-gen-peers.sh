@@ -211,17 +211,7 @@ main() {
         done
     done
     sysctl -qw kernel.bpf_stats_enabled="$STATS0"
-    echo
-    echo "## Summary (rate: Mpps handed (refused) or arrived (drop) in the window; ratios xdpool-gen / xdp-trafficgen per pair)"
-    echo
-    python3 tools/bench/summarize.py xdpool-gen "$W/rows.tsv"
-    echo "## Rows"
-    echo
-    sed 's/^/    /' "$W/rows.tsv"
+    bench_summary "rate: Mpps handed (refused) or arrived (drop) in the window; ratios xdpool-gen / xdp-trafficgen per pair" xdpool-gen "$W/rows.tsv"
 }
 
-mkdir -p "$(dirname "$OUT")"
-exec 3>&1
-exec > >(tee "$OUT") 2>&1
-main
-echo "written: $OUT" >&3
+bench_main_to "$OUT"

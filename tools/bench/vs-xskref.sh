@@ -39,6 +39,7 @@
 # socket's RX ring had no room for (the application fell behind).
 set -u
 cd "$(dirname "$0")/../.."
+source tools/bench/lib.sh
 X=$PWD/target/release/xdpool
 REF=$PWD/tools/xskref/xskref
 COUNT=${COUNT:-4000000}
@@ -73,14 +74,6 @@ pin_napi() { # veth re-creates its NAPI when a program comes: pin after attach, 
     [ "$cpus" = "$1 " ] || echo "# $2: NAPI thread CPUs '$cpus', not $1"
 }
 
-threads() { # pid -> "tid:run_ns:ctx_switches ..." for each of its threads
-    local t r c
-    for t in /proc/$1/task/*; do
-        # A thread (or the receiver) that ends while we read is left out.
-        r=$(cut -d' ' -f1 "$t/schedstat" 2>/dev/null) && c=$(awk '/ctxt_switches/{s+=$2}END{print s+0}' "$t/status" 2>/dev/null) || continue
-        [ -n "$r" ] && [ -n "$c" ] && echo -n "$(basename "$t"):$r:$c "
-    done
-}
 
 steal() { # "c0 c1 t": steal ticks of cores 0 and 1 (/proc/stat, USER_HZ), and when
     awk '$1 == "cpu0" {a = $9} $1 == "cpu1" {b = $9} END {print a, b}' /proc/stat
@@ -164,7 +157,7 @@ EOT
     ((w == 50)) && echo "# $1: no XDP program on ${P}b0 6.5 s after start"
     [ "$4" = threaded ] && pin_napi 1 "$1"
     local t0 t1 s0 s1 b0 b1 x0 x1 gen_args
-    t0=$(threads $pid)
+    t0=$(bench_threads $pid)
     s0=$(steal)
     b0=$(back_count)
     x0=$(xmit_counts)
@@ -172,7 +165,7 @@ EOT
     [ -n "${GEN_RATE:-}" ] && gen_args="$gen_args --rate $GEN_RATE"
     out=$("$X" gen --netns $P-a --dev ${P}a0 $gen_args --cores 0 2>/dev/null | tail -1)
     sleep 0.3
-    t1=$(threads $pid)
+    t1=$(bench_threads $pid)
     s1=$(steal)
     x1=$(xmit_counts)
     # A receiver still there 10 s + DUR after the generator is stuck: kill it rather

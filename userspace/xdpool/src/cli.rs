@@ -374,7 +374,7 @@ pub enum BenchWhich {
     /// and the paced rates at which a capture writes every frame.
     Capture(CaptureBenchArgs),
     /// The steering program's ns per frame under BPF_PROG_TEST_RUN: a redirect-only
-    /// reference, match-all, the lab's rule, 8 mixed and 64 rules, IPv4 and IPv6,
+    /// reference, match-all, the lab's rule (also on the multi-buffer program), 8 mixed and 64 rules, IPv4 and IPv6,
     /// alternating; ratios to the reference.
     Steer(SteerArgs),
 }

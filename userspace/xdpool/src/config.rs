@@ -444,6 +444,16 @@ pub struct RuleConfig {
     /// Destination address or prefix: `"198.18.0.2"`, `"198.18.0.0/15"`, `"2001:2::/48"`.
     #[serde(default)]
     pub dst: Option<Spanned<String>>,
+    /// Source port or range, as `dst_port`.
+    #[serde(default)]
+    pub src_port: Option<Spanned<PortSpec>>,
+    /// Source address or prefix, as `dst` (and of the same family when both are given).
+    #[serde(default)]
+    pub src: Option<Spanned<String>>,
+    /// The outer VLAN tag's id, 0..4094: only frames tagged with it match (an
+    /// untagged frame never; a double-tagged one by its outer tag).
+    #[serde(default)]
+    pub vlan: Option<Spanned<i64>>,
     /// What to do with matching frames.
     #[serde(default)]
     pub action: Action,
@@ -536,6 +546,12 @@ pub struct ValidRule {
     pub dst_port: Option<(u16, u16)>,
     /// Destination prefix, if matched.
     pub dst: Option<(IpAddr, u8)>,
+    /// Source port range (inclusive), if matched.
+    pub src_port: Option<(u16, u16)>,
+    /// Source prefix, if matched.
+    pub src: Option<(IpAddr, u8)>,
+    /// Outer VLAN tag's id, if matched.
+    pub vlan: Option<u16>,
     /// Action.
     pub action: Action,
     /// Index (in [`Config::ports`]) of the port whose program holds the rule.
@@ -975,53 +991,84 @@ fn validate_rule(r: &RuleConfig, ports: &[&str]) -> Result<ValidRule, RuleErr> {
             other => other.parse::<u8>().map_err(|_| ("proto", p.span(), format!("`{other}` is not a protocol: use udp, tcp, icmp, icmpv6 or a number 0..255")))?,
         }),
     };
-    let dst_port = match &r.dst_port {
+    let dst_port = port_range("dst_port", r.dst_port.as_ref(), proto)?;
+    let src_port = port_range("src_port", r.src_port.as_ref(), proto)?;
+    let dst = prefix("dst", r.dst.as_ref())?;
+    let src = prefix("src", r.src.as_ref())?;
+    if let (Some((d, _)), Some((a, _)), Some(s)) = (dst, src, &r.src) {
+        if d.is_ipv4() != a.is_ipv4() {
+            return Err(("src", s.span(), format!("src {a} and dst {d} are of different IP families: a frame has one; write both as IPv4 or both as IPv6, or split the rule in two")));
+        }
+    }
+    // ICMP by name is the family's own: icmp with an IPv6 prefix (or icmpv6 with an
+    // IPv4 one) is a rule that cannot mean what it says.
+    if let (Some(p), Some((addr, _))) = (&r.proto, dst.or(src)) {
+        let named = p.get_ref().to_ascii_lowercase();
+        let clash = match named.as_str() {
+            "icmp" if addr.is_ipv6() => Some("icmpv6"),
+            "icmpv6" if addr.is_ipv4() => Some("icmp"),
+            _ => None,
+        };
+        if let Some(other) = clash {
+            let key = if dst.is_some() { "dst" } else { "src" };
+            return Err(("proto", p.span(), format!("proto = \"{named}\" with {key} {addr}: ICMP over {} is proto = \"{other}\"", if addr.is_ipv6() { "IPv6" } else { "IPv4" })));
+        }
+    }
+    let vlan = match &r.vlan {
         None => None,
-        Some(s) => {
-            let bad = |what: String| ("dst_port", s.span(), format!("{what}: use a port 0..65535 or a range \"lo-hi\""));
-            let parse = |t: &str| t.trim().parse::<u16>().map_err(|_| bad(format!("`{t}` is not a port")));
-            let (lo, hi) = match s.get_ref() {
-                PortSpec::One(n) => {
-                    let p = u16::try_from(*n).map_err(|_| bad(format!("{n} is out of range")))?;
-                    (p, p)
-                }
-                PortSpec::Text(t) => match t.split_once('-') {
-                    Some((a, b)) => (parse(a)?, parse(b)?),
-                    None => {
-                        let p = parse(t)?;
-                        (p, p)
-                    }
-                },
-            };
-            if lo > hi {
-                return Err(bad(format!("range {lo}-{hi} is empty")));
+        Some(v) => match u16::try_from(*v.get_ref()) {
+            Ok(id) if id <= 4094 => Some(id),
+            _ => return Err(("vlan", v.span(), format!("{} is not a VLAN id: use 0..4094 (the outer 802.1Q/802.1ad tag's id; 4095 is reserved)", v.get_ref()))),
+        },
+    };
+    Ok(ValidRule { proto, dst_port, dst, src_port, src, vlan, action: r.action, port, to, mac, mirror_to })
+}
+
+/// A `dst_port` / `src_port` value: one port or an inclusive range; only with
+/// proto udp or tcp.
+fn port_range(key: &'static str, spec: Option<&Spanned<PortSpec>>, proto: Option<u8>) -> Result<Option<(u16, u16)>, RuleErr> {
+    let Some(s) = spec else { return Ok(None) };
+    let bad = |what: String| (key, s.span(), format!("{what}: use a port 0..65535 or a range \"lo-hi\""));
+    let parse = |t: &str| t.trim().parse::<u16>().map_err(|_| bad(format!("`{t}` is not a port")));
+    let (lo, hi) = match s.get_ref() {
+        PortSpec::One(n) => {
+            let p = u16::try_from(*n).map_err(|_| bad(format!("{n} is out of range")))?;
+            (p, p)
+        }
+        PortSpec::Text(t) => match t.split_once('-') {
+            Some((a, b)) => (parse(a)?, parse(b)?),
+            None => {
+                let p = parse(t)?;
+                (p, p)
             }
-            if !matches!(proto, Some(6) | Some(17)) {
-                return Err(("dst_port", s.span(), "a port needs proto = \"udp\" or \"tcp\" in the same rule".into()));
-            }
-            Some((lo, hi))
+        },
+    };
+    if lo > hi {
+        return Err(bad(format!("range {lo}-{hi} is empty")));
+    }
+    if !matches!(proto, Some(6) | Some(17)) {
+        return Err((key, s.span(), "a port needs proto = \"udp\" or \"tcp\" in the same rule".into()));
+    }
+    Ok(Some((lo, hi)))
+}
+
+/// A `dst` / `src` value: an address (a host prefix) or `addr/len`.
+fn prefix(key: &'static str, text: Option<&Spanned<String>>) -> Result<Option<(IpAddr, u8)>, RuleErr> {
+    let Some(d) = text else { return Ok(None) };
+    let text = d.get_ref();
+    let bad = || (key, d.span(), format!("`{text}` is not an address or prefix, e.g. \"198.18.0.2\" or \"198.18.0.0/15\" or \"2001:2::/48\""));
+    let (addr, len) = match text.split_once('/') {
+        Some((a, l)) => (a.parse::<IpAddr>().map_err(|_| bad())?, l.parse::<u8>().map_err(|_| bad())?),
+        None => {
+            let a = text.parse::<IpAddr>().map_err(|_| bad())?;
+            (a, if a.is_ipv4() { 32 } else { 128 })
         }
     };
-    let dst = match &r.dst {
-        None => None,
-        Some(d) => {
-            let text = d.get_ref();
-            let bad = || ("dst", d.span(), format!("`{text}` is not an address or prefix, e.g. \"198.18.0.2\" or \"198.18.0.0/15\" or \"2001:2::/48\""));
-            let (addr, len) = match text.split_once('/') {
-                Some((a, l)) => (a.parse::<IpAddr>().map_err(|_| bad())?, l.parse::<u8>().map_err(|_| bad())?),
-                None => {
-                    let a = text.parse::<IpAddr>().map_err(|_| bad())?;
-                    (a, if a.is_ipv4() { 32 } else { 128 })
-                }
-            };
-            let max = if addr.is_ipv4() { 32 } else { 128 };
-            if len > max {
-                return Err(("dst", d.span(), format!("prefix length {len} is too long for {addr}: at most {max}")));
-            }
-            Some((addr, len))
-        }
-    };
-    Ok(ValidRule { proto, dst_port, dst, action: r.action, port, to, mac, mirror_to })
+    let max = if addr.is_ipv4() { 32 } else { 128 };
+    if len > max {
+        return Err((key, d.span(), format!("prefix length {len} is too long for {addr}: at most {max}")));
+    }
+    Ok(Some((addr, len)))
 }
 
 /// A rule's `capture` table: an absolute file path, snaplen 1..=4096 (default the
@@ -1140,7 +1187,7 @@ action = "drop"
     #[test]
     fn good_config_loads() {
         let c = Config::parse(GOOD).unwrap();
-        assert_eq!(c.valid_rules()[0], ValidRule { proto: Some(17), dst_port: Some((9, 10)), dst: None, action: Action::Drop, port: 0, to: None, mac: MacRewrite::Swap, mirror_to: None });
+        assert_eq!(c.valid_rules()[0], ValidRule { proto: Some(17), dst_port: Some((9, 10)), dst: None, src_port: None, src: None, vlan: None, action: Action::Drop, port: 0, to: None, mac: MacRewrite::Swap, mirror_to: None });
         let ports = c.ports();
         assert_eq!((ports[0].name.as_str(), ports[0].interface.as_str(), ports[0].netns.as_deref()), ("main", "xdpb0", Some("xdpool-b")));
     }
@@ -1182,6 +1229,24 @@ action = "drop"
             ("queues = [0]", "queues = [0]\n[workers]\nmode = \"busy\"", "-", Some(7), "unknown variant"),
             ("queues = [0]", "queues = [0]\n[workers]\npoll_coalesce_us = 5000", "workers.poll_coalesce_us", Some(7), "use 0..1000"),
             ("queues = [0]", "queues = [0]\nmulti_buffer = 1", "-", Some(6), "expected a boolean"),
+            // The source and VLAN keys (line 13 is the rule's dst_port line, replaced).
+            ("dst_port = \"9-10\"", "src_port = \"10-9\"", "rule[0].src_port", Some(13), "range 10-9 is empty"),
+            ("dst_port = \"9-10\"", "src_port = -1", "rule[0].src_port", Some(13), "-1 is out of range"),
+            ("dst_port = \"9-10\"", "src_port = \"x-9\"", "rule[0].src_port", Some(13), "`x` is not a port"),
+            ("proto = \"udp\"\ndst_port = \"9-10\"", "src_port = 53", "rule[0].src_port", Some(12), "needs proto = \"udp\" or \"tcp\""),
+            ("proto = \"udp\"\ndst_port = \"9-10\"", "proto = \"icmp\"\nsrc_port = 53", "rule[0].src_port", Some(13), "needs proto"),
+            ("dst_port = \"9-10\"", "src = \"198.18.0.0/33\"", "rule[0].src", Some(13), "at most 32"),
+            ("dst_port = \"9-10\"", "src = \"2001:2::/129\"", "rule[0].src", Some(13), "at most 128"),
+            ("dst_port = \"9-10\"", "src = \"198.18.0\"", "rule[0].src", Some(13), "not an address or prefix"),
+            ("dst_port = \"9-10\"", "dst = \"2001:2::/48\"\nsrc = \"198.18.0.0/15\"", "rule[0].src", Some(14), "different IP families"),
+            ("dst_port = \"9-10\"", "dst = \"198.18.0.1\"\nsrc = \"2001:2::1\"", "rule[0].src", Some(14), "both as IPv4 or both as IPv6"),
+            ("proto = \"udp\"\ndst_port = \"9-10\"", "proto = \"icmp\"\nsrc = \"2001:2::/48\"", "rule[0].proto", Some(12), "proto = \"icmpv6\""),
+            ("proto = \"udp\"\ndst_port = \"9-10\"", "proto = \"icmpv6\"\ndst = \"198.18.0.0/15\"", "rule[0].proto", Some(12), "proto = \"icmp\""),
+            ("dst_port = \"9-10\"", "vlan = 4095", "rule[0].vlan", Some(13), "4095 is reserved"),
+            ("dst_port = \"9-10\"", "vlan = 5000", "rule[0].vlan", Some(13), "5000 is not a VLAN id: use 0..4094"),
+            ("dst_port = \"9-10\"", "vlan = -1", "rule[0].vlan", Some(13), "not a VLAN id"),
+            ("dst_port = \"9-10\"", "vlan = \"5\"", "-", Some(13), "expected i64"),
+            ("dst_port = \"9-10\"", "sport = 9", "sport", Some(13), "unknown field"),
         ];
         for (from, to, key, line, msg) in cases {
             let text = GOOD.replacen(from, to, 1);
@@ -1227,6 +1292,29 @@ action = "drop"
         let e = Config::parse(&twice).unwrap_err();
         assert_eq!((e.key.as_str(), e.line), ("rule[1].capture.file", Some(18)), "{e}");
         assert!(e.to_string().contains("rule[0]'s capture already"), "{e}");
+    }
+
+    #[test]
+    fn source_and_vlan_keys_parse() {
+        let text = GOOD.replacen("dst_port = \"9-10\"", "dst_port = 9\nsrc_port = \"1024-2047\"\nsrc = \"198.18.0.0/15\"\ndst = \"198.19.0.1\"\nvlan = 100", 1);
+        let r = &Config::parse(&text).unwrap().valid_rules()[0];
+        assert_eq!((r.src_port, r.dst_port, r.vlan), (Some((1024, 2047)), Some((9, 9)), Some(100)));
+        assert_eq!(r.src, Some(("198.18.0.0".parse().unwrap(), 15)));
+        assert_eq!(r.dst, Some(("198.19.0.1".parse().unwrap(), 32)));
+        // One port, IPv6 source host, VLAN 0 (priority-tagged frames) and 4094.
+        let text = GOOD.replacen("dst_port = \"9-10\"", "src_port = 53\nsrc = \"2001:2::7\"\nvlan = 0", 1);
+        let r = &Config::parse(&text).unwrap().valid_rules()[0];
+        assert_eq!((r.src_port, r.src, r.vlan, r.dst_port), (Some((53, 53)), Some(("2001:2::7".parse().unwrap(), 128)), Some(0), None));
+        let text = GOOD.replacen("proto = \"udp\"\ndst_port = \"9-10\"", "vlan = 4094", 1);
+        let r = &Config::parse(&text).unwrap().valid_rules()[0];
+        assert_eq!((r.vlan, r.proto), (Some(4094), None), "a VLAN id alone is a rule");
+        // icmp by number is not checked against the family; both IPv6 prefixes are fine.
+        let text = GOOD.replacen("proto = \"udp\"\ndst_port = \"9-10\"", "proto = \"1\"\nsrc = \"2001:2::/48\"\ndst = \"2001:2:0:1::/64\"", 1);
+        assert_eq!(Config::parse(&text).unwrap().valid_rules()[0].proto, Some(1));
+        // A reload file goes through the same checks.
+        let c = Config::parse(GOOD).unwrap();
+        let e = c.parse_rules("[[rule]]\nproto = \"tcp\"\nsrc_port = \"9-1\"\naction = \"drop\"\n").unwrap_err();
+        assert_eq!((e.key.as_str(), e.line), ("rule[0].src_port", Some(3)), "{e}");
     }
 
     #[test]

@@ -513,12 +513,7 @@ impl Default for Backoff {
 /// The MTU of the link called `name` in the calling thread's namespace.
 pub fn link_mtu(name: &str) -> io::Result<Option<u32>> {
     let Ok(ifindex) = crate::netns::ifindex(name) else { return Ok(None) };
-    Ok(crate::steer::netlink::get_link(ifindex)?.and_then(|l| {
-        l.attributes.iter().find_map(|a| match a {
-            LinkAttribute::Mtu(m) => Some(*m),
-            _ => None,
-        })
-    }))
+    crate::steer::netlink::link_mtu(ifindex)
 }
 
 

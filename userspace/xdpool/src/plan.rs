@@ -213,6 +213,19 @@ pub fn umem_topology(cfg: &Config, plan: &Plan, topo: pool::Topology) -> pool::T
     topo.placed_on(weights)
 }
 
+/// One rule in the XDP program's form: the same conditions; the action as the
+/// program sees it (to a worker, to the kernel, or dropped in XDP).
+pub fn steer_rule(r: &ValidRule) -> Rule {
+    let matcher = RuleMatch::Fields { proto: r.proto, dst_port: r.dst_port, dst_prefix: r.dst, src_port: r.src_port, src_prefix: r.src, vlan: r.vlan }
+        .normalized();
+    let action = match r.action {
+        Action::Drop | Action::L2fwd | Action::Forward | Action::ReflectTwice | Action::Copybreak => RuleAction::Steer,
+        Action::Pass => RuleAction::Pass,
+        Action::Xdpdrop => RuleAction::Drop,
+    };
+    Rule { matcher, action }
+}
+
 /// Whether `a` sends frames back out of the receiving port.
 fn sends_back(a: Action) -> bool {
     match a {
@@ -224,22 +237,7 @@ fn sends_back(a: Action) -> bool {
 impl PortPlan {
     /// The port's rules in the XDP program's form.
     pub fn steer_rules(&self) -> Vec<Rule> {
-        self.rules
-            .iter()
-            .map(|r| {
-                let matcher = if r.proto.is_none() && r.dst_port.is_none() && r.dst.is_none() {
-                    RuleMatch::All
-                } else {
-                    RuleMatch::Fields { proto: r.proto, dst_port: r.dst_port, dst_prefix: r.dst }
-                };
-                let action = match r.action {
-                    Action::Drop | Action::L2fwd | Action::Forward | Action::ReflectTwice | Action::Copybreak => RuleAction::Steer,
-                    Action::Pass => RuleAction::Pass,
-                    Action::Xdpdrop => RuleAction::Drop,
-                };
-                Rule { matcher, action }
-            })
-            .collect()
+        self.rules.iter().map(steer_rule).collect()
     }
 
     /// The XDP attach mode.

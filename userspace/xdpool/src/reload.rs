@@ -7,9 +7,11 @@
 //! whose sockets have a TX ring); each of the port's workers is given the worker
 //! side under a new generation and must take it at a batch boundary
 //! (`worker::rules`); only then is the XDP side swapped (`Steering::set_rules_carrying`:
-//! the idle bank, or a new program through a bpf_link update). The XDP program tags
-//! each steered frame with the generation it matched under, and a worker acts on it
-//! under that generation's list, so no frame is acted on by half of two lists.
+//! the idle bank, or a new program through a bpf_link update). From before the
+//! workers are handed the list until each of them has settled, the XDP program tags
+//! each steered frame with the generation it matched under (`Steering::set_tagging`;
+//! [`Reloader::tick`] turns it off again), and a worker acts on it under that
+//! generation's list, so no frame is acted on by half of two lists.
 //! Counters: a rule with a `name` continues the counters of the old rule of that
 //! name on its port; an unnamed (or newly named) rule starts from zero.
 //! Rule keys (what `xdpool capture` follows, [`assign_keys`]): a rule keeps its key
@@ -84,6 +86,8 @@ struct PortState {
     names: Vec<Option<String>>,
     keys: Vec<u32>,
     sinks: Vec<Option<Arc<FileSink>>>,
+    /// Tagging is on until each of these (socket, version) has settled.
+    untag_after: Option<Vec<(usize, u64)>>,
 }
 
 /// One port's rule list with what goes with each rule (all in rule order).
@@ -155,7 +159,7 @@ impl Reloader {
                 let names: Vec<Option<String>> = valid.iter().zip(&names).filter(|(r, _)| r.port == i).map(|(_, n)| n.clone()).collect();
                 let sinks = valid.iter().zip(&sinks).filter(|(r, _)| r.port == i).map(|(_, s)| s.clone()).collect();
                 let keys = (0..names.len() as u32).collect();
-                PortState { plan, steering, names, keys, sinks }
+                PortState { plan, steering, names, keys, sinks, untag_after: None }
             })
             .collect();
         let hold = Duration::from_millis(std::env::var("XDPOOL_RELOAD_HOLD_MS").ok().and_then(|v| v.parse().ok()).unwrap_or(0).min(1000));
@@ -175,6 +179,13 @@ impl Reloader {
             }
             other => other,
         })
+    }
+
+    /// Turns tagging off on each port whose workers have all settled after its last
+    /// reload, and wakes those that have not (an idle worker settles when it next
+    /// runs). Called every 10 ms by the reload thread.
+    pub fn tick(&self) {
+        self.lock().untag_settled();
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, State> {
@@ -242,7 +253,26 @@ impl Reloader {
 }
 
 impl State {
+    fn untag_settled(&mut self) {
+        for port in &mut self.ports {
+            let Some(wait) = &port.untag_after else { continue };
+            if wait.iter().all(|&(s, v)| self.slots[s].settled(v)) {
+                match port.steering.lock().unwrap_or_else(|e| e.into_inner()).set_tagging(false) {
+                    Ok(()) => port.untag_after = None,
+                    Err(e) => tracing::warn!(port = %port.plan.def.name, error = %e, "could not turn frame tagging off; will retry"),
+                }
+            } else {
+                for &(s, v) in wait {
+                    if !self.slots[s].settled(v) {
+                        self.sockets[s].wake();
+                    }
+                }
+            }
+        }
+    }
+
     fn apply(&mut self, text: &str) -> Result<Applied, ReloadError> {
+        self.untag_settled();
         let (valid, names, captures) = self.config.parse_rules(text).map_err(ReloadError::Invalid)?;
         check_runnable(&valid, &self.ports)?;
         // Files first: a list is refused before any worker sees it when one cannot be written.
@@ -263,6 +293,22 @@ impl State {
             if !list.same_as(port) {
                 changed.push((p, list));
             }
+        }
+        // Tagging on for every port that changes before any is swapped: a frame
+        // without a tag was then steered before this reload on every port, and the
+        // generation below is written into no frame before that.
+        for (p, _) in &changed {
+            let tagging = self.ports[*p].steering.lock().unwrap_or_else(|e| e.into_inner()).set_tagging(true);
+            if let Err(e) = tagging {
+                // The files opened for this list: closed again.
+                self.settle_files();
+                let port = &self.ports[*p];
+                return Err(ReloadError::Failed(format!("port `{}`: cannot turn frame tagging on: {e}; the old rules stay", port.plan.def.name)));
+            }
+            // Off again once the workers settle (also if nothing below swaps).
+            let port = &mut self.ports[*p];
+            let sockets = &port.plan.sockets;
+            port.untag_after.get_or_insert_with(Vec::new).extend(sockets.iter().map(|&s| (s, self.slots[s].version())));
         }
         let generation = next_generation(self.generation);
         let started = Instant::now();
@@ -364,17 +410,23 @@ impl State {
             })
             .collect();
         let deadline = Instant::now() + TAKE_WAIT;
-        let restore = |slots: &[Arc<RuleSlot>], sockets_shared: &[Arc<PortShared>]| {
-            for (k, &s) in sockets.iter().enumerate() {
-                let v = slots[s].publish(old[k].clone());
-                slots[s].mark_live(v);
-                sockets_shared[s].wake();
-            }
+        let restore = |slots: &[Arc<RuleSlot>], sockets_shared: &[Arc<PortShared>]| -> Vec<(usize, u64)> {
+            sockets
+                .iter()
+                .enumerate()
+                .map(|(k, &s)| {
+                    let v = slots[s].publish(old[k].clone());
+                    slots[s].mark_live(v);
+                    sockets_shared[s].wake();
+                    (s, v)
+                })
+                .collect()
         };
         for (k, &s) in sockets.iter().enumerate() {
             while !self.slots[s].taken(versions[k]) {
                 if Instant::now() >= deadline {
-                    restore(&self.slots, &self.sockets);
+                    let back = restore(&self.slots, &self.sockets);
+                    self.ports[p].untag_after.get_or_insert_with(Vec::new).extend(back);
                     return Err(ReloadError::Failed(format!(
                         "the worker of port `{name}` queue {} did not take the new rules within {} ms (is it stuck? see `xdpool stats`); the old rules stay",
                         self.sockets[s].queue,
@@ -389,12 +441,14 @@ impl State {
         }
         let res = port.steering.lock().unwrap_or_else(|e| e.into_inner()).set_rules_carrying(&steer, &carry, generation);
         if let Err(e) = res {
-            restore(&self.slots, &self.sockets);
+            let back = restore(&self.slots, &self.sockets);
+            self.ports[p].untag_after.get_or_insert_with(Vec::new).extend(back);
             return Err(ReloadError::Failed(format!("port `{name}`: the XDP program did not take the new rules: {e}; the old rules stay")));
         }
         for (k, &s) in sockets.iter().enumerate() {
             self.slots[s].mark_live(versions[k]);
         }
+        self.ports[p].untag_after.get_or_insert_with(Vec::new).extend(sockets.iter().copied().zip(versions.iter().copied()));
         Ok(carry.iter().filter(|c| c.is_some()).count())
     }
 }
@@ -421,27 +475,29 @@ pub struct SighupWatch {
     thread: Option<std::thread::JoinHandle<()>>,
 }
 
-/// Installs the SIGHUP handler and a thread that reloads when it fires (every 10 ms
-/// at most; a signal during a reload is taken after it).
+/// Installs the SIGHUP handler and the reload thread: it reloads when the signal
+/// fired (looked at every 10 ms; a signal during a reload is taken after it) and
+/// runs [`Reloader::tick`].
 pub fn follow_sighup(reloader: Arc<Reloader>) -> SighupWatch {
     use std::sync::atomic::{AtomicBool, Ordering};
     let stop = Arc::new(AtomicBool::new(false));
     let flag = match crate::signal::install_reload_flag() {
-        Ok(f) => f,
+        Ok(f) => Some(f),
         Err(e) => {
             tracing::warn!(error = %e, "no SIGHUP handler: reload rules with `xdpool rules apply` instead");
-            return SighupWatch { stop, thread: None };
+            None
         }
     };
     let stop2 = stop.clone();
     let thread = std::thread::Builder::new()
-        .name("xdpool-sighup".into())
+        .name("xdpool-reload".into())
         .spawn(move || {
             while !stop2.load(Ordering::Relaxed) {
-                if flag.swap(false, Ordering::SeqCst) {
+                if flag.as_ref().is_some_and(|f| f.swap(false, Ordering::SeqCst)) {
                     tracing::info!("SIGHUP: reading the config file's rules again");
                     let _ = reloader.apply_config_file();
                 }
+                reloader.tick();
                 std::thread::sleep(Duration::from_millis(10));
             }
         })
@@ -518,6 +574,9 @@ fn check_runnable(rules: &[ValidRule], ports: &[PortState]) -> Result<(), Reload
 /// A rule's match, as the stats show it.
 pub fn describe(r: &ValidRule) -> String {
     let mut parts = Vec::new();
+    if let Some(id) = r.vlan {
+        parts.push(format!("vlan {id}"));
+    }
     if let Some(p) = r.proto {
         parts.push(match p {
             6 => "tcp".to_string(),
@@ -529,6 +588,12 @@ pub fn describe(r: &ValidRule) -> String {
     }
     if let Some((lo, hi)) = r.dst_port {
         parts.push(if lo == hi { format!("dst_port {lo}") } else { format!("dst_port {lo}-{hi}") });
+    }
+    if let Some((a, l)) = r.src {
+        parts.push(format!("src {a}/{l}"));
+    }
+    if let Some((lo, hi)) = r.src_port {
+        parts.push(if lo == hi { format!("src_port {lo}") } else { format!("src_port {lo}-{hi}") });
     }
     if let Some((a, l)) = r.dst {
         parts.push(format!("dst {a}/{l}"));
@@ -546,7 +611,7 @@ mod tests {
     use crate::config::MacRewrite;
 
     fn rule(action: Action, port: usize, to: Option<usize>, mirror_to: Option<usize>) -> ValidRule {
-        ValidRule { proto: Some(17), dst_port: Some((9, 9)), dst: None, action, port, to, mac: MacRewrite::Swap, mirror_to }
+        ValidRule { proto: Some(17), dst_port: Some((9, 9)), dst: None, src_port: None, src: None, vlan: None, action, port, to, mac: MacRewrite::Swap, mirror_to }
     }
 
     #[test]
@@ -577,5 +642,7 @@ mod tests {
         assert!(sends_out_of(&rule(Action::Drop, 0, None, None)).is_empty());
         assert!(sends_out_of(&rule(Action::Pass, 0, None, None)).is_empty());
         assert_eq!(describe(&rule(Action::Drop, 0, None, None)), "udp dst_port 9");
+        let src = ValidRule { vlan: Some(5), src: Some(("2001:2::".parse().unwrap(), 48)), src_port: Some((1024, 2047)), ..rule(Action::Drop, 0, None, None) };
+        assert_eq!(describe(&src), "vlan 5 udp dst_port 9 src 2001:2::/48 src_port 1024-2047");
     }
 }

@@ -326,6 +326,8 @@ fn start(cfg: &Config, opts: &RunOptions, plan: Plan, ifindexes: &[u32], watcher
     for p in &plan.ports {
         let mut st = Steering::load().map_err(|e| steer_fatal(e, &p.def.interface))?;
         st.set_rules(&p.steer_rules()).map_err(|e| steer_fatal(e, &p.def.interface))?;
+        // Multi-buffer sockets take frames longer than a buffer: the xdp.frags program.
+        st.require_frags(plan.umem.multi_buffer);
         steerings.push(st);
     }
     let neighbours = Neighbours::new(read_macs(&plan, ifindexes));

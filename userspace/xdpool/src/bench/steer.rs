@@ -49,10 +49,13 @@ pub struct Subject {
     pub about: &'static str,
     /// `None`: the redirect-only reference program.
     pub rules: Option<Vec<Rule>>,
+    /// The multi-buffer program (`xdpool_steer`, what a jumbo-MTU port gets)
+    /// instead of the single-buffer one (`xdpool_steer_1buf`, an MTU of 1500).
+    pub frags: bool,
 }
 
 fn steer(proto: Option<u8>, dst_port: Option<(u16, u16)>, dst_prefix: Option<(IpAddr, u8)>) -> Rule {
-    Rule { matcher: RuleMatch::Fields { proto, dst_port, dst_prefix }, action: RuleAction::Steer }
+    Rule { matcher: RuleMatch::dst(proto, dst_port, dst_prefix), action: RuleAction::Steer }
 }
 
 const UDP: u8 = 17;
@@ -85,19 +88,27 @@ pub fn sixty_four_rules() -> Vec<Rule> {
 /// The subjects, reference first.
 pub fn subjects() -> Vec<Subject> {
     vec![
-        Subject { name: "redirect-only", about: "xdpool_redirect_ref: bpf_redirect_map, nothing else", rules: None },
+        Subject { name: "redirect-only", about: "xdpool_redirect_ref: bpf_redirect_map, nothing else", rules: None, frags: true },
         Subject {
             name: "match-all",
             about: "one rule without condition, steer (no parse)",
             rules: Some(vec![Rule::all(RuleAction::Steer)]),
+            frags: false,
         },
         Subject {
             name: "lab",
             about: "configs/lab.toml: udp dst_port 9, steer",
             rules: Some(vec![steer(Some(UDP), Some((LAB_PORT, LAB_PORT)), None)]),
+            frags: false,
         },
-        Subject { name: "8 mixed", about: "proto/port/prefix rules, v4 and v6; the 8th matches", rules: Some(mixed_rules()) },
-        Subject { name: "64 rules", about: "udp port rules; the 64th matches", rules: Some(sixty_four_rules()) },
+        Subject {
+            name: "lab, multi-buffer",
+            about: "the same on the multi-buffer program (a jumbo MTU or multi_buffer = true)",
+            rules: Some(vec![steer(Some(UDP), Some((LAB_PORT, LAB_PORT)), None)]),
+            frags: true,
+        },
+        Subject { name: "8 mixed", about: "proto/port/prefix rules, v4 and v6; the 8th matches", rules: Some(mixed_rules()), frags: false },
+        Subject { name: "64 rules", about: "udp port rules; the 64th matches", rules: Some(sixty_four_rules()), frags: false },
     ]
 }
 
@@ -240,7 +251,8 @@ pub fn run_steer_bench(cfg: &SteerBenchConfig, progress: &mut dyn FnMut(&str)) -
             Some(rules) => {
                 let mut st = Steering::load()?;
                 st.set_rules(rules)?;
-                shapes.push(st.shape().to_string());
+                st.use_frags(s.frags)?;
+                shapes.push(format!("{}{}", st.shape(), if s.frags { ", multi-buffer" } else { "" }));
                 loaded.push(Loaded::Steer(Box::new(st)));
             }
         }
@@ -296,7 +308,7 @@ mod tests {
         assert_eq!(sixty_four_rules().len(), 64);
         let s = subjects();
         assert!(s[0].rules.is_none(), "reference first");
-        assert_eq!(s.iter().map(|s| s.name).collect::<Vec<_>>(), ["redirect-only", "match-all", "lab", "8 mixed", "64 rules"]);
+        assert_eq!(s.iter().map(|s| s.name).collect::<Vec<_>>(), ["redirect-only", "match-all", "lab", "lab, multi-buffer", "8 mixed", "64 rules"]);
     }
 
     #[test]

@@ -125,7 +125,7 @@ mod tests {
     use crate::config::MacRewrite;
 
     fn rule(port: usize) -> ValidRule {
-        ValidRule { proto: Some(17), dst_port: Some((9, 9)), dst: None, action: Action::Drop, port, to: None, mac: MacRewrite::Swap, mirror_to: None }
+        ValidRule { proto: Some(17), dst_port: Some((9, 9)), dst: None, src_port: None, src: None, vlan: None, action: Action::Drop, port, to: None, mac: MacRewrite::Swap, mirror_to: None }
     }
 
     #[test]

@@ -64,7 +64,7 @@ pub const QUEUE_COUNTERS: &[(&str, Def)] = &[
     ("rx_limited_by_tx", c("xdpool_rx_limited_by_tx", "Passes that took fewer RX descriptors than a batch because the TX ring had no room for what they send (back-pressure instead of a drop).")),
     ("wakeups", c("xdpool_wakeups", "Wake-up system calls made for the kernel (need_wakeup set on the fill or TX ring).")),
     ("idle_loops", c("xdpool_idle_passes", "Worker loop passes that found nothing to do.")),
-    ("rule_tag_unknown", c("xdpool_rule_tag_unknown", "Frames received during a rule reload whose XDP metadata tag named no rule list the worker knew (acted on under the current list); 0 unless the driver gives XDP no metadata room.")),
+    ("rule_untagged", c("xdpool_rule_untagged", "Frames received during a rule reload's hand-over without a tag of it (steered before the XDP program began tagging), acted on under the list before the reload.")),
     ("rules_taken", c("xdpool_rules_taken", "Rule lists the socket's worker took at a batch boundary (one per hot reload of its port).")),
     ("drained_rx", c("xdpool_drained_rx", "Frames drained from an RX ring when its socket was given up (device loss or stop).")),
     ("reclaimed", c("xdpool_reclaimed", "Frames taken back from the kernel's fill, TX and completion rings when a socket was given up.")),

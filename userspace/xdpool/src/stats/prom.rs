@@ -26,7 +26,7 @@ pub fn render(snapshot: &serde_json::Value) -> String {
         };
         let opts = Opts::new(name, fam.def.help);
         // Every sample of a family carries the same label names (collect() builds them so).
-        fn values<'a>(labels: &'a Labels, n: usize) -> Option<Vec<&'a str>> {
+        fn values(labels: &Labels, n: usize) -> Option<Vec<&str>> {
             (labels.len() == n).then(|| labels.iter().map(|(_, v)| v.as_str()).collect())
         }
         let registered = match fam.def.kind {

@@ -22,6 +22,15 @@ pub const MATCH_PROTO: u32 = 2;
 pub const MATCH_DST_PORT: u32 = 4;
 /// Rule flag: match the destination prefix (`XDPOOL_MATCH_DST_ADDR`).
 pub const MATCH_DST_ADDR: u32 = 8;
+/// Rule flag: match the UDP/TCP source port range (`XDPOOL_MATCH_SRC_PORT`).
+pub const MATCH_SRC_PORT: u32 = 16;
+/// Rule flag: match the source prefix (`XDPOOL_MATCH_SRC_ADDR`).
+pub const MATCH_SRC_ADDR: u32 = 32;
+/// Rule flag: match the outer VLAN tag's id (`XDPOOL_MATCH_VLAN`).
+pub const MATCH_VLAN: u32 = 64;
+/// `RuleAbi::vlan` (and the program's parsed value): this bit | the 12-bit id; an
+/// untagged frame's value is 0 (`XDPOOL_VLAN_TAGGED`).
+pub const VLAN_TAGGED: u16 = 4096;
 
 /// `shape_families` bit: some rule can match IPv4 frames (`XDPOOL_SHAPE_IPV4`).
 pub const SHAPE_IPV4: u32 = 1;
@@ -37,15 +46,19 @@ pub const ACTION_PASS: u8 = 2;
 /// Action: drop.
 pub const ACTION_DROP: u8 = 3;
 
-/// `dst_family` for IPv4.
+/// `dst_family` / `src_family` for IPv4.
 pub const FAMILY_IPV4: u8 = 4;
-/// `dst_family` for IPv6.
+/// `dst_family` / `src_family` for IPv6.
 pub const FAMILY_IPV6: u8 = 6;
 
 /// The steered frame's metadata tag: generation above this shift, rule position below.
 pub const TAG_GEN_SHIFT: u32 = 8;
 /// Bytes of the metadata tag before the packet data (`XDPOOL_TAG_SIZE`).
 pub const TAG_SIZE: u32 = 4;
+/// `xdpool_config.live`: tagging on (`XDPOOL_LIVE_TAGGING`).
+pub const LIVE_TAGGING: u32 = 2;
+/// `xdpool_config.live`: the generation's shift (`XDPOOL_LIVE_GEN_SHIFT`).
+pub const LIVE_GEN_SHIFT: u32 = 2;
 
 /// Counter index: redirected to an AF_XDP socket.
 pub const CNT_STEERED: u32 = 0;
@@ -72,18 +85,30 @@ pub struct RuleAbi {
     pub proto: u8,
     /// `FAMILY_IPV4` or `FAMILY_IPV6` when `MATCH_DST_ADDR` is set.
     pub dst_family: u8,
-    /// Padding, zero.
-    pub pad0: u8,
+    /// `FAMILY_IPV4` or `FAMILY_IPV6` when `MATCH_SRC_ADDR` is set.
+    pub src_family: u8,
     /// Lowest destination port, host order.
     pub port_min: u16,
     /// Highest destination port (inclusive), host order.
     pub port_max: u16,
-    /// Reserved, zero.
-    pub reserved: u32,
+    /// Lowest source port, host order.
+    pub sport_min: u16,
+    /// Highest source port (inclusive), host order.
+    pub sport_max: u16,
     /// Destination address, network order, already masked (IPv4: word 0).
     pub dst_addr: [u32; 4],
     /// Destination mask, network order.
     pub dst_mask: [u32; 4],
+    /// `VLAN_TAGGED | id` when `MATCH_VLAN` is set.
+    pub vlan: u16,
+    /// Padding, zero.
+    pub pad0: u16,
+    /// Reserved, zero.
+    pub reserved: u32,
+    /// Source address, network order, already masked (IPv4: word 0).
+    pub src_addr: [u32; 4],
+    /// Source mask, network order.
+    pub src_mask: [u32; 4],
 }
 
 /// `struct xdpool_config`: the single entry of the `config` map.
@@ -110,9 +135,9 @@ pub struct RuleHitsAbi {
 pub type BankAbi = [RuleAbi; MAX_RULES];
 
 /// `XDPOOL_RULE_SIZE`.
-pub const RULE_SIZE: usize = 48;
+pub const RULE_SIZE: usize = 88;
 /// `XDPOOL_BANK_SIZE`.
-pub const BANK_SIZE: usize = 3072;
+pub const BANK_SIZE: usize = 5632;
 /// `XDPOOL_CONFIG_SIZE`.
 pub const CONFIG_SIZE: usize = 8;
 /// `XDPOOL_RULE_HITS_SIZE`.
@@ -124,12 +149,18 @@ const _: () = assert!(offset_of!(RuleAbi, flags) == 0);
 const _: () = assert!(offset_of!(RuleAbi, action) == 4);
 const _: () = assert!(offset_of!(RuleAbi, proto) == 5);
 const _: () = assert!(offset_of!(RuleAbi, dst_family) == 6);
-const _: () = assert!(offset_of!(RuleAbi, pad0) == 7);
+const _: () = assert!(offset_of!(RuleAbi, src_family) == 7);
 const _: () = assert!(offset_of!(RuleAbi, port_min) == 8);
 const _: () = assert!(offset_of!(RuleAbi, port_max) == 10);
-const _: () = assert!(offset_of!(RuleAbi, reserved) == 12);
+const _: () = assert!(offset_of!(RuleAbi, sport_min) == 12);
+const _: () = assert!(offset_of!(RuleAbi, sport_max) == 14);
 const _: () = assert!(offset_of!(RuleAbi, dst_addr) == 16);
 const _: () = assert!(offset_of!(RuleAbi, dst_mask) == 32);
+const _: () = assert!(offset_of!(RuleAbi, vlan) == 48);
+const _: () = assert!(offset_of!(RuleAbi, pad0) == 50);
+const _: () = assert!(offset_of!(RuleAbi, reserved) == 52);
+const _: () = assert!(offset_of!(RuleAbi, src_addr) == 56);
+const _: () = assert!(offset_of!(RuleAbi, src_mask) == 72);
 const _: () = assert!(size_of::<ConfigAbi>() == CONFIG_SIZE);
 const _: () = assert!(offset_of!(ConfigAbi, live) == 0);
 const _: () = assert!(offset_of!(ConfigAbi, reserved) == 4);
@@ -196,6 +227,10 @@ mod tests {
             ("XDPOOL_MATCH_PROTO", MATCH_PROTO.into()),
             ("XDPOOL_MATCH_DST_PORT", MATCH_DST_PORT.into()),
             ("XDPOOL_MATCH_DST_ADDR", MATCH_DST_ADDR.into()),
+            ("XDPOOL_MATCH_SRC_PORT", MATCH_SRC_PORT.into()),
+            ("XDPOOL_MATCH_SRC_ADDR", MATCH_SRC_ADDR.into()),
+            ("XDPOOL_MATCH_VLAN", MATCH_VLAN.into()),
+            ("XDPOOL_VLAN_TAGGED", VLAN_TAGGED.into()),
             ("XDPOOL_SHAPE_IPV4", SHAPE_IPV4.into()),
             ("XDPOOL_SHAPE_IPV6", SHAPE_IPV6.into()),
             ("XDPOOL_SHAPE_NON_IP", SHAPE_NON_IP.into()),
@@ -216,6 +251,8 @@ mod tests {
             ("XDPOOL_RULE_HITS_SIZE", RULE_HITS_SIZE as u64),
             ("XDPOOL_TAG_GEN_SHIFT", TAG_GEN_SHIFT.into()),
             ("XDPOOL_TAG_SIZE", TAG_SIZE.into()),
+            ("XDPOOL_LIVE_TAGGING", LIVE_TAGGING.into()),
+            ("XDPOOL_LIVE_GEN_SHIFT", LIVE_GEN_SHIFT.into()),
         ];
         for (name, value) in expect {
             assert_eq!(d.get(*name), Some(value), "{name} differs between xdpool.h and abi.rs");
@@ -235,12 +272,18 @@ mod tests {
             ("action", offset_of!(RuleAbi, action)),
             ("proto", offset_of!(RuleAbi, proto)),
             ("dst_family", offset_of!(RuleAbi, dst_family)),
-            ("pad0", offset_of!(RuleAbi, pad0)),
+            ("src_family", offset_of!(RuleAbi, src_family)),
             ("port_min", offset_of!(RuleAbi, port_min)),
             ("port_max", offset_of!(RuleAbi, port_max)),
-            ("reserved", offset_of!(RuleAbi, reserved)),
+            ("sport_min", offset_of!(RuleAbi, sport_min)),
+            ("sport_max", offset_of!(RuleAbi, sport_max)),
             ("dst_addr", offset_of!(RuleAbi, dst_addr)),
             ("dst_mask", offset_of!(RuleAbi, dst_mask)),
+            ("vlan", offset_of!(RuleAbi, vlan)),
+            ("pad0", offset_of!(RuleAbi, pad0)),
+            ("reserved", offset_of!(RuleAbi, reserved)),
+            ("src_addr", offset_of!(RuleAbi, src_addr)),
+            ("src_mask", offset_of!(RuleAbi, src_mask)),
         ];
         let expect_rule: Vec<(String, usize)> =
             expect_rule.iter().map(|(n, o)| (n.to_string(), *o)).collect();

@@ -38,6 +38,8 @@ static OBJECT: &[u8] = aya::include_bytes_aligned!(concat!(env!("OUT_DIR"), "/xd
 static REDIRECT_OBJECT: &[u8] = aya::include_bytes_aligned!(concat!(env!("OUT_DIR"), "/redirect.bpf.o"));
 
 const STEER_PROG: &str = "xdpool_steer";
+/// The same program for single-buffer frames (section "xdp": no length helper).
+const STEER_PROG_1BUF: &str = "xdpool_steer_1buf";
 const CEILING_PROG: &str = "xdpool_ceiling";
 const REDIRECT_PROG: &str = "xdpool_redirect_ref";
 
@@ -135,9 +137,15 @@ fn load_program(name: &'static str) -> Result<Ebpf, SteerError> {
     load_object(&mut EbpfLoader::new(), OBJECT, name)
 }
 
-/// Loads `xdpool_steer` specialized for `shape`: the shape becomes the object's
-/// frozen `.rodata`, which the verifier reads as constants.
-fn load_steer(shape: &Shape) -> Result<Ebpf, SteerError> {
+/// The steering program's name in the object: `frags` the multi-buffer one.
+fn steer_prog(frags: bool) -> &'static str {
+    if frags { STEER_PROG } else { STEER_PROG_1BUF }
+}
+
+/// Loads `xdpool_steer` (or, `frags` false, `xdpool_steer_1buf`) specialized for
+/// `shape`: the shape becomes the object's frozen `.rodata`, which the verifier
+/// reads as constants.
+fn load_steer(shape: &Shape, frags: bool) -> Result<Ebpf, SteerError> {
     let count = shape.rule_count();
     let fields = shape.fields();
     let families = shape.families();
@@ -148,8 +156,8 @@ fn load_steer(shape: &Shape) -> Result<Ebpf, SteerError> {
         .override_global("shape_fields", &fields, true)
         .override_global("shape_families", &families, true)
         .override_global("shape_match_all", &match_all, true);
-    let ebpf = load_object(&mut loader, OBJECT, STEER_PROG)?;
-    tracing::debug!(%shape, "steering program loaded for its shape");
+    let ebpf = load_object(&mut loader, OBJECT, steer_prog(frags))?;
+    tracing::debug!(%shape, frags, "steering program loaded for its shape");
     Ok(ebpf)
 }
 
@@ -247,12 +255,17 @@ fn zero_rule_hits(ebpf: &mut Ebpf, bank: u32) -> Result<(), SteerError> {
     Ok(())
 }
 
-/// Writes the `config` map's live word: `(generation << 1) | bank`.
-fn write_live(ebpf: &mut Ebpf, generation: u32, bank: u32) -> Result<(), SteerError> {
+/// The `config` map's live word (`xdpool.h`): generation, tagging, bank.
+pub(crate) fn live_word(generation: u32, bank: u32, tagging: bool) -> u32 {
+    (generation << abi::LIVE_GEN_SHIFT) | if tagging { abi::LIVE_TAGGING } else { 0 } | (bank & 1)
+}
+
+/// Writes the `config` map's live word.
+fn write_live(ebpf: &mut Ebpf, generation: u32, bank: u32, tagging: bool) -> Result<(), SteerError> {
     let mut config: Array<&mut MapData, ConfigAbi> =
         Array::try_from(map_mut(ebpf, "config")?).map_err(|source| SteerError::Map { name: "config", source })?;
     config
-        .set(0, ConfigAbi { live: (generation << 1) | bank, reserved: 0 }, 0)
+        .set(0, ConfigAbi { live: live_word(generation, bank, tagging), reserved: 0 }, 0)
         .map_err(|source| SteerError::Map { name: "config", source })
 }
 
@@ -325,12 +338,12 @@ struct Attachment {
 }
 
 /// Attaches `prog` through a bpf_link, mapping the kernel's answers to what the user should do.
-fn attach_link(prog: &Xdp, ifindex: u32, mode: XdpAttachMode) -> Result<Attachment, SteerError> {
+fn attach_link(prog: &Xdp, name: &'static str, ifindex: u32, mode: XdpAttachMode) -> Result<Attachment, SteerError> {
     // Also proves the interface exists in this network namespace.
     if let Some(prog_id) = xdp_program_on(ifindex)? {
         return Err(SteerError::AlreadyAttached { ifindex, prog_id: Some(prog_id) });
     }
-    let prog_fd = prog.fd().map_err(|source| SteerError::Program { name: STEER_PROG, source })?;
+    let prog_fd = prog.fd().map_err(|source| SteerError::Program { name, source })?;
     match link::xdp_link_create(prog_fd.as_fd(), ifindex, mode.flags()) {
         Ok(link) => {
             tracing::info!(ifindex, %mode, "XDP program attached through bpf_link");
@@ -392,7 +405,21 @@ pub struct Steering {
     retired_counters: Option<Map>,
     /// Counts of the programs replaced before that one.
     folded: XdpCounters,
+    /// The loaded program is `xdpool_steer` (multi-buffer), not `xdpool_steer_1buf`.
+    frags: bool,
+    /// Multi-buffer frames are wanted whatever the MTU (`multi_buffer = true`).
+    frags_required: bool,
+    /// Steered frames are tagged (a hot reload's hand-over is under way).
+    tagging: bool,
+    /// The live list, encoded: what a program of the other kind is loaded with.
+    entries: Vec<RuleAbi>,
 }
+
+/// Largest MTU taken to fit one buffer in every driver's XDP (veth takes about
+/// 3 500, igb and virtio-net about 3 000); above it the multi-buffer program is
+/// attached. Where the guess is wrong the kernel refuses the single-buffer one at
+/// attach and the multi-buffer one is attached instead.
+const ONE_BUFFER_MTU: u32 = 1500;
 
 /// Largest generation a frame's tag holds (`32 - TAG_GEN_SHIFT` bits); the next wraps to 1.
 pub const MAX_GENERATION: u32 = (1 << (32 - abi::TAG_GEN_SHIFT)) - 1;
@@ -407,7 +434,7 @@ impl Steering {
     /// until [`Steering::set_rules`] is called.
     pub fn load() -> Result<Self, SteerError> {
         let shape = Shape::of(&[]);
-        let ebpf = load_steer(&shape)?;
+        let ebpf = load_steer(&shape, true)?;
         Ok(Steering {
             ebpf,
             shape,
@@ -419,6 +446,10 @@ impl Steering {
             xsks: BTreeMap::new(),
             retired_counters: None,
             folded: XdpCounters::default(),
+            frags: true,
+            frags_required: false,
+            tagging: false,
+            entries: Vec::new(),
         })
     }
 
@@ -428,9 +459,9 @@ impl Steering {
     pub fn with_rules(rules: &[Rule]) -> Result<Self, SteerError> {
         let entries = rule::encode_rules(rules)?;
         let shape = Shape::of(&entries[..rules.len()]);
-        let mut ebpf = load_steer(&shape)?;
+        let mut ebpf = load_steer(&shape, true)?;
         write_bank(&mut ebpf, 0, &entries)?;
-        write_live(&mut ebpf, 1, 0)?;
+        write_live(&mut ebpf, 1, 0, false)?;
         Ok(Steering {
             ebpf,
             shape,
@@ -442,6 +473,10 @@ impl Steering {
             xsks: BTreeMap::new(),
             retired_counters: None,
             folded: XdpCounters::default(),
+            frags: true,
+            frags_required: false,
+            tagging: false,
+            entries: entries[..rules.len()].to_vec(),
         })
     }
 
@@ -473,12 +508,15 @@ impl Steering {
         // its counts are final. Fold what the live list carries from it.
         self.fold_retired()?;
         if shape != self.shape {
-            return self.reload(shape, &entries, rules.len(), carry, generation);
+            self.reload(shape, &entries, rules.len(), carry, generation, self.frags)?;
+            self.entries = entries[..rules.len()].to_vec();
+            return Ok(());
         }
         let next = 1 - self.live_bank;
         zero_rule_hits(&mut self.ebpf, next)?;
         write_bank(&mut self.ebpf, next, &entries)?;
-        write_live(&mut self.ebpf, generation, next)?;
+        write_live(&mut self.ebpf, generation, next, self.tagging)?;
+        self.entries = entries[..rules.len()].to_vec();
         self.live_bank = next;
         self.generation = generation;
         let old = std::mem::replace(&mut self.hits, ListHits::new(next, rules.len(), carry));
@@ -507,10 +545,10 @@ impl Steering {
     /// Loads a program for `shape` with `entries` in bank 0 and the registered
     /// sockets in its XSKMAP, then puts it where the old one was.
     #[cold]
-    fn reload(&mut self, shape: Shape, entries: &[RuleAbi], rule_count: usize, carry: &[Option<usize>], generation: u32) -> Result<(), SteerError> {
-        let mut next = load_steer(&shape)?;
+    fn reload(&mut self, shape: Shape, entries: &[RuleAbi], rule_count: usize, carry: &[Option<usize>], generation: u32, frags: bool) -> Result<(), SteerError> {
+        let mut next = load_steer(&shape, frags)?;
         write_bank(&mut next, 0, entries)?;
-        write_live(&mut next, generation, 0)?;
+        write_live(&mut next, generation, 0, self.tagging)?;
         {
             let mut xsks: XskMap<&mut MapData> = XskMap::try_from(map_mut(&mut next, "xsks")?)
                 .map_err(|source| SteerError::Map { name: "xsks", source })?;
@@ -519,8 +557,9 @@ impl Steering {
             }
         }
         if let Some(a) = &self.attachment {
-            let new_fd = xdp(&next, STEER_PROG)?.fd().map_err(|source| SteerError::Program { name: STEER_PROG, source })?;
-            let old_fd = xdp(&self.ebpf, STEER_PROG)?.fd().map_err(|source| SteerError::Program { name: STEER_PROG, source })?;
+            let (new_name, old_name) = (steer_prog(frags), steer_prog(self.frags));
+            let new_fd = xdp(&next, new_name)?.fd().map_err(|source| SteerError::Program { name: new_name, source })?;
+            let old_fd = xdp(&self.ebpf, old_name)?.fd().map_err(|source| SteerError::Program { name: old_name, source })?;
             link::xdp_link_update(a.link.as_fd(), new_fd.as_fd(), old_fd.as_fd()).map_err(|source| match source.raw_os_error() {
                 Some(libc::EPERM) | Some(libc::EACCES) => SteerError::NotPermitted { what: "replacing the XDP program" },
                 _ => SteerError::Attach { ifindex: a.ifindex, source },
@@ -544,7 +583,52 @@ impl Steering {
         self.shape = shape;
         self.live_bank = 0;
         self.generation = generation;
+        self.frags = frags;
         Ok(())
+    }
+
+    /// Whether the loaded program takes multi-buffer frames (`xdpool_steer`) or
+    /// single-buffer ones only (`xdpool_steer_1buf`, which counts bytes without a
+    /// helper call).
+    pub fn frags(&self) -> bool {
+        self.frags
+    }
+
+    /// Loads the multi-buffer (`true`) or the single-buffer program with the live
+    /// list, its counters carried; nothing when that one is loaded. Used before
+    /// attaching; attached, the swap is a bpf_link update.
+    pub fn use_frags(&mut self, frags: bool) -> Result<(), SteerError> {
+        if frags == self.frags {
+            return Ok(());
+        }
+        self.fold_retired()?;
+        let entries = self.entries.clone();
+        let carry: Vec<Option<usize>> = (0..entries.len()).map(Some).collect();
+        self.reload(self.shape.clone(), &entries, entries.len(), &carry, self.generation, frags)
+    }
+
+    /// Multi-buffer frames are wanted whatever the MTU (the sockets are
+    /// multi-buffer): [`Steering::attach`] then always attaches `xdpool_steer`.
+    pub fn require_frags(&mut self, required: bool) {
+        self.frags_required = required;
+    }
+
+    /// Turns the tagging of steered frames on or off (`xdpool.h`): on for a hot
+    /// reload's hand-over only (worker/rules.rs), since a tag costs a helper call
+    /// and a write per frame.
+    pub fn set_tagging(&mut self, on: bool) -> Result<(), SteerError> {
+        if on == self.tagging {
+            return Ok(());
+        }
+        write_live(&mut self.ebpf, self.generation, self.live_bank, on)?;
+        self.tagging = on;
+        tracing::debug!(on, generation = self.generation, "steered frames tagged");
+        Ok(())
+    }
+
+    /// Whether steered frames are tagged now.
+    pub fn tagging(&self) -> bool {
+        self.tagging
     }
 
     /// Generation of the live rule list (0 before any list was set).
@@ -558,8 +642,21 @@ impl Steering {
         if let Some(a) = &self.attachment {
             return Err(SteerError::AttachedHere { ifindex: a.ifindex });
         }
-        let prog = xdp(&self.ebpf, STEER_PROG)?;
-        self.attachment = Some(attach_link(prog, ifindex, mode)?);
+        // The single-buffer program where the MTU fits one buffer (no length
+        // helper per frame); the kernel then keeps the MTU there while attached.
+        let one_buffer = !self.frags_required && netlink::link_mtu(ifindex).ok().flatten().is_some_and(|m| m <= ONE_BUFFER_MTU);
+        self.use_frags(!one_buffer)?;
+        let first = attach_link(xdp(&self.ebpf, steer_prog(self.frags))?, steer_prog(self.frags), ifindex, mode);
+        let attachment = match first {
+            Err(SteerError::ModeRefused { .. } | SteerError::Attach { .. }) if !self.frags => {
+                // Refused for the MTU (veth checks its peer's): the multi-buffer one.
+                tracing::debug!(ifindex, "single-buffer XDP program refused; attaching the multi-buffer one");
+                self.use_frags(true)?;
+                attach_link(xdp(&self.ebpf, STEER_PROG)?, STEER_PROG, ifindex, mode)?
+            }
+            r => r?,
+        };
+        self.attachment = Some(attachment);
         Ok(())
     }
 
@@ -578,8 +675,9 @@ impl Steering {
 
     /// Kernel id of the loaded program (what [`xdp_program_on`] reports once attached).
     pub fn program_id(&self) -> Result<u32, SteerError> {
-        let prog = xdp(&self.ebpf, STEER_PROG)?;
-        prog.info().map(|i| i.id()).map_err(|source| SteerError::Program { name: STEER_PROG, source })
+        let name = steer_prog(self.frags);
+        let prog = xdp(&self.ebpf, name)?;
+        prog.info().map(|i| i.id()).map_err(|source| SteerError::Program { name, source })
     }
 
     /// Steers frames of receive queue `queue` to the AF_XDP socket `fd`. The fd
@@ -643,13 +741,13 @@ impl Steering {
     /// the XDP action (`XDP_DROP` = 1, `XDP_PASS` = 2, `XDP_REDIRECT` = 4).
     /// Counters move exactly as for a received frame.
     pub fn test_run(&self, frame: &[u8]) -> Result<u32, SteerError> {
-        test_run_xdp(xdp(&self.ebpf, STEER_PROG)?, frame, 1).map(|(action, _)| action)
+        test_run_xdp(xdp(&self.ebpf, steer_prog(self.frags))?, frame, 1).map(|(action, _)| action)
     }
 
     /// Runs the program `repeat` times on `frame` in the kernel; returns the XDP
     /// action and the kernel-measured mean time per run. Counters move `repeat` times.
     pub fn test_run_timed(&self, frame: &[u8], repeat: u32) -> Result<(u32, Duration), SteerError> {
-        test_run_xdp(xdp(&self.ebpf, STEER_PROG)?, frame, repeat)
+        test_run_xdp(xdp(&self.ebpf, steer_prog(self.frags))?, frame, repeat)
     }
 }
 
@@ -670,7 +768,7 @@ impl Ceiling {
     pub fn load_and_attach(ifindex: u32, mode: XdpAttachMode) -> Result<Self, SteerError> {
         let mut ceiling = Self::load()?;
         let prog = xdp(&ceiling.ebpf, CEILING_PROG)?;
-        ceiling.attachment = Some(attach_link(prog, ifindex, mode)?);
+        ceiling.attachment = Some(attach_link(prog, CEILING_PROG, ifindex, mode)?);
         Ok(ceiling)
     }
 

@@ -20,6 +20,16 @@ pub fn xdp_program_on(ifindex: u32) -> Result<Option<u32>, SteerError> {
     }
 }
 
+/// The MTU of the link `ifindex` in the calling thread's namespace (`None`: no such link).
+pub(crate) fn link_mtu(ifindex: u32) -> io::Result<Option<u32>> {
+    Ok(get_link(ifindex)?.and_then(|l| {
+        l.attributes.iter().find_map(|a| match a {
+            LinkAttribute::Mtu(m) => Some(*m),
+            _ => None,
+        })
+    }))
+}
+
 /// RTM_GETLINK for one index in the calling thread's namespace; `None` when no link
 /// has this index (ENODEV).
 pub(crate) fn get_link(ifindex: u32) -> io::Result<Option<LinkMessage>> {

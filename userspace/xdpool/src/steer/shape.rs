@@ -24,7 +24,9 @@ pub struct Shape {
     match_all: Option<u8>,
 }
 
-const MATCH_BITS: u32 = abi::MATCH_PROTO | abi::MATCH_DST_PORT | abi::MATCH_DST_ADDR;
+const MATCH_BITS: u32 = IP_BITS | abi::MATCH_VLAN;
+/// The conditions only an IP frame can meet (VLAN holds for any frame kind).
+const IP_BITS: u32 = abi::MATCH_PROTO | abi::MATCH_DST_PORT | abi::MATCH_DST_ADDR | abi::MATCH_SRC_PORT | abi::MATCH_SRC_ADDR;
 
 impl Shape {
     /// The shape of an encoded rule list (`encode_rules`' first `len` entries).
@@ -37,12 +39,17 @@ impl Shape {
         for r in rules {
             let bits = r.flags & MATCH_BITS;
             fields |= bits;
-            if bits == 0 {
+            if bits & IP_BITS == 0 {
                 families |= abi::SHAPE_NON_IP;
             }
-            // A prefix condition pins the family; protocol and port conditions
+            // A prefix condition pins the family (a rule's two prefixes are of one
+            // family, `encode_rule` checks it); protocol, port and VLAN conditions
             // hold for both.
-            let only = (bits & abi::MATCH_DST_ADDR != 0).then_some(r.dst_family);
+            let only = if bits & abi::MATCH_DST_ADDR != 0 {
+                Some(r.dst_family)
+            } else {
+                (bits & abi::MATCH_SRC_ADDR != 0).then_some(r.src_family)
+            };
             if only.is_none_or(|f| f == abi::FAMILY_IPV4) {
                 families |= abi::SHAPE_IPV4;
             }
@@ -88,7 +95,14 @@ impl fmt::Display for Shape {
             let v: Vec<&str> = table.iter().filter(|(b, _)| bits & b != 0).map(|(_, n)| *n).collect();
             if v.is_empty() { "none".to_string() } else { v.join("|") }
         };
-        let fields = [(abi::MATCH_PROTO, "proto"), (abi::MATCH_DST_PORT, "port"), (abi::MATCH_DST_ADDR, "addr")];
+        let fields = [
+            (abi::MATCH_PROTO, "proto"),
+            (abi::MATCH_DST_PORT, "port"),
+            (abi::MATCH_DST_ADDR, "addr"),
+            (abi::MATCH_SRC_PORT, "src_port"),
+            (abi::MATCH_SRC_ADDR, "src_addr"),
+            (abi::MATCH_VLAN, "vlan"),
+        ];
         let kinds = [(abi::SHAPE_IPV4, "ipv4"), (abi::SHAPE_IPV6, "ipv6"), (abi::SHAPE_NON_IP, "non-ip")];
         write!(
             f,
@@ -117,7 +131,38 @@ mod tests {
             let (a, l) = p.split_once('/').unwrap();
             (a.parse::<IpAddr>().unwrap(), l.parse().unwrap())
         });
-        Rule { matcher: RuleMatch::Fields { proto, dst_port: port, dst_prefix }, action: RuleAction::Steer }
+        Rule { matcher: RuleMatch::dst(proto, port, dst_prefix), action: RuleAction::Steer }
+    }
+
+    fn source(src_port: Option<(u16, u16)>, prefix: Option<&str>, vlan: Option<u16>) -> Rule {
+        let src_prefix = prefix.map(|p| {
+            let (a, l) = p.split_once('/').unwrap();
+            (a.parse::<IpAddr>().unwrap(), l.parse().unwrap())
+        });
+        let matcher = RuleMatch::Fields { proto: None, dst_port: None, dst_prefix: None, src_port, src_prefix, vlan };
+        Rule { matcher, action: RuleAction::Steer }
+    }
+
+    #[test]
+    fn source_and_vlan_fields_are_shape_bits_and_families_follow_them() {
+        let v4 = shape(&[source(None, Some("198.18.0.0/15"), None)]);
+        assert_eq!((v4.fields(), v4.families()), (abi::MATCH_SRC_ADDR, abi::SHAPE_IPV4), "a source prefix pins the family");
+        let v6 = shape(&[source(None, Some("2001:2::/48"), None)]);
+        assert_eq!(v6.families(), abi::SHAPE_IPV6);
+        let vlan = shape(&[source(None, None, Some(5))]);
+        assert_eq!(vlan.match_all(), None, "a VLAN condition is a condition: rule 0 is no match-all");
+        assert_eq!(
+            (vlan.fields(), vlan.families()),
+            (abi::MATCH_VLAN, abi::SHAPE_IPV4 | abi::SHAPE_IPV6 | abi::SHAPE_NON_IP),
+            "tagged ARP matches a VLAN-only rule"
+        );
+        let sport = shape(&[source(Some((1, 2)), None, None)]);
+        assert_eq!((sport.fields(), sport.families()), (abi::MATCH_SRC_PORT, abi::SHAPE_IPV4 | abi::SHAPE_IPV6));
+        assert_eq!(
+            shape(&[source(Some((1, 2)), Some("198.18.0.0/15"), Some(7))]).to_string(),
+            "1 rules, fields src_port|src_addr|vlan, parses ipv4"
+        );
+        assert_ne!(sport, shape(&[fields(None, Some((1, 2)), None)]), "source and destination ports are different programs");
     }
 
     #[test]

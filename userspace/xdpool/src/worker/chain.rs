@@ -58,7 +58,7 @@ impl Lane {
             let (first, fd) = &mut self.chain[0];
             let offset = (fd.addr - first.addr()) as u32;
             let (v, unknown) = self.rules.verdict(self.port.region(), first, offset, fd.len);
-            self.port.c.rule_tag_unknown += u64::from(unknown);
+            self.port.c.rule_untagged += u64::from(unknown);
             v
         };
         if verdict.is_l2fwd() {

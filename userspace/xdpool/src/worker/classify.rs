@@ -112,7 +112,15 @@ impl Action {
     }
 }
 
+/// Whether every condition of `r` holds for `p` (the XDP program's rule_matches,
+/// xdpool.h "Semantics"): VLAN is the outer tag's id (an untagged frame never
+/// matches), ports need a UDP/TCP header, prefixes the frame's family.
 fn matches(r: &ValidRule, p: &wire::Parsed) -> bool {
+    if let Some(id) = r.vlan {
+        if p.outer_vlan_id() != Some(id) {
+            return false;
+        }
+    }
     if let Some(proto) = r.proto {
         if p.ip_proto() != Some(proto) {
             return false;
@@ -124,8 +132,20 @@ fn matches(r: &ValidRule, p: &wire::Parsed) -> bool {
             _ => return false,
         }
     }
+    if let Some((lo, hi)) = r.src_port {
+        match p.src_port() {
+            Some(port) if (lo..=hi).contains(&port) => {}
+            _ => return false,
+        }
+    }
     if let Some((net, len)) = r.dst {
         match p.dst_ip() {
+            Some(addr) if in_prefix(addr, net, len) => {}
+            _ => return false,
+        }
+    }
+    if let Some((net, len)) = r.src {
+        match p.src_ip() {
             Some(addr) if in_prefix(addr, net, len) => {}
             _ => return false,
         }
@@ -168,7 +188,66 @@ mod tests {
     }
 
     fn rule(proto: Option<u8>, port: Option<(u16, u16)>, dst: Option<(&str, u8)>, action: Action) -> ValidRule {
-        ValidRule { proto, dst_port: port, dst: dst.map(|(a, l)| (a.parse().unwrap(), l)), action, port: 0, to: (action == Action::Forward).then_some(1), mac: crate::config::MacRewrite::Swap, mirror_to: None }
+        ValidRule { proto, dst_port: port, dst: dst.map(|(a, l)| (a.parse().unwrap(), l)), src_port: None, src: None, vlan: None, action, port: 0, to: (action == Action::Forward).then_some(1), mac: crate::config::MacRewrite::Swap, mirror_to: None }
+    }
+
+    /// A UDP frame from `src`:`sport` to 198.18.0.2:9, with `tags` VLAN ids (outer first).
+    fn tagged_udp(tags: &[u16], src: [u8; 4], sport: u16) -> Vec<u8> {
+        let plain = udp_frame(9, [198, 18, 0, 2]);
+        let mut f = plain[..12].to_vec();
+        for (i, id) in tags.iter().enumerate() {
+            f.extend_from_slice(&(if i == 0 && tags.len() > 1 { 0x88a8u16 } else { 0x8100u16 }).to_be_bytes());
+            f.extend_from_slice(&(0x2000 | id).to_be_bytes()); // PCP 1: the id is the low 12 bits only
+        }
+        f.extend_from_slice(&plain[12..]);
+        let l3 = 14 + 4 * tags.len();
+        f[l3 + 12..l3 + 16].copy_from_slice(&src);
+        f[l3 + 20..l3 + 22].copy_from_slice(&sport.to_be_bytes());
+        f
+    }
+
+    fn source_rule(vlan: Option<u16>, src: Option<(&str, u8)>, src_port: Option<(u16, u16)>, action: Action) -> ValidRule {
+        let proto = src_port.map(|_| 17);
+        ValidRule { vlan, src: src.map(|(a, l)| (a.parse().unwrap(), l)), src_port, ..rule(proto, None, None, action) }
+    }
+
+    #[test]
+    fn vlan_matches_the_outer_tag_only_and_never_an_untagged_frame() {
+        let c = Classifier::new(vec![source_rule(Some(5), None, None, Action::L2fwd), rule(None, None, None, Action::Drop), rule(Some(6), None, None, Action::Copybreak)]);
+        let src = [198, 18, 0, 1];
+        assert_eq!(c.first_match(&tagged_udp(&[5], src, 1)), Some(0));
+        assert_eq!(c.first_match(&tagged_udp(&[5, 7], src, 1)), Some(0), "QinQ: the outer id");
+        assert_eq!(c.first_match(&tagged_udp(&[7, 5], src, 1)), Some(1), "the inner id is not looked at");
+        assert_eq!(c.first_match(&tagged_udp(&[6], src, 1)), Some(1));
+        assert_eq!(c.first_match(&tagged_udp(&[], src, 1)), Some(1), "untagged: no VLAN match");
+        assert_eq!(c.classify(&tagged_udp(&[5], src, 1)).act, Act::L2fwd);
+        assert_eq!(c.classify(&tagged_udp(&[], src, 1)).act, Act::Drop);
+        let zero = Classifier::new(vec![source_rule(Some(0), None, None, Action::L2fwd)]);
+        assert_eq!(zero.first_match(&tagged_udp(&[0], src, 1)), Some(0), "vlan 0 matches a priority tag");
+        assert_eq!(zero.first_match(&tagged_udp(&[], src, 1)), None, "and not an untagged frame");
+    }
+
+    #[test]
+    fn source_prefix_and_port_ranges() {
+        let c = Classifier::new(vec![
+            source_rule(None, Some(("198.18.0.0", 24)), Some((1000, 1999)), Action::L2fwd),
+            source_rule(None, Some(("198.18.0.0", 15)), None, Action::Copybreak),
+            source_rule(None, None, Some((7, 7)), Action::ReflectTwice),
+            rule(None, None, None, Action::Drop),
+        ]);
+        let act = |src: [u8; 4], sport: u16| c.classify(&tagged_udp(&[], src, sport)).act;
+        assert_eq!(act([198, 18, 0, 9], 1000), Act::L2fwd);
+        assert_eq!(act([198, 18, 0, 9], 1999), Act::L2fwd);
+        assert_eq!(act([198, 18, 0, 9], 2000), Act::Copybreak, "port past the range: the next rule");
+        assert_eq!(act([198, 18, 1, 9], 1500), Act::Copybreak, "outside the /24, inside the /15");
+        assert_eq!(act([198, 20, 0, 9], 7), Act::ReflectTwice);
+        assert_eq!(act([198, 20, 0, 9], 8), Act::Drop);
+        // The destination port never stands in for the source port (the frame's is 9).
+        let dst9 = Classifier::new(vec![source_rule(None, None, Some((9, 9)), Action::L2fwd), rule(None, None, None, Action::Drop)]);
+        assert_eq!(dst9.first_match(&tagged_udp(&[], [198, 18, 0, 1], 1024)), Some(1));
+        // An IPv6 source prefix never matches an IPv4 frame.
+        let v6 = Classifier::new(vec![source_rule(None, Some(("::", 0)), None, Action::L2fwd)]);
+        assert_eq!(v6.first_match(&tagged_udp(&[3], [198, 18, 0, 1], 1)), None);
     }
 
     #[test]

@@ -60,7 +60,7 @@ counters!(
     idle_loops,
     /// Frames received during a rule reload whose tag named no rule list the worker
     /// knew (acted on under the current list).
-    rule_tag_unknown,
+    rule_untagged,
     /// Rule lists this socket's worker took (hot reloads).
     rules_taken,
     /// Frames drained from RX rings when a socket was given up.

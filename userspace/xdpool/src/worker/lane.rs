@@ -248,7 +248,7 @@ impl Lane {
         // take_rx checked addr..addr+len lies in the frame's chunk.
         let offset = (d.addr - frame.addr()) as u32;
         let (verdict, unknown) = self.rules.verdict(self.port.region(), &mut frame, offset, d.len);
-        self.port.c.rule_tag_unknown += u64::from(unknown);
+        self.port.c.rule_untagged += u64::from(unknown);
         Some((frame, verdict))
     }
 

@@ -440,7 +440,7 @@ fn port_teardown_audits_its_pool_and_a_frame_lost_there_fails_it() {
     let port = rig.ports.remove(1);
     let _kernel = rig.kernels.remove(1);
     let shared = PortShared::new(1, "out", "x", 0, None, 8, Waker::new().unwrap());
-    let rules = vec![crate::config::ValidRule { proto: None, dst_port: None, dst: None, action: crate::config::Action::L2fwd, port: 1, to: None, mac: MacRewrite::Swap, mirror_to: None }];
+    let rules = vec![crate::config::ValidRule { proto: None, dst_port: None, dst: None, src_port: None, src: None, vlan: None, action: crate::config::Action::L2fwd, port: 1, to: None, mac: MacRewrite::Swap, mirror_to: None }];
     let spec = LaneSpec { socket: 1, port: 1, queue_pos: 0, rules: super::rules::RuleSlot::new(0, super::classify::Classifier::new(rules)), rings: PortRings { fill: 64, rx: 64 } };
     let mut lane = Lane::new(port, shared.clone(), spec, crate::config::WaitMode::Spin);
     lane.give_up(&rig.remotes);
@@ -478,7 +478,7 @@ fn a_chain_with_a_refused_buffer_is_dropped_whole() {
     let port = rig.ports.remove(0);
     let kernel = rig.kernels.remove(0);
     let shared = PortShared::new(0, "main", "x", 0, None, 8, Waker::new().unwrap());
-    let rules = vec![crate::config::ValidRule { proto: None, dst_port: None, dst: None, action: crate::config::Action::L2fwd, port: 0, to: None, mac: MacRewrite::Swap, mirror_to: None }];
+    let rules = vec![crate::config::ValidRule { proto: None, dst_port: None, dst: None, src_port: None, src: None, vlan: None, action: crate::config::Action::L2fwd, port: 0, to: None, mac: MacRewrite::Swap, mirror_to: None }];
     let spec = LaneSpec { socket: 0, port: 0, queue_pos: 0, rules: super::rules::RuleSlot::new(0, super::classify::Classifier::new(rules)), rings: PortRings { fill: 64, rx: 64 } };
     let mut lane = Lane::new(port, shared, spec, crate::config::WaitMode::Spin);
     lane.port.refill();
@@ -520,7 +520,7 @@ fn a_worker_hands_frames_to_another_workers_queue_and_counts_a_full_one() {
     let sockets = vec![PortShared::new(0, "in", "a", 0, None, 8, w0), PortShared::new(1, "out", "b", 0, None, 8, w1)];
     sockets[1].handover().set_phase_for_test(super::handover::Phase::Running);
     let fabric = Arc::new(Fabric { sockets, port_sockets: vec![vec![0], vec![1]], remotes: Remotes::new(2), neighbours: crate::neigh::Neighbours::new(MacBook::new(2)), capture: Default::default(), file_capture: Default::default() });
-    let rule = crate::config::ValidRule { proto: None, dst_port: None, dst: None, action: crate::config::Action::Forward, port: 0, to: Some(1), mac: MacRewrite::Swap, mirror_to: None };
+    let rule = crate::config::ValidRule { proto: None, dst_port: None, dst: None, src_port: None, src: None, vlan: None, action: crate::config::Action::Forward, port: 0, to: Some(1), mac: MacRewrite::Swap, mirror_to: None };
     let lane = LaneSpec { socket: 0, port: 0, queue_pos: 0, rules: super::rules::RuleSlot::new(0, super::classify::Classifier::new(vec![rule])), rings: PortRings { fill: 64, rx: 64 } };
     let spec = WorkerSpec { core: None, batch: 64, mode: crate::config::WaitMode::Spin, lanes: vec![lane], hold_frames: 0, copybreak_bytes: 128, busy_poll_budget: 64, poll_coalesce: std::time::Duration::ZERO };
     let mut w = Worker::new(&region, spec, fabric.clone());
@@ -565,7 +565,7 @@ fn capture_copies_the_rules_frames_before_the_action_and_counts_a_full_tap() {
     let sockets = vec![PortShared::new(0, "in", "a", 0, None, 8, Waker::new().unwrap())];
     let tap = Arc::new(CaptureTap::with_capacity(8));
     let fabric = Arc::new(Fabric { sockets, port_sockets: vec![vec![0]], remotes: Remotes::new(1), neighbours: crate::neigh::Neighbours::new(MacBook::new(1)), capture: tap.clone(), file_capture: Default::default() });
-    let rule = |port: u16| crate::config::ValidRule { proto: Some(17), dst_port: Some((port, port)), dst: None, action: crate::config::Action::L2fwd, port: 0, to: None, mac: MacRewrite::Swap, mirror_to: None };
+    let rule = |port: u16| crate::config::ValidRule { proto: Some(17), dst_port: Some((port, port)), dst: None, src_port: None, src: None, vlan: None, action: crate::config::Action::L2fwd, port: 0, to: None, mac: MacRewrite::Swap, mirror_to: None };
     // The template goes to UDP port 9: rule 1 is its first match, rule 0 never matches.
     let lane = LaneSpec { socket: 0, port: 0, queue_pos: 0, rules: super::rules::RuleSlot::new(0, super::classify::Classifier::new(vec![rule(10), rule(9)])), rings: PortRings { fill: 64, rx: 64 } };
     let spec = WorkerSpec { core: None, batch: 64, mode: crate::config::WaitMode::Spin, lanes: vec![lane], hold_frames: 0, copybreak_bytes: 128, busy_poll_budget: 64, poll_coalesce: std::time::Duration::ZERO };
@@ -632,7 +632,7 @@ fn capture_follows_the_rule_key_across_a_renumbering_and_a_rule_file_gets_its_fr
     let sockets = vec![PortShared::new(0, "in", "a", 0, None, 8, Waker::new().unwrap())];
     let (tap, file_tap) = (Arc::new(CaptureTap::with_capacity(64)), Arc::new(CaptureTap::with_capacity(64)));
     let fabric = Arc::new(Fabric { sockets, port_sockets: vec![vec![0]], remotes: Remotes::new(1), neighbours: crate::neigh::Neighbours::new(MacBook::new(1)), capture: tap.clone(), file_capture: file_tap.clone() });
-    let rule = |port: u16| crate::config::ValidRule { proto: Some(17), dst_port: Some((port, port)), dst: None, action: crate::config::Action::Drop, port: 0, to: None, mac: MacRewrite::Swap, mirror_to: None };
+    let rule = |port: u16| crate::config::ValidRule { proto: Some(17), dst_port: Some((port, port)), dst: None, src_port: None, src: None, vlan: None, action: crate::config::Action::Drop, port: 0, to: None, mac: MacRewrite::Swap, mirror_to: None };
     let classifier = |ports: &[u16]| super::classify::Classifier::new(ports.iter().map(|p| rule(*p)).collect());
     // The template goes to UDP port 9: the rule of key 6.
     let slot = RuleSlot::with_set(RuleSet::with_taps(0, classifier(&[10, 9]), vec![5, 6], vec![]));
@@ -698,7 +698,7 @@ fn busy_poll_counts_polls_the_napi_served_and_falls_back_without_one() {
         let region = Region::new(RegionConfig { frames: FRAMES, chunk_size: CHUNK, ..RegionConfig::default() }).unwrap();
         let sockets = vec![PortShared::new(0, "in", "a", 0, None, 8, Waker::new().unwrap())];
         let fabric = Arc::new(Fabric { sockets, port_sockets: vec![vec![0]], remotes: Remotes::new(1), neighbours: crate::neigh::Neighbours::new(MacBook::new(1)), capture: Default::default(), file_capture: Default::default() });
-        let rule = crate::config::ValidRule { proto: None, dst_port: None, dst: None, action: crate::config::Action::Drop, port: 0, to: None, mac: MacRewrite::Swap, mirror_to: None };
+        let rule = crate::config::ValidRule { proto: None, dst_port: None, dst: None, src_port: None, src: None, vlan: None, action: crate::config::Action::Drop, port: 0, to: None, mac: MacRewrite::Swap, mirror_to: None };
         let lane = LaneSpec { socket: 0, port: 0, queue_pos: 0, rules: super::rules::RuleSlot::new(0, super::classify::Classifier::new(vec![rule])), rings: PortRings { fill: 64, rx: 64 } };
         let spec = WorkerSpec { core: None, batch: 64, mode: WaitMode::BusyPoll, lanes: vec![lane], hold_frames: 0, copybreak_bytes: 128, busy_poll_budget: 64, poll_coalesce: std::time::Duration::ZERO };
         let mut w = Worker::new(&region, spec, fabric.clone());
