@@ -59,8 +59,9 @@ pub enum Command {
     /// too slowly, copies are skipped and counted (`capture_dropped` in `xdpool
     /// stats`), never the frames. Only rules whose action reaches the workers can be
     /// captured (not `pass` or `xdpdrop`); multi-buffer frames are not captured.
-    /// Example: `xdpool capture --rule 0 --count 1000 -w /tmp/rule0.pcapng`, then
-    /// `tcpdump -r /tmp/rule0.pcapng`.
+    /// Example: `xdpool capture --rule 0 --count 1000 -w /tmp/rule0.pcapng` (or
+    /// `--rule NAME`), then `tcpdump -r /tmp/rule0.pcapng`. For a capture without a
+    /// client, give the rule `capture = { file = "..." }` in the config.
     Capture(CaptureArgs),
     /// Change the rules of a running instance without a restart.
     Rules {
@@ -284,9 +285,13 @@ pub struct CaptureArgs {
     /// Control socket of the running instance.
     #[arg(long, default_value = crate::config::DEFAULT_CONTROL_SOCKET)]
     pub socket: PathBuf,
-    /// The rule, by its index in the config (0 is the first `[[rule]]`).
-    #[arg(long)]
-    pub rule: usize,
+    /// The rule: its index in the rules that run now (0 is the first `[[rule]]` of
+    /// the config, or of the last `xdpool rules apply`), or its `name`. The capture
+    /// stays on that rule across reloads: by name, or for an unnamed rule while the
+    /// reloaded list has one with the same match and action; a reload that removes
+    /// it ends the capture, saying so.
+    #[arg(long, value_name = "N|NAME")]
+    pub rule: String,
     /// Stop after this many frames (0: until Ctrl-C or the instance stops).
     #[arg(long, default_value_t = 0)]
     pub count: u64,

@@ -469,7 +469,44 @@ pub struct RuleConfig {
     /// this port.
     #[serde(default)]
     pub mirror_to: Option<Spanned<String>>,
+    /// `capture = { file = "/var/tmp/r.pcapng", snaplen = 128, count = 1000 }`: the
+    /// daemon also writes the rule's frames to this pcapng file (the frame still takes
+    /// its action).
+    #[serde(default)]
+    pub capture: Option<Spanned<CaptureConfig>>,
 }
+
+/// A rule's `capture = { ... }` table.
+#[derive(Debug, Clone, Deserialize, PartialEq, Eq)]
+#[serde(deny_unknown_fields)]
+pub struct CaptureConfig {
+    /// The pcapng file (an absolute path; created or truncated at start or reload).
+    pub file: Spanned<String>,
+    /// Bytes kept of each frame (default: a whole single-buffer frame, the chunk size).
+    #[serde(default)]
+    pub snaplen: Option<Spanned<u32>>,
+    /// Frames to write, then the file is flushed and closed (default: no limit).
+    #[serde(default)]
+    pub count: Option<Spanned<u64>>,
+}
+
+/// A rule's file capture, validated.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CaptureSpec {
+    /// The pcapng file.
+    pub file: PathBuf,
+    /// Bytes kept of each frame.
+    pub snaplen: u32,
+    /// Frames to write (0: no limit).
+    pub count: u64,
+}
+
+/// A rule list as `Config::parse_rules` gives it: the rules, and each rule's `name`
+/// and `capture` (in rule order).
+pub type ParsedRules = (Vec<ValidRule>, Vec<Option<String>>, Vec<Option<CaptureSpec>>);
+
+/// Largest `capture.snaplen` (one chunk of the largest UMEM chunk size).
+pub const MAX_CAPTURE_SNAPLEN: u32 = 4096;
 
 /// A port or a port range as written in the config.
 #[derive(Debug, Clone, Deserialize)]
@@ -658,6 +695,15 @@ impl Config {
                 named.push((v.port, name));
             }
         }
+        let mut files: Vec<(usize, PathBuf)> = Vec::new();
+        for (i, r) in self.rules.iter().enumerate() {
+            let Some(c) = &r.capture else { continue };
+            let spec = validate_capture(c, r.action, cs).map_err(|(key, span, msg)| err(&format!("rule[{i}].capture{key}"), span, msg))?;
+            if let Some((j, _)) = files.iter().find(|(_, f)| *f == spec.file) {
+                return Err(err(&format!("rule[{i}].capture.file"), c.get_ref().file.span(), format!("`{}` is written by rule[{j}]'s capture already: give each rule its own file", spec.file.display())));
+            }
+            files.push((i, spec.file));
+        }
         if ports.iter().any(|p| p.multi_buffer) {
             let (key, span) = match (&self.interface, self.ports.first()) {
                 (Some(i), _) => ("interface.multi_buffer", i.multi_buffer.span()),
@@ -716,11 +762,17 @@ impl Config {
         self.rules.iter().map(|r| r.name.as_ref().map(|n| n.get_ref().clone())).collect()
     }
 
+    /// Each rule's `capture`, validated, in rule order.
+    pub fn rule_captures(&self) -> Vec<Option<CaptureSpec>> {
+        let cs = *self.umem.chunk_size.get_ref();
+        self.rules.iter().map(|r| r.capture.as_ref().map(|c| validate_capture(c, r.action, cs).expect("validated at load"))).collect()
+    }
+
     /// The `[[rule]]` tables of `text` for an instance running `self`, validated
     /// with the usual key-and-line errors. `text` is either a whole config file
     /// (validated as one; its ports must be the running ones, and only its rules are
     /// used) or a file of `[[rule]]` tables only (checked against the running ports).
-    pub fn parse_rules(&self, text: &str) -> Result<(Vec<ValidRule>, Vec<Option<String>>), ConfigError> {
+    pub fn parse_rules(&self, text: &str) -> Result<ParsedRules, ConfigError> {
         let table: toml::Table = toml::from_str(text).map_err(|e| decode_error(text, e))?;
         let cfg = if table.keys().any(|k| k != "rule") {
             let cfg = Config::parse(text)?;
@@ -748,7 +800,7 @@ impl Config {
             cfg.validate(text)?;
             cfg
         };
-        Ok((cfg.valid_rules(), cfg.rule_names()))
+        Ok((cfg.valid_rules(), cfg.rule_names(), cfg.rule_captures()))
     }
 
     /// The rules, validated.
@@ -1033,6 +1085,48 @@ fn prefix(key: &'static str, text: Option<&Spanned<String>>) -> Result<Option<(I
     Ok(Some((addr, len)))
 }
 
+/// A rule's `capture` table: an absolute file path, snaplen 1..=4096 (default the
+/// chunk size), count at least 1 (default none), on a rule whose frames reach a worker.
+/// Errors name the key below `capture` (`.file`, `.snaplen`, `.count`, or none).
+fn validate_capture(c: &Spanned<CaptureConfig>, action: Action, chunk_size: u32) -> Result<CaptureSpec, RuleErr> {
+    if !action.reaches_userspace() {
+        return Err((
+            "",
+            c.span(),
+            format!("action `{}` is settled in the XDP program and no worker sees its frames, so nothing can copy them: capture a rule whose action reaches the workers (drop, l2fwd, forward, reflect-twice, copybreak), or use tcpdump for `pass`", action.name()),
+        ));
+    }
+    let cc = c.get_ref();
+    let file = cc.file.get_ref();
+    let path = Path::new(file);
+    let bad = |why: &str| (".file", cc.file.span(), format!("`{file}` {why}"));
+    if file.is_empty() {
+        return Err(bad("is empty: name a pcapng file, e.g. file = \"/var/tmp/rule.pcapng\""));
+    }
+    if !path.is_absolute() {
+        return Err(bad("is not an absolute path (the daemon's working directory is not yours): write it from /, e.g. \"/var/tmp/rule.pcapng\""));
+    }
+    if file.ends_with('/') || path.file_name().is_none() || path.components().any(|c| matches!(c, std::path::Component::ParentDir)) {
+        return Err(bad("does not name a file (it ends in a directory, `/` or `..`): give the file's name, e.g. \"/var/tmp/rule.pcapng\""));
+    }
+    let snaplen = match &cc.snaplen {
+        None => chunk_size.min(MAX_CAPTURE_SNAPLEN),
+        Some(s) => {
+            let n = *s.get_ref();
+            if n == 0 || n > MAX_CAPTURE_SNAPLEN {
+                return Err((".snaplen", s.span(), format!("{n} is not valid: use 1..{MAX_CAPTURE_SNAPLEN} bytes (a frame is at most one chunk)")));
+            }
+            n
+        }
+    };
+    let count = match &cc.count {
+        None => 0,
+        Some(n) if *n.get_ref() == 0 => return Err((".count", n.span(), "0 is not valid: give the number of frames to write (at least 1), or leave count out to write until xdpool stops".into())),
+        Some(n) => *n.get_ref(),
+    };
+    Ok(CaptureSpec { file: path.to_path_buf(), snaplen, count })
+}
+
 /// `"swap"`, `"neigh"` or `"aa:bb:cc:dd:ee:ff"`.
 pub fn parse_mac_rewrite(s: &str) -> Option<MacRewrite> {
     match s {
@@ -1176,6 +1270,42 @@ action = "drop"
             assert_eq!(e.line, *line, "{to}: {e}");
             assert!(e.to_string().contains(msg), "{to}: `{e}` lacks `{msg}`");
         }
+    }
+
+    #[test]
+    fn rule_capture_parses_with_defaults_and_bad_ones_name_key_and_line() {
+        let with = |cap: &str| GOOD.replacen("action = \"drop\"", &format!("action = \"drop\"\ncapture = {cap}"), 1);
+        let c = Config::parse(&with(r#"{ file = "/var/tmp/r.pcapng", snaplen = 128, count = 10 }"#)).unwrap();
+        assert_eq!(c.rule_captures(), vec![Some(CaptureSpec { file: "/var/tmp/r.pcapng".into(), snaplen: 128, count: 10 })]);
+        let c = Config::parse(&with(r#"{ file = "/var/tmp/r.pcapng" }"#)).unwrap();
+        assert_eq!(c.rule_captures()[0], Some(CaptureSpec { file: "/var/tmp/r.pcapng".into(), snaplen: 2048, count: 0 }), "defaults: a whole chunk, no limit");
+        assert_eq!(Config::parse(GOOD).unwrap().rule_captures(), vec![None]);
+        // (capture value, key, line, text in message); the capture is on line 15.
+        let cases: &[(&str, &str, Option<usize>, &str)] = &[
+            (r#"{ file = "r.pcapng" }"#, "rule[0].capture.file", Some(15), "not an absolute path"),
+            (r#"{ file = "" }"#, "rule[0].capture.file", Some(15), "is empty"),
+            (r#"{ file = "/var/tmp/" }"#, "rule[0].capture.file", Some(15), "does not name a file"),
+            (r#"{ file = "/var/tmp/.." }"#, "rule[0].capture.file", Some(15), "does not name a file"),
+            (r#"{ file = "/var/tmp/r.pcapng", snaplen = 0 }"#, "rule[0].capture.snaplen", Some(15), "1..4096"),
+            (r#"{ file = "/var/tmp/r.pcapng", snaplen = 9000 }"#, "rule[0].capture.snaplen", Some(15), "1..4096"),
+            (r#"{ file = "/var/tmp/r.pcapng", count = 0 }"#, "rule[0].capture.count", Some(15), "at least 1"),
+            (r#"{ file = "/var/tmp/r.pcapng", colour = 1 }"#, "colour", Some(15), "unknown field `colour`"),
+            (r#"{ snaplen = 64 }"#, "file", Some(15), "missing field `file`"),
+            (r#""/var/tmp/r.pcapng""#, "-", Some(15), "expected"),
+        ];
+        for (cap, key, line, msg) in cases {
+            let e = Config::parse(&with(cap)).expect_err(cap);
+            assert_eq!((e.key.as_str(), e.line), (*key, *line), "{cap}: {e}");
+            assert!(e.to_string().contains(msg), "{cap}: `{e}` lacks `{msg}`");
+        }
+        let pass = with(r#"{ file = "/var/tmp/r.pcapng" }"#).replacen("action = \"drop\"", "action = \"pass\"", 1);
+        let e = Config::parse(&pass).unwrap_err();
+        assert_eq!((e.key.as_str(), e.line), ("rule[0].capture", Some(15)), "{e}");
+        assert!(e.to_string().contains("no worker sees"), "{e}");
+        let twice = format!("{}[[rule]]\nproto = \"tcp\"\ncapture = {{ file = \"/var/tmp/r.pcapng\" }}\n", with(r#"{ file = "/var/tmp/r.pcapng" }"#));
+        let e = Config::parse(&twice).unwrap_err();
+        assert_eq!((e.key.as_str(), e.line), ("rule[1].capture.file", Some(18)), "{e}");
+        assert!(e.to_string().contains("rule[0]'s capture already"), "{e}");
     }
 
     #[test]

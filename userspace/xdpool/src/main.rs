@@ -263,7 +263,7 @@ fn cmd_stats(args: StatsArgs) -> Result<(), Fatal> {
 fn cmd_capture(args: CaptureArgs) -> Result<(), Fatal> {
     use xdpool::capture::client::{capture, report_line, CaptureError, CaptureOptions};
     let stop = xdpool::signal::install_stop_flag().map_err(|e| Fatal::new(ExitCode::Failure, format!("cannot install the SIGINT handler: {e}")))?;
-    let opts = CaptureOptions { socket: args.socket, rule: args.rule, count: args.count, snaplen: args.snaplen, file: args.file };
+    let opts = CaptureOptions { socket: args.socket, rule: xdpool::capture::live::RuleRef::parse(&args.rule), count: args.count, snaplen: args.snaplen, file: args.file };
     let report = capture(&opts, stop).map_err(|e| {
         let code = match e {
             CaptureError::Refused(_) => ExitCode::Usage,

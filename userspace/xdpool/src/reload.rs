@@ -14,7 +14,15 @@
 //! generation's list, so no frame is acted on by half of two lists.
 //! Counters: a rule with a `name` continues the counters of the old rule of that
 //! name on its port; an unnamed (or newly named) rule starts from zero.
+//! Rule keys (what `xdpool capture` follows, [`assign_keys`]): a rule keeps its key
+//! when the new list has a rule of its name on its port, or, unnamed, an unnamed
+//! rule with the same match and action; every other rule gets a new key.
+//! Capture files (`capture = {...}`): opened before the workers get the list (a file
+//! already being written continues), closed once no running list writes to them
+//! (`capture::file`).
 
+use crate::capture::file::{FileCaptures, FileSink};
+use crate::capture::live::{LiveRule, LiveRules};
 use crate::config::{Action, Config, ConfigError, ValidRule};
 use crate::plan::PortPlan;
 use crate::steer::{next_generation, RuleCounts, Steering};
@@ -76,9 +84,40 @@ struct PortState {
     plan: PortPlan,
     steering: Arc<Mutex<Steering>>,
     names: Vec<Option<String>>,
+    keys: Vec<u32>,
+    sinks: Vec<Option<Arc<FileSink>>>,
     /// Tagging is on until each of these (socket, version) has settled.
     untag_after: Option<Vec<(usize, u64)>>,
 }
+
+/// One port's rule list with what goes with each rule (all in rule order).
+struct PortList {
+    rules: Vec<ValidRule>,
+    names: Vec<Option<String>>,
+    keys: Vec<u32>,
+    sinks: Vec<Option<Arc<FileSink>>>,
+}
+
+impl PortList {
+    fn same_as(&self, p: &PortState) -> bool {
+        let sink_ids = |v: &[Option<Arc<FileSink>>]| v.iter().map(|s| s.as_ref().map(|s| s.id)).collect::<Vec<_>>();
+        self.rules == p.plan.rules && self.names == p.names && self.keys == p.keys && sink_ids(&self.sinks) == sink_ids(&p.sinks)
+    }
+}
+
+/// What the workers know a rule list by besides its rules: each rule's key and
+/// `capture` file.
+pub struct RuleTaps {
+    /// The list that runs now, as `xdpool capture` names its rules.
+    pub live: Arc<LiveRules>,
+    /// The rules' capture files.
+    pub files: Arc<FileCaptures>,
+    /// The starting list's capture files, in config rule order.
+    pub sinks: Vec<Option<Arc<FileSink>>>,
+}
+
+/// Keys at start are positions on the port (up to 64 rules); new ones come after.
+const FIRST_NEW_KEY: u32 = 64;
 
 struct State {
     config: Config,
@@ -87,6 +126,9 @@ struct State {
     /// Each socket's slot and shared state (to wake its worker), by socket index.
     slots: Vec<Arc<RuleSlot>>,
     sockets: Vec<Arc<PortShared>>,
+    live: Arc<LiveRules>,
+    files: Arc<FileCaptures>,
+    next_key: u32,
     generation: u32,
     reloads: u64,
     refused: u64,
@@ -105,20 +147,23 @@ pub struct Reloader {
 
 impl Reloader {
     /// The reloader of a started instance.
-    pub fn new(config: Config, config_path: Option<PathBuf>, ports: Vec<(PortPlan, Arc<Mutex<Steering>>)>, slots: Vec<Arc<RuleSlot>>, sockets: Vec<Arc<PortShared>>) -> Arc<Reloader> {
+    pub fn new(config: Config, config_path: Option<PathBuf>, ports: Vec<(PortPlan, Arc<Mutex<Steering>>)>, slots: Vec<Arc<RuleSlot>>, sockets: Vec<Arc<PortShared>>, taps: RuleTaps) -> Arc<Reloader> {
         let names = config.rule_names();
         let valid = config.valid_rules();
+        let RuleTaps { live, files, sinks } = taps;
         let generation = ports.iter().map(|(_, st)| st.lock().unwrap_or_else(|e| e.into_inner()).generation()).max().unwrap_or(0);
         let ports = ports
             .into_iter()
             .enumerate()
             .map(|(i, (plan, steering))| {
-                let names = valid.iter().zip(&names).filter(|(r, _)| r.port == i).map(|(_, n)| n.clone()).collect();
-                PortState { plan, steering, names, untag_after: None }
+                let names: Vec<Option<String>> = valid.iter().zip(&names).filter(|(r, _)| r.port == i).map(|(_, n)| n.clone()).collect();
+                let sinks = valid.iter().zip(&sinks).filter(|(r, _)| r.port == i).map(|(_, s)| s.clone()).collect();
+                let keys = (0..names.len() as u32).collect();
+                PortState { plan, steering, names, keys, sinks, untag_after: None }
             })
             .collect();
         let hold = Duration::from_millis(std::env::var("XDPOOL_RELOAD_HOLD_MS").ok().and_then(|v| v.parse().ok()).unwrap_or(0).min(1000));
-        Arc::new(Reloader { state: Mutex::new(State { config, config_path, ports, slots, sockets, generation, reloads: 0, refused: 0, last: None, hold }) })
+        Arc::new(Reloader { state: Mutex::new(State { config, config_path, ports, slots, sockets, live, files, next_key: FIRST_NEW_KEY, generation, reloads: 0, refused: 0, last: None, hold }) })
     }
 
     /// SIGHUP: the config file again (its `[[rule]]` tables).
@@ -197,6 +242,7 @@ impl Reloader {
                     "name": p.names.get(i).cloned().flatten(),
                     "action": r.action.name(),
                     "match": describe(r),
+                    "capture": p.sinks.get(i).cloned().flatten().map(|s| s.spec.file.display().to_string()),
                     "packets": c.packets,
                     "bytes": c.bytes,
                 }));
@@ -227,65 +273,99 @@ impl State {
 
     fn apply(&mut self, text: &str) -> Result<Applied, ReloadError> {
         self.untag_settled();
-        let (valid, names) = self.config.parse_rules(text).map_err(ReloadError::Invalid)?;
+        let (valid, names, captures) = self.config.parse_rules(text).map_err(ReloadError::Invalid)?;
         check_runnable(&valid, &self.ports)?;
+        // Files first: a list is refused before any worker sees it when one cannot be written.
+        let sinks = self.files.prepare(&captures).map_err(ReloadError::Refused)?;
         let mut changed = Vec::new();
+        let mut live = Vec::new();
+        let mut next_key = self.next_key;
         for (p, port) in self.ports.iter().enumerate() {
-            let rules: Vec<ValidRule> = valid.iter().filter(|r| r.port == p).cloned().collect();
-            let n: Vec<Option<String>> = valid.iter().zip(&names).filter(|(r, _)| r.port == p).map(|(_, n)| n.clone()).collect();
-            if rules != port.plan.rules || n != port.names {
-                changed.push((p, rules, n));
+            let of_port = |i: &usize| valid[*i].port == p;
+            let idx: Vec<usize> = (0..valid.len()).filter(of_port).collect();
+            let rules: Vec<ValidRule> = idx.iter().map(|&i| valid[i].clone()).collect();
+            let n: Vec<Option<String>> = idx.iter().map(|&i| names[i].clone()).collect();
+            let keys = assign_keys(&port.plan.rules, &port.names, &port.keys, &rules, &n, &mut next_key);
+            for (k, &i) in idx.iter().enumerate() {
+                live.push((i, LiveRule { port: p, key: keys[k], name: n[k].clone(), action: rules[k].action }));
+            }
+            let list = PortList { rules, names: n, keys, sinks: idx.iter().map(|&i| sinks[i].clone()).collect() };
+            if !list.same_as(port) {
+                changed.push((p, list));
             }
         }
         // Tagging on for every port that changes before any is swapped: a frame
         // without a tag was then steered before this reload on every port, and the
         // generation below is written into no frame before that.
-        for (p, _, _) in &changed {
-            let port = &mut self.ports[*p];
-            if let Err(e) = port.steering.lock().unwrap_or_else(|e| e.into_inner()).set_tagging(true) {
+        for (p, _) in &changed {
+            let tagging = self.ports[*p].steering.lock().unwrap_or_else(|e| e.into_inner()).set_tagging(true);
+            if let Err(e) = tagging {
+                // The files opened for this list: closed again.
+                self.settle_files();
+                let port = &self.ports[*p];
                 return Err(ReloadError::Failed(format!("port `{}`: cannot turn frame tagging on: {e}; the old rules stay", port.plan.def.name)));
             }
             // Off again once the workers settle (also if nothing below swaps).
+            let port = &mut self.ports[*p];
             let sockets = &port.plan.sockets;
             port.untag_after.get_or_insert_with(Vec::new).extend(sockets.iter().map(|&s| (s, self.slots[s].version())));
         }
         let generation = next_generation(self.generation);
         let started = Instant::now();
-        let mut done: Vec<(usize, Vec<ValidRule>, Vec<Option<String>>)> = Vec::new();
+        let mut done: Vec<(usize, PortList)> = Vec::new();
         let mut carried = 0;
-        for (p, rules, n) in changed {
-            match self.swap_port(p, &rules, &n, generation) {
+        for (p, list) in changed {
+            match self.swap_port(p, &list, generation) {
                 Ok(c) => {
                     carried += c;
-                    let old_rules = std::mem::replace(&mut self.ports[p].plan.rules, rules);
-                    let old_names = std::mem::replace(&mut self.ports[p].names, n);
-                    done.push((p, old_rules, old_names));
+                    let port = &mut self.ports[p];
+                    let old = PortList {
+                        rules: std::mem::replace(&mut port.plan.rules, list.rules),
+                        names: std::mem::replace(&mut port.names, list.names),
+                        keys: std::mem::replace(&mut port.keys, list.keys),
+                        sinks: std::mem::replace(&mut port.sinks, list.sinks),
+                    };
+                    done.push((p, old));
                 }
                 Err(e) => {
                     // Ports already swapped get their old lists back, under a newer generation.
                     let back = next_generation(generation);
-                    for (q, rules, n) in done.into_iter().rev() {
-                        if let Err(e2) = self.swap_port(q, &rules, &n, back) {
+                    for (q, old) in done.into_iter().rev() {
+                        if let Err(e2) = self.swap_port(q, &old, back) {
                             tracing::error!(port = %self.ports[q].plan.def.name, error = %e2, "could not put the old rules back");
                         }
-                        self.ports[q].plan.rules = rules;
-                        self.ports[q].names = n;
+                        let port = &mut self.ports[q];
+                        port.plan.rules = old.rules;
+                        port.names = old.names;
+                        port.keys = old.keys;
+                        port.sinks = old.sinks;
                     }
                     self.generation = back;
+                    self.settle_files();
                     return Err(e);
                 }
             }
         }
         let swap_ms = started.elapsed().as_secs_f64() * 1e3;
-        let ports_changed: Vec<String> = done.iter().map(|(p, _, _)| self.ports[*p].plan.def.name.clone()).collect();
+        let ports_changed: Vec<String> = done.iter().map(|(p, _)| self.ports[*p].plan.def.name.clone()).collect();
         if !ports_changed.is_empty() {
             self.generation = generation;
         }
+        self.next_key = next_key;
+        self.settle_files();
+        live.sort_by_key(|(i, _)| *i);
+        self.live.set(live.into_iter().map(|(_, r)| r).collect());
         // Later reloads validate against (and SIGHUP reads) what runs now.
         if let Ok(cfg) = self.config_with_rules(text) {
             self.config = cfg;
         }
         Ok(Applied { generation: self.generation, rules: valid.len(), ports_changed, carried, swap_ms })
+    }
+
+    /// Closes (after a grace) every capture file the running lists no longer write.
+    fn settle_files(&self) {
+        let live: Vec<Arc<FileSink>> = self.ports.iter().flat_map(|p| p.sinks.iter().flatten().cloned()).collect();
+        self.files.settle(&live);
     }
 
     fn config_with_rules(&self, text: &str) -> Result<Config, ()> {
@@ -307,7 +387,8 @@ impl State {
     /// Hands port `p`'s workers the new list, waits until each took it, then swaps
     /// the XDP side; on failure the workers get the old list back. Returns the
     /// number of rules that carry counters by name.
-    fn swap_port(&mut self, p: usize, rules: &[ValidRule], names: &[Option<String>], generation: u32) -> Result<usize, ReloadError> {
+    fn swap_port(&mut self, p: usize, list: &PortList, generation: u32) -> Result<usize, ReloadError> {
+        let (rules, names) = (&list.rules, &list.names);
         let port = &self.ports[p];
         let name = port.plan.def.name.clone();
         let carry: Vec<Option<usize>> = names
@@ -323,7 +404,7 @@ impl State {
         let versions: Vec<u64> = sockets
             .iter()
             .map(|&s| {
-                let v = self.slots[s].publish(Arc::new(RuleSet { generation, classifier: classifier.clone() }));
+                let v = self.slots[s].publish(Arc::new(RuleSet::with_taps(generation, classifier.clone(), list.keys.clone(), list.sinks.clone())));
                 self.sockets[s].wake();
                 v
             })
@@ -433,6 +514,34 @@ impl Drop for SighupWatch {
     }
 }
 
+/// The keys of a port's new rules: a rule keeps the key of the old rule of its name,
+/// or, unnamed, of the first old unnamed rule with the same match and action not
+/// taken by an earlier one; every other rule gets the next new key.
+pub fn assign_keys(old_rules: &[ValidRule], old_names: &[Option<String>], old_keys: &[u32], rules: &[ValidRule], names: &[Option<String>], next: &mut u32) -> Vec<u32> {
+    let mut taken = vec![false; old_rules.len()];
+    rules
+        .iter()
+        .zip(names)
+        .map(|(r, n)| {
+            let same = match n {
+                Some(n) => (0..old_rules.len()).find(|&i| old_names.get(i).cloned().flatten().as_deref() == Some(n.as_str())),
+                None => (0..old_rules.len()).find(|&i| !taken[i] && old_names.get(i).is_none_or(|o| o.is_none()) && old_rules[i] == *r),
+            };
+            match same.and_then(|i| old_keys.get(i).map(|k| (i, *k))) {
+                Some((i, k)) if !taken[i] => {
+                    taken[i] = true;
+                    k
+                }
+                _ => {
+                    let k = *next;
+                    *next = next.wrapping_add(1).max(FIRST_NEW_KEY);
+                    k
+                }
+            }
+        })
+        .collect()
+}
+
 /// Ports a rule sends frames out of.
 fn sends_out_of(r: &ValidRule) -> Vec<usize> {
     let mut out = match r.action {
@@ -503,6 +612,27 @@ mod tests {
 
     fn rule(action: Action, port: usize, to: Option<usize>, mirror_to: Option<usize>) -> ValidRule {
         ValidRule { proto: Some(17), dst_port: Some((9, 9)), dst: None, src_port: None, src: None, vlan: None, action, port, to, mac: MacRewrite::Swap, mirror_to }
+    }
+
+    #[test]
+    fn a_rule_keeps_its_key_by_name_or_by_match_and_the_rest_get_new_ones() {
+        let (udp9, udp10) = (rule(Action::Drop, 0, None, None), ValidRule { dst_port: Some((10, 10)), ..rule(Action::Drop, 0, None, None) });
+        let old = [udp9.clone(), udp10.clone(), udp9.clone()];
+        let old_names = [None, Some("ten".to_string()), None];
+        let old_keys = [0, 1, 2];
+        let mut next = FIRST_NEW_KEY;
+        // Renumbered: a new rule first, `ten` changed its match (a name keeps the key),
+        // the unnamed udp9 rules keep theirs in order, a new unnamed one gets a new key.
+        let l2 = rule(Action::L2fwd, 0, None, None);
+        let new = [l2.clone(), udp9.clone(), udp9.clone(), ValidRule { dst_port: Some((11, 11)), ..udp10.clone() }, udp9.clone()];
+        let names = [None, None, None, Some("ten".to_string()), None];
+        assert_eq!(assign_keys(&old, &old_names, &old_keys, &new, &names, &mut next), vec![64, 0, 2, 1, 65]);
+        assert_eq!(next, 66);
+        // Unnamed with another action is another rule; a name no old rule had is new.
+        let new = [l2, udp10.clone()];
+        assert_eq!(assign_keys(&old, &old_names, &old_keys, &new, &[None, Some("eleven".into())], &mut next), vec![66, 67]);
+        // Unnamed udp10 is not the named `ten`.
+        assert_eq!(assign_keys(&old, &old_names, &old_keys, &[udp10], &[None], &mut next), vec![68]);
     }
 
     #[test]

@@ -12,7 +12,7 @@ use crate::netns::PortNetns;
 use crate::plan::{plan, Plan};
 use crate::steer::Steering;
 use crate::worker::handoff::Remotes;
-use crate::worker::rules::RuleSlot;
+use crate::worker::rules::{RuleSet, RuleSlot};
 use crate::worker::{self, classify::Classifier, Fabric, LaneSpec, PortRings, PortShared, Waker, WorkerCountersSnapshot, WorkerExit, WorkerSpec};
 use crate::xsk::XskError;
 use pool::{Region, RegionConfig, Topology};
@@ -182,6 +182,7 @@ fn build_fabric(plan: &Plan, neighbours: Arc<Neighbours>) -> Result<Arc<Fabric>,
         remotes: Remotes::new(plan.sockets.len()),
         neighbours,
         capture: Default::default(),
+        file_capture: Default::default(),
     }))
 }
 
@@ -241,6 +242,10 @@ struct Running {
     netns_gone: bool,
     /// Each socket's rule list (hot reload publishes into them).
     slots: Vec<Arc<RuleSlot>>,
+    /// The rules' `capture` files and their writer.
+    files: Arc<crate::capture::file::FileCaptures>,
+    /// The starting list's capture files, in config rule order.
+    sinks: Vec<Option<Arc<crate::capture::file::FileSink>>>,
 }
 
 /// A configured namespace under a run. A container restart deletes it and makes
@@ -333,17 +338,19 @@ pub fn run(cfg: &Config, opts: &RunOptions) -> Result<Summary, Fatal> {
         rt.device.clone(),
         started,
     );
+    let live = Arc::new(crate::capture::live::LiveRules::at_start(&cfg.valid_rules(), &cfg.rule_names()));
     let reloader = crate::reload::Reloader::new(
         cfg.clone(),
         opts.config_path.clone(),
         rt.plan.ports.iter().cloned().zip(rt.lc.ports.iter().map(|p| p.steering.clone())).collect(),
         rt.slots.clone(),
         rt.fabric.sockets.clone(),
+        crate::reload::RuleTaps { live: live.clone(), files: rt.files.clone(), sinks: rt.sinks.clone() },
     );
     let snapshot_fn = crate::reload::with_rules(snapshot_fn, reloader.clone());
     let _servers = crate::stats::start_servers(cfg, &snapshot_fn, Some(crate::reload::control_handler(reloader.clone())));
     let _sighup = crate::reload::follow_sighup(reloader);
-    crate::capture::session::enable(&_servers, cfg, &rt.plan, &rt.fabric);
+    crate::capture::session::enable(&_servers, live, &rt.plan, &rt.fabric);
     let seen = control_loop(&mut rt, opts, stop_signal, &snapshot_fn, started, cfg.stats.live && !opts.quiet, &mut service);
     service.stopping(if seen.device_gone { "a device went away: draining" } else { "stopping: draining and detaching" });
     finish(rt, opts, seen, started)
@@ -368,9 +375,18 @@ fn start(cfg: &Config, opts: &RunOptions, plan: Plan, ifindexes: &[u32], watcher
     let neighbours = Neighbours::new(read_macs(&plan, ifindexes, &spaces));
     let fabric = build_fabric(&plan, neighbours)?;
     let stop = Arc::new(AtomicBool::new(false));
+    // The rules' capture files, created before any frame flows.
+    let files = crate::capture::file::FileCaptures::start(fabric.file_capture.clone(), crate::capture::session::interfaces(&plan).into_iter().flat_map(|(_, i)| i).collect());
+    let sinks = files.prepare(&cfg.rule_captures()).map_err(|e| Fatal::new(ExitCode::Usage, e))?;
+    files.settle(&sinks.iter().flatten().cloned().collect::<Vec<_>>());
+    let valid = cfg.valid_rules();
+    let port_sinks = |p: usize| valid.iter().zip(&sinks).filter(|(r, _)| r.port == p).map(|(_, s)| s.clone()).collect::<Vec<_>>();
     // The workers' side of each port's rules, under the generation its program tags with.
-    let slots: Vec<Arc<RuleSlot>> =
-        plan.sockets.iter().map(|sp| RuleSlot::new(steerings[sp.port].generation(), Classifier::new(plan.ports[sp.port].rules.clone()))).collect();
+    let slots: Vec<Arc<RuleSlot>> = plan
+        .sockets
+        .iter()
+        .map(|sp| RuleSlot::with_set(RuleSet::with_taps(steerings[sp.port].generation(), Classifier::new(plan.ports[sp.port].rules.clone()), Vec::new(), port_sinks(sp.port))))
+        .collect();
     let handles = start_workers(worker_specs(&plan, cfg, opts, &slots), &region, &fabric, &stop)?;
     let device = DeviceStats::new(ifindexes.first().copied().unwrap_or(0));
     let netns = spaces
@@ -383,7 +399,7 @@ fn start(cfg: &Config, opts: &RunOptions, plan: Plan, ifindexes: &[u32], watcher
     if plan.ports.iter().any(|p| p.needs_macs()) {
         lc.follow_macs(fabric.neighbours.clone());
     }
-    let mut rt = Running { plan, region, fabric, lc, handles, stop, watchers, device, netns, netns_gone: false, slots };
+    let mut rt = Running { plan, region, fabric, lc, handles, stop, watchers, device, netns, netns_gone: false, slots, files, sinks };
     if let Err((p, e)) = rt.lc.start(ifindexes) {
         let iface = rt.plan.ports[p].def.interface.clone();
         rt.lc.bring_down_all();
@@ -712,6 +728,8 @@ fn finish(mut rt: Running, opts: &RunOptions, seen: Seen, started: Instant) -> R
             Err(_) => return Err(Fatal::new(ExitCode::Failure, "a worker thread panicked; see the message above")),
         }
     }
+    // Every copy the workers made is written; each capture file flushed and closed.
+    rt.files.finish();
     let program_left_attached = (0..rt.lc.ports.len()).any(|i| {
         let p = &rt.lc.ports[i];
         rt.lc

@@ -85,7 +85,7 @@ struct Running {
 
 impl Running {
     fn start(sock: &Path, file: &Path) -> Running {
-        let opts = CaptureOptions { socket: sock.to_path_buf(), rule: 0, count: 0, snaplen: 2048, file: file.to_path_buf() };
+        let opts = CaptureOptions { socket: sock.to_path_buf(), rule: crate::capture::live::RuleRef::Index(0), count: 0, snaplen: 2048, file: file.to_path_buf() };
         let stop = Arc::new(AtomicBool::new(false));
         let s2 = stop.clone();
         let thread = std::thread::spawn(move || capture(&opts, &s2));

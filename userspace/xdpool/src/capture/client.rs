@@ -20,8 +20,8 @@ use std::time::{Duration, Instant};
 pub struct CaptureOptions {
     /// Control socket of the running instance.
     pub socket: PathBuf,
-    /// Rule index (config order).
-    pub rule: usize,
+    /// The rule: index in the running list, or name.
+    pub rule: super::live::RuleRef,
     /// Frames to write (0: until Ctrl-C or the instance stops).
     pub count: u64,
     /// Bytes kept of each frame.
@@ -90,7 +90,7 @@ fn capture_into(opts: &CaptureOptions, file: File, stop: &AtomicBool) -> Result<
     let io = |source| CaptureError::Io { path: opts.socket.clone(), source };
     let mut stream = UnixStream::connect(&opts.socket)
         .map_err(|source| CaptureError::NotRunning(crate::stats::control::ControlError::NotRunning { path: opts.socket.clone(), source }))?;
-    let req = Request { rule: opts.rule, count: opts.count, snaplen: opts.snaplen };
+    let req = Request { rule: opts.rule.clone(), count: opts.count, snaplen: opts.snaplen };
     stream.write_all(format!("{} {}\n", wire::COMMAND, serde_json::to_string(&req).expect("serializes")).as_bytes()).map_err(io)?;
     stream.set_read_timeout(Some(Duration::from_secs(5))).map_err(io)?;
     let mut first = String::new();
@@ -177,7 +177,11 @@ pub fn report_line(r: &CaptureReport, file: &Path) -> String {
         Some(e) => format!("{} frames not captured (the capture queue was full); ended: {}", e.dropped, e.reason),
         None => "the instance closed the stream without its closing line (did it stop?)".into(),
     };
-    format!("rule {} ({} on port {}): {} frames written to {}; {end}", r.started.rule, r.started.action, r.started.port, r.written, file.display())
+    let rule = match &r.started.name {
+        Some(n) => format!("rule {} `{n}`", r.started.rule),
+        None => format!("rule {}", r.started.rule),
+    };
+    format!("{rule} ({} on port {}): {} frames written to {}; {end}", r.started.action, r.started.port, r.written, file.display())
 }
 
 #[cfg(test)]
@@ -197,7 +201,7 @@ mod tests {
     fn no_instance_and_an_unwritable_file_say_what_to_do() {
         let dir = tempfile::tempdir().unwrap();
         let stop = AtomicBool::new(false);
-        let opts = CaptureOptions { socket: dir.path().join("none.sock"), rule: 0, count: 1, snaplen: 64, file: dir.path().join("out.pcapng") };
+        let opts = CaptureOptions { socket: dir.path().join("none.sock"), rule: super::super::live::RuleRef::Index(0), count: 1, snaplen: 64, file: dir.path().join("out.pcapng") };
         let e = capture(&opts, &stop).unwrap_err().to_string();
         assert!(e.contains("no xdpool is running") && e.contains("--socket"), "{e}");
         assert!(!opts.file.exists(), "no empty file left behind");

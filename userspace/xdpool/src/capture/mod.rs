@@ -14,6 +14,8 @@
 //! ([`client`]) writes pcapng.
 
 pub mod client;
+pub mod file;
+pub mod live;
 pub mod session;
 pub mod wire;
 
@@ -32,6 +34,9 @@ pub const MAX_SNAPLEN: u32 = 4096;
 pub struct Record {
     /// Socket index (in the plan) the frame arrived on.
     pub socket: u32,
+    /// The file a rule's `capture` writes it to ([`file::FileSink::id`]; 0 for the
+    /// client's capture).
+    pub sink: u32,
     /// Length of the frame on the wire (without FCS).
     pub orig_len: u32,
     /// Bytes copied (at most the snaplen).
@@ -45,7 +50,7 @@ pub struct Record {
 impl Record {
     /// An empty record with room for `room` bytes (the control thread allocates).
     pub fn with_room(room: usize) -> Box<Record> {
-        Box::new(Record { socket: 0, orig_len: 0, len: 0, ts_ns: 0, data: vec![0; room].into_boxed_slice() })
+        Box::new(Record { socket: 0, sink: 0, orig_len: 0, len: 0, ts_ns: 0, data: vec![0; room].into_boxed_slice() })
     }
 
     /// The captured bytes.
@@ -60,26 +65,29 @@ impl Record {
 pub struct Target {
     /// Port index in the plan.
     pub port: usize,
-    /// The rule's position among that port's rules (the classifier's order).
-    pub local_rule: usize,
-    /// Bytes to copy at most.
+    /// The rule's key (`worker::rules::RuleSet::keys`): the same rule keeps its key
+    /// across a reload that renumbers the list, so the capture follows it.
+    pub rule_key: u32,
+    /// Bytes to copy at most (at most [`MAX_SNAPLEN`]).
     pub snaplen: u32,
 }
 
 impl Target {
-    /// Packs the target in one word: bit 63 on, port in bits 48..63, rule in 32..48,
-    /// snaplen in 0..32.
+    /// Packs the target in one word: bit 63 on, port in bits 48..63, rule key in
+    /// 16..48, snaplen in 0..16.
     fn pack(self) -> u64 {
-        1 << 63 | (self.port as u64 & 0x7fff) << 48 | (self.local_rule as u64 & 0xffff) << 32 | self.snaplen as u64
+        1 << 63 | (self.port as u64 & 0x7fff) << 48 | (self.rule_key as u64) << 16 | (self.snaplen as u64 & 0xffff)
     }
 
     fn unpack(w: u64) -> Option<Target> {
         if w >> 63 == 0 {
             return None;
         }
-        Some(Target { port: (w >> 48 & 0x7fff) as usize, local_rule: (w >> 32 & 0xffff) as usize, snaplen: w as u32 })
+        Some(Target { port: (w >> 48 & 0x7fff) as usize, rule_key: (w >> 16) as u32, snaplen: (w & 0xffff) as u32 })
     }
 }
+
+const _: () = assert!(MAX_SNAPLEN <= 0xffff, "the snaplen is packed in 16 bits");
 
 /// Why a worker's copy went nowhere.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -127,6 +135,12 @@ impl CaptureTap {
     /// record and queues it. Never blocks, never allocates. Context: any worker.
     #[inline(never)]
     pub fn offer(&self, socket: u32, frame: &[u8], snaplen: u32, ts_ns: u64) -> Offer {
+        self.offer_to(0, socket, frame, snaplen, ts_ns)
+    }
+
+    /// [`CaptureTap::offer`] for the file `sink` (a rule's `capture`).
+    #[inline(never)]
+    pub fn offer_to(&self, sink: u32, socket: u32, frame: &[u8], snaplen: u32, ts_ns: u64) -> Offer {
         let Some(mut rec) = self.free.pop() else {
             self.dropped.fetch_add(1, Ordering::Relaxed);
             return Offer::Full;
@@ -136,6 +150,7 @@ impl CaptureTap {
         rec.len = n as u32;
         rec.orig_len = frame.len() as u32;
         rec.socket = socket;
+        rec.sink = sink;
         rec.ts_ns = ts_ns;
         // Both queues hold `capacity` and there are never more records: no room
         // in `filled` cannot happen; should it, the record goes back, not to the heap.
@@ -157,6 +172,20 @@ impl CaptureTap {
             let _ = self.free.push(Record::with_room(target.snaplen as usize));
         }
         self.target.store(target.pack(), Ordering::SeqCst);
+    }
+
+    /// Adds free records of `room` bytes until the tap holds `records` in all, for
+    /// workers that copy without a target word (the file captures' tap). Returns how
+    /// many it added. Context: the one thread that gives records back.
+    pub fn provision(&self, records: usize, room: usize) -> usize {
+        let (mut added, have) = (0, self.free.len() + self.filled.len());
+        while have + added < records.min(self.capacity()) {
+            if self.free.push(Record::with_room(room)).is_err() {
+                break;
+            }
+            added += 1;
+        }
+        added
     }
 
     /// Switches the workers off. Records still queued stay until [`clear`] (a worker
@@ -201,12 +230,12 @@ mod tests {
     use super::*;
 
     fn target(snaplen: u32) -> Target {
-        Target { port: 3, local_rule: 5, snaplen }
+        Target { port: 3, rule_key: 5, snaplen }
     }
 
     #[test]
     fn target_packs_into_one_word() {
-        let t = Target { port: 0x7ffe, local_rule: 0xfffe, snaplen: 4096 };
+        let t = Target { port: 0x7ffe, rule_key: 0xffff_fffe, snaplen: 4096 };
         assert_eq!(Target::unpack(t.pack()), Some(t));
         assert_eq!(Target::unpack(0), None);
         let tap = CaptureTap::with_capacity(4);
@@ -241,6 +270,15 @@ mod tests {
         assert_eq!(tap.dropped(), 993);
         let got: Vec<u32> = std::iter::from_fn(|| tap.take()).map(|r| r.socket).collect();
         assert_eq!(got, vec![1, 2, 3, 4, 5, 6, 7, 1000], "in order, the short frame whole");
+    }
+
+    #[test]
+    fn provision_fills_the_tap_once() {
+        let tap = CaptureTap::with_capacity(8);
+        assert_eq!(tap.provision(8, 16), 8);
+        assert_eq!(tap.provision(8, 16), 0, "full already");
+        assert_eq!((0..9).filter(|i| tap.offer_to(1, *i, &[0; 20], 16, 0) == Offer::Queued).count(), 8);
+        assert_eq!(tap.provision(8, 16), 0, "8 in flight");
     }
 
     #[test]

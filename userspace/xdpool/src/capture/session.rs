@@ -1,11 +1,16 @@
-//! The control thread's side of a capture: checks the request, arms the tap, streams
-//! the records to the client on a thread of its own (so `xdpool stats` keeps
-//! answering), and switches the tap off at `count`, when the client goes away, or
-//! when the instance stops.
+//! The control thread's side of a capture: checks the request against the rules that
+//! run now, arms the tap, streams the records to the client on a thread of its own
+//! (so `xdpool stats` keeps answering), and switches the tap off at `count`, when the
+//! client goes away, when the instance stops, or when a reload removed the rule.
+//!
+//! The capture names its rule by key (`worker::rules::RuleSet::keys`), not by
+//! position: a reload that renumbers the list keeps it on the same rule (by name, or
+//! an unnamed rule with the same match and action, `reload::assign_keys`); a reload
+//! whose list no longer has the rule ends it with a message that says so.
 
+use super::live::LiveRules;
 use super::wire::{self, Ended, Interface, Request, Started};
 use super::{CaptureTap, Target, MAX_SNAPLEN};
-use crate::config::{Action, Config};
 use crate::plan::Plan;
 use crate::worker::Fabric;
 use std::io::{BufWriter, Read, Write};
@@ -21,18 +26,10 @@ const DISARM_GRACE: Duration = Duration::from_millis(20);
 /// A write the client does not take within this long ends the capture.
 const WRITE_TIMEOUT: Duration = Duration::from_secs(5);
 
-/// One config rule, as a capture finds it.
-#[derive(Debug, Clone)]
-struct RuleEntry {
-    port: usize,
-    local: usize,
-    action: Action,
-}
-
 /// What the control socket needs to serve `capture`.
 pub struct CaptureService {
     tap: Arc<CaptureTap>,
-    rules: Vec<RuleEntry>,
+    rules: Arc<LiveRules>,
     /// By port: name and its sockets.
     ports: Vec<(String, Vec<Interface>)>,
     running: AtomicBool,
@@ -40,48 +37,36 @@ pub struct CaptureService {
 }
 
 /// Gives the instance's control socket (if it has one) the `capture` command.
-pub fn enable(servers: &(Option<crate::stats::control::ControlServer>, Option<crate::stats::prom::PromServer>), cfg: &Config, plan: &Plan, fabric: &Fabric) {
+pub fn enable(servers: &(Option<crate::stats::control::ControlServer>, Option<crate::stats::prom::PromServer>), rules: Arc<LiveRules>, plan: &Plan, fabric: &Fabric) {
     if let Some(control) = &servers.0 {
-        control.enable_capture(Arc::new(CaptureService::new(cfg, plan, fabric.capture.clone())));
+        control.enable_capture(Arc::new(CaptureService::new(rules, plan, fabric.capture.clone())));
     }
 }
 
+/// Every socket of the plan as a pcapng interface, by port.
+pub fn interfaces(plan: &Plan) -> Vec<(String, Vec<Interface>)> {
+    plan.ports
+        .iter()
+        .map(|p| {
+            let ifs = p.sockets.iter().map(|&s| Interface { socket: s as u32, name: format!("{}/{}/q{}", p.def.name, p.def.interface, plan.sockets[s].queue) }).collect();
+            (p.def.name.clone(), ifs)
+        })
+        .collect()
+}
+
 impl CaptureService {
-    /// The rule table (config order) and the ports' sockets, from the plan.
-    pub fn new(cfg: &Config, plan: &Plan, tap: Arc<CaptureTap>) -> CaptureService {
-        let mut seen = vec![0usize; plan.ports.len()];
-        let rules = cfg
-            .valid_rules()
-            .iter()
-            .map(|r| {
-                let local = seen[r.port];
-                seen[r.port] += 1;
-                RuleEntry { port: r.port, local, action: r.action }
-            })
-            .collect();
-        let ports = plan
-            .ports
-            .iter()
-            .map(|p| {
-                let ifs = p.sockets.iter().map(|&s| Interface { socket: s as u32, name: format!("{}/{}/q{}", p.def.name, p.def.interface, plan.sockets[s].queue) }).collect();
-                (p.def.name.clone(), ifs)
-            })
-            .collect();
+    /// The service over the live rule list and the ports' sockets, from the plan.
+    pub fn new(rules: Arc<LiveRules>, plan: &Plan, tap: Arc<CaptureTap>) -> CaptureService {
+        let ports = interfaces(plan);
         // A copy never exceeds a single-buffer frame.
         let snaplen_max = MAX_SNAPLEN.min(plan.umem.chunk_size);
         CaptureService { tap, rules, ports, running: AtomicBool::new(false), snaplen_max }
     }
 
-    /// Checks a request; the answer to send, or the error that says what to do.
+    /// Checks a request against the rules running now; the answer to send, or the
+    /// error that says what to do.
     fn check(&self, req: &Request) -> Result<(Target, Started), String> {
-        let Some(rule) = self.rules.get(req.rule) else {
-            return Err(format!(
-                "no rule {}: this instance has {} rule(s), numbered 0..{} in the order of the config's [[rule]] tables; pass --rule with one of them",
-                req.rule,
-                self.rules.len(),
-                self.rules.len().saturating_sub(1)
-            ));
-        };
+        let (index, rule) = self.rules.find(&req.rule)?;
         if !rule.action.reaches_userspace() {
             return Err(format!(
                 "rule {} has action `{}`: the XDP program settles its frames in the kernel and no worker sees them; capture a rule whose action reaches the workers (drop, l2fwd, forward, reflect-twice, copybreak), or use tcpdump for `pass`",
@@ -93,8 +78,8 @@ impl CaptureService {
             return Err(format!("--snaplen {} is out of range: use 1..={} (one chunk of this instance's UMEM)", req.snaplen, self.snaplen_max));
         }
         let (port, interfaces) = &self.ports[rule.port];
-        let started = Started { rule: req.rule, port: port.clone(), action: rule.action.name().to_string(), snaplen: req.snaplen, interfaces: interfaces.clone() };
-        Ok((Target { port: rule.port, local_rule: rule.local, snaplen: req.snaplen }, started))
+        let started = Started { rule: index, name: rule.name.clone(), port: port.clone(), action: rule.action.name().to_string(), snaplen: req.snaplen, interfaces: interfaces.clone() };
+        Ok((Target { port: rule.port, rule_key: rule.key, snaplen: req.snaplen }, started))
     }
 
     /// Serves one `capture {...}` line: refuses it with a JSON error, or starts the
@@ -115,7 +100,7 @@ impl CaptureService {
         let me = self.clone();
         let spawned = std::thread::Builder::new().name("xdpool-capture".into()).spawn(move || {
             let ended = me.stream(stream, target, req.count, &started, &stop);
-            tracing::info!(rule = req.rule, sent = ended.sent, dropped = ended.dropped, reason = %ended.reason, "capture ended");
+            tracing::info!(rule = %req.rule, sent = ended.sent, dropped = ended.dropped, reason = %ended.reason, "capture ended");
             me.running.store(false, Ordering::SeqCst);
         });
         if let Err(e) = spawned {
@@ -142,9 +127,15 @@ impl CaptureService {
         }
         tracing::info!(rule = started.rule, port = %started.port, snaplen = target.snaplen, count, "capture started");
         let mut last_look = Instant::now();
+        let mut rules_seen = self.rules.version();
+        let mut gone = None;
         ended.reason = loop {
             if stop.load(Ordering::Relaxed) {
                 break "the instance is stopping".into();
+            }
+            if gone.is_none() && self.rules.version() != rules_seen {
+                rules_seen = self.rules.version();
+                gone = self.follow(target, started);
             }
             let mut sent_now = 0;
             let mut failed = None;
@@ -166,6 +157,13 @@ impl CaptureService {
             if let Some(e) = failed.or_else(|| out.flush().err()) {
                 break format!("the client went away ({e})");
             }
+            if let Some(why) = &gone {
+                if sent_now == 0 {
+                    // Every copy made under the old list was sent.
+                    break why.clone();
+                }
+                continue;
+            }
             if sent_now == 0 {
                 if last_look.elapsed() >= Duration::from_millis(20) {
                     last_look = Instant::now();
@@ -183,6 +181,33 @@ impl CaptureService {
         let bye = serde_json::to_string(&ended).expect("serializes") + "\n";
         let _ = out.write_all(&wire::header(wire::END, 0, 0, 0)).and_then(|_| out.write_all(bye.as_bytes())).and_then(|_| out.flush());
         ended
+    }
+}
+
+impl CaptureService {
+    /// After a reload: whether the captured rule still runs. `None` if it does (the
+    /// workers follow its key; a new index is logged), else the reason to end.
+    fn follow(&self, target: Target, started: &Started) -> Option<String> {
+        let what = match &started.name {
+            Some(n) => format!("rule `{n}` (rule {} when the capture started)", started.rule),
+            None => format!("rule {} (unnamed)", started.rule),
+        };
+        match self.rules.by_key(target.port, target.rule_key) {
+            Some((index, _)) => {
+                if index != started.rule {
+                    tracing::info!(rule = %what, now = index, "the rules were reloaded: the capture follows its rule, now rule {index}");
+                }
+                None
+            }
+            None => Some(format!(
+                "{what} is gone: the reloaded rules of port `{}` have no rule {}; the capture ended there (every frame it matched until then was captured)",
+                started.port,
+                match &started.name {
+                    Some(n) => format!("named `{n}`"),
+                    None => "with the same match and action (give a rule a name to capture it across reloads that change it)".to_string(),
+                }
+            )),
+        }
     }
 }
 
@@ -208,13 +233,15 @@ fn client_closed(stream: &UnixStream) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::capture::live::{LiveRule, RuleRef};
 
     fn service() -> CaptureService {
-        let cfg = Config::parse(
+        let cfg = crate::config::Config::parse(
             r#"
 [interface]
 name = "veth0"
 [[rule]]
+name = "nine"
 proto = "udp"
 dst_port = 9
 action = "l2fwd"
@@ -225,22 +252,43 @@ action = "pass"
         )
         .unwrap();
         let plan = crate::plan::plan(&cfg, &cfg.worker_cores());
-        CaptureService::new(&cfg, &plan, Arc::new(CaptureTap::with_capacity(4)))
+        let live = Arc::new(LiveRules::at_start(&cfg.valid_rules(), &cfg.rule_names()));
+        CaptureService::new(live, &plan, Arc::new(CaptureTap::with_capacity(4)))
+    }
+
+    fn req(rule: &str, count: u64, snaplen: u32) -> Request {
+        Request { rule: RuleRef::parse(rule), count, snaplen }
     }
 
     #[test]
     fn requests_are_checked_with_a_reason() {
         let s = service();
-        let (t, started) = s.check(&Request { rule: 0, count: 5, snaplen: 128 }).unwrap();
-        assert_eq!(t, Target { port: 0, local_rule: 0, snaplen: 128 });
+        let (t, started) = s.check(&req("0", 5, 128)).unwrap();
+        assert_eq!(t, Target { port: 0, rule_key: 0, snaplen: 128 });
         assert_eq!(started.action, "l2fwd");
         assert_eq!(started.interfaces.len(), 1);
         assert!(started.interfaces[0].name.starts_with(&format!("{}/veth0/q", started.port)), "{started:?}");
-        let no_rule = s.check(&Request { rule: 2, count: 0, snaplen: 128 }).unwrap_err();
+        let no_rule = s.check(&req("2", 0, 128)).unwrap_err();
         assert!(no_rule.contains("no rule 2") && no_rule.contains("0..1"), "{no_rule}");
-        let pass = s.check(&Request { rule: 1, count: 0, snaplen: 128 }).unwrap_err();
+        let pass = s.check(&req("1", 0, 128)).unwrap_err();
         assert!(pass.contains("`pass`") && pass.contains("no worker sees"), "{pass}");
-        let snap = s.check(&Request { rule: 0, count: 0, snaplen: 0 }).unwrap_err();
+        let snap = s.check(&req("0", 0, 0)).unwrap_err();
         assert!(snap.contains("--snaplen 0"), "{snap}");
+        // By name; and the list that runs now, not the config's.
+        let (t, started) = s.check(&req("nine", 0, 64)).unwrap();
+        assert_eq!((t.rule_key, started.rule, started.name.as_deref()), (0, 0, Some("nine")));
+        let moved = vec![
+            LiveRule { port: 0, key: 70, name: None, action: crate::config::Action::Drop },
+            LiveRule { port: 0, key: 0, name: Some("nine".into()), action: crate::config::Action::L2fwd },
+        ];
+        s.rules.set(moved);
+        let (t, started) = s.check(&req("nine", 0, 64)).unwrap();
+        assert_eq!((t.rule_key, started.rule), (0, 1), "the live list's index, the same key");
+        assert_eq!(s.check(&req("0", 0, 64)).unwrap().0.rule_key, 70, "index 0 is the new rule now");
+        // A running capture follows its key, or ends naming the rule.
+        assert_eq!(s.follow(t, &started), None);
+        s.rules.set(vec![LiveRule { port: 0, key: 70, name: None, action: crate::config::Action::Drop }]);
+        let why = s.follow(t, &started).unwrap();
+        assert!(why.contains("rule `nine` (rule 1 when the capture started) is gone") && why.contains("named `nine`"), "{why}");
     }
 }

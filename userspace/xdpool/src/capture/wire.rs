@@ -1,6 +1,7 @@
 //! The capture stream on the control socket.
 //!
-//! The client writes `capture {"rule":N,"count":C,"snaplen":S}` and a newline. The
+//! The client writes `capture {"rule":N,"count":C,"snaplen":S}` (N an index or a
+//! rule's name as a string) and a newline. The
 //! instance answers one JSON line: `{"error": "..."}` (and closes), or [`Started`].
 //! Then records follow, each a 24-byte little-endian header (`len` u32, `orig_len`
 //! u32, `ts_ns` u64, `socket` u32, 4 reserved bytes) and `len` bytes. A header
@@ -18,10 +19,11 @@ pub const HEADER: usize = 24;
 pub const END: u32 = u32::MAX;
 
 /// What the client asks for.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Request {
-    /// Rule index in the config (0-based, the order of `[[rule]]` tables).
-    pub rule: usize,
+    /// The rule: its index in the running list (0-based, the order of the last
+    /// applied `[[rule]]` tables) or its `name`.
+    pub rule: super::live::RuleRef,
     /// Frames to capture (0: until the client stops).
     pub count: u64,
     /// Bytes of each frame to keep.
@@ -40,8 +42,11 @@ pub struct Interface {
 /// The instance's answer when the capture started.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Started {
-    /// The rule, as the request named it.
+    /// The rule's index in the running list when the capture started.
     pub rule: usize,
+    /// Its name, if it has one.
+    #[serde(default)]
+    pub name: Option<String>,
     /// Its port's name.
     pub port: String,
     /// Its action (config name).

@@ -94,6 +94,8 @@ pub const QUEUE_COUNTERS: &[(&str, Def)] = &[
     ("foreign_reclaimed", c("xdpool_foreign_reclaimed", "Of those, taken back from a closed socket's TX side and returned to their origin pool.")),
     ("captured", c("xdpool_captured", "xdpool capture: frames the worker copied (at most snaplen bytes) into the capture queue for the client.")),
     ("capture_dropped", c("xdpool_capture_dropped", "xdpool capture: matching frames not captured because the capture queue was full (the client read too slowly); the frames themselves went on to their action.")),
+    ("file_captured", c("xdpool_file_captured", "A rule's capture file: frames the worker copied (at most the rule's snaplen bytes) into the queue of the daemon's pcapng writer.")),
+    ("file_capture_dropped", c("xdpool_file_capture_dropped", "A rule's capture file: matching frames not written because the file capture queue was full (the writer fell behind); the frames themselves went on to their action.")),
     ("poll_naps", c("xdpool_poll_naps", "poll mode: naps taken while traffic flowed (workers.poll_coalesce_us) instead of waiting in poll().")),
 ];
 

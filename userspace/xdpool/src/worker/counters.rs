@@ -136,6 +136,11 @@ counters!(
     /// `xdpool capture`: frames the capture queue had no room for (not captured; the
     /// frame itself went on to its action).
     capture_dropped,
+    /// A rule's `capture` file: frames copied into the file capture queue.
+    file_captured,
+    /// A rule's `capture` file: frames the file capture queue had no room for (not
+    /// written; the frame itself went on to its action).
+    file_capture_dropped,
     /// Per-pool audits run at socket teardown (at the close: the owner map against
     /// the rings' own positions; after the reclaim: nothing left in fill or TX).
     teardown_audits,

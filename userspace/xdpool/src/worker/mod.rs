@@ -107,6 +107,8 @@ pub struct Fabric {
     pub neighbours: Arc<Neighbours>,
     /// Packet capture: off unless `xdpool capture` runs.
     pub capture: Arc<crate::capture::CaptureTap>,
+    /// The tap of the rules' `capture` files (empty while no rule has one).
+    pub file_capture: Arc<crate::capture::CaptureTap>,
 }
 
 impl Fabric {
@@ -332,7 +334,8 @@ impl Worker {
         let lane = &mut lanes[i];
         let n = lane.port.receive(&mut descs[..want]);
         let capture = capture::target_for(&fabric.capture, spec.lanes[i].port);
-        if capture.is_none() && lane.drops_unread(spec.hold_frames) {
+        let to_file = lane.rules.captures_to_file();
+        if capture.is_none() && !to_file && lane.drops_unread(spec.hold_frames) {
             lane.receive_drop(&descs[..n], &fabric.remotes);
             return n;
         }
@@ -347,8 +350,8 @@ impl Worker {
                 continue;
             }
             let Some((frame, verdict)) = lane.take(d) else { continue };
-            if let Some(t) = capture {
-                lane.capture(&frame, d, t, &fabric.capture);
+            if capture.is_some() || to_file {
+                lane.capture(&frame, d, capture, &fabric.capture, &fabric.file_capture);
             }
             let Some(frame) = lane.hold(frame, d, verdict, spec.hold_frames) else { continue };
             let region = lane.port.region().clone();

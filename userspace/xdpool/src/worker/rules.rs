@@ -20,6 +20,7 @@
 
 use super::action::Verdict;
 use super::classify::Classifier;
+use crate::capture::file::FileSink;
 use crate::steer::abi;
 use pool::{Frame, Region};
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -34,6 +35,49 @@ pub struct RuleSet {
     pub generation: u32,
     /// The lookup.
     pub classifier: Classifier,
+    /// Each rule's key, in rule order (empty: the rule's position): the same rule
+    /// keeps its key across reloads (`reload::assign_keys`), and `xdpool capture`
+    /// names its rule by key, so a renumbering reload does not move the capture.
+    keys: Vec<u32>,
+    /// Each rule's `capture` file, in rule order (empty: none).
+    sinks: Vec<Option<Arc<FileSink>>>,
+    any_sink: bool,
+}
+
+impl RuleSet {
+    /// A list whose rules are keyed by position and capture to no file.
+    pub fn new(generation: u32, classifier: Classifier) -> RuleSet {
+        RuleSet::with_taps(generation, classifier, Vec::new(), Vec::new())
+    }
+
+    /// A list with its rules' keys and capture files (both in rule order).
+    pub fn with_taps(generation: u32, classifier: Classifier, keys: Vec<u32>, sinks: Vec<Option<Arc<FileSink>>>) -> RuleSet {
+        let any_sink = sinks.iter().any(Option::is_some);
+        RuleSet { generation, classifier, keys, sinks, any_sink }
+    }
+
+    /// The key of the rule at `pos`.
+    #[inline]
+    pub fn key(&self, pos: usize) -> u32 {
+        self.keys.get(pos).copied().unwrap_or(pos as u32)
+    }
+
+    /// The capture file of the rule at `pos`, if it has one.
+    #[inline]
+    pub fn sink(&self, pos: usize) -> Option<&Arc<FileSink>> {
+        self.sinks.get(pos).and_then(Option::as_ref)
+    }
+
+    /// Whether any rule captures to a file.
+    #[inline]
+    pub fn captures_to_file(&self) -> bool {
+        self.any_sink
+    }
+
+    /// Every capture file this list writes.
+    pub fn sinks(&self) -> impl Iterator<Item = &Arc<FileSink>> {
+        self.sinks.iter().flatten()
+    }
 }
 
 /// One socket's current rule set: written by the control thread, read by the worker.
@@ -51,7 +95,12 @@ pub struct RuleSlot {
 impl RuleSlot {
     /// A slot holding `classifier` under `generation`.
     pub fn new(generation: u32, classifier: Classifier) -> Arc<RuleSlot> {
-        Arc::new(RuleSlot { version: AtomicU64::new(1), taken: AtomicU64::new(1), live: AtomicU64::new(1), settled: AtomicU64::new(1), set: Mutex::new(Arc::new(RuleSet { generation, classifier })) })
+        RuleSlot::with_set(RuleSet::new(generation, classifier))
+    }
+
+    /// A slot holding `set`.
+    pub fn with_set(set: RuleSet) -> Arc<RuleSlot> {
+        Arc::new(RuleSlot { version: AtomicU64::new(1), taken: AtomicU64::new(1), live: AtomicU64::new(1), settled: AtomicU64::new(1), set: Mutex::new(Arc::new(set)) })
     }
 
     /// Publishes a new set; returns the version to wait for with [`RuleSlot::taken`].
@@ -122,6 +171,11 @@ pub struct LaneRules {
     untagged: Option<Arc<RuleSet>>,
     /// When this lane first saw the XDP side of `current` live.
     live_since: Option<Instant>,
+    /// During a hand-over: the generation the last frame was acted on under (`None`:
+    /// untagged, under [`LaneRules::untagged`]).
+    last_tag: Option<u32>,
+    /// Some set this lane may act under captures to a file.
+    any_sink: bool,
     /// Last frame tagged with an older list.
     last_old: Instant,
     seen_current: bool,
@@ -133,7 +187,8 @@ impl LaneRules {
         let (seen, current) = slot.load();
         slot.taken.store(seen, Ordering::Release);
         slot.settled.fetch_max(seen, Ordering::AcqRel);
-        LaneRules { slot, seen, current, history: Vec::new(), untagged: None, live_since: None, last_old: Instant::now(), seen_current: false }
+        let any_sink = current.captures_to_file();
+        LaneRules { slot, seen, current, history: Vec::new(), untagged: None, live_since: None, last_tag: None, any_sink, last_old: Instant::now(), seen_current: false }
     }
 
     /// Once per batch: takes a newly published set (true when it did).
@@ -165,6 +220,7 @@ impl LaneRules {
         self.live_since = None;
         self.last_old = Instant::now();
         self.seen_current = false;
+        self.any_sink = self.current.captures_to_file() || self.history.iter().chain(self.untagged.as_ref()).any(|s| s.captures_to_file());
         self.slot.taken.store(v, Ordering::Release);
         if self.history.is_empty() {
             // The same list again: nothing to hand over.
@@ -196,6 +252,27 @@ impl LaneRules {
             self.history.clear();
             self.untagged = None;
             self.slot.settled.fetch_max(self.seen, Ordering::AcqRel);
+            self.any_sink = self.current.captures_to_file();
+        }
+    }
+
+    /// Whether a rule of a list this lane may act under captures to a file (then
+    /// each frame is looked at, as for `xdpool capture`).
+    #[inline]
+    pub fn captures_to_file(&self) -> bool {
+        self.any_sink
+    }
+
+    /// The set the last frame given to [`LaneRules::verdict`] was acted on under: what
+    /// a capture matches it against, so that the copy goes with the action taken.
+    #[inline]
+    pub fn last_set(&self) -> &RuleSet {
+        if !self.by_tag() {
+            return &self.current;
+        }
+        match self.last_tag {
+            Some(generation) => self.of_known(generation),
+            None => self.untagged(),
         }
     }
 
@@ -258,6 +335,7 @@ impl LaneRules {
             // Steered before tagging began: under the list before the hand-over.
             self.last_old = Instant::now();
         }
+        self.last_tag = (!unknown).then_some(generation);
         let set = if unknown { self.untagged() } else { self.of_known(generation) };
         let cl = &set.classifier;
         (if cl.is_uniform() { cl.uniform() } else { cl.classify(region.frame_bytes(frame, offset, len).unwrap_or(&[])) }, unknown)
@@ -292,7 +370,7 @@ mod tests {
         let slot = RuleSlot::new(1, set(Action::Drop));
         let mut lane = LaneRules::new(slot.clone());
         assert!(!lane.refresh() && !lane.by_tag());
-        let v = slot.publish(Arc::new(RuleSet { generation: 2, classifier: set(Action::L2fwd) }));
+        let v = slot.publish(Arc::new(RuleSet::new(2, set(Action::L2fwd))));
         assert!(!slot.taken(v), "not before the worker's next batch");
         assert!(lane.refresh());
         assert!(slot.taken(v));
@@ -319,14 +397,14 @@ mod tests {
     fn without_a_frame_of_the_new_set_the_old_one_stays() {
         let slot = RuleSlot::new(1, set(Action::Drop));
         let mut lane = LaneRules::new(slot.clone());
-        let v = slot.publish(Arc::new(RuleSet { generation: 2, classifier: set(Action::L2fwd) }));
+        let v = slot.publish(Arc::new(RuleSet::new(2, set(Action::L2fwd))));
         lane.refresh();
         lane.live_since = Some(Instant::now() - SETTLE);
         lane.refresh();
         assert!(lane.by_tag(), "frames of the old list came within SETTLE: keep it");
         assert!(slot.live.load(Ordering::Relaxed) < v);
         // A refused reload puts the old set back under its own generation.
-        slot.publish(Arc::new(RuleSet { generation: 1, classifier: set(Action::Drop) }));
+        slot.publish(Arc::new(RuleSet::new(1, set(Action::Drop))));
         lane.refresh();
         assert_eq!(lane.current.generation, 1);
         assert_eq!(lane.of_generation(2).unwrap().classifier.uniform().act, Act::L2fwd);
@@ -342,11 +420,11 @@ mod tests {
         let slot = RuleSlot::new(1, set(Action::Drop));
         let mut lane = LaneRules::new(slot.clone());
         assert!(slot.settled(1), "nothing to hand over at start");
-        let v2 = slot.publish(Arc::new(RuleSet { generation: 2, classifier: set(Action::L2fwd) }));
+        let v2 = slot.publish(Arc::new(RuleSet::new(2, set(Action::L2fwd))));
         lane.refresh();
         assert!(!slot.settled(v2), "a hand-over is under way");
         // A second reload before the first settled: the untagged set stays the first one's.
-        let v3 = slot.publish(Arc::new(RuleSet { generation: 3, classifier: set(Action::Pass) }));
+        let v3 = slot.publish(Arc::new(RuleSet::new(3, set(Action::Pass))));
         lane.refresh();
         assert_eq!(lane.untagged().generation, 1, "untagged frames were steered before tagging began: under 1");
         assert!(lane.of_generation(0).is_none(), "no tag");
@@ -366,7 +444,7 @@ mod tests {
     fn untagged_frames_keep_the_hand_over_open_but_not_past_settle_max() {
         let slot = RuleSlot::new(1, set(Action::Drop));
         let mut lane = LaneRules::new(slot.clone());
-        let v = slot.publish(Arc::new(RuleSet { generation: 2, classifier: set(Action::L2fwd) }));
+        let v = slot.publish(Arc::new(RuleSet::new(2, set(Action::L2fwd))));
         lane.refresh();
         slot.mark_live(v);
         lane.refresh();
@@ -384,7 +462,7 @@ mod tests {
     fn the_same_list_again_settles_at_once() {
         let slot = RuleSlot::new(4, set(Action::Drop));
         let mut lane = LaneRules::new(slot.clone());
-        let v = slot.publish(Arc::new(RuleSet { generation: 4, classifier: set(Action::Drop) }));
+        let v = slot.publish(Arc::new(RuleSet::new(4, set(Action::Drop))));
         lane.refresh();
         assert!(!lane.by_tag() && slot.settled(v));
     }
@@ -396,7 +474,7 @@ mod tests {
         let mut pool = PoolOwner::new(&region, PoolConfig::default());
         let slot = RuleSlot::new(1, set(Action::Drop));
         let mut lane = LaneRules::new(slot.clone());
-        slot.publish(Arc::new(RuleSet { generation: 2, classifier: set(Action::L2fwd) }));
+        slot.publish(Arc::new(RuleSet::new(2, set(Action::L2fwd))));
         lane.refresh();
         let (at, len) = (256u32, 64u32);
         // (tag bytes before the frame, the action, counted untagged)

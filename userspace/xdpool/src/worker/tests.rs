@@ -519,7 +519,7 @@ fn a_worker_hands_frames_to_another_workers_queue_and_counts_a_full_one() {
     let (w0, w1) = (Waker::new().unwrap(), Waker::new().unwrap());
     let sockets = vec![PortShared::new(0, "in", "a", 0, None, 8, w0), PortShared::new(1, "out", "b", 0, None, 8, w1)];
     sockets[1].handover().set_phase_for_test(super::handover::Phase::Running);
-    let fabric = Arc::new(Fabric { sockets, port_sockets: vec![vec![0], vec![1]], remotes: Remotes::new(2), neighbours: crate::neigh::Neighbours::new(MacBook::new(2)), capture: Default::default() });
+    let fabric = Arc::new(Fabric { sockets, port_sockets: vec![vec![0], vec![1]], remotes: Remotes::new(2), neighbours: crate::neigh::Neighbours::new(MacBook::new(2)), capture: Default::default(), file_capture: Default::default() });
     let rule = crate::config::ValidRule { proto: None, dst_port: None, dst: None, src_port: None, src: None, vlan: None, action: crate::config::Action::Forward, port: 0, to: Some(1), mac: MacRewrite::Swap, mirror_to: None };
     let lane = LaneSpec { socket: 0, port: 0, queue_pos: 0, rules: super::rules::RuleSlot::new(0, super::classify::Classifier::new(vec![rule])), rings: PortRings { fill: 64, rx: 64 } };
     let spec = WorkerSpec { core: None, batch: 64, mode: crate::config::WaitMode::Spin, lanes: vec![lane], hold_frames: 0, copybreak_bytes: 128, busy_poll_budget: 64, poll_coalesce: std::time::Duration::ZERO };
@@ -564,7 +564,7 @@ fn capture_copies_the_rules_frames_before_the_action_and_counts_a_full_tap() {
     let region = Region::new(RegionConfig { frames: FRAMES, chunk_size: CHUNK, ..RegionConfig::default() }).unwrap();
     let sockets = vec![PortShared::new(0, "in", "a", 0, None, 8, Waker::new().unwrap())];
     let tap = Arc::new(CaptureTap::with_capacity(8));
-    let fabric = Arc::new(Fabric { sockets, port_sockets: vec![vec![0]], remotes: Remotes::new(1), neighbours: crate::neigh::Neighbours::new(MacBook::new(1)), capture: tap.clone() });
+    let fabric = Arc::new(Fabric { sockets, port_sockets: vec![vec![0]], remotes: Remotes::new(1), neighbours: crate::neigh::Neighbours::new(MacBook::new(1)), capture: tap.clone(), file_capture: Default::default() });
     let rule = |port: u16| crate::config::ValidRule { proto: Some(17), dst_port: Some((port, port)), dst: None, src_port: None, src: None, vlan: None, action: crate::config::Action::L2fwd, port: 0, to: None, mac: MacRewrite::Swap, mirror_to: None };
     // The template goes to UDP port 9: rule 1 is its first match, rule 0 never matches.
     let lane = LaneSpec { socket: 0, port: 0, queue_pos: 0, rules: super::rules::RuleSlot::new(0, super::classify::Classifier::new(vec![rule(10), rule(9)])), rings: PortRings { fill: 64, rx: 64 } };
@@ -587,12 +587,12 @@ fn capture_copies_the_rules_frames_before_the_action_and_counts_a_full_tap() {
     // Off: nothing copied.
     assert_eq!(round(&mut w, 4).len(), 4);
     // Rule 0 (port 10): no frame matches it first.
-    tap.arm(Target { port: 0, local_rule: 0, snaplen: 2048 }, 8);
+    tap.arm(Target { port: 0, rule_key: 0, snaplen: 2048 }, 8);
     assert_eq!(round(&mut w, 4).len(), 4);
     assert!(tap.take().is_none());
     assert_eq!((w.lanes[0].port.c.captured, w.lanes[0].port.c.capture_dropped), (0, 0));
     // Rule 1, snaplen 40: 8 records for 20 frames; 12 counted dropped; all 20 sent on.
-    tap.arm(Target { port: 0, local_rule: 1, snaplen: 40 }, 8);
+    tap.arm(Target { port: 0, rule_key: 1, snaplen: 40 }, 8);
     let sent = round(&mut w, 20);
     assert_eq!(sent.len(), 20, "every frame went on to l2fwd");
     assert_eq!((w.lanes[0].port.c.captured, w.lanes[0].port.c.capture_dropped), (8, 12));
@@ -611,11 +611,80 @@ fn capture_copies_the_rules_frames_before_the_action_and_counts_a_full_tap() {
     for r in recs {
         tap.give_back(r);
     }
-    tap.arm(Target { port: 1, local_rule: 1, snaplen: 40 }, 8);
+    tap.arm(Target { port: 1, rule_key: 1, snaplen: 40 }, 8);
     round(&mut w, 4);
     assert_eq!(w.lanes[0].port.c.captured, 8);
     w.lanes[0].port.pool.publish_stats();
     region.accounting().check().unwrap();
+}
+
+/// A capture follows its rule's key through a reload that renumbers the list, and a
+/// rule's `capture` file gets exactly that rule's frames (the frames still go on);
+/// a complete file (count reached) gets no more copies.
+#[test]
+fn capture_follows_the_rule_key_across_a_renumbering_and_a_rule_file_gets_its_frames() {
+    use super::shared::{PortShared, Waker};
+    use super::{Fabric, LaneSpec, Worker, WorkerSpec};
+    use crate::capture::file::FileCaptures;
+    use crate::capture::{CaptureTap, Target};
+    use crate::worker::rules::{RuleSet, RuleSlot};
+    let region = Region::new(RegionConfig { frames: FRAMES, chunk_size: CHUNK, ..RegionConfig::default() }).unwrap();
+    let sockets = vec![PortShared::new(0, "in", "a", 0, None, 8, Waker::new().unwrap())];
+    let (tap, file_tap) = (Arc::new(CaptureTap::with_capacity(64)), Arc::new(CaptureTap::with_capacity(64)));
+    let fabric = Arc::new(Fabric { sockets, port_sockets: vec![vec![0]], remotes: Remotes::new(1), neighbours: crate::neigh::Neighbours::new(MacBook::new(1)), capture: tap.clone(), file_capture: file_tap.clone() });
+    let rule = |port: u16| crate::config::ValidRule { proto: Some(17), dst_port: Some((port, port)), dst: None, src_port: None, src: None, vlan: None, action: crate::config::Action::Drop, port: 0, to: None, mac: MacRewrite::Swap, mirror_to: None };
+    let classifier = |ports: &[u16]| super::classify::Classifier::new(ports.iter().map(|p| rule(*p)).collect());
+    // The template goes to UDP port 9: the rule of key 6.
+    let slot = RuleSlot::with_set(RuleSet::with_taps(0, classifier(&[10, 9]), vec![5, 6], vec![]));
+    let lane = LaneSpec { socket: 0, port: 0, queue_pos: 0, rules: slot.clone(), rings: PortRings { fill: 64, rx: 64 } };
+    let spec = WorkerSpec { core: None, batch: 64, mode: crate::config::WaitMode::Spin, lanes: vec![lane], hold_frames: 0, copybreak_bytes: 128, busy_poll_budget: 64, poll_coalesce: std::time::Duration::ZERO };
+    let mut w = Worker::new(&region, spec, fabric.clone());
+    stamp(&mut w.lanes[0].port, 7);
+    let (io, kernel) = heap_socket(&region, 64);
+    w.lanes[0].port.attach(io);
+    let round = |w: &mut Worker, n: usize| {
+        w.lanes[0].refresh_rules();
+        w.lanes[0].port.refill();
+        kernel.deliver(n);
+        assert_eq!(w.receive(0), n);
+    };
+    tap.arm(Target { port: 0, rule_key: 6, snaplen: 64 }, 64);
+    round(&mut w, 3);
+    assert_eq!(w.lanes[0].port.c.captured, 3, "key 6 is the rule at position 1");
+    // Reloaded, renumbered: the port-9 rule is first now and keeps key 6; it also
+    // writes to a file (count 5); the other rule (key 5) is the client's no longer.
+    let dir = tempfile::tempdir().unwrap();
+    let files = FileCaptures::start(file_tap.clone(), vec![crate::capture::wire::Interface { socket: 0, name: "in/a/q0".into() }]);
+    let spec5 = crate::config::CaptureSpec { file: dir.path().join("r.pcapng"), snaplen: 32, count: 5 };
+    let sinks = files.prepare(&[Some(spec5), None]).unwrap();
+    files.settle(&sinks.iter().flatten().cloned().collect::<Vec<_>>());
+    slot.publish(Arc::new(RuleSet::with_taps(0, classifier(&[9, 10]), vec![6, 5], sinks.clone())));
+    round(&mut w, 4);
+    assert_eq!(w.lanes[0].port.c.captured, 7, "the capture followed key 6 to position 0");
+    assert_eq!(w.lanes[0].port.c.file_captured, 4);
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(5);
+    round(&mut w, 4);
+    while !sinks[0].as_ref().unwrap().done() && std::time::Instant::now() < deadline {
+        std::thread::sleep(std::time::Duration::from_millis(5));
+    }
+    assert!(sinks[0].as_ref().unwrap().done(), "count 5 reached");
+    let copied = w.lanes[0].port.c.file_captured;
+    assert_eq!(copied, 5, "exactly its count copied");
+    round(&mut w, 4);
+    assert_eq!(w.lanes[0].port.c.file_captured, copied, "a complete file gets no more copies");
+    assert_eq!(w.lanes[0].port.c.action_drop, 15, "every frame went on to its action");
+    assert_eq!(w.lanes[0].port.c.file_capture_dropped, 0);
+    files.finish();
+    let mut r = pcap_file::pcapng::PcapNgReader::new(std::fs::File::open(dir.path().join("r.pcapng")).unwrap()).unwrap();
+    let mut n = 0;
+    while let Some(b) = r.next_block() {
+        if let pcap_file::pcapng::Block::EnhancedPacket(p) = b.unwrap() {
+            assert_eq!((p.original_len, &p.data[..]), (LEN, &template(7)[..32]));
+            n += 1;
+        }
+    }
+    assert_eq!(n, 5, "the file holds its count");
+    w.lanes[0].port.pool.publish_stats();
 }
 
 /// Busy-poll: polls count as served only on a socket with a NAPI id and only when
@@ -628,7 +697,7 @@ fn busy_poll_counts_polls_the_napi_served_and_falls_back_without_one() {
     for napi in [Some(7), None] {
         let region = Region::new(RegionConfig { frames: FRAMES, chunk_size: CHUNK, ..RegionConfig::default() }).unwrap();
         let sockets = vec![PortShared::new(0, "in", "a", 0, None, 8, Waker::new().unwrap())];
-        let fabric = Arc::new(Fabric { sockets, port_sockets: vec![vec![0]], remotes: Remotes::new(1), neighbours: crate::neigh::Neighbours::new(MacBook::new(1)), capture: Default::default() });
+        let fabric = Arc::new(Fabric { sockets, port_sockets: vec![vec![0]], remotes: Remotes::new(1), neighbours: crate::neigh::Neighbours::new(MacBook::new(1)), capture: Default::default(), file_capture: Default::default() });
         let rule = crate::config::ValidRule { proto: None, dst_port: None, dst: None, src_port: None, src: None, vlan: None, action: crate::config::Action::Drop, port: 0, to: None, mac: MacRewrite::Swap, mirror_to: None };
         let lane = LaneSpec { socket: 0, port: 0, queue_pos: 0, rules: super::rules::RuleSlot::new(0, super::classify::Classifier::new(vec![rule])), rings: PortRings { fill: 64, rx: 64 } };
         let spec = WorkerSpec { core: None, batch: 64, mode: WaitMode::BusyPoll, lanes: vec![lane], hold_frames: 0, copybreak_bytes: 128, busy_poll_budget: 64, poll_coalesce: std::time::Duration::ZERO };
