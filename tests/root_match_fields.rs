@@ -41,40 +41,12 @@ action = "xdpdrop"
 
 /// Sends `frame` `count` times out of `dev` in namespace `ns` (AF_PACKET), 32 at a
 /// time with a pause, so the receiving veth's ring never fills.
-fn send_raw(ns: &str, dev: &str, frame: &[u8], count: usize) {
+fn send_raw_in(ns: &str, dev: &str, frame: &[u8], count: usize) {
     let dev = dev.to_string();
     let frame = frame.to_vec();
     xdpool::netns::in_netns(ns, move || {
         let ifindex = xdpool::netns::ifindex(&dev).expect("sender's veth");
-        // SAFETY: plain socket(2); the fd is owned by `fd` below.
-        let raw = unsafe { libc::socket(libc::AF_PACKET, libc::SOCK_RAW, 0) };
-        assert!(raw >= 0, "AF_PACKET socket: {}", std::io::Error::last_os_error());
-        // SAFETY: `raw` is a new fd nobody else owns.
-        let fd = unsafe { <std::os::fd::OwnedFd as std::os::fd::FromRawFd>::from_raw_fd(raw) };
-        use std::os::fd::AsRawFd;
-        // SAFETY: all-zero is a valid sockaddr_ll; the fields below are set.
-        let mut addr: libc::sockaddr_ll = unsafe { std::mem::zeroed() };
-        addr.sll_family = libc::AF_PACKET as u16;
-        addr.sll_ifindex = ifindex as i32;
-        addr.sll_halen = 6;
-        addr.sll_addr[..6].copy_from_slice(&frame[..6]);
-        for i in 0..count {
-            // SAFETY: `frame` and `addr` are valid for the lengths given during the call.
-            let n = unsafe {
-                libc::sendto(
-                    fd.as_raw_fd(),
-                    frame.as_ptr().cast(),
-                    frame.len(),
-                    0,
-                    (&addr as *const libc::sockaddr_ll).cast(),
-                    size_of::<libc::sockaddr_ll>() as u32,
-                )
-            };
-            assert_eq!(n, frame.len() as isize, "sendto: {}", std::io::Error::last_os_error());
-            if i % 32 == 31 {
-                std::thread::sleep(Duration::from_millis(1));
-            }
-        }
+        send_raw(ifindex, &frame, count, Some(32));
     })
     .expect("enter the sender's namespace");
 }
@@ -108,7 +80,7 @@ fn vlan_and_source_rules_steer_and_drop_exactly_their_frames() {
     let mut want_hits = [0u64; 4];
     for (what, frame, count, rule) in &sends {
         assert!(xdpool::wire::parse(frame).is_ok(), "{what}: not a well-formed frame");
-        send_raw(&st.a.netns, &st.a.dev, frame, *count);
+        send_raw_in(&st.a.netns, &st.a.dev, frame, *count);
         if let Some(r) = rule {
             want_hits[*r] += *count as u64;
         }

@@ -631,35 +631,6 @@ fn all_64_rules_are_walked_and_repeated_runs_count_each_frame() {
     assert_eq!(s.counters().unwrap(), XdpCounters { dropped: 1000, ..Default::default() });
 }
 
-/// Sends `frame` `count` times out of `ifindex` through an AF_PACKET socket.
-fn send_raw(ifindex: u32, frame: &[u8], count: usize) {
-    // SAFETY: plain socket(2); the fd is owned by `fd` below.
-    let raw = unsafe { libc::socket(libc::AF_PACKET, libc::SOCK_RAW, 0) };
-    assert!(raw >= 0, "AF_PACKET socket: {}", std::io::Error::last_os_error());
-    // SAFETY: `raw` is a new fd nobody else owns.
-    let fd = unsafe { <std::os::fd::OwnedFd as std::os::fd::FromRawFd>::from_raw_fd(raw) };
-    use std::os::fd::AsRawFd;
-    // SAFETY: all-zero is a valid sockaddr_ll; the fields below are set.
-    let mut addr: libc::sockaddr_ll = unsafe { std::mem::zeroed() };
-    addr.sll_family = libc::AF_PACKET as u16;
-    addr.sll_ifindex = ifindex as i32;
-    addr.sll_halen = 6;
-    addr.sll_addr[..6].copy_from_slice(&frame[..6]);
-    for _ in 0..count {
-        // SAFETY: `frame` and `addr` are valid for the lengths given during the call.
-        let n = unsafe {
-            libc::sendto(
-                fd.as_raw_fd(),
-                frame.as_ptr().cast(),
-                frame.len(),
-                0,
-                (&addr as *const libc::sockaddr_ll).cast(),
-                size_of::<libc::sockaddr_ll>() as u32,
-            )
-        };
-        assert_eq!(n, frame.len() as isize, "sendto: {}", std::io::Error::last_os_error());
-    }
-}
 
 /// Rule lists of two shapes (one and two rules) that both steer the lab's UDP port 9.
 fn steer_port_9(shape: usize) -> Vec<Rule> {
@@ -712,7 +683,7 @@ fn reload_under_traffic_keeps_the_socket_and_steers_every_frame() {
         let mut received = 0usize;
         let mut descs = [XdpDesc::default(); 64];
         for round in 0..=RELOADS {
-            send_raw(xsv0, &frame, BATCH);
+            common::send_raw(xsv0, &frame, BATCH, None);
             if round < RELOADS {
                 // While the batch is on its way (in the veth's queue, in NAPI): another
                 // shape, a new program swapped in through the link.

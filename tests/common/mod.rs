@@ -391,3 +391,37 @@ pub fn pool_counter(s: &serde_json::Value, key: &str) -> u64 {
 pub fn set_ip_forward(ns: &str, on: bool) {
     xdpool::netns::in_netns(ns, || std::fs::write("/proc/sys/net/ipv4/ip_forward", if on { "1" } else { "0" })).unwrap().unwrap();
 }
+
+/// Sends `frame` `count` times out of `ifindex` (in the calling thread's namespace)
+/// through an AF_PACKET socket; with `pace`, a 1 ms pause after every `pace` frames.
+pub fn send_raw(ifindex: u32, frame: &[u8], count: usize, pace: Option<usize>) {
+    use std::os::fd::AsRawFd;
+    // SAFETY: plain socket(2); the fd is owned by `fd` below.
+    let raw = unsafe { libc::socket(libc::AF_PACKET, libc::SOCK_RAW, 0) };
+    assert!(raw >= 0, "AF_PACKET socket: {}", std::io::Error::last_os_error());
+    // SAFETY: `raw` is a new fd nobody else owns.
+    let fd = unsafe { <std::os::fd::OwnedFd as std::os::fd::FromRawFd>::from_raw_fd(raw) };
+    // SAFETY: all-zero is a valid sockaddr_ll; the fields below are set.
+    let mut addr: libc::sockaddr_ll = unsafe { std::mem::zeroed() };
+    addr.sll_family = libc::AF_PACKET as u16;
+    addr.sll_ifindex = ifindex as i32;
+    addr.sll_halen = 6;
+    addr.sll_addr[..6].copy_from_slice(&frame[..6]);
+    for i in 0..count {
+        // SAFETY: `frame` and `addr` are valid for the lengths given during the call.
+        let n = unsafe {
+            libc::sendto(
+                fd.as_raw_fd(),
+                frame.as_ptr().cast(),
+                frame.len(),
+                0,
+                (&addr as *const libc::sockaddr_ll).cast(),
+                std::mem::size_of::<libc::sockaddr_ll>() as u32,
+            )
+        };
+        assert_eq!(n, frame.len() as isize, "sendto: {}", std::io::Error::last_os_error());
+        if pace.is_some_and(|p| i % p == p - 1) {
+            std::thread::sleep(std::time::Duration::from_millis(1));
+        }
+    }
+}

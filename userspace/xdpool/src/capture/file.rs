@@ -114,6 +114,9 @@ pub struct FileCaptures {
     inner: Arc<Mutex<Inner>>,
     stop: Arc<AtomicBool>,
     thread: Mutex<Option<std::thread::JoinHandle<()>>>,
+    /// The writer, to wake when a file opens or at the stop (it parks while no file
+    /// is open, so an instance without captures has no thread waking every 2 ms).
+    writer: std::sync::OnceLock<std::thread::Thread>,
 }
 
 impl FileCaptures {
@@ -122,11 +125,14 @@ impl FileCaptures {
     pub fn start(tap: Arc<CaptureTap>, interfaces: Vec<Interface>) -> Arc<FileCaptures> {
         let inner = Arc::new(Mutex::new(Inner { next_id: 1, open: Vec::new(), ended: Vec::new(), room: 0 }));
         let stop = Arc::new(AtomicBool::new(false));
-        let fc = Arc::new(FileCaptures { tap, interfaces, inner, stop, thread: Mutex::new(None) });
+        let fc = Arc::new(FileCaptures { tap, interfaces, inner, stop, thread: Mutex::new(None), writer: std::sync::OnceLock::new() });
         let (tap, inner, stop) = (fc.tap.clone(), fc.inner.clone(), fc.stop.clone());
         let thread = std::thread::Builder::new().name("xdpool-capfile".into()).spawn(move || write_loop(&tap, &inner, &stop));
         match thread {
-            Ok(t) => *fc.thread.lock().unwrap_or_else(|e| e.into_inner()) = Some(t),
+            Ok(t) => {
+                let _ = fc.writer.set(t.thread().clone());
+                *fc.thread.lock().unwrap_or_else(|e| e.into_inner()) = Some(t);
+            }
             Err(e) => tracing::error!(error = %e, "cannot start the capture file writer: rule captures write nothing"),
         }
         fc
@@ -179,6 +185,9 @@ impl FileCaptures {
             inner.room = inner.room.max(spec.snaplen as usize);
             inner.open.push(Open { sink: sink.clone(), writer: Some(writer), written: 0, dirty: false, was_live: false, retire_at: None });
             created.push(id);
+            if let Some(w) = self.writer.get() {
+                w.unpark();
+            }
             tracing::info!(file = %spec.file.display(), snaplen = spec.snaplen, count = spec.count, "rule capture file opened");
             out.push(Some(sink));
         }
@@ -240,6 +249,9 @@ impl FileCaptures {
     /// the workers stopped.
     pub fn finish(&self) -> Vec<FileReport> {
         self.stop.store(true, Ordering::SeqCst);
+        if let Some(w) = self.writer.get() {
+            w.unpark();
+        }
         if let Some(t) = self.thread.lock().unwrap_or_else(|e| e.into_inner()).take() {
             let _ = t.join();
         }
@@ -260,6 +272,7 @@ fn write_loop(tap: &CaptureTap, inner: &Mutex<Inner>, stop: &AtomicBool) {
     loop {
         let stopping = stop.load(Ordering::SeqCst);
         let mut n = 0;
+        let idle;
         {
             let mut inner = inner.lock().unwrap_or_else(|e| e.into_inner());
             // At the stop: everything the tap holds (up to its 4096 records).
@@ -300,11 +313,15 @@ fn write_loop(tap: &CaptureTap, inner: &Mutex<Inner>, stop: &AtomicBool) {
                 inner.room = 0;
                 tap.clear();
             }
+            idle = inner.open.is_empty();
         }
         if stopping {
             return;
         }
-        if n == 0 {
+        if idle {
+            // Woken by `prepare` when a file opens and by `finish`.
+            std::thread::park_timeout(Duration::from_secs(1));
+        } else if n == 0 {
             std::thread::sleep(Duration::from_millis(2));
         }
     }
