@@ -564,7 +564,15 @@ else
     # RSS: two combined queues, 64 flows, one worker per queue on one shared UMEM.
     # igb hashes UDP on the addresses only by default: add the ports so 64 flows spread.
     ethtool -L "$IGB" combined 2 >/dev/null 2>&1
-    ethtool -N "$IGB" rx-flow-hash udp4 sdfn >/dev/null 2>&1
+    # The channel change resets igb; the hash setting can be refused while it does
+    # (one CI run had all 64 flows on queue 1): set it until igb says it holds.
+    for _ in $(seq 50); do
+        ethtool -N "$IGB" rx-flow-hash udp4 sdfn >/dev/null 2>&1
+        ethtool -n "$IGB" rx-flow-hash udp4 2>/dev/null | grep -q 'L4 bytes 0 & 1' && break
+        sleep 0.1
+    done
+    ethtool -n "$IGB" rx-flow-hash udp4 2>/dev/null | grep -q 'L4 bytes 0 & 1' \
+        || echo "xdpvm: rss_igb: igb does not hash UDP ports: $(ethtool -n "$IGB" rx-flow-hash udp4 2>&1 | tr '\n' ' ')"
     want rss_igb && rx_check rss_igb "$IGB" true "[0, 1]" "[]" "$N" "$RATE" 1024-1087
     # pktgen_igb (only when asked for: --checks pktgen_igb): the same with pktgen at
     # 5 000 pps; in the default run pktgen drives the zc_igb / copy_igb bursts.
