@@ -403,6 +403,21 @@ static __always_inline int parse_frame(struct xdp_md *ctx, struct parsed *p, con
 	return PARSE_OK;
 }
 
+/* An address (network order, IPv4 in word 0) of a frame of `family` against a
+ * rule's prefix: its family, its address (already masked) and its mask. */
+static __always_inline int prefix_matches(__u8 family, const __u32 *addr, __u8 rule_family,
+					  const __u32 *rule_addr, const __u32 *rule_mask)
+{
+	if (family != rule_family)
+		return 0;
+	if ((addr[0] & rule_mask[0]) != rule_addr[0])
+		return 0;
+	return family != XDPOOL_FAMILY_IPV6 ||
+	       ((addr[1] & rule_mask[1]) == rule_addr[1] &&
+		(addr[2] & rule_mask[2]) == rule_addr[2] &&
+		(addr[3] & rule_mask[3]) == rule_addr[3]);
+}
+
 /* `flags`: the rule's XDPOOL_MATCH_* bits, masked by shape_fields. */
 static __always_inline int rule_matches(const struct xdpool_rule *r, __u32 flags, const struct parsed *p)
 {
@@ -422,28 +437,12 @@ static __always_inline int rule_matches(const struct xdpool_rule *r, __u32 flags
 		if (!p->has_ports || p->sport < r->sport_min || p->sport > r->sport_max)
 			return 0;
 	}
-	if (flags & XDPOOL_MATCH_DST_ADDR) {
-		if (p->family != r->dst_family)
-			return 0;
-		if ((p->daddr[0] & r->dst_mask[0]) != r->dst_addr[0])
-			return 0;
-		if (p->family == XDPOOL_FAMILY_IPV6 &&
-		    ((p->daddr[1] & r->dst_mask[1]) != r->dst_addr[1] ||
-		     (p->daddr[2] & r->dst_mask[2]) != r->dst_addr[2] ||
-		     (p->daddr[3] & r->dst_mask[3]) != r->dst_addr[3]))
-			return 0;
-	}
-	if (flags & XDPOOL_MATCH_SRC_ADDR) {
-		if (p->family != r->src_family)
-			return 0;
-		if ((p->saddr[0] & r->src_mask[0]) != r->src_addr[0])
-			return 0;
-		if (p->family == XDPOOL_FAMILY_IPV6 &&
-		    ((p->saddr[1] & r->src_mask[1]) != r->src_addr[1] ||
-		     (p->saddr[2] & r->src_mask[2]) != r->src_addr[2] ||
-		     (p->saddr[3] & r->src_mask[3]) != r->src_addr[3]))
-			return 0;
-	}
+	if ((flags & XDPOOL_MATCH_DST_ADDR) &&
+	    !prefix_matches(p->family, p->daddr, r->dst_family, r->dst_addr, r->dst_mask))
+		return 0;
+	if ((flags & XDPOOL_MATCH_SRC_ADDR) &&
+	    !prefix_matches(p->family, p->saddr, r->src_family, r->src_addr, r->src_mask))
+		return 0;
 	return 1;
 }
 
