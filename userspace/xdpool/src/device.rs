@@ -570,6 +570,27 @@ pub fn link_mtu(name: &str) -> io::Result<Option<u32>> {
     crate::steer::netlink::link_mtu(ifindex)
 }
 
+/// The kernel driver of the network device called `name`, from sysfs (`None` for a
+/// device without one, such as veth, or one sysfs does not show). `/sys` shows the
+/// devices of the namespace that mounted it: ask only for devices of that namespace.
+pub fn driver_of(name: &str) -> Option<String> {
+    let link = std::fs::read_link(format!("/sys/class/net/{name}/device/driver")).ok()?;
+    Some(link.file_name()?.to_string_lossy().into_owned())
+}
+
+/// The longest frame that `driver` receives whole in one chunk in zero-copy, where
+/// that is less than the chunk's `room` (its size less the headroom); `None` where
+/// the driver uses the whole room. igb writes the buffer size into SRRCTL.BSIZEPKT in
+/// 1 KiB units (`xsk_pool_get_rx_frame_size() >> 10`), so a 2048-byte chunk (room
+/// 1792) gets a 1024-byte buffer: a longer frame is cut in two and its first part is
+/// what the XDP program sees (counted `malformed` and passed).
+pub fn zero_copy_rx_limit(driver: &str, room: u32) -> Option<u32> {
+    match driver {
+        "igb" => Some(room / 1024 * 1024).filter(|&l| l < room),
+        _ => None,
+    }
+}
+
 
 #[cfg(test)]
 mod tests {
@@ -587,6 +608,17 @@ mod tests {
     }
     use super::*;
     use netlink_packet_core::{NetlinkMessage, NetlinkPayload};
+
+    /// igb's zero-copy buffer is the chunk's room rounded down to 1 KiB; other drivers
+    /// (virtio_net, veth in copy mode) use the whole room.
+    #[test]
+    fn igb_zero_copy_receives_frames_up_to_the_room_rounded_down_to_a_kib() {
+        assert_eq!(zero_copy_rx_limit("igb", 2048 - 256), Some(1024));
+        assert_eq!(zero_copy_rx_limit("igb", 4096 - 256), Some(3072));
+        assert_eq!(zero_copy_rx_limit("igb", 2048), None, "a whole number of KiB loses nothing");
+        assert_eq!(zero_copy_rx_limit("virtio_net", 1792), None);
+        assert_eq!(zero_copy_rx_limit("e1000e", 1792), None);
+    }
     use netlink_packet_route::RouteNetlinkMessage;
 
     fn ev(change: LinkChange, ifindex: u32, name: &str, up: bool) -> LinkEvent {

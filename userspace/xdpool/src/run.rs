@@ -79,6 +79,8 @@ fn up_fatal(e: UpError, iface: &str) -> Fatal {
 
 /// Frames longer than a chunk's room are dropped by the kernel (`rx_dropped`) unless
 /// the sockets are multi-buffer: say so at start when the MTU allows such frames.
+/// Some drivers receive less than the room in zero-copy (igb: 1 KiB units): say
+/// that too, with the chunk size that fits.
 fn warn_if_mtu_needs_multi_buffer(plan: &Plan, spaces: &Spaces) {
     if plan.umem.multi_buffer {
         return;
@@ -88,6 +90,24 @@ fn warn_if_mtu_needs_multi_buffer(plan: &Plan, spaces: &Spaces) {
         let Ok(Ok(Some(mtu))) = spaces.of(i).run(|| crate::device::link_mtu(&p.def.interface)) else { continue };
         // Ethernet header.
         let frame = mtu + 14;
+        // sysfs shows the devices of the namespace that mounted it: a port in a
+        // namespace of its own is not looked up there.
+        let driver = if p.def.netns.is_none() { crate::device::driver_of(&p.def.interface) } else { None };
+        let zc_limit = driver.as_deref().and_then(|d| crate::device::zero_copy_rx_limit(d, room));
+        if let (Some(limit), Some(d), false) = (zc_limit, &driver, p.def.zero_copy == crate::config::ZeroCopy::Off) {
+            if frame > limit && frame <= room {
+                tracing::warn!(
+                    interface = %p.def.interface,
+                    mtu,
+                    driver = %d,
+                    "in zero-copy {d} receives frames up to {limit} B whole with {} B chunks (its RX buffer size is set in 1 KiB units): \
+                     a longer frame arrives cut in two and is counted malformed; set umem.chunk_size = 4096 (frames up to {} B) or an MTU of {} or less",
+                    plan.umem.chunk_size,
+                    crate::device::zero_copy_rx_limit(d, single_buffer_room(4096)).unwrap_or(single_buffer_room(4096)),
+                    limit - 14
+                );
+            }
+        }
         if frame > room {
             tracing::warn!(
                 interface = %p.def.interface,
