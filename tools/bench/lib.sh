@@ -91,6 +91,21 @@ print(f'{(a1 - a0) / hz / wall * 100:.0f}% {(b1 - b0) / hz / wall * 100:.0f}%')
 PY
 }
 
+bench_cpu() { # CORE -> "user system softirq idle t": the core's ticks (/proc/stat, USER_HZ;
+    # user with nice, softirq with irq), and when
+    awk -v c="cpu$1" '$1 == c {printf "%d %d %d %d ", $2 + $3, $4, $7 + $8, $5 + $6}' /proc/stat
+    date +%s.%N
+}
+
+bench_cpu_pct() { # "before" "after" -> "user% system% softirq% idle%" of the window
+    python3 - "$1" "$2" <<'PY'
+import os, sys
+b, a = (list(map(float, s.split())) for s in sys.argv[1:3])
+hz, wall = os.sysconf('SC_CLK_TCK'), max(a[4] - b[4], 1e-3)
+print(' '.join(f'{(a[i] - b[i]) / hz / wall * 100:.0f}' for i in range(4)))
+PY
+}
+
 bench_result_file() { # name -> a new dated path under docs/results/<date>/ (not overwriting)
     local d f
     d=docs/results/$(date -u +%F)

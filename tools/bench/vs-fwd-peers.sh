@@ -19,7 +19,10 @@
 # LEAD s after the first frames arrive at xdpd0 the script reads the counters, WINDOW
 # s later again, and stops the generator: the rate is frames arrived at xdpd0 in that window / its length, the
 # application cycles per frame the busiest thread's schedstat run time in the window /
-# those frames (at the TSC's nominal MHz: no PMU here). Frames lost per million are
+# those frames (at the TSC's nominal MHz: no PMU here), and the forwarder core's
+# window split into user, system, softirq and idle (/proc/stat): with the same kernel
+# work per frame, a forwarder can beat a peer whose user share is u by at most
+# 1 / (1 - u), the rate at which its own user time would be nothing. Frames lost per million are
 # over the whole run, after a 1 s drain: (offered to xdpf0 - arrived at xdpd0) /
 # offered, where offered = xdps0's XDP transmit counters (accepted + refused); the
 # refused ones (xdpf0's ring full: the forwarder's XDP program on core 0 fell behind)
@@ -240,9 +243,9 @@ run_one() { # $1 leg, $2 size, $3 rep (0: warm-up) -> a line, and a row in $W/ro
     local started=1
     bench_wait_moving 100 bench_rx_xdp "$P-dst" xdpd0 || started=
     sleep "$LEAD"
-    c1=$(bench_rx_xdp "$P-dst" xdpd0); w1=$(date +%s.%N); t1=$(bench_threads $FWD_PID); s1=$(bench_steal)
+    c1=$(bench_rx_xdp "$P-dst" xdpd0); w1=$(date +%s.%N); t1=$(bench_threads $FWD_PID); s1=$(bench_steal); u1=$(bench_cpu "$FWD_CORE")
     sleep "$WINDOW"
-    c2=$(bench_rx_xdp "$P-dst" xdpd0); w2=$(date +%s.%N); t2=$(bench_threads $FWD_PID); s2=$(bench_steal)
+    c2=$(bench_rx_xdp "$P-dst" xdpd0); w2=$(date +%s.%N); t2=$(bench_threads $FWD_PID); s2=$(bench_steal); u2=$(bench_cpu "$FWD_CORE")
     alive=1
     kill -0 $GEN_PID 2>/dev/null || alive=
     [ -n "$started" ] || { alive=; echo "# $leg: nothing arrived at xdpd0 10 s after the generator started"; }
@@ -257,9 +260,10 @@ run_one() { # $1 leg, $2 size, $3 rep (0: warm-up) -> a line, and a row in $W/ro
     [ -n "$alive" ] || echo "# $leg: the generator ended before the window closed: $(tail -n 2 "$W/gen.out" | tr '\n' ' ')"
     local busy
     busy=$(bench_busiest "$t1" "$t2")
-    python3 - "$leg" "$size" "$rep" "$x0" "$x1" "$d0" "$d1" "$c1" "$c2" "$w1" "$w2" "$busy" "$BENCH_MHZ" "$(bench_steal_pct "$s1" "$s2")" "${alive:-0}" "$W/rows.tsv" <<'PY'
+    python3 - "$leg" "$size" "$rep" "$x0" "$x1" "$d0" "$d1" "$c1" "$c2" "$w1" "$w2" "$busy" "$BENCH_MHZ" "$(bench_steal_pct "$s1" "$s2")" "${alive:-0}" "$W/rows.tsv" "$(bench_cpu_pct "$u1" "$u2")" <<'PY'
 import sys
-leg, size, rep, x0, x1, d0, d1, c1, c2, w1, w2, busy, mhz, steal, alive, rows = sys.argv[1:]
+leg, size, rep, x0, x1, d0, d1, c1, c2, w1, w2, busy, mhz, steal, alive, rows, split = sys.argv[1:]
+usr, sysp, sirq, idle = map(int, split.split())
 (a0, r0), (a1, r1) = (map(int, x.split()) for x in (x0, x1))
 accepted, refused = a1 - a0, r1 - r0
 offered = accepted + refused
@@ -273,9 +277,10 @@ lost = (offered - arrived) / max(offered, 1) * 1e6
 refd = refused / max(offered, 1) * 1e6
 import time
 print(f'{time.strftime("%H:%M:%S", time.gmtime())} {leg:12} {size:>4} B rep {rep}: {rate:6.3f} Mpps arrived in the window | offered {offered} arrived {arrived}: '
-      f'lost {lost:8.0f}/M (refused at xdpf0 {refd:.0f}/M) | app {ns/1e6:6.1f} ms cpu, {cyc:6.0f} cycles/frame, {cs} ctx sw | steal {steal}')
+      f'lost {lost:8.0f}/M (refused at xdpf0 {refd:.0f}/M) | app {ns/1e6:6.1f} ms cpu, {cyc:6.0f} cycles/frame, {cs} ctx sw | '
+      f'forwarder core: user {usr}% system {sysp}% softirq {sirq}% idle {idle}% | steal {steal}')
 with open(rows, 'a') as f:
-    f.write(f'forward {size} B\t{rep}\t{leg}\t{rate:.4f}\tlost_per_M={lost:.0f}\tcycles_per_frame={cyc:.0f}\trefused_per_M={refd:.0f}\n')
+    f.write(f'forward {size} B\t{rep}\t{leg}\t{rate:.4f}\tlost_per_M={lost:.0f}\tcycles_per_frame={cyc:.0f}\trefused_per_M={refd:.0f}\tcore_user_pct={usr}\tcore_system_pct={sysp}\tcore_softirq_pct={sirq}\n')
 PY
     if [ "$leg" = xdpool ] && [ -f "$W/sum.json" ]; then
         python3 -c "import json;s=json.load(open('$W/sum.json'));print('#   xdpool summary: packets', s.get('packets'), 'drops', json.dumps(s.get('drops')))" 2>/dev/null
