@@ -318,3 +318,113 @@ fn deleting_one_ports_device_mid_traffic_keeps_the_other_forwarding() {
     );
     assert_all_frames_back(&s);
 }
+
+/// `n` sequenced frames of 64 bytes from the sender's TX queue `queue` (a veth peer
+/// receives on the same queue: port "in"'s socket of that queue), numbers from `first`.
+fn send_on_queue(prefix: &str, queue: u32, n: u64, first: u64, pps: u64) -> u64 {
+    let g = GenConfig { count: Some(n), seq_first: first, size: 64, rate_pps: Some(pps), queue, ..GenConfig::for_forward_lab(prefix).unwrap() };
+    gen::run(&g).expect("generator from the sender").sent
+}
+
+/// Issue 15, two ingress sockets: port "in" on queues 0 and 1, both forwarding to
+/// "out" (one socket). "in" q0 and "out" are lanes of one worker (so "in" q0 puts its
+/// frames straight on out's TX queue), "in" q1 has a worker of its own (out's handoff
+/// queue). Out's device is deleted and re-created under traffic, eight times: each
+/// time the worker may give out's socket up in the pass in which "in" q0 queued
+/// frames for it. Every completion on out's TX ring is a frame out has in TX (none
+/// rejected), every frame is accounted exactly once, and after the last re-creation
+/// both queues' flows arrive whole.
+#[test]
+fn deleting_the_egress_device_under_traffic_from_two_ingress_queues_rejects_no_completion() {
+    require_root!();
+    let rig = ForwardRig::up_with(LabConfig { queues: Some(2), ..LabConfig::with_prefix(unique_prefix("xf2")) }, "fwddel2q");
+    let prefix = rig.st.names.prefix.clone();
+    const CYCLES: u64 = 8;
+    // Traffic on both queues until the cycles are done (at most 20 s), queue 0
+    // busier: "in" q0 has frames in many of its worker's passes.
+    const NA0: u64 = 1_600_000;
+    const NA1: u64 = 600_000;
+    const B: u64 = NA0 + NA1;
+    const N2: u64 = 5_000;
+    // Naps of 1 ms (when the worker finds nothing): "in" q0 then has frames in the
+    // pass after.
+    let cfg = rig.config("delete2q", &["in", "out"], "cores = [1, 0, 1]\nmode = \"poll\"\npoll_coalesce_us = 1000", &forward_rule(9, "in", "out", ""));
+    patch_config(&cfg, "queues = [0]", "queues = [0, 1]");
+    // A TX ring that does not fill (back-pressure stops "in" q0) in the time xdpool
+    // takes to see the loss.
+    patch_config(&cfg, "tx = 2048", "tx = 16384");
+    patch_config(&cfg, "frames = 32768", "frames = 65536");
+    // Numbers: queue 0 sends from 0 (below NA0) then [B, B + N2); queue 1 from NA0
+    // (below B) then [B + N2, B + 2 N2).
+    let sink = receiver(&rig, 0, B + 2 * N2);
+    let run = XdpoolRun::start(&cfg, &[]);
+    let done = std::sync::atomic::AtomicBool::new(false);
+    // Sends in 0.25 s pieces until `done` (or `max` frames); returns how many.
+    let keep_sending = |queue: u32, first: u64, max: u64, pps: u64| {
+        let mut sent = 0;
+        while sent < max && !done.load(std::sync::atomic::Ordering::Relaxed) {
+            sent += send_on_queue(&prefix, queue, (pps / 4).min(max - sent), first + sent, pps);
+        }
+        sent
+    };
+    let (sent0, sent1) = std::thread::scope(|s| {
+        let a = s.spawn(|| keep_sending(0, 0, NA0, 80_000));
+        let b = s.spawn(|| keep_sending(1, NA0, NA1, 30_000));
+        for cycle in 0..CYCLES {
+            std::thread::sleep(Duration::from_millis(400));
+            ForwardLab::delete_link(&prefix, Link::Out).expect("delete xdpf1/xdpd0");
+            std::thread::sleep(Duration::from_millis(200));
+            let before = sink.report().received;
+            ForwardLab::recreate_link(rig.lab_config(), Link::Out).expect("re-create xdpf1/xdpd0");
+            let back = wait_for(Duration::from_secs(10), || sink.report().received > before + 1000);
+            if !back {
+                done.store(true, std::sync::atomic::Ordering::Relaxed);
+                panic!("cycle {cycle}: port out did not forward within 10 s of its device's return");
+            }
+        }
+        done.store(true, std::sync::atomic::Ordering::Relaxed);
+        (a.join().unwrap(), b.join().unwrap())
+    });
+    assert!(sent0 < NA0 && sent1 < NA1, "traffic ran out before the cycles ended: {sent0} {sent1}");
+    std::thread::scope(|s| {
+        let a = s.spawn(|| send_on_queue(&prefix, 0, N2, B, 20_000));
+        let b = s.spawn(|| send_on_queue(&prefix, 1, N2, B + N2, 20_000));
+        assert_eq!((a.join().unwrap(), b.join().unwrap()), (N2, N2));
+    });
+    let r = sink.settle(Duration::from_millis(1000), Duration::from_secs(10));
+    let (code, s, out) = run.stop();
+    assert_eq!(code, Some(0), "{out}");
+    let n = |v: &serde_json::Value, k: &str| v[k].as_u64().unwrap_or_else(|| panic!("{k} missing in {v:#}"));
+    let workers = s["workers"].as_array().expect("workers");
+    let on = |p: &str, q: u64| &workers.iter().find(|w| w["port"] == p && w["queue"] == q).unwrap_or_else(|| panic!("no worker for {p} q{q}: {s:#}"))["counters"];
+    let (in0, in1, out_c) = (on("in", 0), on("in", 1), on("out", 0));
+    eprintln!(
+        "two ingress queues, out deleted under traffic {CYCLES} times: in q0 rx {} fwd {}, in q1 rx {} fwd {}; out: attaches {} on TX {} completed {} reclaimed {} rejected {} port-down drops {}; {}",
+        n(in0, "rx_packets"),
+        n(in0, "forwarded"),
+        n(in1, "rx_packets"),
+        n(in1, "forwarded"),
+        n(out_c, "socket_attaches"),
+        n(out_c, "foreign_tx"),
+        n(out_c, "foreign_completed"),
+        n(out_c, "foreign_reclaimed"),
+        n(out_c, "completion_rejected"),
+        n(out_c, "egress_port_down_drop"),
+        r.line()
+    );
+    assert_eq!(n(out_c, "socket_attaches"), 1 + CYCLES, "out came back after each deletion: {out_c:#}");
+    assert!(n(in0, "forwarded") > 0 && n(in1, "forwarded") > 0, "both ingress queues forwarded: {in0:#}\n{in1:#}");
+    assert_eq!(n(out_c, "completion_rejected"), 0, "out refused completions: {out_c:#}");
+    assert_eq!((r.duplicates, r.corrupt), (0, 0), "{}", r.line());
+    let missing_after = sink.missing_sample(usize::MAX).into_iter().filter(|&m| m >= B).count();
+    assert_eq!(missing_after, 0, "frames sent after the last re-creation were lost: {}", r.line());
+    // Every frame in took: forwarded; each on out's TX ring or dropped, named; each
+    // on the ring completed or reclaimed with an old socket, once.
+    let forwarded = n(in0, "forwarded") + n(in1, "forwarded");
+    assert_eq!(n(in0, "rx_packets") + n(in1, "rx_packets"), forwarded + n(in0, "neigh_miss_drop") + n(in1, "neigh_miss_drop"));
+    let named = n(out_c, "egress_port_down_drop") + n(out_c, "tx_ring_full_drop") + n(in0, "egress_full_drop") + n(in1, "egress_full_drop");
+    assert_eq!(forwarded, n(out_c, "foreign_tx") + named, "in: {in0:#} {in1:#}\nout: {out_c:#}");
+    assert_eq!(n(out_c, "foreign_tx"), n(out_c, "foreign_completed") + n(out_c, "foreign_reclaimed"), "{out_c:#}");
+    assert!(r.unique + r.out_of_range <= n(out_c, "foreign_completed"), "delivered more than completed: {}", r.line());
+    assert_all_frames_back(&s);
+}

@@ -125,7 +125,7 @@ pub const DROP_REASONS: &[(&[&str], &str)] = &[
 /// The drop family.
 pub const DROPS: Def = c(
     "xdpool_drops",
-    "Frames dropped, by reason: action_drop (a rule's drop action), tx_ring_full, too_short (l2fwd/forward on a frame shorter than Ethernet), no_frag_memory, chain_refused (a multi-buffer frame refused whole), rx_desc_rejected (the recycler refused an RX descriptor), egress_queue_full (forward: the egress worker's handoff queue was full), egress_port_down (forward: the egress port had no socket), next_hop_unknown (forward with mac = neigh: no neighbour entry yet), and the kernel's XDP_STATISTICS for the socket: kernel_rx_ring_full, kernel_fill_ring_empty (nothing to receive into), kernel_rx_invalid_desc, kernel_tx_invalid_desc.",
+    "Frames dropped, by reason: action_drop (a rule's drop action), tx_ring_full, too_short (l2fwd/forward on a frame shorter than Ethernet), no_frag_memory, chain_refused (a multi-buffer frame refused whole), rx_desc_rejected (the recycler refused an RX descriptor), egress_queue_full (forward: the egress worker's handoff queue was full), egress_port_down (the egress port had no socket, or closed it before the frame reached its TX ring), next_hop_unknown (forward with mac = neigh: no neighbour entry yet), and the kernel's XDP_STATISTICS for the socket: kernel_rx_ring_full, kernel_fill_ring_empty (nothing to receive into), kernel_rx_invalid_desc, kernel_tx_invalid_desc.",
 );
 
 /// The kernel's `rx_dropped` overlaps `kernel_fill_ring_empty` in copy mode, so it is

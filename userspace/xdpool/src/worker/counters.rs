@@ -119,7 +119,8 @@ counters!(
     mirrored,
     /// Frames for another port dropped because its handoff queue was full.
     egress_full_drop,
-    /// Frames for another port dropped because that port had no socket (device away).
+    /// Frames to leave by this socket dropped because it had none (device away), or
+    /// given back when it closed before they reached its TX ring.
     egress_port_down_drop,
     /// `mac = "neigh"`: frames dropped because the next hop's MAC was not known
     /// (the control thread is asked to look again).

@@ -114,7 +114,7 @@ impl Lane {
         }
         self.publish(true);
         let failures = self.port.c.teardown_audit_failures;
-        if let Some(io) = self.port.detach() {
+        if let Some(io) = self.port.detach(remotes) {
             add_xsk(&mut self.xsk_total, &io.statistics().unwrap_or_default());
         }
         self.note_audit(failures);

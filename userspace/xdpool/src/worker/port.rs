@@ -190,21 +190,38 @@ impl Port {
     }
 
     /// Closes the socket (the caller drained it first). Its kernel frames stay counted
-    /// in the fill and TX rings until [`Port::reclaim`]. First the pool's owner map is
-    /// audited against the rings' own positions (`teardown_audit_failures`).
+    /// in the fill and TX rings until [`Port::reclaim`]. Descriptors queued for TX and
+    /// not yet on the ring go back through their pools first, counted
+    /// `egress_port_down_drop`: they are the closed socket's, and a later socket must
+    /// not send them (another lane of this worker may have routed frames here in the
+    /// pass that gives the socket up, before this port's own transmit). Then the
+    /// pool's owner map is audited against the rings' own positions
+    /// (`teardown_audit_failures`).
     #[cold]
-    pub fn detach(&mut self) -> Option<Box<dyn PortIo>> {
+    pub fn detach(&mut self, remotes: &Remotes) -> Option<Box<dyn PortIo>> {
+        self.unqueue_all(remotes);
         if let Some(io) = self.io.as_mut() {
             let r = io.rings();
             let mut held = kernel_held(r.fill, r.rx, r.tx, r.completion);
-            // The map counts our frames on the TX ring and those queued for it; the
-            // ring also carries other ports' frames (`foreign`: on the ring or queued).
+            // The map counts our frames on the TX ring; the ring also carries other
+            // ports' frames (`foreign`: nothing is queued off the ring any more).
             let foreign = self.foreign.iter().filter(|f| f.is_some()).count() as u64;
-            held.tx = held.tx.wrapping_sub(foreign).wrapping_add(self.tx.len() as u64);
+            held.tx = held.tx.wrapping_sub(foreign);
             self.audit(held, "at the close");
         }
         self.c.socket_releases += 1;
         self.io.take()
+    }
+
+    /// Gives back every descriptor queued for TX that never reached the ring (a
+    /// frame counts once, at its last descriptor).
+    #[cold]
+    fn unqueue_all(&mut self, remotes: &Remotes) {
+        let cut: Vec<XdpDesc> = self.tx.drain(..).collect();
+        for d in cut {
+            self.c.egress_port_down_drop += u64::from(d.options & XDP_PKT_CONTD == 0);
+            self.untx(d.addr, remotes);
+        }
     }
 
     /// One teardown audit of this port's pool against `kernel` (what the rings say
@@ -475,7 +492,7 @@ impl Port {
     /// their pools). Context rule: the kernel can no longer touch them. Returns how
     /// many descriptors were reclaimed.
     pub fn reclaim(&mut self, remotes: &Remotes) -> u32 {
-        debug_assert!(self.io.is_none());
+        debug_assert!(self.io.is_none() && self.tx.is_empty());
         let mut n = self.pool.reclaim_kernel();
         for i in 0..self.foreign.len() {
             if let Some(f) = self.foreign[i].take() {

@@ -382,7 +382,7 @@ fn a_port_gone_mid_batch_returns_everything_once() {
     rig.ports[0].refill();
     rig.kernels[0].deliver(10);
     let n = rig.ports[0].receive(&mut descs);
-    let io = rig.ports[1].detach();
+    let io = rig.ports[1].detach(&rig.remotes);
     assert!(io.is_some());
     drop(io);
     // The close audited port 1's pool against its rings (port 0's 20 frames in its
@@ -413,6 +413,75 @@ fn a_port_gone_mid_batch_returns_everything_once() {
     rig.kernels[1] = k;
     let sent = rig.receive(0, 8, fwd(1, MacRewrite::Swap, None));
     assert_eq!(multiset(&rig.kernels[1].send()), multiset(&sent));
+}
+
+/// Issue 15, two lanes on one worker: a lane routes frames onto the TX queue of the
+/// worker's other lane (port 1), and that lane's socket is given up in the same pass,
+/// before its own step would have put them on the ring (the worker serves lane by
+/// lane: hand-over requests first, then the step). What never reached the ring is
+/// given back at the close, counted, so nothing of the old socket is sent on the
+/// next one: no completion of the new socket is refused, and every frame comes back
+/// once.
+#[test]
+fn frames_queued_for_a_socket_given_up_before_they_reach_its_ring_go_back_at_the_close() {
+    let mut rig = Rig::new(&[64, 64]);
+    // Port 1 has 20 of port 0's frames on its TX ring, sent, not completed.
+    rig.receive(0, 20, fwd(1, MacRewrite::Swap, None));
+    assert_eq!(rig.kernels[1].send().len(), 20);
+    // Port 0's lane forwards 12 more: on port 1's TX queue, not yet on its ring.
+    rig.ports[0].refill();
+    rig.kernels[0].deliver(12);
+    let mut descs = vec![XdpDesc::default(); 12];
+    let n = rig.ports[0].receive(&mut descs);
+    assert_eq!(n, 12);
+    let mut out = Vec::new();
+    let mut missed = false;
+    for &d in &descs[..n] {
+        let frame = rig.ports[0].pool.take_rx(d.addr, d.len).unwrap();
+        let (pool, c, tx) = rig.ports[0].parts();
+        let mut cx = ActCtx { pool, c, tx, out: &mut out, region: &rig.region, scratch: &mut rig.scratch, copybreak_bytes: 128, macs: &rig.book, origin: 0, neigh_missed: &mut missed };
+        apply(fwd(1, MacRewrite::Swap, None), frame, d, &mut cx);
+    }
+    for (to, e) in out {
+        assert!(rig.ports[to].queue_foreign(e, &rig.remotes));
+    }
+    assert_eq!(rig.ports[1].queued(), 12);
+    // Port 1's device goes: its socket is given up before its next transmit.
+    let io = rig.ports[1].detach(&rig.remotes);
+    assert!(io.is_some());
+    drop(io);
+    let queued_after_close = rig.ports[1].queued();
+    // The kernel can no longer touch the closed socket's rings: reclaim.
+    let reclaimed = rig.ports[1].reclaim(&rig.remotes);
+    let accounting_after_reclaim = rig.region.accounting();
+    // A new socket, and the lane's next step: what it sends, the kernel completes.
+    let (io, k) = heap_socket(&rig.region, 64);
+    rig.ports[1].attach(io);
+    rig.kernels[1] = k;
+    rig.ports[1].transmit(&rig.remotes);
+    let stale = rig.kernels[1].send();
+    rig.kernels[1].complete(&stale);
+    rig.ports[1].reap(&rig.remotes);
+    assert_eq!(rig.ports[1].c.completion_rejected, 0, "completions of the new socket refused (frames queued for the old one, sent on it)");
+    assert!(stale.is_empty(), "the new socket sent {} descriptors queued for the old one", stale.len());
+    assert_eq!(queued_after_close, 0, "nothing of the closed socket stays queued");
+    assert_eq!(rig.ports[1].c.egress_port_down_drop, 12, "the 12 never on the ring: back at the close, counted");
+    assert_eq!((rig.ports[1].c.teardown_audits, rig.ports[1].c.teardown_audit_failures), (2, 0));
+    // The reclaim took its fill frames and the 20 on the old ring; nothing else.
+    assert_eq!(reclaimed, 64 + 20);
+    assert_eq!(rig.ports[1].c.foreign_reclaimed, 20);
+    assert_eq!(accounting_after_reclaim.application, 0, "every frame back with port 0: {accounting_after_reclaim:?}");
+    rig.accounting_exact();
+    // It forwards again, and every completion is one of its own sends.
+    let sent = rig.receive(0, 8, fwd(1, MacRewrite::Swap, None));
+    let out = rig.kernels[1].send();
+    assert_eq!(multiset(&out), multiset(&sent));
+    rig.kernels[1].complete(&out);
+    assert_eq!(rig.ports[1].reap(&rig.remotes), 8);
+    let c = rig.ports[1].c;
+    assert_eq!((c.completion_rejected, c.foreign_tx, c.foreign_completed), (0, 20 + 8, 8));
+    assert_eq!(rig.region.accounting().application, 0);
+    rig.accounting_exact();
 }
 
 /// Issue 16's teardown audit on the Port: a socket given up (the worker's
