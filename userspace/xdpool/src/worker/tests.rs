@@ -164,29 +164,42 @@ impl Rig {
     }
 
     /// Port `p` receives `n` frames; each goes through `v`; frames for other ports are
-    /// routed to them as a worker routes them within itself. Returns the RX descs.
+    /// routed to them as a worker routes them within itself, and every port transmits.
+    /// Returns the frames the kernel sent.
     fn receive(&mut self, p: usize, n: usize, v: Verdict) -> Vec<XdpDesc> {
+        let (sent, descs) = self.take(p, n);
+        self.act(p, &descs, v);
+        for port in &mut self.ports {
+            port.transmit(&self.remotes);
+        }
+        sent
+    }
+
+    /// The kernel delivers `n` frames to port `p` and the port takes them: (what the
+    /// kernel sent, the RX descs taken).
+    fn take(&mut self, p: usize, n: usize) -> (Vec<XdpDesc>, Vec<XdpDesc>) {
         self.ports[p].refill();
         let sent = self.kernels[p].deliver(n);
         let mut descs = vec![XdpDesc::default(); n];
         let got = self.ports[p].receive(&mut descs);
         assert_eq!(got, sent.len());
+        descs.truncate(got);
+        (sent, descs)
+    }
+
+    /// Each of `descs` (taken by port `p`) goes through `v`; frames for other ports
+    /// are offered to their queues. Returns what each queue said (taken or not).
+    fn act(&mut self, p: usize, descs: &[XdpDesc], v: Verdict) -> Vec<bool> {
         let mut out: Vec<(PortId, Egress)> = Vec::new();
         let mut missed = false;
-        for &d in &descs[..got] {
+        for &d in descs {
             let frame = self.ports[p].pool.take_rx(d.addr, d.len).expect("a frame we filled");
             self.ports[p].c.rx_packets += 1;
             let (pool, c, tx) = self.ports[p].parts();
             let mut cx = ActCtx { pool, c, tx, out: &mut out, region: &self.region, scratch: &mut self.scratch, copybreak_bytes: 128, macs: &self.book, origin: p as u16, neigh_missed: &mut missed };
             apply(v, frame, d, &mut cx);
         }
-        for (to, e) in out {
-            self.ports[to].queue_foreign(e, &self.remotes);
-        }
-        for port in &mut self.ports {
-            port.transmit(&self.remotes);
-        }
-        sent
+        out.into_iter().map(|(to, e)| self.ports[to].queue_foreign(e, &self.remotes)).collect()
     }
 
     fn bytes(&self, d: &XdpDesc) -> Vec<u8> {
@@ -388,17 +401,7 @@ fn a_port_gone_mid_batch_returns_everything_once() {
     // The close audited port 1's pool against its rings (port 0's 20 frames in its
     // TX ring are port 0's pool's, not counted as its own).
     assert_eq!((rig.ports[1].c.teardown_audits, rig.ports[1].c.teardown_audit_failures), (1, 0));
-    let mut out = Vec::new();
-    let mut missed = false;
-    for &d in &descs[..n] {
-        let frame = rig.ports[0].pool.take_rx(d.addr, d.len).unwrap();
-        let (pool, c, tx) = rig.ports[0].parts();
-        let mut cx = ActCtx { pool, c, tx, out: &mut out, region: &rig.region, scratch: &mut rig.scratch, copybreak_bytes: 128, macs: &rig.book, origin: 0, neigh_missed: &mut missed };
-        apply(fwd(1, MacRewrite::Swap, None), frame, d, &mut cx);
-    }
-    for (to, e) in out {
-        assert!(!rig.ports[to].queue_foreign(e, &rig.remotes));
-    }
+    assert!(rig.act(0, &descs[..n], fwd(1, MacRewrite::Swap, None)).iter().all(|&taken| !taken));
     assert_eq!(rig.ports[1].c.egress_port_down_drop, 10);
     // The kernel can no longer touch the closed socket's rings: reclaim.
     // Its own fill frames (64) and port 0's 20 frames in its TX ring.
@@ -429,22 +432,10 @@ fn frames_queued_for_a_socket_given_up_before_they_reach_its_ring_go_back_at_the
     rig.receive(0, 20, fwd(1, MacRewrite::Swap, None));
     assert_eq!(rig.kernels[1].send().len(), 20);
     // Port 0's lane forwards 12 more: on port 1's TX queue, not yet on its ring.
-    rig.ports[0].refill();
-    rig.kernels[0].deliver(12);
-    let mut descs = vec![XdpDesc::default(); 12];
-    let n = rig.ports[0].receive(&mut descs);
-    assert_eq!(n, 12);
-    let mut out = Vec::new();
-    let mut missed = false;
-    for &d in &descs[..n] {
-        let frame = rig.ports[0].pool.take_rx(d.addr, d.len).unwrap();
-        let (pool, c, tx) = rig.ports[0].parts();
-        let mut cx = ActCtx { pool, c, tx, out: &mut out, region: &rig.region, scratch: &mut rig.scratch, copybreak_bytes: 128, macs: &rig.book, origin: 0, neigh_missed: &mut missed };
-        apply(fwd(1, MacRewrite::Swap, None), frame, d, &mut cx);
-    }
-    for (to, e) in out {
-        assert!(rig.ports[to].queue_foreign(e, &rig.remotes));
-    }
+    let (_, descs) = rig.take(0, 12);
+    assert_eq!(descs.len(), 12);
+    let taken = rig.act(0, &descs, fwd(1, MacRewrite::Swap, None));
+    assert_eq!(taken, vec![true; 12]);
     assert_eq!(rig.ports[1].queued(), 12);
     // Port 1's device goes: its socket is given up before its next transmit.
     let io = rig.ports[1].detach(&rig.remotes);
