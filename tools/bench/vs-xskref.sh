@@ -32,6 +32,12 @@
 #     frames, so every receiver gets the same window.
 #   GEN_RATE=PPS: the generator paces itself to PPS frames/s (default: flat out).
 #   WARMUP=N: N rounds of every receiver before the counted reps (printed, rep 0).
+#   BACK_SINK=1: in the l2fwd placements, an XDP program that counts and drops
+#     (tools/xdpsink, make -C tools/xdpsink) on the sender's veth takes the frames
+#     sent back, and its count is the "back" figure. Without it they go up the
+#     sending namespace's IP stack (dropped there as not for its address), which veth
+#     runs in softirq on the CPU that sent them: the receiver's own core, inside its
+#     sendto(), the same for every receiver but much of the cost of the TX side.
 #   ROWS=file: also append one tab-separated row per run for
 #     tools/bench/summarize.py (compare-all.sh uses it).
 # Each line also says how many frames the sender's veth refused (the receiver's
@@ -42,6 +48,7 @@ cd "$(dirname "$0")/../.."
 source tools/bench/lib.sh
 X=$PWD/target/release/xdpool
 REF=$PWD/tools/xskref/xskref
+SINK=$PWD/tools/xdpsink/xdpsink
 COUNT=${COUNT:-4000000}
 REPS=${REPS:-3}
 DUR=${DUR:-$(( ${GEN_SECS:-2} + 4 ))}  # each receiver's lifetime: covers start-up and the send window
@@ -156,7 +163,16 @@ EOT
     done
     ((w == 50)) && echo "# $1: no XDP program on ${P}b0 6.5 s after start"
     [ "$4" = threaded ] && pin_napi 1 "$1"
-    local t0 t1 s0 s1 b0 b1 x0 x1 gen_args
+    local t0 t1 s0 s1 b0 b1 x0 x1 gen_args sink_pid=
+    if [ -n "${BACK_SINK:-}" ] && [ "$2" = l2fwd ]; then
+        ip netns exec $P-a "$SINK" -i ${P}a0 -d $((DUR + 30)) > "$W/sink.out" 2>&1 &
+        sink_pid=$!
+        for ((w = 0; w < 50; w++)); do
+            ip -n $P-a link show ${P}a0 | grep -q ' prog/xdp id ' && break
+            sleep 0.1
+        done
+        ((w == 50)) && echo "# xdpsink: no XDP program on ${P}a0 5 s after start"
+    fi
     t0=$(bench_threads $pid)
     s0=$(steal)
     b0=$(back_count)
@@ -195,6 +211,12 @@ EOT
     wait $pid 2>/dev/null || status=$?
     [ $status = 0 ] || [ -n "$killed" ] || echo "# $1 exited with status $status (its figures below are not to be trusted)"
     b1=$(back_count)
+    if [ -n "$sink_pid" ]; then
+        bench_stop $sink_pid 5 xdpsink
+        b0=0
+        b1=$(sed -n 's/^xdpsink packets \([0-9]*\).*/\1/p' "$W/sink.out" | tail -1)
+        [ -n "$b1" ] || { echo "# xdpsink printed no count: $(tail -2 "$W/sink.out" | tr '\n' ' ')"; b1=0; }
+    fi
     local secs got offered
     secs=$(echo "$out" | sed -n 's/.* in \([0-9.]*\) s:.*/\1/p')
     offered=$(echo "$out" | sed -n 's/^sent \([0-9]*\) frames.*/\1/p')
