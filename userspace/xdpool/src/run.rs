@@ -90,24 +90,6 @@ fn warn_if_mtu_needs_multi_buffer(plan: &Plan, spaces: &Spaces) {
         let Ok(Ok(Some(mtu))) = spaces.of(i).run(|| crate::device::link_mtu(&p.def.interface)) else { continue };
         // Ethernet header.
         let frame = mtu + 14;
-        // sysfs shows the devices of the namespace that mounted it: a port in a
-        // namespace of its own is not looked up there.
-        let driver = if p.def.netns.is_none() { crate::device::driver_of(&p.def.interface) } else { None };
-        let zc_limit = driver.as_deref().and_then(|d| crate::device::zero_copy_rx_limit(d, room));
-        if let (Some(limit), Some(d), false) = (zc_limit, &driver, p.def.zero_copy == crate::config::ZeroCopy::Off) {
-            if frame > limit && frame <= room {
-                tracing::warn!(
-                    interface = %p.def.interface,
-                    mtu,
-                    driver = %d,
-                    "in zero-copy {d} receives frames up to {limit} B whole with {} B chunks (its RX buffer size is set in 1 KiB units): \
-                     a longer frame arrives cut in two and is counted malformed; set umem.chunk_size = 4096 (frames up to {} B) or an MTU of {} or less",
-                    plan.umem.chunk_size,
-                    crate::device::zero_copy_rx_limit(d, single_buffer_room(4096)).unwrap_or(single_buffer_room(4096)),
-                    limit - 14
-                );
-            }
-        }
         if frame > room {
             tracing::warn!(
                 interface = %p.def.interface,
@@ -116,8 +98,37 @@ fn warn_if_mtu_needs_multi_buffer(plan: &Plan, spaces: &Spaces) {
                  (counted in rx_dropped); set multi_buffer = true for jumbo frames",
                 plan.umem.chunk_size
             );
+        } else if let Some((driver, limit)) = port_zero_copy_limit(p, room).filter(|&(_, limit)| frame > limit) {
+            let bigger = single_buffer_room(4096);
+            let fix = if plan.umem.chunk_size < 4096 {
+                let whole = crate::device::zero_copy_rx_limit(&driver, bigger).unwrap_or(bigger);
+                format!("set umem.chunk_size = 4096 (frames up to {whole} B) or an MTU of {} or less", limit - 14)
+            } else {
+                format!("set an MTU of {} or less", limit - 14)
+            };
+            tracing::warn!(
+                interface = %p.def.interface,
+                mtu,
+                driver = %driver,
+                "in zero-copy {driver} receives frames up to {limit} B whole with {} B chunks (its RX buffer size is set in 1 KiB units): \
+                 a longer frame arrives cut in two and is counted malformed; {fix}",
+                plan.umem.chunk_size
+            );
         }
     }
+}
+
+/// A port's driver and the longest frame it receives whole in zero-copy, where that
+/// is less than `room` (`device::zero_copy_rx_limit`). `None` for a port in copy mode,
+/// or in a namespace of its own: sysfs shows the devices of the namespace that
+/// mounted it, so such a port is not looked up there.
+fn port_zero_copy_limit(p: &crate::plan::PortPlan, room: u32) -> Option<(String, u32)> {
+    if p.def.zero_copy == crate::config::ZeroCopy::Off || p.def.netns.is_some() {
+        return None;
+    }
+    let driver = crate::device::driver_of(&p.def.interface)?;
+    let limit = crate::device::zero_copy_rx_limit(&driver, room)?;
+    Some((driver, limit))
 }
 
 /// The namespaces of the ports (each once) and which one each port is in.

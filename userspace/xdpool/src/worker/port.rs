@@ -217,11 +217,13 @@ impl Port {
     /// frame counts once, at its last descriptor).
     #[cold]
     fn unqueue_all(&mut self, remotes: &Remotes) {
-        let cut: Vec<XdpDesc> = self.tx.drain(..).collect();
-        for d in cut {
+        // Taken out (keeping its capacity) while `untx` borrows the port.
+        let mut cut = std::mem::take(&mut self.tx);
+        for d in cut.drain(..) {
             self.c.egress_port_down_drop += u64::from(d.options & XDP_PKT_CONTD == 0);
             self.untx(d.addr, remotes);
         }
+        self.tx = cut;
     }
 
     /// One teardown audit of this port's pool against `kernel` (what the rings say
