@@ -82,14 +82,17 @@ bench_steal() { # "c0 c1 t": steal ticks of cores 0 and 1 (/proc/stat, USER_HZ),
     date +%s.%N
 }
 
-bench_steal_pct() { # "before" "after" -> "c0% c1%"
-    python3 - "$1" "$2" <<'PY'
+bench_ticks_pct() { # "before" "after" [suffix]: tick counters then a time (bench_steal,
+    # bench_cpu) -> each counter's share of the window, in %, space-separated
+    python3 - "$1" "$2" "${3:-}" <<'PY'
 import os, sys
-(a0, b0, w0), (a1, b1, w1) = (map(float, s.split()) for s in sys.argv[1:3])
-hz, wall = os.sysconf('SC_CLK_TCK'), max(w1 - w0, 1e-3)
-print(f'{(a1 - a0) / hz / wall * 100:.0f}% {(b1 - b0) / hz / wall * 100:.0f}%')
+b, a = (list(map(float, s.split())) for s in sys.argv[1:3])
+hz, wall = os.sysconf('SC_CLK_TCK'), max(a[-1] - b[-1], 1e-3)
+print(' '.join(f'{(a[i] - b[i]) / hz / wall * 100:.0f}{sys.argv[3]}' for i in range(len(a) - 1)))
 PY
 }
+
+bench_steal_pct() { bench_ticks_pct "$1" "$2" %; } # "before" "after" -> "c0% c1%"
 
 bench_cpu() { # CORE -> "user system softirq idle t": the core's ticks (/proc/stat, USER_HZ;
     # user with nice, softirq with irq), and when
@@ -97,14 +100,7 @@ bench_cpu() { # CORE -> "user system softirq idle t": the core's ticks (/proc/st
     date +%s.%N
 }
 
-bench_cpu_pct() { # "before" "after" -> "user% system% softirq% idle%" of the window
-    python3 - "$1" "$2" <<'PY'
-import os, sys
-b, a = (list(map(float, s.split())) for s in sys.argv[1:3])
-hz, wall = os.sysconf('SC_CLK_TCK'), max(a[4] - b[4], 1e-3)
-print(' '.join(f'{(a[i] - b[i]) / hz / wall * 100:.0f}' for i in range(4)))
-PY
-}
+bench_cpu_pct() { bench_ticks_pct "$1" "$2"; } # "before" "after" -> "user system softirq idle" (%)
 
 bench_result_file() { # name -> a new dated path under docs/results/<date>/ (not overwriting)
     local d f

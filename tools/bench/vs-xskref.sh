@@ -82,11 +82,6 @@ pin_napi() { # veth re-creates its NAPI when a program comes: pin after attach, 
 }
 
 
-steal() { # "c0 c1 t": steal ticks of cores 0 and 1 (/proc/stat, USER_HZ), and when
-    awk '$1 == "cpu0" {a = $9} $1 == "cpu1" {b = $9} END {print a, b}' /proc/stat
-    date +%s.%N
-}
-
 xmit_counts() { # "into-ring refused": the sender veth's XDP transmit counters (ethtool -S)
     ip netns exec $P-a ethtool -S ${P}a0 | awk '/tx_queue_.*_xdp_xmit:/{a+=$2; n++} /tx_queue_.*_xdp_xmit_errors:/{b+=$2} END{if (!n) exit 1; print a+0, b+0}' \
         || { echo "no XDP transmit counters in ethtool -S ${P}a0" >&2; exit 2; }
@@ -156,25 +151,16 @@ EOT
     # The receiver's program must be on before the NAPI thread is pinned: veth makes
     # a new thread when a program comes, and one made after the pin runs anywhere
     # (on the generator's core, a different placement). Wait up to 5 s more.
-    local w
-    for ((w = 0; w < 50; w++)); do
-        ip -n $P-b link show ${P}b0 | grep -q ' prog/xdp id ' && break
-        sleep 0.1
-    done
-    ((w == 50)) && echo "# $1: no XDP program on ${P}b0 6.5 s after start"
+    bench_wait_prog $P-b ${P}b0 50 || echo "# $1: no XDP program on ${P}b0 6.5 s after start"
     [ "$4" = threaded ] && pin_napi 1 "$1"
     local t0 t1 s0 s1 b0 b1 x0 x1 gen_args sink_pid=
     if [ -n "${BACK_SINK:-}" ] && [ "$2" = l2fwd ]; then
         ip netns exec $P-a "$SINK" -i ${P}a0 -d $((DUR + 30)) > "$W/sink.out" 2>&1 &
         sink_pid=$!
-        for ((w = 0; w < 50; w++)); do
-            ip -n $P-a link show ${P}a0 | grep -q ' prog/xdp id ' && break
-            sleep 0.1
-        done
-        ((w == 50)) && echo "# xdpsink: no XDP program on ${P}a0 5 s after start"
+        bench_wait_prog $P-a ${P}a0 50 $sink_pid || echo "# xdpsink: no XDP program on ${P}a0 5 s after start"
     fi
     t0=$(bench_threads $pid)
-    s0=$(steal)
+    s0=$(bench_steal)
     b0=$(back_count)
     x0=$(xmit_counts)
     if [ -n "${GEN_SECS:-}" ]; then gen_args="--count 1000000000 --duration $GEN_SECS"; else gen_args="--count $COUNT"; fi
@@ -182,7 +168,7 @@ EOT
     out=$("$X" gen --netns $P-a --dev ${P}a0 $gen_args --cores 0 2>/dev/null | tail -1)
     sleep 0.3
     t1=$(bench_threads $pid)
-    s1=$(steal)
+    s1=$(bench_steal)
     x1=$(xmit_counts)
     # A receiver still there 10 s + DUR after the generator is stuck: kill it rather
     # than wait for ever, and say so. xdpsock -p often gets stuck once the traffic
@@ -236,9 +222,9 @@ EOT
         { read -r got; read -r full; } < <(python3 -c "import json;s=json.load(open('$W/sum.json'));d=s['drops'];print(s['packets']);print(d['rx_ring_full'], '| TX ring full', d['tx_ring_full'])")
     fi
     got=${got:-0}  # a killed receiver left no figures
-    python3 - "$1" "$2" "$3" "$4" "$got" "$offered" "$secs" "$t0" "$t1" "$((b1 - b0))" "$MHZ" "$(( ${x1#* } - ${x0#* } ))" "${full:-0}" "$s0" "$s1" <<'PY'
+    python3 - "$1" "$2" "$3" "$4" "$got" "$offered" "$secs" "$t0" "$t1" "$((b1 - b0))" "$MHZ" "$(( ${x1#* } - ${x0#* } ))" "${full:-0}" "$(bench_steal_pct "$s0" "$s1")" <<'PY'
 import os, sys
-who, act, mode, napi, got, count, secs, t0, t1, back, mhz, refused, full, s0, s1 = sys.argv[1:]
+who, act, mode, napi, got, count, secs, t0, t1, back, mhz, refused, full, steal = sys.argv[1:]
 got, count, secs, back, mhz, refused = int(got), int(count), float(secs), int(back), float(mhz), int(refused)
 parse = lambda s: {t: (int(r), int(c)) for t, r, c in (x.split(':') for x in s.split())}
 a, b = parse(t0), parse(t1)
@@ -251,10 +237,8 @@ line += f' | app {ns/1e6:6.1f} ms cpu, {per:6.1f} ns = {per*mhz/1e3:6.0f} cycles
 line += f' | veth refused {refused} | RX ring full {full}'
 # Time the hypervisor gave neither core to this VM during the window: a window with
 # much of it is slow for reasons outside the receivers.
-(a0, b0), w0 = map(int, s0.split()[:2]), float(s0.split()[2])
-(a1, b1), w1 = map(int, s1.split()[:2]), float(s1.split()[2])
-hz, wall = os.sysconf('SC_CLK_TCK'), max(w1 - w0, 1e-3)
-line += f' | steal c0 {(a1 - a0) / hz / wall * 100:.0f}% c1 {(b1 - b0) / hz / wall * 100:.0f}%'
+c0, c1 = steal.split()
+line += f' | steal c0 {c0} c1 {c1}'
 print(line)
 # ROWS=file: one row for tools/bench/summarize.py (rate: received, for l2fwd back at
 # the sender, Mpps; rep 0 is a warm-up).
