@@ -21,8 +21,12 @@ use xdpool::lab::{format_mac, Lab, LabConfig};
 /// `n` sequenced UDP frames of `size` bytes, numbers from `first`, at `pps`, from
 /// the sender (xdps0) through port "in" to 198.18.2.1:9. Returns frames sent.
 fn send_forward(prefix: &str, n: u64, first: u64, size: usize, pps: u64) -> u64 {
-    let g = GenConfig { count: Some(n), seq_first: first, size, rate_pps: Some(pps), ..GenConfig::for_forward_lab(prefix).unwrap() };
-    gen::run(&g).expect("generator from the sender").sent
+    gen::run(&forward_gen(prefix, n, first, size, pps)).expect("generator from the sender").sent
+}
+
+/// The generator's config for [`send_forward`].
+fn forward_gen(prefix: &str, n: u64, first: u64, size: usize, pps: u64) -> GenConfig {
+    GenConfig { count: Some(n), seq_first: first, size, rate_pps: Some(pps), ..GenConfig::for_forward_lab(prefix).unwrap() }
 }
 
 /// The same, from the monitor side (xdpm0 in P-dst) into port "mon", to the sender's
@@ -322,8 +326,7 @@ fn deleting_one_ports_device_mid_traffic_keeps_the_other_forwarding() {
 /// `n` sequenced frames of 64 bytes from the sender's TX queue `queue` (a veth peer
 /// receives on the same queue: port "in"'s socket of that queue), numbers from `first`.
 fn send_on_queue(prefix: &str, queue: u32, n: u64, first: u64, pps: u64) -> u64 {
-    let g = GenConfig { count: Some(n), seq_first: first, size: 64, rate_pps: Some(pps), queue, ..GenConfig::for_forward_lab(prefix).unwrap() };
-    gen::run(&g).expect("generator from the sender").sent
+    gen::run(&GenConfig { queue, ..forward_gen(prefix, n, first, 64, pps) }).expect("generator from the sender").sent
 }
 
 /// Issue 15, two ingress sockets: port "in" on queues 0 and 1, both forwarding to
