@@ -62,6 +62,7 @@ pub const QUEUE_COUNTERS: &[(&str, Def)] = &[
     ("fill_produced", c("xdpool_fill_produced", "Frames the worker put on its socket's fill ring for the kernel to receive into.")),
     ("fill_pool_empty", c("xdpool_fill_pool_empty", "Times the worker could not top the fill ring up because its pool had no free frame.")),
     ("rx_limited_by_tx", c("xdpool_rx_limited_by_tx", "Passes that took fewer RX descriptors than a batch because the TX ring had no room for what they send (back-pressure instead of a drop).")),
+    ("rx_shed_passes", c("xdpool_rx_shed_passes", "Passes that took a whole batch although the TX side had no room for it, because the fill ring had fallen below half its target: the excess is dropped by the worker (drops tx_ring_full, egress_queue_full) instead of by the kernel at an empty fill ring.")),
     ("wakeups", c("xdpool_wakeups", "Wake-up system calls made for the kernel (need_wakeup set on the fill or TX ring).")),
     ("idle_loops", c("xdpool_idle_passes", "Worker loop passes that found nothing to do.")),
     ("rule_untagged", c("xdpool_rule_untagged", "Frames received during a rule reload's hand-over without a tag of it (steered before the XDP program began tagging), acted on under the list before the reload.")),

@@ -44,6 +44,11 @@ counters!(
     /// Passes that took fewer RX descriptors than a batch because the TX ring (or an
     /// egress port's handoff queue) had room for no more (back-pressure, not a drop).
     rx_limited_by_tx,
+    /// Passes that took a whole batch although the TX side had no room for all of it,
+    /// because the fill ring had fallen below half its target: the frames that do not
+    /// fit are dropped by the worker (`tx_ring_full_drop`, `egress_full_drop`) so that
+    /// the kernel does not drop at an empty fill ring.
+    rx_shed_passes,
     /// RX descriptors the recycler rejected (not a frame we gave the kernel).
     rx_rejected,
     /// Frames too short to rewrite MACs, dropped.

@@ -53,6 +53,11 @@ const PUBLISH_EVERY: u32 = 64;
 const POLL_TIMEOUT_MS: u16 = 1000;
 
 /// How often the sockets' kernel counters (`XDP_STATISTICS`) are read.
+/// Most extra batches one pass takes while shedding: the transmit side is the
+/// bottleneck, and a `sendto()` between two passes can take longer than a batch
+/// of arrivals, so one batch a pass would still let the fill ring run empty.
+const SHED_BATCHES: usize = 16;
+
 const STATS_EVERY: Duration = Duration::from_millis(100);
 
 /// How long a worker waits for frames still out when its pools are destroyed.
@@ -204,6 +209,8 @@ struct Worker {
     woken: Vec<usize>,
     last_stats: Instant,
     received_since_idle: bool,
+    /// The last `rx_budget` took a whole batch to shed (see there).
+    shedding: bool,
 }
 
 impl Worker {
@@ -232,6 +239,7 @@ impl Worker {
             woken: Vec::new(),
             last_stats: Instant::now(),
             received_since_idle: false,
+            shedding: false,
             fabric,
             spec,
         }
@@ -278,7 +286,21 @@ impl Worker {
         }
         let reaped = self.lanes[i].port.reap(&remotes);
         self.lanes[i].port.refill();
-        let got = self.receive(i);
+        let mut got = self.receive(i);
+        // Shedding: drop in bulk (what the TX side cannot take goes back to the
+        // pool at `transmit`) and restock the fill ring, until it is no longer low.
+        let mut extra = 0;
+        while self.shedding && extra < SHED_BATCHES {
+            self.shedding = false;
+            if !self.out.is_empty() {
+                self.route(i, &remotes);
+            }
+            self.lanes[i].port.transmit(&remotes);
+            self.lanes[i].port.refill();
+            got += self.receive(i);
+            extra += 1;
+        }
+        self.shedding = false;
         self.received_since_idle |= got > 0;
         if !self.out.is_empty() {
             self.route(i, &remotes);
@@ -294,7 +316,11 @@ impl Worker {
 
     /// How many RX descriptors to take: no more than the own TX ring and the egress
     /// ports' queues have room for (a frame left in the RX ring waits; one taken and
-    /// then refused would be handled for nothing).
+    /// then refused would be handled for nothing), until the frames waiting in RX
+    /// have drawn the fill ring below half its target. Then the whole batch: what the
+    /// TX side cannot take is dropped by the worker, counted, and its chunks refill
+    /// the fill ring, so a TX bottleneck is never the kernel's uncounted fill-ring
+    /// drop, and a congested egress does not stall the lane's other traffic.
     #[inline]
     fn rx_budget(&mut self, i: usize) -> usize {
         let batch = self.lanes[i].port.batch();
@@ -319,6 +345,11 @@ impl Worker {
             want = want.min(room);
         }
         if want < batch {
+            if self.lanes[i].port.fill_low() {
+                self.lanes[i].port.c.rx_shed_passes += 1;
+                self.shedding = true;
+                return batch;
+            }
             self.lanes[i].port.c.rx_limited_by_tx += 1;
         }
         want

@@ -308,6 +308,16 @@ impl Port {
         (tx.writable((want + queued) as u32) as usize).saturating_sub(queued)
     }
 
+    /// Whether the fill ring holds less than half of what the kernel may hold
+    /// (`fill_target`): frames left waiting in the RX ring are then starving the
+    /// kernel of fill entries, and the next frames would be dropped uncounted by us.
+    #[inline]
+    pub fn fill_low(&mut self) -> bool {
+        let target = self.fill_target;
+        let Some(io) = self.io.as_mut() else { return false };
+        io.rings().fill.level() < target / 2
+    }
+
     /// Whether the socket has a TX ring.
     #[inline]
     pub fn has_tx_ring(&mut self) -> bool {
@@ -400,11 +410,14 @@ impl Port {
 
     #[cold]
     fn tx_full(&mut self, put: usize, remotes: &Remotes) {
-        let rest: Vec<XdpDesc> = self.tx[put..].to_vec();
-        for d in rest {
+        // Taken out (keeping its capacity) while `untx` borrows the port; the caller
+        // clears it. Every pass of a shedding worker comes here: no allocation.
+        let mut queued = std::mem::take(&mut self.tx);
+        for d in queued.drain(put..) {
             self.c.tx_ring_full_drop += u64::from(d.options & XDP_PKT_CONTD == 0);
             self.untx(d.addr, remotes);
         }
+        self.tx = queued;
     }
 
     /// A TX descriptor the kernel is done with (or never got): another port's frame

@@ -613,6 +613,66 @@ fn a_worker_hands_frames_to_another_workers_queue_and_counts_a_full_one() {
     assert_eq!(a.application, 0, "every frame back: {a:?}");
 }
 
+/// l2fwd with a TX ring the kernel does not drain: the worker first leaves frames in
+/// the RX ring (back-pressure), and once they have drawn the fill ring below half
+/// its target it takes a whole batch and drops what the TX ring cannot take, counted,
+/// so the fill ring is stocked again instead of running empty in the kernel.
+#[test]
+fn a_tx_bottleneck_sheds_in_the_worker_once_the_fill_ring_runs_low() {
+    use super::shared::{PortShared, Waker};
+    use super::{Fabric, LaneSpec, Worker, WorkerSpec};
+    let region = Region::new(RegionConfig { frames: FRAMES, chunk_size: CHUNK, ..RegionConfig::default() }).unwrap();
+    let sockets = vec![PortShared::new(0, "main", "a", 0, None, 8, Waker::new().unwrap())];
+    let fabric = Arc::new(Fabric { sockets, port_sockets: vec![vec![0]], remotes: Remotes::new(1), neighbours: crate::neigh::Neighbours::new(MacBook::new(1)), capture: Default::default(), file_capture: Default::default() });
+    let rule = crate::config::ValidRule { proto: None, dst_port: None, dst: None, src_port: None, src: None, vlan: None, action: crate::config::Action::L2fwd, port: 0, to: None, mac: MacRewrite::Swap, mirror_to: None };
+    // Copy mode: the kernel may hold 128 frames (fill ring plus RX); low below 64.
+    let lane = LaneSpec { socket: 0, port: 0, queue_pos: 0, rules: super::rules::RuleSlot::new(0, super::classify::Classifier::new(vec![rule])), rings: PortRings { fill: 128, rx: 128 } };
+    let spec = WorkerSpec { core: None, batch: 64, mode: crate::config::WaitMode::Spin, lanes: vec![lane], hold_frames: 0, copybreak_bytes: 128, busy_poll_budget: 64, poll_coalesce: std::time::Duration::ZERO };
+    let mut w = Worker::new(&region, spec, fabric.clone());
+    stamp(&mut w.lanes[0].port, 3);
+    let (io, kernel) = heap_socket(&region, 64);
+    w.lanes[0].port.attach(io);
+    let remotes = fabric.remotes.clone();
+    let fill_level = |k: &Kernel| k.fill.producer().wrapping_sub(k.fill.consumer());
+    assert_eq!(fill_level(&kernel), 128);
+    // 64 frames fill the TX ring, which the kernel does not drain.
+    kernel.deliver(64);
+    assert_eq!(w.receive(0), 64);
+    w.lanes[0].port.transmit(&remotes);
+    w.lanes[0].port.refill();
+    assert_eq!(fill_level(&kernel), 128);
+    // 40 more: the fill ring still holds 88, so they wait in RX.
+    kernel.deliver(40);
+    assert_eq!(w.receive(0), 0);
+    assert_eq!((w.lanes[0].port.c.rx_limited_by_tx, w.lanes[0].port.c.rx_shed_passes), (1, 0));
+    // 40 more: 48 left on the fill ring, below half. A whole batch is taken and
+    // what TX has no room for is dropped by the worker.
+    kernel.deliver(40);
+    assert_eq!(w.receive(0), 64);
+    assert_eq!(w.lanes[0].port.c.rx_shed_passes, 1);
+    w.lanes[0].port.transmit(&remotes);
+    assert_eq!(w.lanes[0].port.c.tx_ring_full_drop, 64);
+    // Their chunks go straight back on the fill ring.
+    w.lanes[0].port.refill();
+    assert_eq!(fill_level(&kernel), 112, "48 left plus the 64 shed");
+    // The kernel sends and completes; the last 16 are received and sent too.
+    let sent = kernel.send();
+    assert_eq!(sent.len(), 64);
+    kernel.complete(&sent);
+    w.lanes[0].port.reap(&remotes);
+    assert_eq!(w.receive(0), 16);
+    w.lanes[0].port.transmit(&remotes);
+    let sent = kernel.send();
+    kernel.complete(&sent);
+    w.lanes[0].port.reap(&remotes);
+    let c = w.lanes[0].port.c;
+    assert_eq!((c.rx_packets, c.tx_packets, c.tx_ring_full_drop, c.tx_completed), (144, 80, 64, 80));
+    w.lanes[0].port.pool.publish_stats();
+    let a = region.accounting();
+    a.check().unwrap();
+    assert_eq!(a.tx + a.application, 0, "every frame back: {a:?}");
+}
+
 /// `xdpool capture` on a worker: only frames whose first match is the captured rule
 /// are copied, the copy is the frame as received (before l2fwd swaps its MACs), a
 /// full tap is counted, and every frame still goes on to its action.

@@ -401,6 +401,15 @@ impl FillRing {
     pub fn submitted(&self) -> u32 {
         self.raw.moved(Side::Producer)
     }
+
+    /// Entries on the ring the kernel has not taken yet (reads the kernel's consumer
+    /// index; an impossible one is counted in `ring_index_jump` and the cached view
+    /// kept).
+    #[inline]
+    pub fn level(&mut self) -> u32 {
+        let size = self.raw.size;
+        size - self.raw.writable(size, &mut self.errors)
+    }
 }
 
 /// The completion ring: the kernel returns UMEM addresses of sent TX frames.
