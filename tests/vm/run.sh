@@ -6,7 +6,7 @@
 #
 # Installs what it needs (tests/vm/setup.sh), builds the initramfs around the host's
 # target/release/xdpool (tests/vm/initramfs.sh), boots the guest with its NICs only on
-# an isolated QEMU hub (no user, tap or bridge backend), and reads the checks' results
+# isolated QEMU hubs (no user, tap or bridge backend), and reads the checks' results
 # from the guest's second serial port. Fails on a failed or missing check, a guest
 # that did not finish, and WARN / BUG / oops / "stalled pool shutdown" in its log.
 # XDPOOL_SKIP_VM=1 skips it (developers only: CI=true ignores it).
@@ -49,8 +49,12 @@ T_SETUP=$(date +%s.%N)
 
 CONSOLE=$OUT/console.log RESULTS=$OUT/results.log
 rm -f "$CONSOLE" "$RESULTS"
-MAC_A=02:78:64:70:00:0a MAC_B=02:78:64:70:00:0b
-# Every NIC on hub 0 and nothing else: no -netdev user / tap / bridge, -nic none.
+MAC_A=02:78:64:70:00:0a MAC_B=02:78:64:70:00:0b MAC_MON=02:78:64:70:00:0d MAC_SINK=02:78:64:70:00:0e
+# Every NIC on an isolated QEMU hub and nothing else: no -netdev user / tap / bridge,
+# -nic none. Hub 0: the source and the two NICs under test. Hub 1: the monitor port (a
+# second virtio-net, for mirror_zc) and the e1000e that receives what it sends (a
+# hub repeats every frame to all its other ports: on hub 0 the mirrored copies,
+# byte for byte the forwarded frames, would reach the source as well).
 # Two NUMA nodes, one CPU (its own socket: a cache shared across nodes is a boot
 # WARN) and 1 GiB each: CPU 0 on node 0, CPU 1 on node 1 (Linux numbers nodes in
 # the order it meets them, so the boot CPU's node is always 0). The igb sits behind
@@ -67,7 +71,9 @@ QEMU=(qemu-system-x86_64 -accel tcg,thread=multi -M q35 -cpu max -smp 2,sockets=
     -serial "file:$CONSOLE" -serial "file:$RESULTS"
     -netdev hubport,id=hp0,hubid=0 -device e1000e,netdev=hp0,mac=$MAC_A,bus=pcie.0
     -netdev hubport,id=hp1,hubid=0 -device igb,netdev=hp1,mac=$MAC_B,bus=rp1
-    -netdev hubport,id=hp2,hubid=0 -device virtio-net-pci,netdev=hp2,mac=$MAC_B,bus=pcie.0,disable-legacy=on,iommu_platform=on)
+    -netdev hubport,id=hp2,hubid=0 -device virtio-net-pci,netdev=hp2,mac=$MAC_B,bus=pcie.0,disable-legacy=on,iommu_platform=on
+    -netdev hubport,id=hp3,hubid=1 -device virtio-net-pci,netdev=hp3,mac=$MAC_MON,bus=pcie.0,disable-legacy=on,iommu_platform=on
+    -netdev hubport,id=hp4,hubid=1 -device e1000e,netdev=hp4,mac=$MAC_SINK,bus=pcie.0)
 echo "test-vm: ${QEMU[*]}" > "$OUT/qemu.cmd"
 
 qpid=""
@@ -97,7 +103,7 @@ while read -r line; do
     fi
 done < "$OUT/results.jsonl"
 if [ "$CHECKS" = all ]; then
-    for c in setup zc_igb copy_igb zc_copy_ratio sweep_pktgen big_igb busy_igb zc_virtio copy_virtio numa_waive rss_igb relink_floor unbind_zc_igb unbind_copy_igb unbind_zc_virtio unbind_copy_virtio dmesg; do
+    for c in setup zc_igb copy_igb zc_copy_ratio sweep_pktgen big_igb busy_igb zc_virtio copy_virtio numa_waive mirror_zc rss_igb relink_floor unbind_zc_igb unbind_copy_igb unbind_zc_virtio unbind_copy_virtio dmesg; do
         jq -se --arg c "$c" 'any(.[]; .check == $c)' "$OUT/results.jsonl" >/dev/null 2>&1 \
             || { echo "test-vm: FAIL $c: no result"; fail=1; }
     done

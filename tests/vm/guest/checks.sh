@@ -1,11 +1,15 @@
 #!/bin/bash
 # The in-guest checks of `make test-vm` (run by /init inside the TCG guest).
 #
-# NICs, all on one isolated QEMU hub (no host backend):
+# NICs, on two isolated QEMU hubs (no host backend); on hub 0:
 #   e1000e  -> moved to namespace `src` as src0 (MAC_A, 198.18.0.1): the traffic source
 #   igb     -> eth0 (MAC_B): under test, zero-copy and copy mode, 2 RSS queues, unbind,
 #              busy-poll; behind a PCIe expander bridge on NUMA node 1 (CPU 1)
 #   virtio  -> eth1 (MAC_B, disable-legacy, iommu_platform): under test, zero-copy, unbind
+# and on hub 1 (mirror_zc only):
+#   virtio  -> mon0 (MAC_MON): the monitor port xdpool mirrors to
+#   e1000e  -> moved to namespace `mon` as sink0 (MAC_SINK, set to MAC_A): counts the
+#              mirrored copies
 # Both NICs under test carry the lab's MAC_B (QEMU's mac=, which survives a driver
 # rebind), since the generator addresses the lab's B side; the one not under test is
 # kept down with another MAC so only one of them takes the frames.
@@ -16,7 +20,7 @@ set -uo pipefail
 export PATH=/sbin:/usr/sbin:/usr/bin:/bin:/bbin
 R=/dev/ttyS1
 XDPOOL=/bin/xdpool
-MAC_A=02:78:64:70:00:0a MAC_B=02:78:64:70:00:0b MAC_OTHER=02:78:64:70:00:0c
+MAC_A=02:78:64:70:00:0a MAC_B=02:78:64:70:00:0b MAC_OTHER=02:78:64:70:00:0c MAC_MON=02:78:64:70:00:0d MAC_SINK=02:78:64:70:00:0e
 param() { local v; v=$(tr ' ' '\n' < /proc/cmdline | sed -n "s/^xdpvm\.$1=//p" | tail -1); echo "${v:-$2}"; }
 CYCLES=$(param cycles 3)
 ONLY=$(param checks all)
@@ -42,11 +46,11 @@ result() {
         || jq -cn --arg c "$1" --argjson ok "$2" --arg d "$detail" '{check: $c, ok: $ok, detail_raw: $d}')"
 }
 
-dev_of_driver() {  # the root namespace's interface driven by $1
+dev_of_driver() {  # DRIVER MAC: the root namespace's interface driven by DRIVER with address MAC (QEMU's mac=, before setup changes any)
     local d drv
     for d in /sys/class/net/*; do
         drv=$(basename "$(readlink -f "$d/device/driver" 2>/dev/null)" 2>/dev/null)
-        [ "$drv" = "$1" ] && { basename "$d"; return 0; }
+        [ "$drv" = "$1" ] && [ "$(cat "$d/address")" = "$2" ] && { basename "$d"; return 0; }
     done
     return 1
 }
@@ -66,17 +70,26 @@ carrier_wait() {  # dev timeout_s -> prints ms waited, fails on timeout
 
 ts() { echo "xdpvm: [$(cut -d' ' -f1 /proc/uptime)] $*"; }
 setup_net() {
-    local src igb vio
+    local src igb vio mon sink
     ts "setup: finding NICs"
-    src=$(dev_of_driver e1000e) && igb=$(dev_of_driver igb) && vio=$(dev_of_driver virtio_net) || {
-        echo "xdpvm: NICs missing: $(ls /sys/class/net)"; return 1; }
-    ip link set "$src" name xsrc0 && ip link set "$igb" name xtmp1 && ip link set "$vio" name xtmp2 || return 1
+    # By driver and QEMU's MAC: two virtio-net and two e1000e, and the kernel's eth%d
+    # order is the drivers' load order, not the command line's.
+    src=$(dev_of_driver e1000e $MAC_A) && igb=$(dev_of_driver igb $MAC_B) && vio=$(dev_of_driver virtio_net $MAC_B) \
+        && mon=$(dev_of_driver virtio_net $MAC_MON) && sink=$(dev_of_driver e1000e $MAC_SINK) || {
+        echo "xdpvm: NICs missing: $(for d in /sys/class/net/*; do echo -n "$(basename "$d") $(cat "$d/address") $(basename "$(readlink -f "$d/device/driver" 2>/dev/null)"); "; done)"; return 1; }
+    ip link set "$src" name xsrc0 && ip link set "$igb" name xtmp1 && ip link set "$vio" name xtmp2 \
+        && ip link set "$mon" name xtmp3 && ip link set "$sink" name xsink0 || return 1
     ts "setup: renamed"
     ip netns add src && ts "setup: netns added" && ip link set xsrc0 netns src && ip -n src link set xsrc0 name src0 || return 1
     ip -n src link set src0 address $MAC_A up && ip -n src addr add 198.18.0.1/24 dev src0 && ip -n src link set lo up || return 1
-    # eth0 / eth1: the names the kernel gives them again after a rebind (the lowest free eth%d).
-    ip link set xtmp1 name eth0 && ip link set xtmp2 name eth1 || return 1
-    IGB=eth0 VIO=eth1 IGB_PCI=$(pci_of eth0) VIO_PCI=$(pci_of eth1)
+    # The monitor's receiver: alone with mon0 on hub 1, with the forwarded frames'
+    # next-hop MAC (MAC_A), so the NIC's own filter takes only copies rewritten for it.
+    ip netns add mon && ip link set xsink0 netns mon && ip -n mon link set xsink0 name sink0 \
+        && ip -n mon link set sink0 address $MAC_A && ip -n mon link set lo up || return 1
+    # eth0 / eth1: the names the kernel gives them again after a rebind (the lowest free
+    # eth%d); mon0 out of that range, so a rebind of eth0 or eth1 gets its name back.
+    ip link set xtmp1 name eth0 && ip link set xtmp2 name eth1 && ip link set xtmp3 name mon0 || return 1
+    IGB=eth0 VIO=eth1 MON=mon0 IGB_PCI=$(pci_of eth0) VIO_PCI=$(pci_of eth1) MON_PCI=$(pci_of mon0)
     VIO_DRV=$(basename "$(readlink -f "/sys/bus/pci/devices/$VIO_PCI/driver")")
     NODES=$(ls -d /sys/devices/system/node/node[0-9]* 2>/dev/null | wc -l)
     IGB_NODE=$(cat /sys/class/net/eth0/device/numa_node 2>/dev/null || echo "?")
@@ -86,7 +99,7 @@ setup_net() {
     # The generator on node 0's CPU, the igb's workers on node 1's (xdpool's choice).
     GEN_CPU=$NODE0_CPUS
     ts "setup: names set"
-    echo "xdpvm: igb $IGB ($IGB_PCI, NUMA node $IGB_NODE), virtio-net $VIO ($VIO_PCI, $VIO_DRV, node $VIO_NODE), source src0 in netns src; $NODES NUMA nodes, node 0 CPUs $NODE0_CPUS, node 1 CPUs $NODE1_CPUS"
+    echo "xdpvm: igb $IGB ($IGB_PCI, NUMA node $IGB_NODE), virtio-net $VIO ($VIO_PCI, $VIO_DRV, node $VIO_NODE), monitor virtio-net $MON ($MON_PCI), source src0 in netns src, sink0 in netns mon; $NODES NUMA nodes, node 0 CPUs $NODE0_CPUS, node 1 CPUs $NODE1_CPUS"
 }
 
 # select_nut DEV: DEV takes MAC_B and goes up; the other NIC under test goes down with another MAC.
@@ -97,11 +110,13 @@ select_nut() {
 }
 
 # write_cfg PATH DEV ZC(true|false) QUEUES CORES MODE SOCKET [FRAMES]
+# (XDP_MODE=skb: generic XDP, for e1000e; NETNS=NAME: the device in that namespace)
 write_cfg() {
     cat > "$1" <<EOF
 [interface]
 name = "$2"
-xdp_mode = "native"
+${NETNS:+netns = \"$NETNS\"}
+xdp_mode = "${XDP_MODE:-native}"
 zero_copy = $3
 queues = $4
 
@@ -155,10 +170,11 @@ stop_xdpool() {  # -> XRC
 stats() { "$XDPOOL" stats --socket "$1" --json; }
 # A number by its JSON path with `xdpool stats --get` (one process, no jq: fast under TCG).
 num() { "$XDPOOL" stats --socket "$1" --get "$2" 2>/dev/null || echo 0; }
-wait_rx() {  # socket count timeout_s: until rx_packets reaches count
-    local end=$(( $(date +%s) + $3 ))
-    while [ "$(num "$1" .total.rx_packets)" -lt "$2" ] && [ "$(date +%s)" -lt "$end" ]; do sleep 0.2; done
+wait_num() {  # socket path count timeout_s: until the number at path reaches count
+    local end=$(( $(date +%s) + $4 ))
+    while [ "$(num "$1" "$2")" -lt "$3" ] && [ "$(date +%s)" -lt "$end" ]; do sleep 0.2; done
 }
+wait_rx() { wait_num "$1" .total.rx_packets "$2" "$3"; }  # socket count timeout_s
 gen() {  # args...: the generator in namespace src from src0 (AF_XDP engine unless given)
     "$XDPOOL" gen --netns src --dev src0 --cores "${GEN_CPU:-0}" "$@"
 }
@@ -373,6 +389,56 @@ after_busy_igb() {
     [ -z "$why" ] || { echo "$why"; return 1; }
 }
 
+# write_fwd_cfg PATH SOCKET CORES MAC IN_DEV OUT_DEV [MON_DEV]: ports "in" and "out"
+# (and "mon") in zero-copy on one UMEM, the rule udp:9 forward in -> out with
+# `mac = MAC` (swap, neigh or a fixed next hop), mirrored to "mon" when it is given.
+# FRAMES: the UMEM's frames (8192; at least fill + tx + 256 per socket).
+write_fwd_cfg() {
+    local path=$1 sock=$2 cores=$3 mac=$4 in=$5 out=$6 mon=${7:-} n=in dev
+    : > "$path"
+    for dev in "$in" "$out" $mon; do
+        cat >> "$path" <<CFG
+[[port]]
+name = "$n"
+interface = "$dev"
+queues = [0]
+xdp_mode = "native"
+zero_copy = true
+
+CFG
+        [ "$n" = in ] && n=out || n=mon
+    done
+    cat >> "$path" <<CFG
+[umem]
+frames = ${FRAMES:-8192}
+chunk_size = 2048
+
+[rings]
+fill = 2048
+completion = 1024
+rx = 1024
+tx = 1024
+
+[workers]
+cores = $cores
+mode = "poll"
+batch = 64
+
+[[rule]]
+port = "in"
+proto = "udp"
+dst_port = "9"
+action = "forward"
+to = "out"
+mac = "$mac"
+${mon:+mirror_to = \"mon\"}
+
+[stats]
+control_socket = "$sock"
+live = false
+CFG
+}
+
 # numa_waive: frames of node 1 coming back to a pool of node 0. Port "in" is
 # virtio-net (no NUMA node) served on node 0's CPU, port "out" the igb (node 1) on
 # node 1's CPU: the UMEM goes to the NICs' node, 1, so the "in" pool's frames are all of node
@@ -384,48 +450,7 @@ numa_waive_check() {
     local sock=/run/xdpool/numa_waive.sock why="" sent src0 src1
     ip link set "$IGB" down; ip link set "$IGB" address $MAC_OTHER; ip link set "$IGB" up
     ip link set "$VIO" address $MAC_B; ip link set "$VIO" up
-    cat > /tmp/$name.toml <<CFG
-[[port]]
-name = "in"
-interface = "$VIO"
-queues = [0]
-xdp_mode = "native"
-zero_copy = true
-
-[[port]]
-name = "out"
-interface = "$IGB"
-queues = [0]
-xdp_mode = "native"
-zero_copy = true
-
-[umem]
-frames = 8192
-chunk_size = 2048
-
-[rings]
-fill = 2048
-completion = 1024
-rx = 1024
-tx = 1024
-
-[workers]
-cores = [$NODE0_CPUS, $NODE1_CPUS]
-mode = "poll"
-batch = 64
-
-[[rule]]
-port = "in"
-proto = "udp"
-dst_port = "9"
-action = "forward"
-to = "out"
-mac = "swap"
-
-[stats]
-control_socket = "$sock"
-live = false
-CFG
+    write_fwd_cfg "/tmp/$name.toml" "$sock" "[$NODE0_CPUS, $NODE1_CPUS]" swap "$VIO" "$IGB"
     if ! start_xdpool "$name" "/tmp/$name.toml"; then
         result "$name" false "$t0" "$(jq -cn --arg log "$(tail -5 /tmp/$name.log)" '{why: "xdpool did not start", log: $log}')"; return
     fi
@@ -448,6 +473,86 @@ CFG
     grep -q 'UMEM frames 0..8192 bound to NUMA node 1' "/tmp/$name.log" || why="${why:+$why; }the UMEM was not bound to node 1"
     local ok=true; [ -z "$why" ] || { ok=false; tail -30 "/tmp/$name.log" | sed "s/^/xdpvm: $name log: /"; }
     result "$name" $ok "$t0" "$(jq -cn --argjson d "$d" --arg why "$why" --argjson sent "${sent:-0}" '$d + {sent: $sent} + (if $why == "" then {} else {why: $why} end)')"
+}
+
+# mirror_zc: forward and port mirror across real NICs, every port in zero-copy (issue
+# 15). One UMEM, three ports: "in" = igb (eth0, MAC_B, hub 0), "out" = virtio-net (eth1,
+# MAC_OTHER, hub 0), "mon" = the second virtio-net (mon0, hub 1). Rule udp:9: forward
+# in -> out with the next hop's MAC fixed to MAC_A (the source's e1000e), mirror_to
+# "mon". pktgen sends N frames from src0 to MAC_B; the forwarded ones come back over
+# hub 0 to src0, the mirrored copies (the same chunk, so the same bytes: the mirror
+# follows the rewrite) leave mon0 onto hub 1, where sink0 has MAC_A. Each receiver is
+# counted by an xdpool rxdrop of udp:9 in copy mode (generic XDP: e1000e has no native
+# XDP), so the kernel's own multicast on those links is not counted. Must hold: sent
+# = received = forwarded = mirrored = N; the source's sink counts every forwarded
+# frame, the monitor's sink every mirrored one; the "out" and "mon" workers put
+# exactly those frames on their TX rings and completed them all; every socket in
+# zero-copy; teardown audits run and none failed; the summary invariants of all three;
+# no drop counted but rx_fill_ring_empty: in zero-copy it counts the driver's refills
+# that found the fill ring short, not frames (4 on each virtio-net port, which receive
+# nothing here: its refill as the socket is bound); the counts above show every frame.
+mirror_zc_check() {
+    local name=mirror_zc t0; t0=$(now)
+    local sock=/run/xdpool/$name.sock why="" n rate sent="" gen_out d='{}' main_pid="" back_pid="" mon_pid="" rc_main="" rc_back="" rc_mon=""
+    n=$(param mirror_frames 10000) rate=$(param mirror_rate 2000)
+    select_nut "$IGB"; ip link set "$VIO" up; ip link set "$MON" up; ip -n mon link set sink0 up
+    # The sinks first, on node 0's CPU (the main instance's workers are its own choice).
+    NETNS=src XDP_MODE=skb write_cfg /tmp/mz_back.toml src0 false "[0]" "[$NODE0_CPUS]" poll /run/xdpool/mz_back.sock
+    NETNS=mon XDP_MODE=skb write_cfg /tmp/mz_mon.toml sink0 false "[0]" "[$NODE0_CPUS]" poll /run/xdpool/mz_mon.sock
+    # 3 sockets of fill 2048 + tx 1024 + 256: more than 8192 frames.
+    FRAMES=16384 write_fwd_cfg "/tmp/$name.toml" "$sock" "[]" "$MAC_A" "$IGB" "$VIO" "$MON"
+    start_xdpool mz_back /tmp/mz_back.toml && back_pid=$XPID && start_xdpool mz_mon /tmp/mz_mon.toml && mon_pid=$XPID \
+        && start_xdpool "$name" "/tmp/$name.toml" && main_pid=$XPID || why="an xdpool did not start: $(tail -3 /tmp/mz_back.log /tmp/mz_mon.log /tmp/$name.log 2>/dev/null | tr '\n' ' ')"
+    if [ -z "$why" ]; then
+        { carrier_wait "$IGB" 15 >/dev/null && carrier_wait "$VIO" 15 >/dev/null && carrier_wait "$MON" 15 >/dev/null; } || why="no carrier on the ports"
+        local i; for i in $(seq 150); do ip -n mon -o link show sink0 | grep -q LOWER_UP && break; sleep 0.1; done
+        gen_out=$(gen --engine pktgen --count "$n" --rate "$rate" --src-ports 1024-1087 --dst-mac "$MAC_B" --duration 60 2>&1)
+        sent=$(echo "$gen_out" | sed -n 's/.*sent \([0-9]*\) frames.*/\1/p' | head -1)
+        [ -n "$sent" ] || why="${why:+$why; }generator: $(echo "$gen_out" | tail -2)"
+        wait_rx "$sock" "$n" 10
+        # The receivers until they have what xdpool says it sent them (or 10 s).
+        wait_num /run/xdpool/mz_back.sock .total.rx_packets "$(num "$sock" .total.forwarded)" 10
+        wait_num /run/xdpool/mz_mon.sock .total.rx_packets "$(num "$sock" .total.mirrored)" 10
+    fi
+    # The forwarding instance first: nothing reaches the sinks after it stopped.
+    [ -n "$main_pid" ] && { XPID=$main_pid; stop_xdpool; rc_main=$XRC; }
+    [ -n "$mon_pid" ] && { XPID=$mon_pid; stop_xdpool; rc_mon=$XRC; }
+    [ -n "$back_pid" ] && { XPID=$back_pid; stop_xdpool; rc_back=$XRC; }
+    local src_drops; src_drops=$(ip netns exec src ethtool -S src0 2>/dev/null | awk '/drop|miss|no_buf|fifo|err/ && $2 + 0 > 0 { printf "%s%s %s", sep, $1, $2; sep = ", " }')
+    local sink_drops; sink_drops=$(ip netns exec mon ethtool -S sink0 2>/dev/null | awk '/drop|miss|no_buf|fifo|err/ && $2 + 0 > 0 { printf "%s%s %s", sep, $1, $2; sep = ", " }')
+    ip link set "$VIO" down; ip link set "$MON" down; ip link set "$IGB" down; ip -n mon link set sink0 down
+    if [ -n "$main_pid" ] && [ -n "$mon_pid" ] && [ -n "$back_pid" ]; then
+        local s=/tmp/$name.json run bad
+        [ "$rc_main$rc_mon$rc_back" = 000 ] || why="${why:+$why; }xdpool exits: forwarding $rc_main, monitor sink $rc_mon, source sink $rc_back"
+        for run in "$name" mz_back mz_mon; do bad=$(summary_ok "$run") || why="${why:+$why; }$run: $bad"; done
+        # One jq for the figures, one for the verdict (each jq is about a second here).
+        d=$(jq -c --argjson n "$n" --argjson sent "${sent:-0}" \
+            --slurpfile back /tmp/mz_back.json --slurpfile mon /tmp/mz_mon.json '
+            def port($p): [.workers[] | select(.port == $p)] | first // {}
+                | {zero_copy, rx: .counters.rx_packets, tx: .counters.foreign_tx, completed: .counters.foreign_completed, fill_ring_empty: .xsk.rx_fill_ring_empty_descs};
+            {sent: $sent, received: .packets, forwarded: .counters.forwarded, mirrored: .counters.mirrored,
+             back_at_source: $back[0].packets, at_monitor: $mon[0].packets,
+             ports: {in: port("in"), out: port("out"), mon: port("mon")}, cores,
+             drops: (.drops | with_entries(select(.value != 0))),
+             teardown_audits: .counters.teardown_audits, teardown_audit_failures: .counters.teardown_audit_failures,
+             accounting: .accounting, sink_zero_copy: [$back[0].workers[].zero_copy, $mon[0].workers[].zero_copy]}' "$s" 2>/dev/null || echo '{}')
+        local v; v=$(jq -r --argjson n "$n" '[
+            (if .sent == $n then empty else "generator sent \(.sent) of \($n)" end),
+            (if .received == $n then empty else "xdpool received \(.received) of \($n)" end),
+            (if .forwarded == $n and .mirrored == $n then empty else "forwarded \(.forwarded), mirrored \(.mirrored) of \($n)" end),
+            (if ([.ports[].zero_copy] | all(. == true)) then empty else "not every port in zero-copy: \(.ports | map_values(.zero_copy))" end),
+            (if .ports.out.tx == .forwarded and .ports.out.completed == .forwarded then empty else "out port: \(.ports.out.tx) put on TX, \(.ports.out.completed) completed, of \(.forwarded) forwarded" end),
+            (if .ports.mon.tx == .mirrored and .ports.mon.completed == .mirrored then empty else "mon port: \(.ports.mon.tx) put on TX, \(.ports.mon.completed) completed, of \(.mirrored) mirrored" end),
+            (if .back_at_source == .forwarded then empty else "the source counted \(.back_at_source) of \(.forwarded) forwarded (lost \(.forwarded - .back_at_source))" end),
+            (if .at_monitor == .mirrored then empty else "the monitor counted \(.at_monitor) of \(.mirrored) mirrored (lost \(.mirrored - .at_monitor))" end),
+            (if (.drops | del(.rx_fill_ring_empty)) == {} then empty else "drops \(.drops)" end),
+            (if .teardown_audits > 0 and .teardown_audit_failures == 0 then empty else "teardown audits \(.teardown_audits), failed \(.teardown_audit_failures)" end)
+            ] | join("; ")' <<<"$d" 2>/dev/null) || v="figures unreadable: $d"
+        [ -z "$v" ] || why="${why:+$why; }$v"
+        [ -z "$v" ] || [ -z "$src_drops$sink_drops" ] || why="$why (NIC counters: src0 ${src_drops:-none}, sink0 ${sink_drops:-none})"
+    fi
+    local ok=true; [ -z "$why" ] || { ok=false; tail -30 "/tmp/$name.log" | sed "s/^/xdpvm: $name log: /"; }
+    result "$name" $ok "$t0" "$(jq -cn --argjson d "$d" --arg why "$why" '$d + (if $why == "" then {} else {why: $why} end)')"
 }
 
 # sweep_pktgen: `xdpool bench throughput` on the guest's devices (no lab): the kernel's
@@ -562,7 +667,7 @@ if ! setup_net > /tmp/setup.log 2>&1; then
     result setup false "$t0" "$(jq -cn --arg l "$(cat /tmp/setup.log)" '{why: $l}')"
 else
     cat /tmp/setup.log
-    result setup true "$t0" "$(jq -cn --arg igb "$IGB_PCI" --arg vio "$VIO_PCI" --arg vd "$VIO_DRV" '{igb_pci: $igb, virtio_pci: $vio, virtio_driver: $vd}' \
+    result setup true "$t0" "$(jq -cn --arg igb "$IGB_PCI" --arg vio "$VIO_PCI" --arg vd "$VIO_DRV" --arg mon "$MON_PCI" '{igb_pci: $igb, virtio_pci: $vio, virtio_driver: $vd, monitor_pci: $mon}' \
         | jq -c --argjson nodes "$NODES" --arg igb_node "$IGB_NODE" --arg vio_node "$VIO_NODE" '. + {numa_nodes: $nodes, igb_node: $igb_node, virtio_node: $vio_node}')"
     N=$(param frames 20000)
     RATE=$(param rate 5000)
@@ -583,6 +688,7 @@ else
     want zc_virtio && rx_check zc_virtio "$VIO" true "[0]" "[$NODE1_CPUS]" "$N" "$RATE" 1024-1087
     want copy_virtio && rx_check copy_virtio "$VIO" false "[0]" "[$NODE1_CPUS]" "$N" "$RATE" 1024-1087
     want numa_waive && numa_waive_check
+    want mirror_zc && mirror_zc_check
     # RSS: two combined queues, 64 flows, one worker per queue on one shared UMEM.
     # igb hashes UDP on the addresses only by default: add the ports so 64 flows spread.
     ethtool -L "$IGB" combined 2 >/dev/null 2>&1
