@@ -307,6 +307,26 @@ pub struct WorkersConfig {
     /// every 64 frames). 0: always poll(). Frames arriving during one nap must fit in
     /// the RX ring (rate x nap < rings.rx).
     pub poll_coalesce_us: Spanned<u32>,
+    /// What a worker does while its transmit side is the bottleneck: `hold` frames in
+    /// the RX ring (the kernel drops at the empty fill ring, before its copy) or
+    /// `shed` (take them, drop what TX cannot take, counted by the worker).
+    pub tx_bottleneck: TxBottleneck,
+}
+
+/// `workers.tx_bottleneck`.
+#[derive(Debug, Clone, Copy, Default, Deserialize, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum TxBottleneck {
+    /// Leave frames in the RX ring; once it holds the kernel's whole fill target the
+    /// kernel drops the next frames at the empty fill ring (before copying them).
+    /// The most frames sent back in copy mode.
+    #[default]
+    Hold,
+    /// Hold until the fill ring falls below half its target, then take whole batches
+    /// and drop what TX cannot take (`tx_ring_full`): the drops are the worker's, and
+    /// a congested egress does not stall the lane's other traffic. In copy mode each
+    /// shed frame has cost the kernel a copy.
+    Shed,
 }
 
 /// Default `workers.copybreak_bytes`.
@@ -328,6 +348,7 @@ impl Default for WorkersConfig {
             copybreak_bytes: Spanned::new(0..0, DEFAULT_COPYBREAK_BYTES),
             busy_poll_budget: Spanned::new(0..0, DEFAULT_BUSY_POLL_BUDGET),
             poll_coalesce_us: Spanned::new(0..0, DEFAULT_POLL_COALESCE_US),
+            tx_bottleneck: TxBottleneck::Hold,
         }
     }
 }
@@ -1329,6 +1350,17 @@ action = "drop"
         let c = Config::parse(GOOD).unwrap();
         let e = c.parse_rules("[[rule]]\nproto = \"tcp\"\nsrc_port = \"9-1\"\naction = \"drop\"\n").unwrap_err();
         assert_eq!((e.key.as_str(), e.line), ("rule[0].src_port", Some(3)), "{e}");
+    }
+
+    #[test]
+    fn tx_bottleneck_defaults_to_hold_and_takes_shed() {
+        let c = Config::parse(GOOD).unwrap();
+        assert_eq!(c.workers.tx_bottleneck, TxBottleneck::Hold);
+        let shed = GOOD.replacen("queues = [0]", "queues = [0]\n[workers]\ntx_bottleneck = \"shed\"", 1);
+        assert_eq!(Config::parse(&shed).unwrap().workers.tx_bottleneck, TxBottleneck::Shed);
+        let bad = GOOD.replacen("queues = [0]", "queues = [0]\n[workers]\ntx_bottleneck = \"drop\"", 1);
+        let e = Config::parse(&bad).unwrap_err().to_string();
+        assert!(e.contains("hold") && e.contains("shed"), "{e}");
     }
 
     #[test]

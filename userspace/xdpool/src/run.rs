@@ -187,6 +187,7 @@ fn worker_specs(plan: &Plan, cfg: &Config, opts: &RunOptions, slots: &[Arc<RuleS
             // Validated to 1..=1024.
             busy_poll_budget: *cfg.workers.busy_poll_budget.get_ref() as u16,
             poll_coalesce: Duration::from_micros(u64::from(*cfg.workers.poll_coalesce_us.get_ref())),
+            shed: cfg.workers.tx_bottleneck == crate::config::TxBottleneck::Shed,
         })
         .collect()
 }

@@ -97,6 +97,8 @@ pub struct WorkerSpec {
     pub busy_poll_budget: u16,
     /// `poll` mode: nap after a pass that received frames (zero: poll() at once).
     pub poll_coalesce: Duration,
+    /// `workers.tx_bottleneck = "shed"`: shed once the fill ring runs low (`rx_budget`).
+    pub shed: bool,
 }
 
 /// What every worker shares: each socket's shared state, which sockets a port has,
@@ -345,7 +347,7 @@ impl Worker {
             want = want.min(room);
         }
         if want < batch {
-            if self.lanes[i].port.fill_low() {
+            if self.spec.shed && self.lanes[i].port.fill_low() {
                 self.lanes[i].port.c.rx_shed_passes += 1;
                 self.shedding = true;
                 return batch;
