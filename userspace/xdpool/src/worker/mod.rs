@@ -52,12 +52,12 @@ const PUBLISH_EVERY: u32 = 64;
 /// its eventfd; this bounds only how stale the kernel socket stats get).
 const POLL_TIMEOUT_MS: u16 = 1000;
 
-/// How often the sockets' kernel counters (`XDP_STATISTICS`) are read.
 /// Most extra batches one pass takes while shedding: the transmit side is the
 /// bottleneck, and a `sendto()` between two passes can take longer than a batch
 /// of arrivals, so one batch a pass would still let the fill ring run empty.
 const SHED_BATCHES: usize = 16;
 
+/// How often the sockets' kernel counters (`XDP_STATISTICS`) are read.
 const STATS_EVERY: Duration = Duration::from_millis(100);
 
 /// How long a worker waits for frames still out when its pools are destroyed.
@@ -318,11 +318,12 @@ impl Worker {
 
     /// How many RX descriptors to take: no more than the own TX ring and the egress
     /// ports' queues have room for (a frame left in the RX ring waits; one taken and
-    /// then refused would be handled for nothing), until the frames waiting in RX
-    /// have drawn the fill ring below half its target. Then the whole batch: what the
-    /// TX side cannot take is dropped by the worker, counted, and its chunks refill
-    /// the fill ring, so a TX bottleneck is never the kernel's uncounted fill-ring
-    /// drop, and a congested egress does not stall the lane's other traffic.
+    /// then refused would be handled for nothing). With `shed`, once the frames
+    /// waiting in RX have drawn the fill ring below half its target: the whole
+    /// batch, what the TX side cannot take dropped by the worker and its chunks back
+    /// on the fill ring, so a TX bottleneck ends in the worker's drop counters rather
+    /// than the kernel's fill-ring drop, and a congested egress does not stall the
+    /// lane's other traffic.
     #[inline]
     fn rx_budget(&mut self, i: usize) -> usize {
         let batch = self.lanes[i].port.batch();

@@ -310,7 +310,7 @@ impl Port {
 
     /// Whether the fill ring holds less than half of what the kernel may hold
     /// (`fill_target`): frames left waiting in the RX ring are then starving the
-    /// kernel of fill entries, and the next frames would be dropped uncounted by us.
+    /// kernel of fill entries, and it will drop the next frames at the empty ring.
     #[inline]
     pub fn fill_low(&mut self) -> bool {
         let target = self.fill_target;

@@ -217,6 +217,11 @@ impl Rig {
 
 /// Writes the template into every chunk this pool can hand out (allocate all,
 /// write, recycle), so frames "received" carry known bytes.
+/// A worker of one lane, unpinned, batch 64, the worker tests' settings.
+fn one_lane_spec(lane: super::LaneSpec, mode: crate::config::WaitMode) -> super::WorkerSpec {
+    super::WorkerSpec { core: None, batch: 64, mode, lanes: vec![lane], hold_frames: 0, copybreak_bytes: 128, busy_poll_budget: 64, poll_coalesce: std::time::Duration::ZERO, shed: false }
+}
+
 fn stamp(port: &mut Port, tag: u8) {
     let region = port.region().clone();
     let mut frames = Vec::new();
@@ -572,7 +577,7 @@ fn a_chain_with_a_refused_buffer_is_dropped_whole() {
 #[test]
 fn a_worker_hands_frames_to_another_workers_queue_and_counts_a_full_one() {
     use super::shared::{PortShared, Waker};
-    use super::{Fabric, LaneSpec, Worker, WorkerSpec};
+    use super::{Fabric, LaneSpec, Worker};
     let region = Region::new(RegionConfig { frames: FRAMES, chunk_size: CHUNK, ..RegionConfig::default() }).unwrap();
     // Socket 0 (port 0) is ours; socket 1 (port 1) belongs to another worker whose
     // handoff queue holds 8.
@@ -582,7 +587,7 @@ fn a_worker_hands_frames_to_another_workers_queue_and_counts_a_full_one() {
     let fabric = Arc::new(Fabric { sockets, port_sockets: vec![vec![0], vec![1]], remotes: Remotes::new(2), neighbours: crate::neigh::Neighbours::new(MacBook::new(2)), capture: Default::default(), file_capture: Default::default() });
     let rule = crate::config::ValidRule { proto: None, dst_port: None, dst: None, src_port: None, src: None, vlan: None, action: crate::config::Action::Forward, port: 0, to: Some(1), mac: MacRewrite::Swap, mirror_to: None };
     let lane = LaneSpec { socket: 0, port: 0, queue_pos: 0, rules: super::rules::RuleSlot::new(0, super::classify::Classifier::new(vec![rule])), rings: PortRings { fill: 64, rx: 64 } };
-    let spec = WorkerSpec { core: None, batch: 64, mode: crate::config::WaitMode::Spin, lanes: vec![lane], hold_frames: 0, copybreak_bytes: 128, busy_poll_budget: 64, poll_coalesce: std::time::Duration::ZERO, shed: false };
+    let spec = one_lane_spec(lane, crate::config::WaitMode::Spin);
     let mut w = Worker::new(&region, spec, fabric.clone());
     stamp(&mut w.lanes[0].port, 0);
     let (io, kernel) = heap_socket(&region, 64);
@@ -627,7 +632,7 @@ fn a_tx_bottleneck_sheds_in_the_worker_once_the_fill_ring_runs_low() {
     let rule = crate::config::ValidRule { proto: None, dst_port: None, dst: None, src_port: None, src: None, vlan: None, action: crate::config::Action::L2fwd, port: 0, to: None, mac: MacRewrite::Swap, mirror_to: None };
     // Copy mode: the kernel may hold 128 frames (fill ring plus RX); low below 64.
     let lane = LaneSpec { socket: 0, port: 0, queue_pos: 0, rules: super::rules::RuleSlot::new(0, super::classify::Classifier::new(vec![rule])), rings: PortRings { fill: 128, rx: 128 } };
-    let spec = WorkerSpec { core: None, batch: 64, mode: crate::config::WaitMode::Spin, lanes: vec![lane], hold_frames: 0, copybreak_bytes: 128, busy_poll_budget: 64, poll_coalesce: std::time::Duration::ZERO, shed: true };
+    let spec = WorkerSpec { shed: true, ..one_lane_spec(lane, crate::config::WaitMode::Spin) };
     let mut w = Worker::new(&region, spec, fabric.clone());
     stamp(&mut w.lanes[0].port, 3);
     let (io, kernel) = heap_socket(&region, 64);
@@ -679,7 +684,7 @@ fn a_tx_bottleneck_sheds_in_the_worker_once_the_fill_ring_runs_low() {
 #[test]
 fn capture_copies_the_rules_frames_before_the_action_and_counts_a_full_tap() {
     use super::shared::{PortShared, Waker};
-    use super::{Fabric, LaneSpec, Worker, WorkerSpec};
+    use super::{Fabric, LaneSpec, Worker};
     use crate::capture::{CaptureTap, Target};
     let region = Region::new(RegionConfig { frames: FRAMES, chunk_size: CHUNK, ..RegionConfig::default() }).unwrap();
     let sockets = vec![PortShared::new(0, "in", "a", 0, None, 8, Waker::new().unwrap())];
@@ -688,7 +693,7 @@ fn capture_copies_the_rules_frames_before_the_action_and_counts_a_full_tap() {
     let rule = |port: u16| crate::config::ValidRule { proto: Some(17), dst_port: Some((port, port)), dst: None, src_port: None, src: None, vlan: None, action: crate::config::Action::L2fwd, port: 0, to: None, mac: MacRewrite::Swap, mirror_to: None };
     // The template goes to UDP port 9: rule 1 is its first match, rule 0 never matches.
     let lane = LaneSpec { socket: 0, port: 0, queue_pos: 0, rules: super::rules::RuleSlot::new(0, super::classify::Classifier::new(vec![rule(10), rule(9)])), rings: PortRings { fill: 64, rx: 64 } };
-    let spec = WorkerSpec { core: None, batch: 64, mode: crate::config::WaitMode::Spin, lanes: vec![lane], hold_frames: 0, copybreak_bytes: 128, busy_poll_budget: 64, poll_coalesce: std::time::Duration::ZERO, shed: false };
+    let spec = one_lane_spec(lane, crate::config::WaitMode::Spin);
     let mut w = Worker::new(&region, spec, fabric.clone());
     stamp(&mut w.lanes[0].port, 7);
     let (io, kernel) = heap_socket(&region, 64);
@@ -744,7 +749,7 @@ fn capture_copies_the_rules_frames_before_the_action_and_counts_a_full_tap() {
 #[test]
 fn capture_follows_the_rule_key_across_a_renumbering_and_a_rule_file_gets_its_frames() {
     use super::shared::{PortShared, Waker};
-    use super::{Fabric, LaneSpec, Worker, WorkerSpec};
+    use super::{Fabric, LaneSpec, Worker};
     use crate::capture::file::FileCaptures;
     use crate::capture::{CaptureTap, Target};
     use crate::worker::rules::{RuleSet, RuleSlot};
@@ -757,7 +762,7 @@ fn capture_follows_the_rule_key_across_a_renumbering_and_a_rule_file_gets_its_fr
     // The template goes to UDP port 9: the rule of key 6.
     let slot = RuleSlot::with_set(RuleSet::with_taps(0, classifier(&[10, 9]), vec![5, 6], vec![]));
     let lane = LaneSpec { socket: 0, port: 0, queue_pos: 0, rules: slot.clone(), rings: PortRings { fill: 64, rx: 64 } };
-    let spec = WorkerSpec { core: None, batch: 64, mode: crate::config::WaitMode::Spin, lanes: vec![lane], hold_frames: 0, copybreak_bytes: 128, busy_poll_budget: 64, poll_coalesce: std::time::Duration::ZERO, shed: false };
+    let spec = one_lane_spec(lane, crate::config::WaitMode::Spin);
     let mut w = Worker::new(&region, spec, fabric.clone());
     stamp(&mut w.lanes[0].port, 7);
     let (io, kernel) = heap_socket(&region, 64);
@@ -812,7 +817,7 @@ fn capture_follows_the_rule_key_across_a_renumbering_and_a_rule_file_gets_its_fr
 #[test]
 fn busy_poll_counts_polls_the_napi_served_and_falls_back_without_one() {
     use super::shared::{PortShared, Waker};
-    use super::{Fabric, LaneSpec, Worker, WorkerSpec};
+    use super::{Fabric, LaneSpec, Worker};
     use crate::config::WaitMode;
     for napi in [Some(7), None] {
         let region = Region::new(RegionConfig { frames: FRAMES, chunk_size: CHUNK, ..RegionConfig::default() }).unwrap();
@@ -820,7 +825,7 @@ fn busy_poll_counts_polls_the_napi_served_and_falls_back_without_one() {
         let fabric = Arc::new(Fabric { sockets, port_sockets: vec![vec![0]], remotes: Remotes::new(1), neighbours: crate::neigh::Neighbours::new(MacBook::new(1)), capture: Default::default(), file_capture: Default::default() });
         let rule = crate::config::ValidRule { proto: None, dst_port: None, dst: None, src_port: None, src: None, vlan: None, action: crate::config::Action::Drop, port: 0, to: None, mac: MacRewrite::Swap, mirror_to: None };
         let lane = LaneSpec { socket: 0, port: 0, queue_pos: 0, rules: super::rules::RuleSlot::new(0, super::classify::Classifier::new(vec![rule])), rings: PortRings { fill: 64, rx: 64 } };
-        let spec = WorkerSpec { core: None, batch: 64, mode: WaitMode::BusyPoll, lanes: vec![lane], hold_frames: 0, copybreak_bytes: 128, busy_poll_budget: 64, poll_coalesce: std::time::Duration::ZERO, shed: false };
+        let spec = one_lane_spec(lane, crate::config::WaitMode::BusyPoll);
         let mut w = Worker::new(&region, spec, fabric.clone());
         let (io, kernel) = heap_socket_napi(&region, 64, napi);
         w.lanes[0].start(io, 64, WaitMode::BusyPoll);
