@@ -167,6 +167,12 @@ stop_xdpool() {  # -> XRC
     kill -0 "$XPID" 2>/dev/null && { echo "xdpvm: xdpool $XPID did not stop in 30 s, killing it"; kill -KILL "$XPID"; }
     wait "$XPID"; XRC=$?
 }
+# nic_drops NETNS DEV [MORE]: DEV's nonzero drop and error counters from ethtool -S, as
+# "name n, name n" (NETNS "": this namespace; MORE: further name patterns, "a|b").
+nic_drops() {
+    ${1:+ip netns exec "$1"} ethtool -S "$2" 2>/dev/null \
+        | awk -v re="drop|miss|no_buf|fifo|err${3:+|$3}" '$0 ~ re && $2 + 0 > 0 { printf "%s%s %s", sep, $1, $2; sep = ", " }'
+}
 stats() { "$XDPOOL" stats --socket "$1" --json; }
 # A number by its JSON path with `xdpool stats --get` (one process, no jq: fast under TCG).
 num() { "$XDPOOL" stats --socket "$1" --get "$2" 2>/dev/null || echo 0; }
@@ -234,8 +240,8 @@ rx_check() {
     # workers sleep when RX is empty, so this is what the frames cost (zero-copy vs copy).
     local cpu_ticks; cpu_ticks=$(awk -v c0="${cpu0:-0}" '{ print $14 + $15 - c0 }' "/proc/$XPID/stat" 2>/dev/null || echo 0)
     local xdp_nosock; xdp_nosock=$(num "$sock" .xdp.no_socket)
-    local nic_drops; nic_drops=$(ethtool -S "$dev" 2>/dev/null | awk '/drop|miss|no_buf|fifo|err/ && $2 + 0 > 0 { printf "%s%s %s", sep, $1, $2; sep = ", " }')
-    local src_drops; src_drops=$(ip netns exec src ethtool -S src0 2>/dev/null | awk '/drop|miss|no_buf|fifo|err|abort|timeout/ && $2 + 0 > 0 { printf "%s%s %s", sep, $1, $2; sep = ", " }')
+    local nic_drops; nic_drops=$(nic_drops "" "$dev")
+    local src_drops; src_drops=$(nic_drops src src0 "abort|timeout")
     stop_xdpool
     local s=/tmp/$name.json
     rx=$(jq -r '.packets // 0' "$s" 2>/dev/null || echo 0)
@@ -518,8 +524,8 @@ mirror_zc_check() {
     [ -n "$main_pid" ] && { XPID=$main_pid; stop_xdpool; rc_main=$XRC; }
     [ -n "$mon_pid" ] && { XPID=$mon_pid; stop_xdpool; rc_mon=$XRC; }
     [ -n "$back_pid" ] && { XPID=$back_pid; stop_xdpool; rc_back=$XRC; }
-    local src_drops; src_drops=$(ip netns exec src ethtool -S src0 2>/dev/null | awk '/drop|miss|no_buf|fifo|err/ && $2 + 0 > 0 { printf "%s%s %s", sep, $1, $2; sep = ", " }')
-    local sink_drops; sink_drops=$(ip netns exec mon ethtool -S sink0 2>/dev/null | awk '/drop|miss|no_buf|fifo|err/ && $2 + 0 > 0 { printf "%s%s %s", sep, $1, $2; sep = ", " }')
+    local src_drops; src_drops=$(nic_drops src src0)
+    local sink_drops; sink_drops=$(nic_drops mon sink0)
     ip link set "$VIO" down; ip link set "$MON" down; ip link set "$IGB" down; ip -n mon link set sink0 down
     if [ -n "$main_pid" ] && [ -n "$mon_pid" ] && [ -n "$back_pid" ]; then
         local s=/tmp/$name.json run bad
