@@ -288,25 +288,21 @@ impl Worker {
         }
         let reaped = self.lanes[i].port.reap(&remotes);
         self.lanes[i].port.refill();
-        let mut got = self.receive(i);
-        // Shedding: drop in bulk (what the TX side cannot take goes back to the
-        // pool at `transmit`) and restock the fill ring, until it is no longer low.
-        let mut extra = 0;
-        while self.shedding && extra < SHED_BATCHES {
-            self.shedding = false;
-            if !self.out.is_empty() {
-                self.route(i, &remotes);
+        let mut got = 0;
+        // Shedding (`receive` took a whole batch to shed): drop in bulk (what the TX
+        // side cannot take goes back to the pool at `transmit`) and restock the fill
+        // ring, up to SHED_BATCHES more batches, until it is no longer low.
+        for extra in 0..=SHED_BATCHES {
+            got += self.receive(i);
+            if !std::mem::take(&mut self.shedding) || extra == SHED_BATCHES {
+                break;
             }
+            self.route(i, &remotes);
             self.lanes[i].port.transmit(&remotes);
             self.lanes[i].port.refill();
-            got += self.receive(i);
-            extra += 1;
         }
-        self.shedding = false;
         self.received_since_idle |= got > 0;
-        if !self.out.is_empty() {
-            self.route(i, &remotes);
-        }
+        self.route(i, &remotes);
         let pumped = self.pump(i, &remotes);
         let lane = &mut self.lanes[i];
         lane.port.transmit(&remotes);
@@ -403,7 +399,14 @@ impl Worker {
     /// Hands the batch's frames for other ports to them: straight onto the TX queue
     /// of a lane of this worker, else into the owning worker's handoff queue (full:
     /// the frame goes back to our pool, counted).
+    #[inline]
     fn route(&mut self, i: usize, remotes: &Remotes) {
+        if !self.out.is_empty() {
+            self.route_out(i, remotes);
+        }
+    }
+
+    fn route_out(&mut self, i: usize, remotes: &Remotes) {
         let pos = self.lanes[i].queue_pos;
         let mut out = std::mem::take(&mut self.out);
         for (p, e) in out.drain(..) {

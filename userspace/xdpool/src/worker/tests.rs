@@ -618,27 +618,37 @@ fn a_worker_hands_frames_to_another_workers_queue_and_counts_a_full_one() {
     assert_eq!(a.application, 0, "every frame back: {a:?}");
 }
 
-/// l2fwd with a TX ring the kernel does not drain: the worker first leaves frames in
-/// the RX ring (back-pressure), and once they have drawn the fill ring below half
-/// its target it takes a whole batch and drops what the TX ring cannot take, counted,
-/// so the fill ring is stocked again instead of running empty in the kernel.
-#[test]
-fn a_tx_bottleneck_sheds_in_the_worker_once_the_fill_ring_runs_low() {
+/// A shedding l2fwd worker (`tx_bottleneck = "shed"`) with `batch`, copy-mode rings
+/// that let the kernel hold 128 frames (low below 64) and a TX ring of 64 that the
+/// test's kernel drains only when told to.
+fn shedding_l2fwd_worker(batch: usize) -> (Arc<Region>, Arc<super::Fabric>, super::Worker, Kernel) {
     use super::shared::{PortShared, Waker};
     use super::{Fabric, LaneSpec, Worker, WorkerSpec};
     let region = Region::new(RegionConfig { frames: FRAMES, chunk_size: CHUNK, ..RegionConfig::default() }).unwrap();
     let sockets = vec![PortShared::new(0, "main", "a", 0, None, 8, Waker::new().unwrap())];
     let fabric = Arc::new(Fabric { sockets, port_sockets: vec![vec![0]], remotes: Remotes::new(1), neighbours: crate::neigh::Neighbours::new(MacBook::new(1)), capture: Default::default(), file_capture: Default::default() });
     let rule = crate::config::ValidRule { proto: None, dst_port: None, dst: None, src_port: None, src: None, vlan: None, action: crate::config::Action::L2fwd, port: 0, to: None, mac: MacRewrite::Swap, mirror_to: None };
-    // Copy mode: the kernel may hold 128 frames (fill ring plus RX); low below 64.
     let lane = LaneSpec { socket: 0, port: 0, queue_pos: 0, rules: super::rules::RuleSlot::new(0, super::classify::Classifier::new(vec![rule])), rings: PortRings { fill: 128, rx: 128 } };
-    let spec = WorkerSpec { shed: true, ..one_lane_spec(lane, crate::config::WaitMode::Spin) };
+    let spec = WorkerSpec { shed: true, batch, ..one_lane_spec(lane, crate::config::WaitMode::Spin) };
     let mut w = Worker::new(&region, spec, fabric.clone());
     stamp(&mut w.lanes[0].port, 3);
     let (io, kernel) = heap_socket(&region, 64);
     w.lanes[0].port.attach(io);
+    (region, fabric, w, kernel)
+}
+
+fn fill_level(k: &Kernel) -> u32 {
+    k.fill.producer().wrapping_sub(k.fill.consumer())
+}
+
+/// l2fwd with a TX ring the kernel does not drain: the worker first leaves frames in
+/// the RX ring (back-pressure), and once they have drawn the fill ring below half
+/// its target it takes a whole batch and drops what the TX ring cannot take, counted,
+/// so the fill ring is stocked again instead of running empty in the kernel.
+#[test]
+fn a_tx_bottleneck_sheds_in_the_worker_once_the_fill_ring_runs_low() {
+    let (region, fabric, mut w, kernel) = shedding_l2fwd_worker(64);
     let remotes = fabric.remotes.clone();
-    let fill_level = |k: &Kernel| k.fill.producer().wrapping_sub(k.fill.consumer());
     assert_eq!(fill_level(&kernel), 128);
     // 64 frames fill the TX ring, which the kernel does not drain.
     kernel.deliver(64);
@@ -672,6 +682,42 @@ fn a_tx_bottleneck_sheds_in_the_worker_once_the_fill_ring_runs_low() {
     w.lanes[0].port.reap(&remotes);
     let c = w.lanes[0].port.c;
     assert_eq!((c.rx_packets, c.tx_packets, c.tx_ring_full_drop, c.tx_completed), (144, 80, 64, 80));
+    w.lanes[0].port.pool.publish_stats();
+    let a = region.accounting();
+    a.check().unwrap();
+    assert_eq!(a.tx + a.application, 0, "every frame back: {a:?}");
+}
+
+/// One pass of a shedding worker takes batch after batch while the fill ring stays
+/// low (up to SHED_BATCHES more), not one batch a pass: a `sendto()` between two
+/// passes can take longer than a batch of arrivals.
+#[test]
+fn one_shedding_pass_takes_batches_until_the_fill_ring_is_no_longer_low() {
+    let (region, fabric, mut w, kernel) = shedding_l2fwd_worker(32);
+    let remotes = fabric.remotes.clone();
+    // 64 frames fill the TX ring, which the kernel does not drain.
+    kernel.deliver(64);
+    assert_eq!(w.receive(0) + w.receive(0), 64);
+    w.lanes[0].port.transmit(&remotes);
+    w.lanes[0].port.refill();
+    assert_eq!(fill_level(&kernel), 128);
+    // 128 more: the fill ring is empty, all of them wait in RX.
+    kernel.deliver(128);
+    assert_eq!(fill_level(&kernel), 0);
+    assert!(w.step(0));
+    // Two batches of 32 shed in the one pass (the fill ring at 0, then at 32), then
+    // the fill ring is back at half (64) and the rest wait.
+    let c = w.lanes[0].port.c;
+    assert_eq!((c.rx_packets, c.rx_shed_passes, c.tx_ring_full_drop), (128, 2, 64));
+    assert_eq!(fill_level(&kernel), 64);
+    // The kernel sends and completes; the worker's passes take the 64 still waiting.
+    for _ in 0..8 {
+        let sent = kernel.send();
+        kernel.complete(&sent);
+        w.step(0);
+    }
+    let c = w.lanes[0].port.c;
+    assert_eq!((c.rx_packets, c.tx_packets + c.tx_ring_full_drop, c.tx_completed), (192, 192, 128));
     w.lanes[0].port.pool.publish_stats();
     let a = region.accounting();
     a.check().unwrap();
