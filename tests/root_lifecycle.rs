@@ -8,12 +8,10 @@ mod common;
 
 use common::*;
 use serde_json::Value;
-use std::io::{BufRead, BufReader};
-use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
-use std::sync::mpsc;
+use std::path::Path;
+use std::process::Command;
 use std::sync::Mutex;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 use xdpool::gen::packet::PortRange;
 use xdpool::gen::{self, GenConfig};
 use xdpool::lab::{Lab, LabConfig, LabStatus};
@@ -30,87 +28,6 @@ fn serial() -> std::sync::MutexGuard<'static, ()> {
 fn sh(cmd: &[&str]) {
     let out = Command::new(cmd[0]).args(&cmd[1..]).output().expect("command runs");
     assert!(out.status.success(), "{}: {}", cmd.join(" "), String::from_utf8_lossy(&out.stderr));
-}
-
-/// `xdpool run` with its log (stderr) in a file and its stdout lines on a channel.
-struct Run {
-    child: Option<Child>,
-    log: PathBuf,
-    summary: PathBuf,
-    lines: mpsc::Receiver<String>,
-}
-
-impl Run {
-    fn spawn(config: &Path, extra: &[&str]) -> Run {
-        let summary = config.with_extension("summary.json");
-        let log = config.with_extension("log");
-        let mut child = Command::new(env!("CARGO_BIN_EXE_xdpool"))
-            .args(["run", "--quiet", "--ready-line", "--duration", "60", "--config"])
-            .arg(config)
-            .arg("--summary-json")
-            .arg(&summary)
-            .args(extra)
-            .stdout(Stdio::piped())
-            .stderr(std::fs::File::create(&log).unwrap())
-            .spawn()
-            .expect("spawn xdpool");
-        let stdout = child.stdout.take().unwrap();
-        let (tx, lines) = mpsc::channel();
-        std::thread::spawn(move || {
-            for l in BufReader::new(stdout).lines().map_while(Result::ok) {
-                if tx.send(l).is_err() {
-                    break;
-                }
-            }
-        });
-        Run { child: Some(child), log, summary, lines }
-    }
-
-    /// Whether `ready` was printed within `limit`.
-    fn ready_within(&self, limit: Duration) -> bool {
-        let deadline = Instant::now() + limit;
-        while let Some(left) = deadline.checked_duration_since(Instant::now()) {
-            match self.lines.recv_timeout(left) {
-                Ok(l) if l.trim() == "ready" => return true,
-                Ok(_) => {}
-                Err(_) => return false,
-            }
-        }
-        false
-    }
-
-    fn log(&self) -> String {
-        std::fs::read_to_string(&self.log).unwrap_or_default()
-    }
-
-    /// Waits for the exit (SIGINT first unless `signal` is false); the code and summary.
-    fn stop(mut self, signal: bool) -> (Option<i32>, Value, String) {
-        let mut child = self.child.take().unwrap();
-        if signal {
-            // SAFETY: kill on our own child's PID.
-            unsafe { libc::kill(child.id() as i32, libc::SIGINT) };
-        }
-        let deadline = Instant::now() + Duration::from_secs(20);
-        let code = loop {
-            if let Some(s) = child.try_wait().unwrap() {
-                break s.code();
-            }
-            assert!(Instant::now() < deadline, "xdpool did not exit within 20 s");
-            std::thread::sleep(Duration::from_millis(20));
-        };
-        let log = self.log();
-        let text = std::fs::read_to_string(&self.summary).unwrap_or_else(|e| panic!("no summary: {e}; log:\n{log}"));
-        (code, serde_json::from_str(&text).expect("summary is JSON"), log)
-    }
-}
-
-impl Drop for Run {
-    fn drop(&mut self) {
-        if let Some(mut c) = self.child.take() {
-            let _ = c.kill();
-            let _ = c.wait();
-        }
-    }
 }
 
 fn snap(sock: &Path) -> Value {
@@ -147,11 +64,11 @@ fn unserved_rx_queues_are_warned_about_and_all_serves_them() {
     const N: u64 = 4000;
 
     let cfg = rig.config("q0", &[0], DROP_UDP9);
-    let run = Run::spawn(&cfg, &[]);
+    let run = XdpoolRun::spawn(&cfg, &[]);
     assert!(run.ready_within(Duration::from_secs(20)), "not ready: {}", run.log());
     send(&rig.st, N, &[0, 1]);
     wait_for(Duration::from_secs(5), || rx(&rig.sock) + snap(&rig.sock)["xdp"]["no_socket"].as_u64().unwrap_or(0) >= N);
-    let (code, s, log) = run.stop(true);
+    let (code, s, log) = run.stop();
     assert_eq!(code, Some(0), "{log}");
     let dev = &rig.st.b.dev;
     let warn = log.lines().find(|l| l.contains("WARN") && l.contains("have no xdpool socket")).unwrap_or_else(|| panic!("no WARN for the unserved queue:\n{log}"));
@@ -165,11 +82,11 @@ fn unserved_rx_queues_are_warned_about_and_all_serves_them() {
 
     patch_config(&cfg, "queues = [0]", "queues = \"all\"");
     patch_config(&cfg, "frames = 16384", "frames = 32768");
-    let run = Run::spawn(&cfg, &[]);
+    let run = XdpoolRun::spawn(&cfg, &[]);
     assert!(run.ready_within(Duration::from_secs(20)), "not ready: {}", run.log());
     send(&rig.st, N, &[0, 1]);
     wait_for(Duration::from_secs(5), || rx(&rig.sock) >= N);
-    let (code, s, log) = run.stop(true);
+    let (code, s, log) = run.stop();
     assert_eq!(code, Some(0), "{log}");
     assert!(!log.contains("have no xdpool socket"), "{log}");
     assert_eq!(s["device"]["unserved_rx_queues"], 0, "{:#}", s["device"]);
@@ -198,7 +115,7 @@ fn queues_all_follows_the_channel_count_and_a_recreated_device() {
     let cfg = rig.config("all", &[0], DROP_UDP9);
     patch_config(&cfg, "queues = [0]", "queues = \"all\"");
     patch_config(&cfg, "frames = 16384", "frames = 32768");
-    let run = Run::spawn(&cfg, &[]);
+    let run = XdpoolRun::spawn(&cfg, &[]);
     assert!(run.ready_within(Duration::from_secs(20)), "not ready: {}", run.log());
     let queues = |s: &Value| (s["device"]["queues"][0]["served"].clone(), s["device"]["queues"][0]["device_rx_queues"].clone());
     assert_eq!(queues(&snap(&rig.sock)), (serde_json::json!([0]), serde_json::json!(1)));
@@ -213,7 +130,7 @@ fn queues_all_follows_the_channel_count_and_a_recreated_device() {
     sh(&["ip", "-n", &b.netns, "link", "set", &b.dev, "up"]);
     let shrank = wait_for(Duration::from_secs(5), || queues(&snap(&rig.sock)) == (serde_json::json!([0]), serde_json::json!(1)));
     assert!(shrank, "not back on the one-queue device: {:#}\n{}", snap(&rig.sock)["device"], run.log());
-    let (code, s, log) = run.stop(true);
+    let (code, s, log) = run.stop();
     assert_eq!(code, Some(0), "{log}");
     assert!(!log.contains("have no xdpool socket"), "{log}");
     assert_eq!(s["device"]["unserved_rx_queues"], 0);
@@ -234,7 +151,7 @@ fn ready_waits_for_carrier() {
     let a = &rig.st.a;
     sh(&["ip", "-n", &a.netns, "link", "set", &a.dev, "down"]);
     let cfg = rig.config("c", &[0], DROP_UDP9);
-    let run = Run::spawn(&cfg, &[]);
+    let run = XdpoolRun::spawn(&cfg, &[]);
     assert!(wait_for(Duration::from_secs(20), || snap(&rig.sock)["device"]["state"] == "attached"), "never attached: {}", run.log());
     assert!(!run.ready_within(Duration::from_millis(1500)), "ready without carrier:\n{}", run.log());
     assert!(run.log().contains("not ready yet: waiting for carrier"), "{}", run.log());
@@ -243,7 +160,7 @@ fn ready_waits_for_carrier() {
     const N: u64 = 2000;
     send(&rig.st, N, &[0]);
     wait_for(Duration::from_secs(5), || rx(&rig.sock) >= N);
-    let (code, s, log) = run.stop(true);
+    let (code, s, log) = run.stop();
     assert_eq!(code, Some(0), "{log}");
     assert_eq!(s["packets"].as_u64().unwrap() + named_rx_drops(&s), N, "{s:#}");
 }
@@ -259,7 +176,7 @@ fn held_frames_are_counted_and_the_pool_block_is_final() {
     let _s = serial();
     let rig = LabRig::up(LabConfig { prefix: unique_prefix("lh"), ..LabConfig::default() }, "lh");
     let cfg = rig.config("h", &[0], DROP_UDP9);
-    let run = Run::spawn(&cfg, &["--hold-frames", "16"]);
+    let run = XdpoolRun::spawn(&cfg, &["--hold-frames", "16"]);
     assert!(run.ready_within(Duration::from_secs(20)), "not ready: {}", run.log());
     const N: u64 = 3000;
     send(&rig.st, N, &[0]);
@@ -268,7 +185,7 @@ fn held_frames_are_counted_and_the_pool_block_is_final() {
     let held_now = live["total"]["held"].as_u64().unwrap();
     assert_eq!(held_now, 16, "{:#}", live["total"]);
     assert_eq!(live["total"]["action_drop"].as_u64().unwrap() + held_now, live["total"]["rx_packets"].as_u64().unwrap(), "while held: drops + held = received");
-    let (code, s, log) = run.stop(true);
+    let (code, s, log) = run.stop();
     assert_eq!(code, Some(0), "{log}");
     let packets = s["packets"].as_u64().unwrap();
     assert_eq!(s["drops"]["action_drop"].as_u64().unwrap(), packets, "held frames returned at the end are drops: {:#}", s["counters"]);
@@ -291,7 +208,7 @@ fn a_replaced_namespace_is_followed() {
     let lab = LabConfig { prefix: unique_prefix("ln"), ..LabConfig::default() };
     let rig = LabRig::up(lab.clone(), "ln");
     let cfg = rig.config("n", &[0], DROP_UDP9);
-    let run = Run::spawn(&cfg, &[]);
+    let run = XdpoolRun::spawn(&cfg, &[]);
     assert!(run.ready_within(Duration::from_secs(20)), "not ready: {}", run.log());
     const N: u64 = 3000;
     send(&rig.st, N, &[0]);
@@ -317,7 +234,7 @@ fn a_replaced_namespace_is_followed() {
     let before = rx(&rig.sock);
     send(&st2, N, &[0]);
     assert!(wait_for(Duration::from_secs(5), || rx(&rig.sock) >= before + N), "traffic not counted in the new namespace:\n{}", run.log());
-    let (code, s, log) = run.stop(true);
+    let (code, s, log) = run.stop();
     assert_eq!(code, Some(0), "{log}");
     assert!(log.contains("was replaced by a new one of that name"), "{log}");
     assert_eq!(s["packets"].as_u64().unwrap(), before + N, "every frame of the burst counted, once: {s:#}");
@@ -334,13 +251,13 @@ fn a_replaced_namespace_with_no_reattach_exits_with_code_10() {
     let _s = serial();
     let rig = LabRig::up(LabConfig { prefix: unique_prefix("lx"), ..LabConfig::default() }, "lx");
     let cfg = rig.config("x", &[0], DROP_UDP9);
-    let run = Run::spawn(&cfg, &["--no-reattach"]);
+    let run = XdpoolRun::spawn(&cfg, &["--no-reattach"]);
     assert!(run.ready_within(Duration::from_secs(20)), "not ready: {}", run.log());
     // The namespace's name is dropped and made again; the devices stay in the old one
     // (xdpool keeps it alive), so only the name tells.
     sh(&["ip", "netns", "del", &rig.st.b.netns]);
     sh(&["ip", "netns", "add", &rig.st.b.netns]);
-    let (code, s, log) = run.stop(false);
+    let (code, s, log) = run.wait_exit();
     assert_eq!(code, Some(10), "{log}");
     assert!(log.contains("--no-reattach") && log.contains(&rig.st.b.netns), "{log}");
     assert_eq!(s["accounting_ok"], true);

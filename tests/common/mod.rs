@@ -134,15 +134,37 @@ pub struct XdpoolRun {
     child: Option<Child>,
     /// Summary JSON path.
     pub summary: PathBuf,
+    /// Where its log (stderr) goes, if not to the test's own stderr.
+    log: Option<PathBuf>,
     stdout_rest: Option<mpsc::Receiver<String>>,
 }
 
 impl XdpoolRun {
-    /// Starts `xdpool run --config CFG --ready-line --summary-json ...` and waits for
-    /// the ready line.
+    /// Starts `xdpool run --config CFG --ready-line --summary-json ...` with its log on
+    /// the test's stderr and waits (at most 30 s) for the ready line.
     pub fn start(config: &Path, extra: &[&str]) -> XdpoolRun {
+        let run = XdpoolRun::launch(config, extra, false);
+        if !run.ready_within(Duration::from_secs(30)) {
+            let mut run = run;
+            let status = run.child.as_mut().unwrap().try_wait();
+            panic!("xdpool run did not become ready within 30 s (status {status:?})");
+        }
+        run
+    }
+
+    /// Starts it with its log in CONFIG.log (see [`XdpoolRun::log`]), without waiting.
+    pub fn spawn(config: &Path, extra: &[&str]) -> XdpoolRun {
+        XdpoolRun::launch(config, extra, true)
+    }
+
+    fn launch(config: &Path, extra: &[&str], log_to_file: bool) -> XdpoolRun {
         let summary = config.with_extension("summary.json");
         let _ = std::fs::remove_file(&summary);
+        let log = log_to_file.then(|| config.with_extension("log"));
+        let stderr = match &log {
+            Some(path) => Stdio::from(std::fs::File::create(path).unwrap()),
+            None => Stdio::inherit(),
+        };
         let mut child = Command::new(env!("CARGO_BIN_EXE_xdpool"))
             .args(["run", "--quiet", "--ready-line", "--duration", "120", "--config"])
             .arg(config)
@@ -150,6 +172,7 @@ impl XdpoolRun {
             .arg(&summary)
             .args(extra)
             .stdout(Stdio::piped())
+            .stderr(stderr)
             .spawn()
             .expect("spawn xdpool");
         let stdout = child.stdout.take().unwrap();
@@ -161,20 +184,26 @@ impl XdpoolRun {
                 }
             }
         });
-        let mut run = XdpoolRun { child: Some(child), summary, stdout_rest: Some(rx) };
-        let deadline = Instant::now() + Duration::from_secs(30);
-        loop {
-            let left = deadline.saturating_duration_since(Instant::now());
-            match run.stdout_rest.as_ref().unwrap().recv_timeout(left) {
-                Ok(l) if l.trim() == "ready" => break,
-                Ok(_) => continue,
-                Err(_) => {
-                    let status = run.child.as_mut().unwrap().try_wait();
-                    panic!("xdpool run did not become ready within 30 s (status {status:?})");
-                }
+        XdpoolRun { child: Some(child), summary, log, stdout_rest: Some(rx) }
+    }
+
+    /// Whether `ready` was printed within `limit` (lines before it are passed over).
+    pub fn ready_within(&self, limit: Duration) -> bool {
+        let deadline = Instant::now() + limit;
+        let lines = self.stdout_rest.as_ref().unwrap();
+        while let Some(left) = deadline.checked_duration_since(Instant::now()) {
+            match lines.recv_timeout(left) {
+                Ok(l) if l.trim() == "ready" => return true,
+                Ok(_) => {}
+                Err(_) => return false,
             }
         }
-        run
+        false
+    }
+
+    /// Its log so far (empty when it goes to the test's stderr).
+    pub fn log(&self) -> String {
+        self.log.as_ref().and_then(|p| std::fs::read_to_string(p).ok()).unwrap_or_default()
     }
 
     /// The child's PID.
@@ -182,11 +211,23 @@ impl XdpoolRun {
         self.child.as_ref().unwrap().id() as i32
     }
 
-    /// Sends SIGINT, waits (at most 20 s) and returns the exit code and the summary.
-    pub fn stop(mut self) -> (Option<i32>, serde_json::Value, String) {
+    /// Sends SIGINT, waits (at most 20 s) and returns the exit code, the summary, and
+    /// the rest of its stdout followed by its log (when it has one of its own).
+    pub fn stop(self) -> (Option<i32>, serde_json::Value, String) {
+        self.finish(true)
+    }
+
+    /// Waits (at most 20 s) for it to exit by itself; what `stop` returns.
+    pub fn wait_exit(self) -> (Option<i32>, serde_json::Value, String) {
+        self.finish(false)
+    }
+
+    fn finish(mut self, signal: bool) -> (Option<i32>, serde_json::Value, String) {
         let mut child = self.child.take().unwrap();
-        // SAFETY: kill on our own child's PID.
-        unsafe { libc::kill(child.id() as i32, libc::SIGINT) };
+        if signal {
+            // SAFETY: kill on our own child's PID.
+            unsafe { libc::kill(child.id() as i32, libc::SIGINT) };
+        }
         let deadline = Instant::now() + Duration::from_secs(20);
         let status = loop {
             if let Some(s) = child.try_wait().unwrap() {
@@ -195,7 +236,7 @@ impl XdpoolRun {
             if Instant::now() > deadline {
                 let _ = child.kill();
                 let _ = child.wait();
-                panic!("xdpool run did not stop within 20 s of SIGINT");
+                panic!("xdpool run did not exit within 20 s{}", if signal { " of SIGINT" } else { "" });
             }
             std::thread::sleep(Duration::from_millis(50));
         };
@@ -206,7 +247,8 @@ impl XdpoolRun {
                 out.push('\n');
             }
         }
-        let text = std::fs::read_to_string(&self.summary).unwrap_or_else(|e| panic!("no summary at {}: {e}; stdout:\n{out}", self.summary.display()));
+        out.push_str(&self.log());
+        let text = std::fs::read_to_string(&self.summary).unwrap_or_else(|e| panic!("no summary at {}: {e}; output:\n{out}", self.summary.display()));
         (status, serde_json::from_str(&text).expect("summary is JSON"), out)
     }
 }
