@@ -75,6 +75,19 @@ const volatile __u32 shape_fields = 0;
 const volatile __u32 shape_families = 0;
 const volatile __u32 shape_match_all = 0;
 
+/* The fields an entry point can test: all of them, or (the *_port entry points)
+ * protocol and destination port only. A compile-time mask, so clang drops what
+ * it rules out (the addresses, the VLAN id, the source port and their stack
+ * slots) before the verifier sees the program; userspace loads a *_port entry
+ * only for a shape within it (steer/shape.rs, `Shape::port_only`). */
+#define FIELDS_ALL 0xffffffffu
+#define FIELDS_PORT (XDPOOL_MATCH_PROTO | XDPOOL_MATCH_DST_PORT)
+
+static __always_inline __u32 fields(const __u32 cap)
+{
+	return shape_fields & cap;
+}
+
 /* Not exported by the uapi headers. */
 struct vlan_hdr {
 	__be16 tci;
@@ -124,7 +137,7 @@ static __always_inline void copy_ipv6(__u32 *to, const struct in6_addr *a)
 /* more_fragments: this is the first fragment of a fragmented datagram, so the UDP
  * length is the datagram's and may exceed what this fragment carries. */
 static __always_inline int parse_l4(void *l4, __u32 l4_len, void *data_end,
-				    struct parsed *p, int more_fragments)
+				    struct parsed *p, int more_fragments, const __u32 cap)
 {
 	if (p->proto == IPPROTO_UDP) {
 		struct udphdr *uh = l4;
@@ -136,7 +149,7 @@ static __always_inline int parse_l4(void *l4, __u32 l4_len, void *data_end,
 		if (ulen < sizeof(*uh) || (!more_fragments && ulen > l4_len))
 			return PARSE_MALFORMED;
 		p->dport = bpf_ntohs(uh->dest);
-		if (shape_fields & XDPOOL_MATCH_SRC_PORT)
+		if (fields(cap) & XDPOOL_MATCH_SRC_PORT)
 			p->sport = bpf_ntohs(uh->source);
 		p->has_ports = 1;
 	} else if (p->proto == IPPROTO_TCP) {
@@ -149,7 +162,7 @@ static __always_inline int parse_l4(void *l4, __u32 l4_len, void *data_end,
 		if (doff < 5 || doff * 4 > l4_len)
 			return PARSE_MALFORMED;
 		p->dport = bpf_ntohs(th->dest);
-		if (shape_fields & XDPOOL_MATCH_SRC_PORT)
+		if (fields(cap) & XDPOOL_MATCH_SRC_PORT)
 			p->sport = bpf_ntohs(th->source);
 		p->has_ports = 1;
 	}
@@ -173,7 +186,7 @@ static __always_inline int past_frame_end(struct xdp_md *ctx, void *l3, void *da
 /* Only the first buffer (up to data_end) is read; lengths are checked against the
  * whole frame (all buffers of a multi-buffer frame). */
 static __always_inline int parse_ipv4(struct xdp_md *ctx, void *l3, void *data_end, __u32 off,
-				      struct parsed *p, const int frags)
+				      struct parsed *p, const int frags, const __u32 cap)
 {
 	struct iphdr *iph = l3;
 	__u32 hlen, tot_len;
@@ -189,19 +202,19 @@ static __always_inline int parse_ipv4(struct xdp_md *ctx, void *l3, void *data_e
 		return PARSE_MALFORMED;
 	p->family = XDPOOL_FAMILY_IPV4;
 	p->proto = iph->protocol;
-	if ((shape_fields & XDPOOL_MATCH_DST_ADDR))
+	if ((fields(cap) & XDPOOL_MATCH_DST_ADDR))
 		p->daddr[0] = iph->daddr;
-	if ((shape_fields & XDPOOL_MATCH_SRC_ADDR))
+	if ((fields(cap) & XDPOOL_MATCH_SRC_ADDR))
 		p->saddr[0] = iph->saddr;
 	/* Non-first fragments carry no L4 header. */
 	if (iph->frag_off & bpf_htons(0x1fff))
 		return PARSE_OK;
 	return parse_l4(l3 + hlen, tot_len - hlen, data_end, p,
-			!!(iph->frag_off & bpf_htons(0x2000)));
+			!!(iph->frag_off & bpf_htons(0x2000)), cap);
 }
 
 static __always_inline int parse_ipv6(struct xdp_md *ctx, void *l3, void *data_end, __u32 off,
-				      struct parsed *p, const int frags)
+				      struct parsed *p, const int frags, const __u32 cap)
 {
 	struct ipv6hdr *ip6 = l3;
 	void *cursor = ip6 + 1;
@@ -217,9 +230,9 @@ static __always_inline int parse_ipv6(struct xdp_md *ctx, void *l3, void *data_e
 	if (past_frame_end(ctx, l3, data_end, off, sizeof(*ip6) + remaining, frags))
 		return PARSE_MALFORMED;
 	p->family = XDPOOL_FAMILY_IPV6;
-	if ((shape_fields & XDPOOL_MATCH_DST_ADDR))
+	if ((fields(cap) & XDPOOL_MATCH_DST_ADDR))
 		copy_ipv6(p->daddr, &ip6->daddr);
-	if ((shape_fields & XDPOOL_MATCH_SRC_ADDR))
+	if ((fields(cap) & XDPOOL_MATCH_SRC_ADDR))
 		copy_ipv6(p->saddr, &ip6->saddr);
 	nexthdr = ip6->nexthdr;
 
@@ -258,13 +271,13 @@ static __always_inline int parse_ipv6(struct xdp_md *ctx, void *l3, void *data_e
 	}
 	/* More extension headers than we skip: L4 stays unknown (no ports). */
 	p->proto = nexthdr;
-	return parse_l4(cursor, remaining, data_end, p, more_fragments);
+	return parse_l4(cursor, remaining, data_end, p, more_fragments, cap);
 }
 
 /* UDP or TCP at `l4` whose whole L3 packet lies in the first buffer, not a
  * fragment: the checks of parse_l4, in fewer steps. 0: let the full parse decide. */
 static __always_inline int fast_l4(void *l4, __u32 l4_len, void *data_end, __u8 proto,
-				   struct parsed *p)
+				   struct parsed *p, const __u32 cap)
 {
 	/* clang would drop the header bound below as implied by l4_len; the
 	 * verifier needs to see it. */
@@ -279,7 +292,7 @@ static __always_inline int fast_l4(void *l4, __u32 l4_len, void *data_end, __u8 
 		if (ulen < sizeof(*uh) || ulen > l4_len)
 			return 0;
 		p->dport = bpf_ntohs(uh->dest);
-		if (shape_fields & XDPOOL_MATCH_SRC_PORT)
+		if (fields(cap) & XDPOOL_MATCH_SRC_PORT)
 			p->sport = bpf_ntohs(uh->source);
 	} else if (proto == IPPROTO_TCP) {
 		struct tcphdr *th = l4;
@@ -291,7 +304,7 @@ static __always_inline int fast_l4(void *l4, __u32 l4_len, void *data_end, __u8 
 		if (doff < 5 || doff * 4 > l4_len)
 			return 0;
 		p->dport = bpf_ntohs(th->dest);
-		if (shape_fields & XDPOOL_MATCH_SRC_PORT)
+		if (fields(cap) & XDPOOL_MATCH_SRC_PORT)
 			p->sport = bpf_ntohs(th->source);
 	} else {
 		return 0;
@@ -306,7 +319,7 @@ static __always_inline int fast_l4(void *l4, __u32 l4_len, void *data_end, __u8 
  * buffer. For such a frame it makes exactly the checks of the full parse and
  * fills `p` alike; 0 sends every other frame (and every malformed one) there. */
 static __always_inline int parse_common(void *data, void *data_end, __be16 h_proto,
-					struct parsed *p)
+					struct parsed *p, const __u32 cap)
 {
 	void *l3 = data + sizeof(struct ethhdr);
 
@@ -320,12 +333,12 @@ static __always_inline int parse_common(void *data, void *data_end, __be16 h_pro
 		if (tot_len < sizeof(*iph) || l3 + tot_len > data_end ||
 		    (iph->frag_off & bpf_htons(0x3fff)))
 			return 0;
-		if (!fast_l4(iph + 1, tot_len - sizeof(*iph), data_end, iph->protocol, p))
+		if (!fast_l4(iph + 1, tot_len - sizeof(*iph), data_end, iph->protocol, p, cap))
 			return 0;
 		p->family = XDPOOL_FAMILY_IPV4;
-		if (shape_fields & XDPOOL_MATCH_DST_ADDR)
+		if (fields(cap) & XDPOOL_MATCH_DST_ADDR)
 			p->daddr[0] = iph->daddr;
-		if (shape_fields & XDPOOL_MATCH_SRC_ADDR)
+		if (fields(cap) & XDPOOL_MATCH_SRC_ADDR)
 			p->saddr[0] = iph->saddr;
 		return 1;
 	}
@@ -338,19 +351,20 @@ static __always_inline int parse_common(void *data, void *data_end, __be16 h_pro
 		payload = bpf_ntohs(ip6->payload_len);
 		if ((void *)(ip6 + 1) + payload > data_end)
 			return 0;
-		if (!fast_l4(ip6 + 1, payload, data_end, ip6->nexthdr, p))
+		if (!fast_l4(ip6 + 1, payload, data_end, ip6->nexthdr, p, cap))
 			return 0;
 		p->family = XDPOOL_FAMILY_IPV6;
-		if (shape_fields & XDPOOL_MATCH_DST_ADDR)
+		if (fields(cap) & XDPOOL_MATCH_DST_ADDR)
 			copy_ipv6(p->daddr, &ip6->daddr);
-		if (shape_fields & XDPOOL_MATCH_SRC_ADDR)
+		if (fields(cap) & XDPOOL_MATCH_SRC_ADDR)
 			copy_ipv6(p->saddr, &ip6->saddr);
 		return 1;
 	}
 	return 0;
 }
 
-static __always_inline int parse_frame(struct xdp_md *ctx, struct parsed *p, const int frags)
+static __always_inline int parse_frame(struct xdp_md *ctx, struct parsed *p, const int frags,
+				       const __u32 cap)
 {
 	void *data = (void *)(long)ctx->data;
 	void *data_end = (void *)(long)ctx->data_end;
@@ -362,7 +376,7 @@ static __always_inline int parse_frame(struct xdp_md *ctx, struct parsed *p, con
 	if ((void *)(eth + 1) > data_end)
 		return PARSE_MALFORMED;
 	h_proto = eth->h_proto;
-	if (parse_common(data, data_end, h_proto, p))
+	if (parse_common(data, data_end, h_proto, p, cap))
 		return PARSE_OK;
 	cursor = eth + 1;
 	/* Offset of the L3 header as a number: pointer minus pointer would need
@@ -378,7 +392,7 @@ static __always_inline int parse_frame(struct xdp_md *ctx, struct parsed *p, con
 		if ((void *)(vh + 1) > data_end)
 			return PARSE_MALFORMED;
 		/* The outer tag's id only (xdpool.h: VLAN). */
-		if ((shape_fields & XDPOOL_MATCH_VLAN) && i == 0)
+		if ((fields(cap) & XDPOOL_MATCH_VLAN) && i == 0)
 			p->vlan = XDPOOL_VLAN_TAGGED | (bpf_ntohs(vh->tci) & 0x0fff);
 		h_proto = vh->encap_proto;
 		cursor = vh + 1;
@@ -391,12 +405,12 @@ static __always_inline int parse_frame(struct xdp_md *ctx, struct parsed *p, con
 	if (h_proto == bpf_htons(ETH_P_IP)) {
 		if (!(shape_families & XDPOOL_SHAPE_IPV4))
 			return PARSE_UNMATCHABLE;
-		return parse_ipv4(ctx, cursor, data_end, off, p, frags);
+		return parse_ipv4(ctx, cursor, data_end, off, p, frags, cap);
 	}
 	if (h_proto == bpf_htons(ETH_P_IPV6)) {
 		if (!(shape_families & XDPOOL_SHAPE_IPV6))
 			return PARSE_UNMATCHABLE;
-		return parse_ipv6(ctx, cursor, data_end, off, p, frags);
+		return parse_ipv6(ctx, cursor, data_end, off, p, frags, cap);
 	}
 	if (!(shape_families & XDPOOL_SHAPE_NON_IP))
 		return PARSE_UNMATCHABLE;
@@ -418,7 +432,7 @@ static __always_inline int prefix_matches(__u8 family, const __u32 *addr, __u8 r
 		(addr[3] & rule_mask[3]) == rule_addr[3]);
 }
 
-/* `flags`: the rule's XDPOOL_MATCH_* bits, masked by shape_fields. */
+/* `flags`: the rule's XDPOOL_MATCH_* bits, masked by fields(cap). */
 static __always_inline int rule_matches(const struct xdpool_rule *r, __u32 flags, const struct parsed *p)
 {
 	if (flags & XDPOOL_MATCH_PROTO) {
@@ -499,8 +513,9 @@ static __always_inline int apply_action(struct xdp_md *ctx, __u8 action, __u32 l
 	}
 }
 
-/* The body of both entry points; `frags`: the program takes multi-buffer frames. */
-static __always_inline int steer(struct xdp_md *ctx, const int frags)
+/* The body of every entry point; `frags`: the program takes multi-buffer frames;
+ * `cap`: the fields it can test (FIELDS_ALL or FIELDS_PORT). */
+static __always_inline int steer(struct xdp_md *ctx, const int frags, const __u32 cap)
 {
 	struct parsed p = {};
 	struct xdpool_config *cfg;
@@ -522,7 +537,7 @@ static __always_inline int steer(struct xdp_md *ctx, const int frags)
 		return apply_action(ctx, shape_match_all, live, 0);
 	}
 
-	parse = parse_frame(ctx, &p, frags);
+	parse = parse_frame(ctx, &p, frags, cap);
 	if (parse != PARSE_OK) {
 		count(parse == PARSE_MALFORMED ? XDPOOL_CNT_MALFORMED : XDPOOL_CNT_PASSED);
 		return XDP_PASS;
@@ -540,7 +555,7 @@ static __always_inline int steer(struct xdp_md *ctx, const int frags)
 			break;
 		/* Masked by the shape: the verifier knows the other bits are zero
 		 * and drops the checks for conditions no rule has. */
-		if (!rule_matches(r, r->flags & shape_fields, &p))
+		if (!rule_matches(r, r->flags & fields(cap), &p))
 			continue;
 		count_hit(ctx, bank_index, i, frags);
 		return apply_action(ctx, r->action, live, i);
@@ -556,7 +571,7 @@ passed:
 SEC("xdp.frags")
 int xdpool_steer(struct xdp_md *ctx)
 {
-	return steer(ctx, 1);
+	return steer(ctx, 1, FIELDS_ALL);
 }
 
 /* "xdp": single-buffer frames only (the kernel keeps the MTU within one buffer
@@ -564,7 +579,21 @@ int xdpool_steer(struct xdp_md *ctx)
 SEC("xdp")
 int xdpool_steer_1buf(struct xdp_md *ctx)
 {
-	return steer(ctx, 0);
+	return steer(ctx, 0, FIELDS_ALL);
+}
+
+/* The two above for a shape whose rules test protocol and destination port
+ * only (the lab's `udp dst_port 9`): the same program, less of it. */
+SEC("xdp.frags")
+int xdpool_steer_port(struct xdp_md *ctx)
+{
+	return steer(ctx, 1, FIELDS_PORT);
+}
+
+SEC("xdp")
+int xdpool_steer_1buf_port(struct xdp_md *ctx)
+{
+	return steer(ctx, 0, FIELDS_PORT);
 }
 
 SEC("xdp.frags")

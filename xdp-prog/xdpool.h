@@ -66,7 +66,11 @@
  *     xdpool_steer_1buf ("xdp": the kernel guarantees the whole frame lies in
  *     data..data_end, so lengths are checked and counted without a helper).
  *     Userspace loads the second where the device's MTU fits one buffer and
- *     the sockets are not multi-buffer.
+ *     the sockets are not multi-buffer. Each also as xdpool_steer_port and
+ *     xdpool_steer_1buf_port: the same body compiled for rules that test
+ *     protocol and destination port only (a compile-time field mask, so the
+ *     other fields' parse and stack slots are gone before the verifier runs);
+ *     userspace loads them for a shape whose shape_fields are within it.
  *   - Shapes that parse less count differently, never act differently on a
  *     well-formed frame:
  *     * match-all (rule 0 has no condition): every frame gets rule 0's action

@@ -40,6 +40,10 @@ static REDIRECT_OBJECT: &[u8] = aya::include_bytes_aligned!(concat!(env!("OUT_DI
 const STEER_PROG: &str = "xdpool_steer";
 /// The same program for single-buffer frames (section "xdp": no length helper).
 const STEER_PROG_1BUF: &str = "xdpool_steer_1buf";
+/// The two above for a shape that tests protocol and destination port only
+/// ([`Shape::port_only`]): compiled without the other fields.
+const STEER_PROG_PORT: &str = "xdpool_steer_port";
+const STEER_PROG_1BUF_PORT: &str = "xdpool_steer_1buf_port";
 const CEILING_PROG: &str = "xdpool_ceiling";
 const REDIRECT_PROG: &str = "xdpool_redirect_ref";
 
@@ -137,9 +141,15 @@ fn load_program(name: &'static str) -> Result<Ebpf, SteerError> {
     load_object(&mut EbpfLoader::new(), OBJECT, name)
 }
 
-/// The steering program's name in the object: `frags` the multi-buffer one.
-fn steer_prog(frags: bool) -> &'static str {
-    if frags { STEER_PROG } else { STEER_PROG_1BUF }
+/// The steering program's name in the object for `shape`: `frags` the
+/// multi-buffer one.
+fn steer_prog(frags: bool, shape: &Shape) -> &'static str {
+    match (frags, shape.port_only()) {
+        (true, false) => STEER_PROG,
+        (false, false) => STEER_PROG_1BUF,
+        (true, true) => STEER_PROG_PORT,
+        (false, true) => STEER_PROG_1BUF_PORT,
+    }
 }
 
 /// Loads `xdpool_steer` (or, `frags` false, `xdpool_steer_1buf`) specialized for
@@ -156,7 +166,7 @@ fn load_steer(shape: &Shape, frags: bool) -> Result<Ebpf, SteerError> {
         .override_global("shape_fields", &fields, true)
         .override_global("shape_families", &families, true)
         .override_global("shape_match_all", &match_all, true);
-    let ebpf = load_object(&mut loader, OBJECT, steer_prog(frags))?;
+    let ebpf = load_object(&mut loader, OBJECT, steer_prog(frags, shape))?;
     tracing::debug!(%shape, frags, "steering program loaded for its shape");
     Ok(ebpf)
 }
@@ -557,7 +567,7 @@ impl Steering {
             }
         }
         if let Some(a) = &self.attachment {
-            let (new_name, old_name) = (steer_prog(frags), steer_prog(self.frags));
+            let (new_name, old_name) = (steer_prog(frags, &shape), steer_prog(self.frags, &self.shape));
             let new_fd = xdp(&next, new_name)?.fd().map_err(|source| SteerError::Program { name: new_name, source })?;
             let old_fd = xdp(&self.ebpf, old_name)?.fd().map_err(|source| SteerError::Program { name: old_name, source })?;
             link::xdp_link_update(a.link.as_fd(), new_fd.as_fd(), old_fd.as_fd()).map_err(|source| match source.raw_os_error() {
@@ -646,13 +656,15 @@ impl Steering {
         // helper per frame); the kernel then keeps the MTU there while attached.
         let one_buffer = !self.frags_required && netlink::link_mtu(ifindex).ok().flatten().is_some_and(|m| m <= ONE_BUFFER_MTU);
         self.use_frags(!one_buffer)?;
-        let first = attach_link(xdp(&self.ebpf, steer_prog(self.frags))?, steer_prog(self.frags), ifindex, mode);
+        let name = steer_prog(self.frags, &self.shape);
+        let first = attach_link(xdp(&self.ebpf, name)?, name, ifindex, mode);
         let attachment = match first {
             Err(SteerError::ModeRefused { .. } | SteerError::Attach { .. }) if !self.frags => {
                 // Refused for the MTU (veth checks its peer's): the multi-buffer one.
                 tracing::debug!(ifindex, "single-buffer XDP program refused; attaching the multi-buffer one");
                 self.use_frags(true)?;
-                attach_link(xdp(&self.ebpf, STEER_PROG)?, STEER_PROG, ifindex, mode)?
+                let name = steer_prog(true, &self.shape);
+                attach_link(xdp(&self.ebpf, name)?, name, ifindex, mode)?
             }
             r => r?,
         };
@@ -675,7 +687,7 @@ impl Steering {
 
     /// Kernel id of the loaded program (what [`xdp_program_on`] reports once attached).
     pub fn program_id(&self) -> Result<u32, SteerError> {
-        let name = steer_prog(self.frags);
+        let name = steer_prog(self.frags, &self.shape);
         let prog = xdp(&self.ebpf, name)?;
         prog.info().map(|i| i.id()).map_err(|source| SteerError::Program { name, source })
     }
@@ -741,13 +753,13 @@ impl Steering {
     /// the XDP action (`XDP_DROP` = 1, `XDP_PASS` = 2, `XDP_REDIRECT` = 4).
     /// Counters move exactly as for a received frame.
     pub fn test_run(&self, frame: &[u8]) -> Result<u32, SteerError> {
-        test_run_xdp(xdp(&self.ebpf, steer_prog(self.frags))?, frame, 1).map(|(action, _)| action)
+        test_run_xdp(xdp(&self.ebpf, steer_prog(self.frags, &self.shape))?, frame, 1).map(|(action, _)| action)
     }
 
     /// Runs the program `repeat` times on `frame` in the kernel; returns the XDP
     /// action and the kernel-measured mean time per run. Counters move `repeat` times.
     pub fn test_run_timed(&self, frame: &[u8], repeat: u32) -> Result<(u32, Duration), SteerError> {
-        test_run_xdp(xdp(&self.ebpf, steer_prog(self.frags))?, frame, repeat)
+        test_run_xdp(xdp(&self.ebpf, steer_prog(self.frags, &self.shape))?, frame, repeat)
     }
 }
 

@@ -60,6 +60,13 @@ impl Shape {
         Shape { rule_count: rules.len() as u32, fields, families, match_all: None }
     }
 
+    /// Whether the rules test protocol and destination port only (or nothing):
+    /// such a shape loads `xdpool_steer_port` / `xdpool_steer_1buf_port`, compiled
+    /// without the other fields' parse and tests.
+    pub fn port_only(&self) -> bool {
+        self.fields & !(abi::MATCH_PROTO | abi::MATCH_DST_PORT) == 0
+    }
+
     /// Rules the program walks (0 for match-all: it walks none).
     pub fn rule_count(&self) -> u32 {
         self.rule_count
@@ -211,5 +218,15 @@ mod tests {
         );
         assert_ne!(a, shape(&[fields(Some(17), Some((9, 9)), None), fields(Some(17), Some((9, 9)), None)]), "a rule more");
         assert_ne!(shape(&[fields(None, None, Some("198.18.0.0/15"))]), shape(&[fields(None, None, Some("2001:2::/48"))]));
+    }
+
+    #[test]
+    fn port_only_shapes_test_protocol_and_destination_port_at_most() {
+        assert!(shape(&[fields(Some(17), Some((9, 9)), None)]).port_only(), "the lab's rule");
+        assert!(shape(&[fields(Some(17), None, None)]).port_only());
+        assert!(shape(&[]).port_only() && shape(&[Rule::all(RuleAction::Drop)]).port_only(), "nothing to test");
+        assert!(!shape(&[fields(Some(17), Some((9, 9)), Some("198.18.0.0/15"))]).port_only(), "an address");
+        let src = Rule { matcher: RuleMatch::Fields { proto: None, dst_port: None, dst_prefix: None, src_port: Some((1, 2)), src_prefix: None, vlan: None }, action: RuleAction::Pass };
+        assert!(!shape(&[fields(Some(17), Some((9, 9)), None), src]).port_only(), "a source port");
     }
 }
