@@ -9,7 +9,11 @@
 #   the application's CPU: the busiest thread's run time (schedstat), ns and
 #   cycles (at the TSC's nominal MHz; this VM has no PMU) per frame received,
 #   and its context switches,
-#   the share of the window the hypervisor took cores 0 and 1 away (steal time).
+#   the share of the window the hypervisor took cores 0 and 1 away (steal time),
+#   and the receiver's core (1) split into user, system, softirq and idle over the
+#   generator's window (/proc/stat): when that core is never idle and the RX ring is
+#   never empty, a receiver whose user share is u can be beaten by at most 1/(1-u)
+#   by one with the same kernel work per frame.
 # Needs root, a built xdpool (make build) and xskref (make -C tools/xskref).
 # Bounded: each run sends COUNT frames (or for GEN_SECS seconds), each receiver
 # runs DUR seconds. Needs ethtool (make setup installs it). The lab
@@ -153,7 +157,7 @@ EOT
     # (on the generator's core, a different placement). Wait up to 5 s more.
     bench_wait_prog $P-b ${P}b0 50 || echo "# $1: no XDP program on ${P}b0 6.5 s after start"
     [ "$4" = threaded ] && pin_napi 1 "$1"
-    local t0 t1 s0 s1 b0 b1 x0 x1 gen_args sink_pid=
+    local t0 t1 s0 s1 c0 c1 b0 b1 x0 x1 gen_args sink_pid=
     if [ -n "${BACK_SINK:-}" ] && [ "$2" = l2fwd ]; then
         ip netns exec $P-a "$SINK" -i ${P}a0 -d $((DUR + 30)) > "$W/sink.out" 2>&1 &
         sink_pid=$!
@@ -161,6 +165,7 @@ EOT
     fi
     t0=$(bench_threads $pid)
     s0=$(bench_steal)
+    c0=$(bench_cpu 1)
     b0=$(back_count)
     x0=$(xmit_counts)
     if [ -n "${GEN_SECS:-}" ]; then gen_args="--count 1000000000 --duration $GEN_SECS"; else gen_args="--count $COUNT"; fi
@@ -169,6 +174,7 @@ EOT
     sleep 0.3
     t1=$(bench_threads $pid)
     s1=$(bench_steal)
+    c1=$(bench_cpu 1)
     x1=$(xmit_counts)
     # A receiver still there 10 s + DUR after the generator is stuck: kill it rather
     # than wait for ever, and say so. xdpsock -p often gets stuck once the traffic
@@ -222,9 +228,9 @@ EOT
         { read -r got; read -r full; } < <(python3 -c "import json;s=json.load(open('$W/sum.json'));d=s['drops'];print(s['packets']);print(d['rx_ring_full'], '| TX ring full', d['tx_ring_full'])")
     fi
     got=${got:-0}  # a killed receiver left no figures
-    python3 - "$1" "$2" "$3" "$4" "$got" "$offered" "$secs" "$t0" "$t1" "$((b1 - b0))" "$MHZ" "$(( ${x1#* } - ${x0#* } ))" "${full:-0}" "$(bench_steal_pct "$s0" "$s1")" <<'PY'
+    python3 - "$1" "$2" "$3" "$4" "$got" "$offered" "$secs" "$t0" "$t1" "$((b1 - b0))" "$MHZ" "$(( ${x1#* } - ${x0#* } ))" "${full:-0}" "$(bench_steal_pct "$s0" "$s1")" "$(bench_cpu_pct "$c0" "$c1")" <<'PY'
 import os, sys
-who, act, mode, napi, got, count, secs, t0, t1, back, mhz, refused, full, steal = sys.argv[1:]
+who, act, mode, napi, got, count, secs, t0, t1, back, mhz, refused, full, steal, core = sys.argv[1:]
 got, count, secs, back, mhz, refused = int(got), int(count), float(secs), int(back), float(mhz), int(refused)
 parse = lambda s: {t: (int(r), int(c)) for t, r, c in (x.split(':') for x in s.split())}
 a, b = parse(t0), parse(t1)
@@ -239,13 +245,15 @@ line += f' | veth refused {refused} | RX ring full {full}'
 # much of it is slow for reasons outside the receivers.
 c0, c1 = steal.split()
 line += f' | steal c0 {c0} c1 {c1}'
+usr, sysp, sirq, idle = core.split()
+line += f' | core 1: user {usr}% system {sysp}% softirq {sirq}% idle {idle}%'
 print(line)
 # ROWS=file: one row for tools/bench/summarize.py (rate: received, for l2fwd back at
 # the sender, Mpps; rep 0 is a warm-up).
 if os.environ.get('ROWS'):
     rate = (back if act == 'l2fwd' else got) / secs / 1e6
     with open(os.environ['ROWS'], 'a') as f:
-        f.write(f"{act} {mode} {napi}\t{os.environ.get('REP', '1')}\t{who}\t{rate:.4f}\tcycles_per_frame={per*mhz/1e3:.0f}\n")
+        f.write(f"{act} {mode} {napi}\t{os.environ.get('REP', '1')}\t{who}\t{rate:.4f}\tcycles_per_frame={per*mhz/1e3:.0f}\tcore_user_pct={usr}\tcore_system_pct={sysp}\tcore_softirq_pct={sirq}\tcore_idle_pct={idle}\n")
 PY
 }
 
