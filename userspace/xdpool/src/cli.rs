@@ -366,8 +366,8 @@ pub enum BenchWhich {
         /// Print JSON instead of the table.
         #[arg(long)]
         json: bool,
-        /// Exit non-zero when a target is missed (or the cross-thread threads could
-        /// not be pinned): what CI runs.
+        /// Exit non-zero when a target is missed in each of up to 3 runs (or the
+        /// cross-thread threads could not be pinned): what CI runs.
         #[arg(long)]
         check: bool,
     },
