@@ -230,27 +230,32 @@ pub const CHECK_ATTEMPTS: usize = 3;
 /// directions, so a single missed run is noise; a path made twice as slow misses in
 /// every run.
 pub fn check(cfg: &BenchConfig, attempts: usize, mut each: impl FnMut(usize, &BenchReport)) -> Vec<String> {
-    let mut missed: Option<Vec<String>> = None;
-    let mut last = Vec::new();
-    for n in 1..=attempts.max(1) {
+    let runs = attempts.max(1);
+    // Targets missed in every run so far, and the last run's report.
+    let mut missed: Option<(Vec<String>, BenchReport)> = None;
+    for n in 1..=runs {
         let report = run(cfg);
         each(n, &report);
         if !report.machine.pinned {
             return report.failures();
         }
-        let now: Vec<String> = report.targets.iter().filter(|t| !t.met).map(|t| t.target.clone()).collect();
-        let still: Vec<String> = match missed {
-            None => now,
-            Some(before) => before.into_iter().filter(|t| now.contains(t)).collect(),
-        };
+        let still: Vec<String> = report
+            .targets
+            .iter()
+            .filter(|t| !t.met && missed.as_ref().is_none_or(|(before, _)| before.contains(&t.target)))
+            .map(|t| t.target.clone())
+            .collect();
         if still.is_empty() {
             return Vec::new();
         }
-        last = report.targets.iter().filter(|t| still.contains(&t.target)).map(TargetCheck::missed).collect();
-        missed = Some(still);
+        missed = Some((still, report));
     }
-    let runs = attempts.max(1);
-    last.into_iter().map(|f| format!("{f} (missed in each of {runs} runs; the last run's figure)")).collect()
+    let Some((still, last)) = missed else { return Vec::new() };
+    last.targets
+        .iter()
+        .filter(|t| still.contains(&t.target))
+        .map(|t| format!("{} (missed in each of {runs} runs; the last run's figure)", t.missed()))
+        .collect()
 }
 
 /// Run every test and check the targets.
