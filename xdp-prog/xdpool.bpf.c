@@ -81,7 +81,9 @@ const volatile __u32 shape_match_all = 0;
  * slots) before the verifier sees the program; userspace loads a *_port entry
  * only for a shape within it (steer/shape.rs, `Shape::port_only`). */
 #define FIELDS_ALL 0xffffffffu
-#define FIELDS_PORT (XDPOOL_MATCH_PROTO | XDPOOL_MATCH_DST_PORT)
+#define FIELDS_PORT XDPOOL_FIELDS_PORT
+_Static_assert(XDPOOL_FIELDS_PORT == (XDPOOL_MATCH_PROTO | XDPOOL_MATCH_DST_PORT),
+	       "XDPOOL_FIELDS_PORT is protocol and destination port");
 
 static __always_inline __u32 fields(const __u32 cap)
 {

@@ -98,6 +98,10 @@
 #define XDPOOL_MATCH_SRC_PORT 16
 #define XDPOOL_MATCH_SRC_ADDR 32
 #define XDPOOL_MATCH_VLAN 64
+/* The fields the *_port entry points can test: XDPOOL_MATCH_PROTO |
+ * XDPOOL_MATCH_DST_PORT (xdpool.bpf.c asserts it; userspace loads them for a
+ * shape whose fields are within it). */
+#define XDPOOL_FIELDS_PORT 6
 
 /* xdpool_rule.vlan and parsed vlan: this bit | the outer tag's 12-bit id; an
  * untagged frame's parsed value is 0, so it never equals a rule's. */

@@ -28,6 +28,8 @@ pub const MATCH_SRC_PORT: u32 = 16;
 pub const MATCH_SRC_ADDR: u32 = 32;
 /// Rule flag: match the outer VLAN tag's id (`XDPOOL_MATCH_VLAN`).
 pub const MATCH_VLAN: u32 = 64;
+/// The fields the `*_port` programs can test (`XDPOOL_FIELDS_PORT`).
+pub const FIELDS_PORT: u32 = MATCH_PROTO | MATCH_DST_PORT;
 /// `RuleAbi::vlan` (and the program's parsed value): this bit | the 12-bit id; an
 /// untagged frame's value is 0 (`XDPOOL_VLAN_TAGGED`).
 pub const VLAN_TAGGED: u16 = 4096;
@@ -230,6 +232,7 @@ mod tests {
             ("XDPOOL_MATCH_SRC_PORT", MATCH_SRC_PORT.into()),
             ("XDPOOL_MATCH_SRC_ADDR", MATCH_SRC_ADDR.into()),
             ("XDPOOL_MATCH_VLAN", MATCH_VLAN.into()),
+            ("XDPOOL_FIELDS_PORT", FIELDS_PORT.into()),
             ("XDPOOL_VLAN_TAGGED", VLAN_TAGGED.into()),
             ("XDPOOL_SHAPE_IPV4", SHAPE_IPV4.into()),
             ("XDPOOL_SHAPE_IPV6", SHAPE_IPV6.into()),

@@ -152,8 +152,8 @@ fn steer_prog(frags: bool, shape: &Shape) -> &'static str {
     }
 }
 
-/// Loads `xdpool_steer` (or, `frags` false, `xdpool_steer_1buf`) specialized for
-/// `shape`: the shape becomes the object's frozen `.rodata`, which the verifier
+/// Loads the steering program `steer_prog` names for `frags` and `shape`, specialized
+/// for `shape`: the shape becomes the object's frozen `.rodata`, which the verifier
 /// reads as constants.
 fn load_steer(shape: &Shape, frags: bool) -> Result<Ebpf, SteerError> {
     let count = shape.rule_count();

@@ -64,7 +64,7 @@ impl Shape {
     /// such a shape loads `xdpool_steer_port` / `xdpool_steer_1buf_port`, compiled
     /// without the other fields' parse and tests.
     pub fn port_only(&self) -> bool {
-        self.fields & !(abi::MATCH_PROTO | abi::MATCH_DST_PORT) == 0
+        self.fields & !abi::FIELDS_PORT == 0
     }
 
     /// Rules the program walks (0 for match-all: it walks none).
