@@ -49,22 +49,49 @@ fn promtool() -> Option<String> {
     if let Ok(p) = std::env::var("PROMTOOL") {
         return Some(p);
     }
-    ["/var/cache/xdpool/prometheus/usr/bin/promtool", "/usr/bin/promtool"].iter().find(|p| std::path::Path::new(p).exists()).map(|p| p.to_string())
+    [
+        "/var/cache/xdpool/prometheus/usr/bin/promtool",
+        "/usr/bin/promtool",
+    ]
+    .iter()
+    .find(|p| std::path::Path::new(p).exists())
+    .map(|p| p.to_string())
 }
 
 #[test]
 fn promtool_finds_nothing_to_say_about_the_metrics() {
     let text = xdpool::stats::prom::render(&full_snapshot());
     let Some(tool) = promtool() else {
-        assert!(std::env::var_os("CI").is_none(), "promtool missing in CI: `make setup` unpacks it to /var/cache/xdpool/prometheus");
+        assert!(
+            std::env::var_os("CI").is_none(),
+            "promtool missing in CI: `make setup` unpacks it to /var/cache/xdpool/prometheus"
+        );
         println!("skipped: promtool not found (run `make setup` or set PROMTOOL)");
         return;
     };
-    let mut child = Command::new(&tool).args(["check", "metrics"]).stdin(Stdio::piped()).stdout(Stdio::piped()).stderr(Stdio::piped()).spawn().expect("run promtool");
-    child.stdin.take().unwrap().write_all(text.as_bytes()).unwrap();
+    let mut child = Command::new(&tool)
+        .args(["check", "metrics"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("run promtool");
+    child
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(text.as_bytes())
+        .unwrap();
     let out = child.wait_with_output().unwrap();
-    let said = format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
-    assert!(out.status.success() && said.trim().is_empty(), "promtool check metrics:\n{said}\n--- the text ---\n{text}");
+    let said = format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(
+        out.status.success() && said.trim().is_empty(),
+        "promtool check metrics:\n{said}\n--- the text ---\n{text}"
+    );
 }
 
 #[test]
@@ -79,15 +106,30 @@ fn every_family_is_typed_and_documented_and_counters_end_in_total() {
     }
     for name in xdpool::stats::metrics::exported_names() {
         let base = name.as_str();
-        let kind = types.get(base).unwrap_or_else(|| panic!("{name}: no # TYPE line"));
-        assert_eq!(kind == "counter", name.ends_with("_total"), "{name} is a {kind}");
+        let kind = types
+            .get(base)
+            .unwrap_or_else(|| panic!("{name}: no # TYPE line"));
+        assert_eq!(
+            kind == "counter",
+            name.ends_with("_total"),
+            "{name} is a {kind}"
+        );
         assert!(text.contains(&format!("# HELP {base} ")), "{name}: no HELP");
-        assert!(text.lines().any(|l| l.starts_with(&format!("{name}{{")) || l.starts_with(&format!("{name} "))), "{name}: no sample");
+        assert!(
+            text.lines()
+                .any(|l| l.starts_with(&format!("{name}{{")) || l.starts_with(&format!("{name} "))),
+            "{name}: no sample"
+        );
     }
     // Monotonic counts must not be gauges: a gauge whose name says it counts events is a mistake.
     for (name, kind) in &types {
         if kind == "gauge" {
-            assert!(!["_packets", "_bytes", "_drops", "_completed"].iter().any(|s| name.ends_with(s)), "{name} counts events but is a gauge");
+            assert!(
+                !["_packets", "_bytes", "_drops", "_completed"]
+                    .iter()
+                    .any(|s| name.ends_with(s)),
+                "{name} counts events but is a gauge"
+            );
         }
     }
     // No empty label sets on per-queue families.

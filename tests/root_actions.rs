@@ -17,7 +17,11 @@ fn rule(action: &str) -> String {
 
 /// Replaces the `[workers]` table of a config written by `write_config`.
 fn set_workers(cfg: &std::path::Path, workers: &str) {
-    patch_config(cfg, "[workers]\nmode = \"poll\"\n", &format!("[workers]\n{workers}\n"));
+    patch_config(
+        cfg,
+        "[workers]\nmode = \"poll\"\n",
+        &format!("[workers]\n{workers}\n"),
+    );
 }
 
 /// Sends `n` UDP frames of `size` bytes to port 9 at `pps`.
@@ -48,7 +52,10 @@ fn send_jumbo(st: &LabStatus, n: u64, size: usize, queue: u32) {
     g.engine = gen::Engine::Afxdp;
     g.queue = queue;
     g.dst_ports = PortRange::single(9);
-    assert_eq!(gen::run(&g).expect("AF_XDP generator, multi-buffer").sent, n);
+    assert_eq!(
+        gen::run(&g).expect("AF_XDP generator, multi-buffer").sent,
+        n
+    );
 }
 
 /// Turns `interface.multi_buffer` on in a config written by `write_config`.
@@ -57,9 +64,10 @@ fn set_multi_buffer(cfg: &std::path::Path, queues: &str) {
 }
 
 fn total(sock: &std::path::Path, key: &str) -> u64 {
-    xdpool::stats::control::query(sock).map(|s| s["total"][key].as_u64().unwrap_or(0)).unwrap_or(0)
+    xdpool::stats::control::query(sock)
+        .map(|s| s["total"][key].as_u64().unwrap_or(0))
+        .unwrap_or(0)
 }
-
 
 /// reflect-twice (was `mirror`): every such frame leaves twice (two descriptors, one frag, two
 /// references), both copies arrive at the sender, every reference is released and
@@ -70,31 +78,71 @@ fn reflect_twice_delivers_each_frame_twice_and_releases_every_reference() {
     if !root_or_skip("reflect_twice_delivers_each_frame_twice_and_releases_every_reference") {
         return;
     }
-    let rig = LabRig::up(LabConfig { prefix: unique_prefix("xm"), ..LabConfig::default() }, "mirror");
+    let rig = LabRig::up(
+        LabConfig {
+            prefix: unique_prefix("xm"),
+            ..LabConfig::default()
+        },
+        "mirror",
+    );
     let (st, sock) = (&rig.st, &rig.sock);
     let cfg = rig.config("mirror", &[0], &rule("reflect-twice"));
-    let back = RxCounter::attach_in(Some(&st.a.netns), &st.a.dev).expect("counter on the sender's veth");
+    let back =
+        RxCounter::attach_in(Some(&st.a.netns), &st.a.dev).expect("counter on the sender's veth");
     let run = XdpoolRun::start(&cfg, &[]);
     const N: u64 = 5_000;
     send(st, N, 64, Some(100_000));
     send(st, N, 1400, Some(100_000));
-    wait_for(Duration::from_secs(5), || total(sock, "tx_completed") >= 4 * N);
-    let returned = back.settle(Duration::from_millis(500), Duration::from_secs(10)).expect("counts");
+    wait_for(Duration::from_secs(5), || {
+        total(sock, "tx_completed") >= 4 * N
+    });
+    let returned = back
+        .settle(Duration::from_millis(500), Duration::from_secs(10))
+        .expect("counts");
     let (code, s, out) = run.stop();
     assert_eq!(code, Some(0), "{out}");
     let rx = s["packets"].as_u64().unwrap();
     let mirrored = counter(&s, "reflected_twice");
     let tx = counter(&s, "tx_packets");
-    eprintln!("reflect-twice: sent {} rx {rx} mirrored {mirrored} tx {tx} returned {} ; drops {}", 2 * N, returned.packets, s["drops"]);
-    assert_eq!(mirrored + counter(&s, "rx_too_short") + counter(&s, "frag_alloc_failed") + counter(&s, "rx_rejected"), rx, "every received frame mirrored or named: {s:#}");
-    assert_eq!(tx + counter(&s, "tx_ring_full_drop"), 2 * mirrored, "two descriptors per mirrored frame: {s:#}");
+    eprintln!(
+        "reflect-twice: sent {} rx {rx} mirrored {mirrored} tx {tx} returned {} ; drops {}",
+        2 * N,
+        returned.packets,
+        s["drops"]
+    );
+    assert_eq!(
+        mirrored
+            + counter(&s, "rx_too_short")
+            + counter(&s, "frag_alloc_failed")
+            + counter(&s, "rx_rejected"),
+        rx,
+        "every received frame mirrored or named: {s:#}"
+    );
+    assert_eq!(
+        tx + counter(&s, "tx_ring_full_drop"),
+        2 * mirrored,
+        "two descriptors per mirrored frame: {s:#}"
+    );
     assert_eq!(counter(&s, "tx_completed"), tx, "every TX completed");
-    assert_eq!(returned.packets, tx, "the sender got every copy sent back: {returned:?} / {s:#}");
-    assert!(returned.packets >= 2 * 2 * N * 9 / 10, "only {} of {} came back", returned.packets, 4 * N);
+    assert_eq!(
+        returned.packets, tx,
+        "the sender got every copy sent back: {returned:?} / {s:#}"
+    );
+    assert!(
+        returned.packets >= 2 * 2 * N * 9 / 10,
+        "only {} of {} came back",
+        returned.packets,
+        4 * N
+    );
     assert_eq!(rx + named_rx_drops(&s), 2 * N, "{s:#}");
     // Each mirrored frame's first completion is not the last reference.
-    let refcnt = s["workers"][0]["pool"]["recycle_released_refcnt"].as_u64().unwrap();
-    assert!(refcnt >= mirrored, "released_refcnt {refcnt} < mirrored {mirrored}");
+    let refcnt = s["workers"][0]["pool"]["recycle_released_refcnt"]
+        .as_u64()
+        .unwrap();
+    assert!(
+        refcnt >= mirrored,
+        "released_refcnt {refcnt} < mirrored {mirrored}"
+    );
     assert_all_frames_back(&s);
 }
 
@@ -106,41 +154,88 @@ fn copybreak_packs_small_frames_into_fewer_chunks_and_returns_all() {
     if !root_or_skip("copybreak_packs_small_frames_into_fewer_chunks_and_returns_all") {
         return;
     }
-    let rig = LabRig::up(LabConfig { prefix: unique_prefix("xc"), ..LabConfig::default() }, "copybreak");
+    let rig = LabRig::up(
+        LabConfig {
+            prefix: unique_prefix("xc"),
+            ..LabConfig::default()
+        },
+        "copybreak",
+    );
     let (st, sock) = (&rig.st, &rig.sock);
     let cfg = rig.config("copybreak", &[0], &rule("copybreak"));
     // A large batch lets a burst sit in TX at once.
     set_workers(&cfg, "mode = \"poll\"\nbatch = 256\ncopybreak_bytes = 256");
-    let back = RxCounter::attach_in(Some(&st.a.netns), &st.a.dev).expect("counter on the sender's veth");
+    let back =
+        RxCounter::attach_in(Some(&st.a.netns), &st.a.dev).expect("counter on the sender's veth");
     let run = XdpoolRun::start(&cfg, &[]);
     const SMALL: u64 = 20_000;
     const LARGE: u64 = 5_000;
     send(st, SMALL, 64, Some(500_000));
-    wait_for(Duration::from_secs(5), || total(sock, "tx_completed") >= SMALL);
+    wait_for(Duration::from_secs(5), || {
+        total(sock, "tx_completed") >= SMALL
+    });
     // One snapshot after the small frames: the peak gauge is theirs alone.
     let mid = xdpool::stats::control::query(sock).expect("stats");
-    let t = |k: &str| mid["total"][k].as_u64().unwrap_or_else(|| panic!("{k} missing"));
+    let t = |k: &str| {
+        mid["total"][k]
+            .as_u64()
+            .unwrap_or_else(|| panic!("{k} missing"))
+    };
     let (small_rx, copied) = (t("rx_packets"), t("copybreak_copied"));
     let (peak_frames, peak_chunks) = (t("tx_inflight_max"), t("tx_inflight_chunks_at_max"));
     eprintln!("copybreak, 64-byte frames: rx {small_rx} copied {copied}; peak in TX {peak_frames} frames in {peak_chunks} chunks");
-    assert_eq!(copied + t("rx_too_short") + t("frag_alloc_failed") + t("rx_rejected"), small_rx, "every small frame copied or named");
-    assert!(small_rx >= SMALL * 9 / 10, "only {small_rx} of {SMALL} received");
-    assert!(peak_frames >= 3, "a burst should sit in TX at once (peak {peak_frames})");
-    assert!(peak_chunks < peak_frames, "packed frags: {peak_frames} frames in TX occupied {peak_chunks} chunks");
+    assert_eq!(
+        copied + t("rx_too_short") + t("frag_alloc_failed") + t("rx_rejected"),
+        small_rx,
+        "every small frame copied or named"
+    );
+    assert!(
+        small_rx >= SMALL * 9 / 10,
+        "only {small_rx} of {SMALL} received"
+    );
+    assert!(
+        peak_frames >= 3,
+        "a burst should sit in TX at once (peak {peak_frames})"
+    );
+    assert!(
+        peak_chunks < peak_frames,
+        "packed frags: {peak_frames} frames in TX occupied {peak_chunks} chunks"
+    );
     // 64-byte frags, 32 to a 2048-byte chunk: the peak fits in about frames/32 chunks.
-    assert!(peak_chunks <= peak_frames / 32 + 2, "{peak_frames} small frames should pack 32 to a chunk, got {peak_chunks} chunks");
+    assert!(
+        peak_chunks <= peak_frames / 32 + 2,
+        "{peak_frames} small frames should pack 32 to a chunk, got {peak_chunks} chunks"
+    );
     send(st, LARGE, 512, Some(100_000));
-    wait_for(Duration::from_secs(5), || total(sock, "tx_completed") >= small_rx + LARGE * 9 / 10);
-    let returned = back.settle(Duration::from_millis(500), Duration::from_secs(10)).expect("counts");
+    wait_for(Duration::from_secs(5), || {
+        total(sock, "tx_completed") >= small_rx + LARGE * 9 / 10
+    });
+    let returned = back
+        .settle(Duration::from_millis(500), Duration::from_secs(10))
+        .expect("counts");
     let (code, s, out) = run.stop();
     assert_eq!(code, Some(0), "{out}");
     let rx = s["packets"].as_u64().unwrap();
     let tx = counter(&s, "tx_packets");
     eprintln!("copybreak: total rx {rx} tx {tx} returned {}; peak in TX over the run {} frames in {} chunks; drops {}", returned.packets, counter(&s, "tx_inflight_max"), counter(&s, "tx_inflight_chunks_at_max"), s["drops"]);
-    assert_eq!(counter(&s, "copybreak_copied"), copied, "512-byte frames (above copybreak_bytes) are not copied");
-    assert_eq!(tx + counter(&s, "tx_ring_full_drop") + counter(&s, "rx_too_short") + counter(&s, "frag_alloc_failed") + counter(&s, "rx_rejected"), rx, "{s:#}");
+    assert_eq!(
+        counter(&s, "copybreak_copied"),
+        copied,
+        "512-byte frames (above copybreak_bytes) are not copied"
+    );
+    assert_eq!(
+        tx + counter(&s, "tx_ring_full_drop")
+            + counter(&s, "rx_too_short")
+            + counter(&s, "frag_alloc_failed")
+            + counter(&s, "rx_rejected"),
+        rx,
+        "{s:#}"
+    );
     assert_eq!(counter(&s, "tx_completed"), tx, "every TX completed");
-    assert_eq!(returned.packets, tx, "every frame sent back arrived: {returned:?} / {s:#}");
+    assert_eq!(
+        returned.packets, tx,
+        "every frame sent back arrived: {returned:?} / {s:#}"
+    );
     assert_eq!(rx + named_rx_drops(&s), SMALL + LARGE, "{s:#}");
     assert_all_frames_back(&s);
 }
@@ -154,19 +249,40 @@ fn rxdrop_steady_state_never_empties_the_fill_ring() {
     if !root_or_skip("rxdrop_steady_state_never_empties_the_fill_ring") {
         return;
     }
-    let rig = LabRig::up(LabConfig { prefix: unique_prefix("xf"), ..LabConfig::default() }, "fill");
+    let rig = LabRig::up(
+        LabConfig {
+            prefix: unique_prefix("xf"),
+            ..LabConfig::default()
+        },
+        "fill",
+    );
     let (st, sock) = (&rig.st, &rig.sock);
     let cfg = rig.config("fill", &[0], &rule("drop"));
     let run = XdpoolRun::start(&cfg, &[]);
     const N: u64 = 300_000;
-    let (into_ring, refused) = veth_delivery(&st.a.netns, &st.a.dev, N, || send(st, N, 64, Some(500_000)));
-    wait_for(Duration::from_secs(5), || total(sock, "rx_packets") >= into_ring);
+    let (into_ring, refused) =
+        veth_delivery(&st.a.netns, &st.a.dev, N, || send(st, N, 64, Some(500_000)));
+    wait_for(Duration::from_secs(5), || {
+        total(sock, "rx_packets") >= into_ring
+    });
     let (code, s, out) = run.stop();
     assert_eq!(code, Some(0), "{out}");
-    eprintln!("rxdrop: {} of {N} received, {:.3} Mpps while active; drops {}", s["packets"], s["mpps"].as_f64().unwrap(), s["drops"]);
-    assert_eq!(s["drops"]["rx_fill_ring_empty"], 0, "the fill ring ran dry: {s:#}");
+    eprintln!(
+        "rxdrop: {} of {N} received, {:.3} Mpps while active; drops {}",
+        s["packets"],
+        s["mpps"].as_f64().unwrap(),
+        s["drops"]
+    );
+    assert_eq!(
+        s["drops"]["rx_fill_ring_empty"], 0,
+        "the fill ring ran dry: {s:#}"
+    );
     assert_eq!(s["workers"][0]["xsk"]["rx_fill_ring_empty_descs"], 0);
-    assert_eq!(counter(&s, "fill_pool_empty"), 0, "the pool always had frames for the fill ring");
+    assert_eq!(
+        counter(&s, "fill_pool_empty"),
+        0,
+        "the pool always had frames for the fill ring"
+    );
     // A poll worker (the default poll_coalesce_us) napped between passes while
     // frames flowed (one nap follows the last frames anyway: ask for many), and the
     // fill ring still never ran dry (above).
@@ -175,14 +291,29 @@ fn rxdrop_steady_state_never_empties_the_fill_ring() {
     // frames when the receiver's 256-slot ring is full (its NAPI deferred to
     // ksoftirqd on a loaded machine), and names them (ethtool's xdp_xmit_errors).
     let steered = s["xdp"]["steered"].as_u64().unwrap();
-    assert_eq!(steered, into_ring, "the program steered every frame that reached it: {s:#}");
-    assert_eq!(s["packets"].as_u64().unwrap() + named_rx_drops(&s), steered, "{s:#}");
+    assert_eq!(
+        steered, into_ring,
+        "the program steered every frame that reached it: {s:#}"
+    );
+    assert_eq!(
+        s["packets"].as_u64().unwrap() + named_rx_drops(&s),
+        steered,
+        "{s:#}"
+    );
     assert!(steered >= N / 2, "only {steered} of {N} reached the program (the sender's veth refused {refused}): too little traffic to call this a steady state: {s:#}");
     assert_eq!(counter(&s, "action_drop"), s["packets"].as_u64().unwrap());
     // Each dropped frame went straight from RX back to the fill ring (rx_drop), but
     // those the teardown drained (through the cache): one cached recycle per drop.
-    assert_eq!(counter(&s, "rx_drop_to_fill") + counter(&s, "drained_rx"), counter(&s, "action_drop"), "{s:#}");
-    assert_eq!(s["workers"][0]["pool"]["recycle_cached"].as_u64(), Some(counter(&s, "action_drop")), "{s:#}");
+    assert_eq!(
+        counter(&s, "rx_drop_to_fill") + counter(&s, "drained_rx"),
+        counter(&s, "action_drop"),
+        "{s:#}"
+    );
+    assert_eq!(
+        s["workers"][0]["pool"]["recycle_cached"].as_u64(),
+        Some(counter(&s, "action_drop")),
+        "{s:#}"
+    );
     assert_all_frames_back(&s);
 }
 
@@ -198,7 +329,13 @@ fn overloaded_copy_mode_worker_drops_before_the_copy_not_at_a_full_rx_ring() {
     if !root_or_skip("overloaded_copy_mode_worker_drops_before_the_copy_not_at_a_full_rx_ring") {
         return;
     }
-    let rig = LabRig::up(LabConfig { prefix: unique_prefix("xo"), ..LabConfig::default() }, "over");
+    let rig = LabRig::up(
+        LabConfig {
+            prefix: unique_prefix("xo"),
+            ..LabConfig::default()
+        },
+        "over",
+    );
     let (st, sock) = (&rig.st, &rig.sock);
     let cfg = rig.config("over", &[0], &rule("drop"));
     patch_config(&cfg, "rx = 4096", "rx = 64");
@@ -216,11 +353,27 @@ fn overloaded_copy_mode_worker_drops_before_the_copy_not_at_a_full_rx_ring() {
     eprintln!("rxdrop overloaded: into the ring {into_ring} (veth refused {refused}), received {rx}; drops {d}");
     let steered = s["xdp"]["steered"].as_u64().unwrap();
     assert_eq!(steered, into_ring, "{s:#}");
-    assert!(d["rx_fill_ring_empty"].as_u64().unwrap() > steered / 10, "the worker kept up, so this proves nothing: {s:#}");
-    assert_eq!(d["rx_ring_full"], 0, "the kernel copied frames the RX ring had no room for: {s:#}");
-    assert_eq!(d["rx_dropped"], 0, "a fill-ring-empty drop counted twice, or an unexplained drop: {s:#}");
-    assert_eq!(s["workers"][0]["xsk"]["rx_dropped"], d["rx_fill_ring_empty"], "the kernel's own count of the same drops");
-    assert_eq!(rx + named_rx_drops(&s), steered, "received or dropped for a named reason, each once: {s:#}");
+    assert!(
+        d["rx_fill_ring_empty"].as_u64().unwrap() > steered / 10,
+        "the worker kept up, so this proves nothing: {s:#}"
+    );
+    assert_eq!(
+        d["rx_ring_full"], 0,
+        "the kernel copied frames the RX ring had no room for: {s:#}"
+    );
+    assert_eq!(
+        d["rx_dropped"], 0,
+        "a fill-ring-empty drop counted twice, or an unexplained drop: {s:#}"
+    );
+    assert_eq!(
+        s["workers"][0]["xsk"]["rx_dropped"], d["rx_fill_ring_empty"],
+        "the kernel's own count of the same drops"
+    );
+    assert_eq!(
+        rx + named_rx_drops(&s),
+        steered,
+        "received or dropped for a named reason, each once: {s:#}"
+    );
     assert_eq!(counter(&s, "action_drop"), rx);
     assert_all_frames_back(&s);
 }
@@ -234,30 +387,55 @@ fn l2fwd_with_a_full_tx_ring_holds_frames_in_rx_instead_of_dropping_them() {
     if !root_or_skip("l2fwd_with_a_full_tx_ring_holds_frames_in_rx_instead_of_dropping_them") {
         return;
     }
-    let rig = LabRig::up(LabConfig { prefix: unique_prefix("xh"), ..LabConfig::default() }, "hold");
+    let rig = LabRig::up(
+        LabConfig {
+            prefix: unique_prefix("xh"),
+            ..LabConfig::default()
+        },
+        "hold",
+    );
     let (st, sock) = (&rig.st, &rig.sock);
     let cfg = rig.config("hold", &[0], &rule("l2fwd"));
     // A small TX ring and the generator flat out: TX fills for sure.
     patch_config(&cfg, "tx = 2048", "tx = 64");
     set_workers(&cfg, "mode = \"spin\"");
-    let back = RxCounter::attach_in(Some(&st.a.netns), &st.a.dev).expect("counter on the sender's veth");
+    let back =
+        RxCounter::attach_in(Some(&st.a.netns), &st.a.dev).expect("counter on the sender's veth");
     let run = XdpoolRun::start(&cfg, &[]);
     const N: u64 = 500_000;
     let (into_ring, _) = veth_delivery(&st.a.netns, &st.a.dev, N, || send(st, N, 64, None));
-    wait_for(Duration::from_secs(5), || total(sock, "tx_completed") >= total(sock, "rx_packets") && total(sock, "rx_packets") > 0);
-    let returned = back.settle(Duration::from_millis(500), Duration::from_secs(10)).expect("counts");
+    wait_for(Duration::from_secs(5), || {
+        total(sock, "tx_completed") >= total(sock, "rx_packets") && total(sock, "rx_packets") > 0
+    });
+    let returned = back
+        .settle(Duration::from_millis(500), Duration::from_secs(10))
+        .expect("counts");
     let (code, s, out) = run.stop();
     assert_eq!(code, Some(0), "{out}");
     let rx = s["packets"].as_u64().unwrap();
     let tx = counter(&s, "tx_packets");
     eprintln!("l2fwd, tx ring 64: offered {N}, into the ring {into_ring}, rx {rx}, tx {tx}, back {}, passes limited by TX room {}; drops {}", returned.packets, counter(&s, "rx_limited_by_tx"), s["drops"]);
-    assert!(counter(&s, "rx_limited_by_tx") > 0, "the TX ring never filled, so this proves nothing: {s:#}");
-    assert_eq!(counter(&s, "tx_ring_full_drop"), 0, "a received frame was dropped at a full TX ring: {s:#}");
+    assert!(
+        counter(&s, "rx_limited_by_tx") > 0,
+        "the TX ring never filled, so this proves nothing: {s:#}"
+    );
+    assert_eq!(
+        counter(&s, "tx_ring_full_drop"),
+        0,
+        "a received frame was dropped at a full TX ring: {s:#}"
+    );
     assert_eq!(tx, rx, "every received frame was sent back: {s:#}");
     assert_eq!(counter(&s, "tx_completed"), tx, "every TX completed");
-    assert_eq!(returned.packets, tx, "the sender got every frame sent back: {returned:?} / {s:#}");
+    assert_eq!(
+        returned.packets, tx,
+        "the sender got every frame sent back: {returned:?} / {s:#}"
+    );
     assert_eq!(s["xdp"]["steered"].as_u64().unwrap(), into_ring, "{s:#}");
-    assert_eq!(rx + named_rx_drops(&s), into_ring, "received or named at the RX ring: {s:#}");
+    assert_eq!(
+        rx + named_rx_drops(&s),
+        into_ring,
+        "received or named at the RX ring: {s:#}"
+    );
     assert!(rx >= N / 100, "only {rx} of {N} forwarded: {s:#}");
     assert_all_frames_back(&s);
 }
@@ -269,32 +447,58 @@ fn busy_poll_sets_socket_options_and_forwards_every_frame() {
     if !root_or_skip("busy_poll_sets_socket_options_and_forwards_every_frame") {
         return;
     }
-    let rig = LabRig::up(LabConfig { prefix: unique_prefix("xb"), ..LabConfig::default() }, "busy");
+    let rig = LabRig::up(
+        LabConfig {
+            prefix: unique_prefix("xb"),
+            ..LabConfig::default()
+        },
+        "busy",
+    );
     let (st, sock) = (&rig.st, &rig.sock);
     let cfg = rig.config("busy", &[0], &rule("l2fwd"));
     set_workers(&cfg, "mode = \"busy-poll\"\nbusy_poll_budget = 64");
-    let back = RxCounter::attach_in(Some(&st.a.netns), &st.a.dev).expect("counter on the sender's veth");
+    let back =
+        RxCounter::attach_in(Some(&st.a.netns), &st.a.dev).expect("counter on the sender's veth");
     let run = XdpoolRun::start(&cfg, &[]);
     const N: u64 = 10_000;
     send(st, N, 64, Some(100_000));
-    wait_for(Duration::from_secs(5), || total(sock, "tx_completed") >= N * 9 / 10);
-    let returned = back.settle(Duration::from_millis(500), Duration::from_secs(10)).expect("counts");
+    wait_for(Duration::from_secs(5), || {
+        total(sock, "tx_completed") >= N * 9 / 10
+    });
+    let returned = back
+        .settle(Duration::from_millis(500), Duration::from_secs(10))
+        .expect("counts");
     let (code, s, out) = run.stop();
     assert_eq!(code, Some(0), "{out}");
-    eprintln!("busy-poll: rx {} returned {} busy-poll calls {}", s["packets"], returned.packets, counter(&s, "busy_poll_calls"));
+    eprintln!(
+        "busy-poll: rx {} returned {} busy-poll calls {}",
+        s["packets"],
+        returned.packets,
+        counter(&s, "busy_poll_calls")
+    );
     // As root on a kernel with CONFIG_NET_RX_BUSY_POLL the options are accepted.
     assert_eq!(counter(&s, "busy_poll_sockets"), 1, "{s:#}");
     assert_eq!(counter(&s, "busy_poll_refused"), 0);
-    assert!(counter(&s, "busy_poll_calls") > 0, "RX is driven by recvfrom in busy-poll mode");
+    assert!(
+        counter(&s, "busy_poll_calls") > 0,
+        "RX is driven by recvfrom in busy-poll mode"
+    );
     // veth gives AF_XDP sockets no NAPI id (Linux 6.18), so there is nothing for
     // recvfrom to poll: the worker notices with the first frames, says so, and waits
     // in poll() instead of spinning against the NAPI thread that delivers.
     assert_eq!(counter(&s, "busy_poll_no_napi"), 1, "{s:#}");
     let tx = counter(&s, "tx_packets");
-    assert_eq!(tx + counter(&s, "tx_ring_full_drop"), s["packets"].as_u64().unwrap());
+    assert_eq!(
+        tx + counter(&s, "tx_ring_full_drop"),
+        s["packets"].as_u64().unwrap()
+    );
     assert_eq!(counter(&s, "tx_completed"), tx);
     assert_eq!(returned.packets, tx, "{returned:?} / {s:#}");
-    assert!(returned.packets >= N * 9 / 10, "only {} of {N} came back", returned.packets);
+    assert!(
+        returned.packets >= N * 9 / 10,
+        "only {} of {N} came back",
+        returned.packets
+    );
     assert_all_frames_back(&s);
 }
 
@@ -308,26 +512,57 @@ fn jumbo_frames_on_the_second_queue_arrive_whole_at_its_worker() {
     }
     const SIZE: usize = 9000;
     const N: u64 = 1_000;
-    let rig = LabRig::up(LabConfig { prefix: unique_prefix("xk"), mtu: Some(9000), queues: Some(2), ..LabConfig::default() }, "jumboq");
+    let rig = LabRig::up(
+        LabConfig {
+            prefix: unique_prefix("xk"),
+            mtu: Some(9000),
+            queues: Some(2),
+            ..LabConfig::default()
+        },
+        "jumboq",
+    );
     let (st, sock) = (&rig.st, &rig.sock);
     let cfg = rig.config("jumboq", &[0, 1], &rule("drop"));
     set_multi_buffer(&cfg, "queues = [0, 1]");
     let run = XdpoolRun::start(&cfg, &[]);
     send_jumbo(st, N, SIZE, 1);
-    wait_for(Duration::from_secs(5), || total(sock, "rx_packets") >= N * 9 / 10);
+    wait_for(Duration::from_secs(5), || {
+        total(sock, "rx_packets") >= N * 9 / 10
+    });
     let (code, s, out) = run.stop();
     assert_eq!(code, Some(0), "{out}");
     let workers = s["workers"].as_array().unwrap();
     let per_queue: Vec<(u64, u64, u64)> = workers
         .iter()
-        .map(|w| (w["queue"].as_u64().unwrap(), counter(w, "rx_packets"), counter(w, "rx_multi_buffer")))
+        .map(|w| {
+            (
+                w["queue"].as_u64().unwrap(),
+                counter(w, "rx_packets"),
+                counter(w, "rx_multi_buffer"),
+            )
+        })
         .collect();
     eprintln!("jumbo on queue 1: per queue (queue, rx, multi-buffer) {per_queue:?}");
     let rx = s["packets"].as_u64().unwrap();
-    assert!(rx >= N * 9 / 10, "only {rx} of {N} jumbo frames arrived: {s:#}");
-    assert_eq!(per_queue, vec![(0, 0, 0), (1, rx, rx)], "all on queue 1, each a multi-buffer frame");
-    assert_eq!(s["bytes"].as_u64().unwrap(), rx * SIZE as u64, "each counted once, whole: {s:#}");
-    assert_eq!(rx + named_rx_drops(&s), s["xdp"]["steered"].as_u64().unwrap(), "{s:#}");
+    assert!(
+        rx >= N * 9 / 10,
+        "only {rx} of {N} jumbo frames arrived: {s:#}"
+    );
+    assert_eq!(
+        per_queue,
+        vec![(0, 0, 0), (1, rx, rx)],
+        "all on queue 1, each a multi-buffer frame"
+    );
+    assert_eq!(
+        s["bytes"].as_u64().unwrap(),
+        rx * SIZE as u64,
+        "each counted once, whole: {s:#}"
+    );
+    assert_eq!(
+        rx + named_rx_drops(&s),
+        s["xdp"]["steered"].as_u64().unwrap(),
+        "{s:#}"
+    );
     assert_eq!(counter(&s, "rx_chain_dropped"), 0);
     assert_all_frames_back(&s);
 }
@@ -342,33 +577,70 @@ fn jumbo_frames_arrive_whole_and_l2fwd_returns_them_whole() {
         return;
     }
     const SIZE: usize = 9000;
-    let rig = LabRig::up(LabConfig { prefix: unique_prefix("xj"), mtu: Some(9000), ..LabConfig::default() }, "jumbo");
+    let rig = LabRig::up(
+        LabConfig {
+            prefix: unique_prefix("xj"),
+            mtu: Some(9000),
+            ..LabConfig::default()
+        },
+        "jumbo",
+    );
     let st = &rig.st;
-    let back = RxCounter::attach_in(Some(&st.a.netns), &st.a.dev).expect("counter on the sender's veth");
+    let back =
+        RxCounter::attach_in(Some(&st.a.netns), &st.a.dev).expect("counter on the sender's veth");
     for (action, n) in [("drop", 2_000u64), ("l2fwd", 1_000)] {
         let cfg = rig.config(&format!("jumbo-{action}"), &[0], &rule(action));
         set_multi_buffer(&cfg, "queues = [0]");
         let before = back.counts().unwrap();
         let run = XdpoolRun::start(&cfg, &[]);
         send_jumbo(st, n, SIZE, 0);
-        let returned = back.settle(Duration::from_millis(300), Duration::from_secs(10)).expect("counts");
+        let returned = back
+            .settle(Duration::from_millis(300), Duration::from_secs(10))
+            .expect("counts");
         let (code, s, out) = run.stop();
         assert_eq!(code, Some(0), "{out}");
         let lost = named_rx_drops(&s);
-        eprintln!("jumbo {action}: rx {} ({} B) multi-buffer {} dropped {lost}", s["packets"], s["bytes"], counter(&s, "rx_multi_buffer"));
+        eprintln!(
+            "jumbo {action}: rx {} ({} B) multi-buffer {} dropped {lost}",
+            s["packets"],
+            s["bytes"],
+            counter(&s, "rx_multi_buffer")
+        );
         let rx = s["packets"].as_u64().unwrap();
         let steered = s["xdp"]["steered"].as_u64().unwrap();
-        assert_eq!(rx + lost, steered, "every frame the program steered was received or dropped for a named reason: {s:#}");
-        assert!(rx >= n * 9 / 10, "only {rx} of {n} jumbo frames arrived: {s:#}");
-        assert_eq!(s["bytes"].as_u64().unwrap(), rx * SIZE as u64, "each counted once, whole: {s:#}");
-        assert_eq!(counter(&s, "rx_multi_buffer"), rx, "every 9000-byte frame spans several chunks");
+        assert_eq!(
+            rx + lost,
+            steered,
+            "every frame the program steered was received or dropped for a named reason: {s:#}"
+        );
+        assert!(
+            rx >= n * 9 / 10,
+            "only {rx} of {n} jumbo frames arrived: {s:#}"
+        );
+        assert_eq!(
+            s["bytes"].as_u64().unwrap(),
+            rx * SIZE as u64,
+            "each counted once, whole: {s:#}"
+        );
+        assert_eq!(
+            counter(&s, "rx_multi_buffer"),
+            rx,
+            "every 9000-byte frame spans several chunks"
+        );
         assert_eq!(counter(&s, "rx_chain_dropped"), 0);
         if action == "l2fwd" {
             let tx = counter(&s, "tx_packets");
             assert_eq!(tx + counter(&s, "tx_ring_full_drop"), rx);
             let got = returned.packets - before.packets;
-            assert_eq!(got, tx, "every frame sent back arrived at the sender: {returned:?} / {s:#}");
-            assert_eq!(returned.bytes - before.bytes, got * SIZE as u64, "and arrived whole");
+            assert_eq!(
+                got, tx,
+                "every frame sent back arrived at the sender: {returned:?} / {s:#}"
+            );
+            assert_eq!(
+                returned.bytes - before.bytes,
+                got * SIZE as u64,
+                "and arrived whole"
+            );
         }
         assert_all_frames_back(&s);
     }

@@ -42,11 +42,18 @@ fn send(st: &LabStatus, port: u16, n: u64, first: u64, pps: u64) {
 /// before the instance answers, so every later frame is seen).
 fn start_capture(sock: &Path, rule: &str, count: Option<u64>, file: &Path) -> Child {
     let mut cmd = Command::new(env!("CARGO_BIN_EXE_xdpool"));
-    cmd.args(["capture", "--socket"]).arg(sock).args(["--rule", rule, "--snaplen", "2048", "-w"]).arg(file);
+    cmd.args(["capture", "--socket"])
+        .arg(sock)
+        .args(["--rule", rule, "--snaplen", "2048", "-w"])
+        .arg(file);
     if let Some(c) = count {
         cmd.args(["--count", &c.to_string()]);
     }
-    let mut child = cmd.stdout(Stdio::piped()).stderr(Stdio::piped()).spawn().expect("spawn xdpool capture");
+    let mut child = cmd
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("spawn xdpool capture");
     let mut err = BufReader::new(child.stderr.take().unwrap());
     let mut line = String::new();
     let deadline = Instant::now() + Duration::from_secs(10);
@@ -54,7 +61,10 @@ fn start_capture(sock: &Path, rule: &str, count: Option<u64>, file: &Path) -> Ch
         line.clear();
         if err.read_line(&mut line).unwrap_or(0) == 0 {
             let _ = child.kill();
-            panic!("xdpool capture ended before capturing: {:?}", child.wait_with_output());
+            panic!(
+                "xdpool capture ended before capturing: {:?}",
+                child.wait_with_output()
+            );
         }
         if line.contains("capturing") {
             // Keep draining stderr so the child never blocks on it.
@@ -87,8 +97,18 @@ fn finish(mut child: Child) -> (Option<i32>, String) {
 
 /// Lines tcpdump prints for `file` (with a filter), i.e. the frames it read.
 fn tcpdump_count(file: &Path, filter: &[&str]) -> usize {
-    let out = Command::new("tcpdump").args(["-n", "-r"]).arg(file).args(filter).output().expect("run tcpdump (make setup installs it)");
-    assert!(out.status.success(), "tcpdump -r {}: {}", file.display(), String::from_utf8_lossy(&out.stderr));
+    let out = Command::new("tcpdump")
+        .args(["-n", "-r"])
+        .arg(file)
+        .args(filter)
+        .output()
+        .expect("run tcpdump (make setup installs it)");
+    assert!(
+        out.status.success(),
+        "tcpdump -r {}: {}",
+        file.display(),
+        String::from_utf8_lossy(&out.stderr)
+    );
     String::from_utf8_lossy(&out.stdout).lines().count()
 }
 
@@ -101,9 +121,22 @@ fn read_pcapng(file: &Path) -> Vec<(String, u32, Vec<u8>)> {
     while let Some(b) = r.next_block() {
         match b.expect("a valid block") {
             Block::InterfaceDescription(i) => names.push(
-                i.options.iter().find_map(|o| if let InterfaceDescriptionOption::IfName(n) = o { Some(n.to_string()) } else { None }).unwrap_or_default(),
+                i.options
+                    .iter()
+                    .find_map(|o| {
+                        if let InterfaceDescriptionOption::IfName(n) = o {
+                            Some(n.to_string())
+                        } else {
+                            None
+                        }
+                    })
+                    .unwrap_or_default(),
             ),
-            Block::EnhancedPacket(p) => frames.push((names[p.interface_id as usize].clone(), p.original_len, p.data.to_vec())),
+            Block::EnhancedPacket(p) => frames.push((
+                names[p.interface_id as usize].clone(),
+                p.original_len,
+                p.data.to_vec(),
+            )),
             _ => {}
         }
     }
@@ -111,7 +144,9 @@ fn read_pcapng(file: &Path) -> Vec<(String, u32, Vec<u8>)> {
 }
 
 fn total(sock: &Path, key: &str) -> u64 {
-    xdpool::stats::control::query(sock).expect("stats")["total"][key].as_u64().unwrap_or_else(|| panic!("{key} missing"))
+    xdpool::stats::control::query(sock).expect("stats")["total"][key]
+        .as_u64()
+        .unwrap_or_else(|| panic!("{key} missing"))
 }
 
 /// `rx_packets` once it stops moving (200 ms quiet, 5 s at most).
@@ -138,16 +173,35 @@ fn capture_writes_the_rules_frames_to_pcapng_under_traffic_and_stops() {
         return;
     }
     let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
-    let rig = LabRig::up(LabConfig { prefix: unique_prefix("xp"), ..LabConfig::default() }, "capture");
+    let rig = LabRig::up(
+        LabConfig {
+            prefix: unique_prefix("xp"),
+            ..LabConfig::default()
+        },
+        "capture",
+    );
     let (st, sock) = (&rig.st, &rig.sock);
     let cfg = rig.config("capture", &[0], RULES);
     let run = XdpoolRun::start(&cfg, &[]);
     // `ready` comes before the control socket is up.
-    assert!(wait_for(Duration::from_secs(10), || xdpool::stats::control::query(sock).is_ok()), "no control socket at {}", sock.display());
+    assert!(
+        wait_for(Duration::from_secs(10), || xdpool::stats::control::query(
+            sock
+        )
+        .is_ok()),
+        "no control socket at {}",
+        sock.display()
+    );
 
     // Errors say what to do.
     let file = rig.dir().join("c.pcapng");
-    let out = Command::new(env!("CARGO_BIN_EXE_xdpool")).args(["capture", "--socket"]).arg(sock).args(["--rule", "5", "-w"]).arg(&file).output().unwrap();
+    let out = Command::new(env!("CARGO_BIN_EXE_xdpool"))
+        .args(["capture", "--socket"])
+        .arg(sock)
+        .args(["--rule", "5", "-w"])
+        .arg(&file)
+        .output()
+        .unwrap();
     let err = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(2), "{err}");
     assert!(err.contains("no rule 5") && err.contains("--rule"), "{err}");
@@ -169,9 +223,20 @@ fn capture_writes_the_rules_frames_to_pcapng_under_traffic_and_stops() {
     assert!(line.contains(&format!("{C} frames written")), "{line}");
 
     // tcpdump reads it: C frames, all to port 10, none to port 9.
-    assert_eq!(tcpdump_count(&file, &[]), C as usize, "tcpdump counts every captured frame");
-    assert_eq!(tcpdump_count(&file, &["udp", "dst", "port", "10"]), C as usize);
-    assert_eq!(tcpdump_count(&file, &["udp", "dst", "port", "9"]), 0, "no frame of the other rule");
+    assert_eq!(
+        tcpdump_count(&file, &[]),
+        C as usize,
+        "tcpdump counts every captured frame"
+    );
+    assert_eq!(
+        tcpdump_count(&file, &["udp", "dst", "port", "10"]),
+        C as usize
+    );
+    assert_eq!(
+        tcpdump_count(&file, &["udp", "dst", "port", "9"]),
+        0,
+        "no frame of the other rule"
+    );
     // Byte for byte the sent frames: each one verifies (checksum, every payload byte),
     // whole (128 bytes), numbered in the order sent.
     let frames = read_pcapng(&file);
@@ -179,14 +244,25 @@ fn capture_writes_the_rules_frames_to_pcapng_under_traffic_and_stops() {
     let seqs: Vec<u64> = frames
         .iter()
         .map(|(name, orig, data)| {
-            assert!(name.ends_with(&format!("/{}/q0", st.b.dev)), "interface name {name}");
-            assert_eq!((*orig, data.len()), (128, 128), "whole frames (snaplen 2048)");
+            assert!(
+                name.ends_with(&format!("/{}/q0", st.b.dev)),
+                "interface name {name}"
+            );
+            assert_eq!(
+                (*orig, data.len()),
+                (128, 128),
+                "whole frames (snaplen 2048)"
+            );
             assert_eq!(seq::udp_dst_port(data), Some(10));
-            seq::check_frame(data).unwrap_or_else(|e| panic!("a captured frame differs from the one sent: {e}"))
+            seq::check_frame(data)
+                .unwrap_or_else(|e| panic!("a captured frame differs from the one sent: {e}"))
         })
         .collect();
     assert!(seqs.windows(2).all(|w| w[0] < w[1]), "in the order sent");
-    assert!(seqs.iter().all(|s| *s < ROUNDS * ROUND), "only rule 1's numbers");
+    assert!(
+        seqs.iter().all(|s| *s < ROUNDS * ROUND),
+        "only rule 1's numbers"
+    );
 
     // The workers stopped copying: more traffic, no more captures.
     let captured = total(sock, "captured");
@@ -195,9 +271,21 @@ fn capture_writes_the_rules_frames_to_pcapng_under_traffic_and_stops() {
     let rx_before = settled_rx(sock);
     send(st, 10, ROUND, 100_000, 100_000);
     let rx_after = settled_rx(sock);
-    assert!(rx_after - rx_before >= ROUND * 9 / 10, "the worker received {} of {ROUND}", rx_after - rx_before);
-    assert_eq!(total(sock, "captured"), captured, "no copies once the capture ended at --count");
-    assert_eq!(total(sock, "capture_dropped"), dropped_at_end, "the workers do not even try to copy once it ended");
+    assert!(
+        rx_after - rx_before >= ROUND * 9 / 10,
+        "the worker received {} of {ROUND}",
+        rx_after - rx_before
+    );
+    assert_eq!(
+        total(sock, "captured"),
+        captured,
+        "no copies once the capture ended at --count"
+    );
+    assert_eq!(
+        total(sock, "capture_dropped"),
+        dropped_at_end,
+        "the workers do not even try to copy once it ended"
+    );
 
     // Without --count: Ctrl-C of the client ends it, the file is complete, the
     // workers stop copying.
@@ -206,7 +294,11 @@ fn capture_writes_the_rules_frames_to_pcapng_under_traffic_and_stops() {
     let client = start_capture(sock, "1", None, &file2);
     send(st, 10, ROUND, 200_000, 100_000);
     let rx_before = settled_rx(sock);
-    assert!(rx_before - rx_after >= ROUND * 9 / 10, "the worker received {} of {ROUND}", rx_before - rx_after);
+    assert!(
+        rx_before - rx_after >= ROUND * 9 / 10,
+        "the worker received {} of {ROUND}",
+        rx_before - rx_after
+    );
     // Every frame received since was captured (the queue holds more than ROUND).
     assert_eq!(total(sock, "captured") - captured, rx_before - rx_after);
     // SAFETY: kill on our own child's PID.
@@ -216,8 +308,16 @@ fn capture_writes_the_rules_frames_to_pcapng_under_traffic_and_stops() {
     assert_eq!(code, Some(0), "{line}");
     let n2 = tcpdump_count(&file2, &[]) as u64;
     let captured2 = total(sock, "captured");
-    assert_eq!(total(sock, "capture_dropped"), dropped, "the queue had room for every copy");
-    assert_eq!(n2, captured2 - captured, "the file holds every copy the workers made");
+    assert_eq!(
+        total(sock, "capture_dropped"),
+        dropped,
+        "the queue had room for every copy"
+    );
+    assert_eq!(
+        n2,
+        captured2 - captured,
+        "the file holds every copy the workers made"
+    );
     send(st, 10, ROUND, 300_000, 100_000);
     assert!(settled_rx(sock) - rx_before >= ROUND * 9 / 10);
     assert_eq!(total(sock, "captured"), captured2, "no copies after Ctrl-C");
@@ -227,9 +327,22 @@ fn capture_writes_the_rules_frames_to_pcapng_under_traffic_and_stops() {
     assert_eq!(code, Some(0), "{out}");
     let sent = 2 * ROUNDS * ROUND + 3 * ROUND;
     let rx = s["packets"].as_u64().unwrap();
-    eprintln!("capture run: sent {sent} rx {rx} captured {} dropped {} drops {}", counter(&s, "captured"), counter(&s, "capture_dropped"), s["drops"]);
-    assert_eq!(rx + named_rx_drops(&s), sent, "every frame received or named: {s:#}");
-    assert_eq!(counter(&s, "action_drop"), rx, "every frame went on to its action: {s:#}");
+    eprintln!(
+        "capture run: sent {sent} rx {rx} captured {} dropped {} drops {}",
+        counter(&s, "captured"),
+        counter(&s, "capture_dropped"),
+        s["drops"]
+    );
+    assert_eq!(
+        rx + named_rx_drops(&s),
+        sent,
+        "every frame received or named: {s:#}"
+    );
+    assert_eq!(
+        counter(&s, "action_drop"),
+        rx,
+        "every frame went on to its action: {s:#}"
+    );
     if named_rx_drops(&s) == 0 {
         // Nothing lost before the worker: the capture holds exactly the first C frames
         // of rule 1 (the tap was armed before the first was sent).
@@ -241,21 +354,38 @@ fn capture_writes_the_rules_frames_to_pcapng_under_traffic_and_stops() {
 /// `xdpool rules apply FILE`: (exit code, stderr).
 fn rules_apply(sock: &Path, text: &str, file: &Path) -> (Option<i32>, String) {
     std::fs::write(file, text).unwrap();
-    let out = Command::new(env!("CARGO_BIN_EXE_xdpool")).args(["rules", "apply"]).arg(file).arg("--socket").arg(sock).output().expect("run xdpool rules apply");
-    (out.status.code(), String::from_utf8_lossy(&out.stderr).into())
+    let out = Command::new(env!("CARGO_BIN_EXE_xdpool"))
+        .args(["rules", "apply"])
+        .arg(file)
+        .arg("--socket")
+        .arg(sock)
+        .output()
+        .expect("run xdpool rules apply");
+    (
+        out.status.code(),
+        String::from_utf8_lossy(&out.stderr).into(),
+    )
 }
 
 /// A UDP rule to `port`, dropped by the workers, with extra lines.
 fn udp_rule(name: Option<&str>, port: u16, extra: &str) -> String {
-    let name = name.map(|n| format!("name = \"{n}\"\n")).unwrap_or_default();
+    let name = name
+        .map(|n| format!("name = \"{n}\"\n"))
+        .unwrap_or_default();
     format!("[[rule]]\n{name}proto = \"udp\"\ndst_port = {port}\naction = \"drop\"\n{extra}\n")
 }
 
 /// Frames tcpdump reads in `file`, if it reads it to the end (a file being written
 /// may end in half a block).
 fn tcpdump_reads(file: &Path) -> Option<usize> {
-    let out = Command::new("tcpdump").args(["-n", "-r"]).arg(file).output().ok()?;
-    out.status.success().then(|| String::from_utf8_lossy(&out.stdout).lines().count())
+    let out = Command::new("tcpdump")
+        .args(["-n", "-r"])
+        .arg(file)
+        .output()
+        .ok()?;
+    out.status
+        .success()
+        .then(|| String::from_utf8_lossy(&out.stdout).lines().count())
 }
 
 /// (all, to port 9, to port 10, to port 11) frames tcpdump reads in `file`.
@@ -266,16 +396,39 @@ fn by_port(file: &Path) -> [usize; 4] {
 
 #[test]
 fn capture_stays_on_its_rule_across_a_renumbering_reload_and_ends_when_it_is_gone() {
-    if !root_or_skip("capture_stays_on_its_rule_across_a_renumbering_reload_and_ends_when_it_is_gone") {
+    if !root_or_skip(
+        "capture_stays_on_its_rule_across_a_renumbering_reload_and_ends_when_it_is_gone",
+    ) {
         return;
     }
     let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
-    let rig = LabRig::up(LabConfig { prefix: unique_prefix("xq"), ..LabConfig::default() }, "capture-reload");
+    let rig = LabRig::up(
+        LabConfig {
+            prefix: unique_prefix("xq"),
+            ..LabConfig::default()
+        },
+        "capture-reload",
+    );
     let (st, sock) = (&rig.st, &rig.sock);
     // Rule 0 `nine` (port 9), rule 1 unnamed (port 10).
-    let cfg = rig.config("capture-reload", &[0], &format!("{}{}", udp_rule(Some("nine"), 9, ""), udp_rule(None, 10, "")));
+    let cfg = rig.config(
+        "capture-reload",
+        &[0],
+        &format!(
+            "{}{}",
+            udp_rule(Some("nine"), 9, ""),
+            udp_rule(None, 10, "")
+        ),
+    );
     let run = XdpoolRun::start(&cfg, &[]);
-    assert!(wait_for(Duration::from_secs(10), || xdpool::stats::control::query(sock).is_ok()), "no control socket at {}", sock.display());
+    assert!(
+        wait_for(Duration::from_secs(10), || xdpool::stats::control::query(
+            sock
+        )
+        .is_ok()),
+        "no control socket at {}",
+        sock.display()
+    );
     const R: u64 = 500;
 
     // 1. A capture of `nine` (rule 0) across a reload that makes it rule 2 and puts
@@ -285,7 +438,12 @@ fn capture_stays_on_its_rule_across_a_renumbering_reload_and_ends_when_it_is_gon
     let client = start_capture(sock, "nine", None, &f1);
     send(st, 9, R, 0, 100_000);
     send(st, 10, R, 1_000_000, 100_000);
-    let renumbered = format!("{}{}{}", udp_rule(Some("eleven"), 11, ""), udp_rule(None, 10, ""), udp_rule(Some("nine"), 9, ""));
+    let renumbered = format!(
+        "{}{}{}",
+        udp_rule(Some("eleven"), 11, ""),
+        udp_rule(None, 10, ""),
+        udp_rule(Some("nine"), 9, "")
+    );
     let (code, err) = rules_apply(sock, &renumbered, &rig.dir().join("renumbered.toml"));
     assert_eq!(code, Some(0), "{err}");
     send(st, 9, R, R, 100_000);
@@ -300,13 +458,29 @@ fn capture_stays_on_its_rule_across_a_renumbering_reload_and_ends_when_it_is_gon
     let copies = total(sock, "captured") - captured0;
     let [all, p9, p10, p11] = by_port(&f1);
     eprintln!("nine.pcapng: {all} frames ({p9} to port 9, {p10} to 10, {p11} to 11); the workers copied {copies}");
-    assert_eq!((p10, p11), (0, 0), "no frame of another rule, before or after the reload");
+    assert_eq!(
+        (p10, p11),
+        (0, 0),
+        "no frame of another rule, before or after the reload"
+    );
     assert_eq!(all, p9);
-    assert_eq!(all as u64, copies, "the file holds every copy the workers made");
+    assert_eq!(
+        all as u64, copies,
+        "the file holds every copy the workers made"
+    );
     assert_eq!(total(sock, "capture_dropped"), 0);
-    let seqs: Vec<u64> = read_pcapng(&f1).iter().map(|(_, _, d)| seq::check_frame(d).expect("a sent frame")).collect();
-    assert!(seqs.windows(2).all(|w| w[0] < w[1]) && seqs.iter().all(|s| *s < 2 * R), "port 9's frames in order");
-    assert!(seqs.iter().any(|s| *s < R) && seqs.iter().any(|s| *s >= R), "frames from before and after the reload");
+    let seqs: Vec<u64> = read_pcapng(&f1)
+        .iter()
+        .map(|(_, _, d)| seq::check_frame(d).expect("a sent frame"))
+        .collect();
+    assert!(
+        seqs.windows(2).all(|w| w[0] < w[1]) && seqs.iter().all(|s| *s < 2 * R),
+        "port 9's frames in order"
+    );
+    assert!(
+        seqs.iter().any(|s| *s < R) && seqs.iter().any(|s| *s >= R),
+        "frames from before and after the reload"
+    );
 
     // 2. `--rule 0` is the list that runs now: `eleven`.
     let f2 = rig.dir().join("zero.pcapng");
@@ -316,8 +490,15 @@ fn capture_stays_on_its_rule_across_a_renumbering_reload_and_ends_when_it_is_gon
     let (code, line) = finish(client);
     eprintln!("rule 0 after the reload: {line}");
     assert_eq!(code, Some(0), "{line}");
-    assert!(line.contains("rule 0 `eleven`") && line.contains("100 frames written"), "{line}");
-    assert_eq!(by_port(&f2), [100, 0, 0, 100], "rule 0 is `eleven` now: only port 11");
+    assert!(
+        line.contains("rule 0 `eleven`") && line.contains("100 frames written"),
+        "{line}"
+    );
+    assert_eq!(
+        by_port(&f2),
+        [100, 0, 0, 100],
+        "rule 0 is `eleven` now: only port 11"
+    );
 
     // 3. The unnamed rule (now rule 1): a reload without it ends the capture, saying so.
     let f3 = rig.dir().join("ten.pcapng");
@@ -325,21 +506,39 @@ fn capture_stays_on_its_rule_across_a_renumbering_reload_and_ends_when_it_is_gon
     let client = start_capture(sock, "1", None, &f3);
     send(st, 10, 200, 1_100_000, 100_000);
     settled_rx(sock);
-    let (code, err) = rules_apply(sock, &format!("{}{}", udp_rule(Some("nine"), 9, ""), udp_rule(Some("eleven"), 11, "")), &rig.dir().join("without-ten.toml"));
+    let (code, err) = rules_apply(
+        sock,
+        &format!(
+            "{}{}",
+            udp_rule(Some("nine"), 9, ""),
+            udp_rule(Some("eleven"), 11, "")
+        ),
+        &rig.dir().join("without-ten.toml"),
+    );
     assert_eq!(code, Some(0), "{err}");
     let (code, line) = finish(client);
     eprintln!("capture of a removed rule: {line}");
     assert_eq!(code, Some(0), "{line}");
-    assert!(line.contains("rule 1 (unnamed) is gone") && line.contains("200 frames written"), "{line}");
+    assert!(
+        line.contains("rule 1 (unnamed) is gone") && line.contains("200 frames written"),
+        "{line}"
+    );
     assert_eq!(by_port(&f3), [200, 0, 200, 0]);
     assert_eq!(total(sock, "captured") - captured1, 200);
 
     let (code, s, out) = run.stop();
     assert_eq!(code, Some(0), "{out}");
     let sent = 5 * R + 200 + 200;
-    eprintln!("capture reload run: sent {sent} rx {} drops {}", s["packets"], s["drops"]);
+    eprintln!(
+        "capture reload run: sent {sent} rx {} drops {}",
+        s["packets"], s["drops"]
+    );
     // Port 10's frames after the last reload passed to the kernel: none were sent.
-    assert_eq!(s["packets"].as_u64().unwrap() + named_rx_drops(&s), sent, "{s:#}");
+    assert_eq!(
+        s["packets"].as_u64().unwrap() + named_rx_drops(&s),
+        sent,
+        "{s:#}"
+    );
     if named_rx_drops(&s) == 0 {
         assert_eq!(p9 as u64, 2 * R, "every frame to port 9 was captured");
     }
@@ -352,48 +551,109 @@ fn rule_capture_files_get_exactly_their_rules_frames_across_a_reload() {
         return;
     }
     let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
-    let rig = LabRig::up(LabConfig { prefix: unique_prefix("xk"), ..LabConfig::default() }, "capture-file");
+    let rig = LabRig::up(
+        LabConfig {
+            prefix: unique_prefix("xk"),
+            ..LabConfig::default()
+        },
+        "capture-file",
+    );
     let (st, sock) = (&rig.st, &rig.sock);
-    let (a, b, c) = (rig.dir().join("a.pcapng"), rig.dir().join("b.pcapng"), rig.dir().join("c.pcapng"));
+    let (a, b, c) = (
+        rig.dir().join("a.pcapng"),
+        rig.dir().join("b.pcapng"),
+        rig.dir().join("c.pcapng"),
+    );
     let cap = |f: &Path, more: &str| format!("capture = {{ file = \"{}\"{more} }}\n", f.display());
 
     // A file that cannot be created is an error at start, naming it.
     let nowhere = rig.dir().join("no-such-dir/x.pcapng");
-    let bad = rig.config("capture-file-bad", &[0], &udp_rule(None, 9, &cap(&nowhere, "")));
-    let out = Command::new(env!("CARGO_BIN_EXE_xdpool")).args(["run", "--quiet", "--duration", "5", "--config"]).arg(&bad).output().unwrap();
+    let bad = rig.config(
+        "capture-file-bad",
+        &[0],
+        &udp_rule(None, 9, &cap(&nowhere, "")),
+    );
+    let out = Command::new(env!("CARGO_BIN_EXE_xdpool"))
+        .args(["run", "--quiet", "--duration", "5", "--config"])
+        .arg(&bad)
+        .output()
+        .unwrap();
     let err = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(2), "{err}");
-    assert!(err.contains("rule[0].capture") && err.contains(&nowhere.display().to_string()) && err.contains("create its directory"), "{err}");
+    assert!(
+        err.contains("rule[0].capture")
+            && err.contains(&nowhere.display().to_string())
+            && err.contains("create its directory"),
+        "{err}"
+    );
 
     // `nine` writes a (64 bytes of each frame), port 10's rule writes b (300 frames).
-    let rules = format!("{}{}", udp_rule(Some("nine"), 9, &cap(&a, ", snaplen = 64")), udp_rule(None, 10, &cap(&b, ", count = 300")));
+    let rules = format!(
+        "{}{}",
+        udp_rule(Some("nine"), 9, &cap(&a, ", snaplen = 64")),
+        udp_rule(None, 10, &cap(&b, ", count = 300"))
+    );
     let cfg = rig.config("capture-file", &[0], &rules);
     let run = XdpoolRun::start(&cfg, &[]);
-    assert!(wait_for(Duration::from_secs(10), || xdpool::stats::control::query(sock).is_ok()));
+    assert!(wait_for(Duration::from_secs(10), || {
+        xdpool::stats::control::query(sock).is_ok()
+    }));
     const R: u64 = 500;
     send(st, 9, R, 0, 100_000);
     send(st, 10, R, 1_000_000, 100_000);
     // b is complete at its count: closed and readable while xdpool runs.
-    assert!(wait_for(Duration::from_secs(5), || tcpdump_reads(&b) == Some(300)), "b.pcapng: {:?}", tcpdump_reads(&b));
+    assert!(
+        wait_for(Duration::from_secs(5), || tcpdump_reads(&b) == Some(300)),
+        "b.pcapng: {:?}",
+        tcpdump_reads(&b)
+    );
     assert_eq!(by_port(&b), [300, 0, 300, 0]);
 
     // Refused reloads: a bad path (key and line), a file that cannot be created.
-    let (code, err) = rules_apply(sock, &udp_rule(None, 9, "capture = { file = \"a.pcapng\" }"), &rig.dir().join("rel.toml"));
+    let (code, err) = rules_apply(
+        sock,
+        &udp_rule(None, 9, "capture = { file = \"a.pcapng\" }"),
+        &rig.dir().join("rel.toml"),
+    );
     assert_eq!(code, Some(2), "{err}");
-    assert!(err.contains("rule[0].capture.file") && err.contains("line 5") && err.contains("absolute"), "{err}");
-    let (code, err) = rules_apply(sock, &udp_rule(None, 9, &cap(&nowhere, "")), &rig.dir().join("nowhere.toml"));
+    assert!(
+        err.contains("rule[0].capture.file") && err.contains("line 5") && err.contains("absolute"),
+        "{err}"
+    );
+    let (code, err) = rules_apply(
+        sock,
+        &udp_rule(None, 9, &cap(&nowhere, "")),
+        &rig.dir().join("nowhere.toml"),
+    );
     assert_eq!(code, Some(11), "{err}");
-    assert!(err.contains(&nowhere.display().to_string()) && err.contains("create its directory"), "{err}");
+    assert!(
+        err.contains(&nowhere.display().to_string()) && err.contains("create its directory"),
+        "{err}"
+    );
 
     // Reload: renumbered (`eleven` first, capturing to c), `nine` keeps a (it goes on
     // in the same file), port 10's rule loses its capture.
-    let reloaded = format!("{}{}{}", udp_rule(Some("eleven"), 11, &cap(&c, "")), udp_rule(None, 10, ""), udp_rule(Some("nine"), 9, &cap(&a, ", snaplen = 64")));
+    let reloaded = format!(
+        "{}{}{}",
+        udp_rule(Some("eleven"), 11, &cap(&c, "")),
+        udp_rule(None, 10, ""),
+        udp_rule(Some("nine"), 9, &cap(&a, ", snaplen = 64"))
+    );
     let (code, err) = rules_apply(sock, &reloaded, &rig.dir().join("reloaded.toml"));
     assert_eq!(code, Some(0), "{err}");
     let snap = xdpool::stats::control::query(sock).unwrap();
-    let files: Vec<Option<String>> = snap["rules"]["list"].as_array().unwrap().iter().map(|r| r["capture"].as_str().map(String::from)).collect();
+    let files: Vec<Option<String>> = snap["rules"]["list"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| r["capture"].as_str().map(String::from))
+        .collect();
     let path = |f: &Path| Some(f.display().to_string());
-    assert_eq!(files, vec![path(&c), None, path(&a)], "the stats name each rule's capture file");
+    assert_eq!(
+        files,
+        vec![path(&c), None, path(&a)],
+        "the stats name each rule's capture file"
+    );
     send(st, 9, R, R, 100_000);
     send(st, 10, R, 1_000_000 + R, 100_000);
     send(st, 11, R, 2_000_000, 100_000);
@@ -412,7 +672,11 @@ fn rule_capture_files_get_exactly_their_rules_frames_across_a_reload() {
         by_port(&c)
     );
     assert_eq!(s["packets"].as_u64().unwrap() + drops, sent, "{s:#}");
-    assert_eq!(counter(&s, "action_drop"), s["packets"].as_u64().unwrap(), "every frame went on to its action");
+    assert_eq!(
+        counter(&s, "action_drop"),
+        s["packets"].as_u64().unwrap(),
+        "every frame went on to its action"
+    );
     assert_eq!(counter(&s, "file_capture_dropped"), 0);
     // Flushed at the stop: a has port 9's frames from both lists (64 bytes each), c
     // port 11's; b kept its 300 (no copy after its count, none after the reload).
@@ -421,12 +685,24 @@ fn rule_capture_files_get_exactly_their_rules_frames_across_a_reload() {
     assert_eq!((a_all, a9), (a9, a9), "a: port 9 only");
     assert_eq!((c_all, c11), (c11, c11), "c: port 11 only");
     assert_eq!(by_port(&b), [300, 0, 300, 0], "b: its count, nothing after");
-    assert_eq!((a_all + c_all + 300) as u64, counter(&s, "file_captured"), "every copy written, and b's rule copied its count, no more");
+    assert_eq!(
+        (a_all + c_all + 300) as u64,
+        counter(&s, "file_captured"),
+        "every copy written, and b's rule copied its count, no more"
+    );
     for (_, orig, data) in read_pcapng(&a) {
-        assert_eq!((orig, data.len()), (128, 64), "snaplen 64, the frame's length kept");
+        assert_eq!(
+            (orig, data.len()),
+            (128, 64),
+            "snaplen 64, the frame's length kept"
+        );
     }
     if drops == 0 {
-        assert_eq!((a_all as u64, c_all as u64), (2 * R, R), "every frame of the rules");
+        assert_eq!(
+            (a_all as u64, c_all as u64),
+            (2 * R, R),
+            "every frame of the rules"
+        );
     }
     assert_all_frames_back(&s);
 }

@@ -34,17 +34,31 @@ const HOLD: u64 = 16;
 const RATE_PPS: u64 = 20_000;
 
 fn cycles() -> usize {
-    std::env::var("XDPOOL_UNBIND_CYCLES").ok().and_then(|v| v.parse().ok()).unwrap_or(5)
+    std::env::var("XDPOOL_UNBIND_CYCLES")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(5)
 }
 
 fn target() -> Duration {
-    let ms = std::env::var("XDPOOL_REATTACH_TARGET_MS").ok().and_then(|v| v.parse().ok()).unwrap_or(1000);
+    let ms = std::env::var("XDPOOL_REATTACH_TARGET_MS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(1000);
     Duration::from_millis(ms)
 }
 
 fn ip(args: &[&str]) {
-    let out = Command::new("ip").args(args).output().expect("ip (iproute2) runs");
-    assert!(out.status.success(), "ip {}: {}", args.join(" "), String::from_utf8_lossy(&out.stderr));
+    let out = Command::new("ip")
+        .args(args)
+        .output()
+        .expect("ip (iproute2) runs");
+    assert!(
+        out.status.success(),
+        "ip {}: {}",
+        args.join(" "),
+        String::from_utf8_lossy(&out.stderr)
+    );
 }
 
 /// A namespace made by the test (for the move case), deleted on drop.
@@ -158,13 +172,24 @@ live = false
             sock = socket.display()
         );
         std::fs::write(&config, text).unwrap();
-        Fixture { status: lab.status().clone(), names, summary: dir.path().join("summary.json"), dir, config, socket, _lab: lab }
+        Fixture {
+            status: lab.status().clone(),
+            names,
+            summary: dir.path().join("summary.json"),
+            dir,
+            config,
+            socket,
+            _lab: lab,
+        }
     }
 
     /// Starts xdpool and waits for its `ready` line.
     fn start(&self, extra: &[&str]) -> Proc {
         static STARTS: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
-        let stderr_log = self.dir.path().join(format!("xdpool-{}.log", STARTS.fetch_add(1, Ordering::Relaxed)));
+        let stderr_log = self.dir.path().join(format!(
+            "xdpool-{}.log",
+            STARTS.fetch_add(1, Ordering::Relaxed)
+        ));
         let mut child = Command::new(env!("CARGO_BIN_EXE_xdpool"))
             .args(["run", "--config"])
             .arg(&self.config)
@@ -187,12 +212,17 @@ live = false
         });
         let mut p = Proc { child, stderr_log };
         if rx.recv_timeout(Duration::from_secs(20)).is_err() {
-            panic!("xdpool did not print `ready` within 20 s; log:\n{}", p.log());
+            panic!(
+                "xdpool did not print `ready` within 20 s; log:\n{}",
+                p.log()
+            );
         }
         assert!(p.alive());
         // `ready` comes once attached; the control socket (replacing a stale one
         // left by a killed instance) follows right after.
-        wait_for("the control socket", Duration::from_secs(5), || xdpool::stats::control::query(&self.socket).is_ok());
+        wait_for("the control socket", Duration::from_secs(5), || {
+            xdpool::stats::control::query(&self.socket).is_ok()
+        });
         p
     }
 
@@ -201,8 +231,15 @@ live = false
     }
 
     fn recreate_pair(&self) {
-        let (n, mac_a, mac_b) = (&self.names, xdpool::lab::format_mac(&xdpool::lab::MAC_A), xdpool::lab::format_mac(&xdpool::lab::MAC_B));
-        ip(&["-n", &n.netns_a, "link", "add", &n.dev_a, "type", "veth", "peer", "name", &n.dev_b, "netns", &n.netns_b]);
+        let (n, mac_a, mac_b) = (
+            &self.names,
+            xdpool::lab::format_mac(&xdpool::lab::MAC_A),
+            xdpool::lab::format_mac(&xdpool::lab::MAC_B),
+        );
+        ip(&[
+            "-n", &n.netns_a, "link", "add", &n.dev_a, "type", "veth", "peer", "name", &n.dev_b,
+            "netns", &n.netns_b,
+        ]);
         ip(&["-n", &n.netns_a, "link", "set", &n.dev_a, "address", &mac_a]);
         ip(&["-n", &n.netns_b, "link", "set", &n.dev_b, "address", &mac_b]);
         ip(&["-n", &n.netns_a, "link", "set", &n.dev_a, "up"]);
@@ -229,8 +266,16 @@ struct Traffic {
 
 impl Traffic {
     fn start(status: &LabStatus, limit: Duration) -> Traffic {
-        let cfg = GenConfig { duration: Some(Duration::from_millis(150)), rate_pps: Some(RATE_PPS), ..GenConfig::for_lab(status) };
-        let (stop, pause, idle) = (Arc::new(AtomicBool::new(false)), Arc::new(AtomicBool::new(false)), Arc::new(AtomicBool::new(false)));
+        let cfg = GenConfig {
+            duration: Some(Duration::from_millis(150)),
+            rate_pps: Some(RATE_PPS),
+            ..GenConfig::for_lab(status)
+        };
+        let (stop, pause, idle) = (
+            Arc::new(AtomicBool::new(false)),
+            Arc::new(AtomicBool::new(false)),
+            Arc::new(AtomicBool::new(false)),
+        );
         let (s, p, i) = (stop.clone(), pause.clone(), idle.clone());
         let thread = std::thread::spawn(move || {
             let end = Instant::now() + limit;
@@ -250,7 +295,12 @@ impl Traffic {
             i.store(true, Ordering::SeqCst);
             sent
         });
-        Traffic { stop, pause, idle, thread: Some(thread) }
+        Traffic {
+            stop,
+            pause,
+            idle,
+            thread: Some(thread),
+        }
     }
 
     /// Pauses and waits until no run is in progress.
@@ -287,13 +337,17 @@ fn u(v: &Value, path: &[&str]) -> u64 {
     for p in path {
         cur = &cur[*p];
     }
-    cur.as_u64().unwrap_or_else(|| panic!("no number at {path:?} in {v}"))
+    cur.as_u64()
+        .unwrap_or_else(|| panic!("no number at {path:?} in {v}"))
 }
 
 fn wait_for(what: &str, limit: Duration, mut f: impl FnMut() -> bool) -> Duration {
     let start = Instant::now();
     while !f() {
-        assert!(start.elapsed() < limit, "timed out after {limit:?} waiting for {what}");
+        assert!(
+            start.elapsed() < limit,
+            "timed out after {limit:?} waiting for {what}"
+        );
         std::thread::sleep(Duration::from_millis(2));
     }
     start.elapsed()
@@ -305,25 +359,60 @@ fn check_at_rest(fx: &Fixture, traffic: &Traffic, hold: u64, cycle: usize) {
     std::thread::sleep(Duration::from_millis(100));
     let s = fx.stats();
     let a = &s["accounting"];
-    let sum: u64 = ["free", "cached", "ring", "fill", "tx", "application"].iter().map(|k| u(a, &[k])).sum();
-    assert_eq!(sum, u(a, &["total"]), "cycle {cycle}: frames lost or duplicated: {a}");
-    assert_eq!(u(a, &["free"]), u(a, &["free_listed"]), "cycle {cycle}: owner map and free lists disagree: {a}");
-    assert_eq!(u(a, &["ring"]), u(a, &["ring_listed"]), "cycle {cycle}: owner map and return rings disagree: {a}");
-    assert_eq!(u(a, &["fill"]), FILL, "cycle {cycle}: fill ring not full again: {a}");
+    let sum: u64 = ["free", "cached", "ring", "fill", "tx", "application"]
+        .iter()
+        .map(|k| u(a, &[k]))
+        .sum();
+    assert_eq!(
+        sum,
+        u(a, &["total"]),
+        "cycle {cycle}: frames lost or duplicated: {a}"
+    );
+    assert_eq!(
+        u(a, &["free"]),
+        u(a, &["free_listed"]),
+        "cycle {cycle}: owner map and free lists disagree: {a}"
+    );
+    assert_eq!(
+        u(a, &["ring"]),
+        u(a, &["ring_listed"]),
+        "cycle {cycle}: owner map and return rings disagree: {a}"
+    );
+    assert_eq!(
+        u(a, &["fill"]),
+        FILL,
+        "cycle {cycle}: fill ring not full again: {a}"
+    );
     assert_eq!(u(a, &["tx"]), 0, "cycle {cycle}: {a}");
     let held = u(&s, &["total", "held"]);
     assert!(held <= hold);
-    assert_eq!(u(a, &["application"]), held, "cycle {cycle}: application frames are the held ones: {a}");
+    assert_eq!(
+        u(a, &["application"]),
+        held,
+        "cycle {cycle}: application frames are the held ones: {a}"
+    );
     // Inflight back to its steady value: every frame the pool took from the free lists.
-    assert_eq!(u(&s, &["total", "pool", "inflight"]), u(a, &["total"]) - u(a, &["free"]), "cycle {cycle}: {s}");
+    assert_eq!(
+        u(&s, &["total", "pool", "inflight"]),
+        u(a, &["total"]) - u(a, &["free"]),
+        "cycle {cycle}: {s}"
+    );
     // No frame seen twice, none foreign, none corrupted while held.
     for k in ["rx_rejected", "completion_rejected", "held_corrupt"] {
         assert_eq!(u(&s, &["total", k]), 0, "cycle {cycle}: {k}: {s}");
     }
     for k in ["double_release", "foreign_addr", "not_in_fill", "not_in_tx"] {
-        assert_eq!(u(&s, &["total", "pool", k]), 0, "cycle {cycle}: pool {k}: {s}");
+        assert_eq!(
+            u(&s, &["total", "pool", k]),
+            0,
+            "cycle {cycle}: pool {k}: {s}"
+        );
     }
-    assert_eq!(u(&s, &["device", "teardown_accounting_failures"]), 0, "cycle {cycle}: {s}");
+    assert_eq!(
+        u(&s, &["device", "teardown_accounting_failures"]),
+        0,
+        "cycle {cycle}: {s}"
+    );
     traffic.resume();
 }
 
@@ -342,7 +431,11 @@ fn detach_link_from_outside(fx: &Fixture) {
     // List first, detach after: walking the link ids while detaching would also
     // find (and detach) the link xdpool makes when it re-attaches, if that lands
     // before the walk ends, turning one event into two.
-    let ours: Vec<u32> = aya::programs::loaded_links().flatten().filter(|info| info.program_id() == prog).map(|info| info.id()).collect();
+    let ours: Vec<u32> = aya::programs::loaded_links()
+        .flatten()
+        .filter(|info| info.program_id() == prog)
+        .map(|info| info.id())
+        .collect();
     assert!(!ours.is_empty(), "no bpf_link runs program {prog}");
     for id in ours {
         bpf_link_detach(id);
@@ -362,34 +455,58 @@ fn bpf_link_detach(link_id: u32) {
     struct Detach {
         link_fd: u32,
     }
-    let get = GetFd { id: link_id, next_id: 0, open_flags: 0 };
+    let get = GetFd {
+        id: link_id,
+        next_id: 0,
+        open_flags: 0,
+    };
     // SAFETY: `get` is the prefix of union bpf_attr for BPF_LINK_GET_FD_BY_ID and
     // outlives the call; the kernel reads only size_of::<GetFd>() bytes.
-    let fd = unsafe { libc::syscall(libc::SYS_bpf, BPF_LINK_GET_FD_BY_ID, &get as *const GetFd, size_of::<GetFd>() as libc::c_uint) };
+    let fd = unsafe {
+        libc::syscall(
+            libc::SYS_bpf,
+            BPF_LINK_GET_FD_BY_ID,
+            &get as *const GetFd,
+            size_of::<GetFd>() as libc::c_uint,
+        )
+    };
     if fd < 0 && std::io::Error::last_os_error().raw_os_error() == Some(libc::ENOENT) {
         // Gone already: xdpool may close a listed link while it re-attaches.
         return;
     }
-    assert!(fd >= 0, "BPF_LINK_GET_FD_BY_ID {link_id}: {}", std::io::Error::last_os_error());
+    assert!(
+        fd >= 0,
+        "BPF_LINK_GET_FD_BY_ID {link_id}: {}",
+        std::io::Error::last_os_error()
+    );
     let det = Detach { link_fd: fd as u32 };
     // SAFETY: as above, for BPF_LINK_DETACH; `fd` is the link fd we just got.
-    let rc = unsafe { libc::syscall(libc::SYS_bpf, BPF_LINK_DETACH, &det as *const Detach, size_of::<Detach>() as libc::c_uint) };
+    let rc = unsafe {
+        libc::syscall(
+            libc::SYS_bpf,
+            BPF_LINK_DETACH,
+            &det as *const Detach,
+            size_of::<Detach>() as libc::c_uint,
+        )
+    };
     let err = std::io::Error::last_os_error();
     // SAFETY: `fd` is ours and closed once.
     unsafe { libc::close(fd as i32) };
     assert_eq!(rc, 0, "BPF_LINK_DETACH: {err}");
 }
 
-
 /// Runs `n` cycles of `kind` under traffic; returns the re-attach times (device
 /// back -> traffic received again).
 fn cycles_of(kind: Kind, tag: &str, n: usize) -> Vec<Duration> {
     let fx = Fixture::new(tag);
-    let third = (kind == Kind::MoveAndBack).then(|| NetnsGuard::new(format!("{}-c", fx.names.prefix)));
+    let third =
+        (kind == Kind::MoveAndBack).then(|| NetnsGuard::new(format!("{}-c", fx.names.prefix)));
     let hold = HOLD.to_string();
     let mut proc_ = fx.start(&["--hold-frames", &hold]);
     let traffic = Traffic::start(&fx.status, Duration::from_secs(30 + 4 * n as u64));
-    wait_for("first traffic", Duration::from_secs(5), || u(&fx.stats(), &["total", "rx_packets"]) > 0);
+    wait_for("first traffic", Duration::from_secs(5), || {
+        u(&fx.stats(), &["total", "rx_packets"]) > 0
+    });
     check_at_rest(&fx, &traffic, HOLD, 0);
     let (ns_b, dev_b) = (fx.names.netns_b.clone(), fx.names.dev_b.clone());
     let mut times = Vec::new();
@@ -403,21 +520,41 @@ fn cycles_of(kind: Kind, tag: &str, n: usize) -> Vec<Duration> {
         match kind {
             Kind::DeleteRecreate => ip(&["-n", &ns_b, "link", "del", &dev_b]),
             Kind::DownUp => ip(&["-n", &ns_b, "link", "set", &dev_b, "down"]),
-            Kind::MoveAndBack => ip(&["-n", &ns_b, "link", "set", &dev_b, "netns", &third.as_ref().unwrap().0]),
+            Kind::MoveAndBack => ip(&[
+                "-n",
+                &ns_b,
+                "link",
+                "set",
+                &dev_b,
+                "netns",
+                &third.as_ref().unwrap().0,
+            ]),
             Kind::ProgramDetached => detach_link_from_outside(&fx),
         }
         let teardowns = u(&before, &["device", "teardowns_checked"]);
-        wait_for("the loss to be seen", Duration::from_secs(3), || u(&fx.stats(), &["device", "losses"]) > losses);
+        wait_for("the loss to be seen", Duration::from_secs(3), || {
+            u(&fx.stats(), &["device", "losses"]) > losses
+        });
         if kind != Kind::ProgramDetached {
             // The loss is recorded first; the teardown (and its check at rest) follows.
-            wait_for("the teardown", Duration::from_secs(3), || u(&fx.stats(), &["device", "teardowns_checked"]) > teardowns);
+            wait_for("the teardown", Duration::from_secs(3), || {
+                u(&fx.stats(), &["device", "teardowns_checked"]) > teardowns
+            });
         }
-        assert!(proc_.alive(), "cycle {cycle}: xdpool died; log:\n{}", proc_.log());
+        assert!(
+            proc_.alive(),
+            "cycle {cycle}: xdpool died; log:\n{}",
+            proc_.log()
+        );
         if kind != Kind::ProgramDetached {
             // Away: the worker gave its socket up; everything reclaimed, exact.
             let s = fx.stats();
             assert_eq!(s["device"]["state"], "away", "cycle {cycle}: {s}");
-            assert_eq!(u(&s, &["accounting", "fill"]), 0, "cycle {cycle}: kernel frames not reclaimed: {s}");
+            assert_eq!(
+                u(&s, &["accounting", "fill"]),
+                0,
+                "cycle {cycle}: kernel frames not reclaimed: {s}"
+            );
         }
         // The return.
         let rx_before = u(&fx.stats(), &["total", "rx_packets"]);
@@ -431,30 +568,63 @@ fn cycles_of(kind: Kind, tag: &str, n: usize) -> Vec<Duration> {
             }
             Kind::ProgramDetached => {}
         }
-        let took = wait_for("traffic received again", Duration::from_secs(5), || u(&fx.stats(), &["total", "rx_packets"]) > rx_before);
+        let took = wait_for("traffic received again", Duration::from_secs(5), || {
+            u(&fx.stats(), &["total", "rx_packets"]) > rx_before
+        });
         times.push(took);
-        assert!(took <= target(), "cycle {cycle}: traffic back after {took:?}, target {:?}", target());
+        assert!(
+            took <= target(),
+            "cycle {cycle}: traffic back after {took:?}, target {:?}",
+            target()
+        );
         let s = fx.stats();
-        assert_eq!(u(&s, &["device", "reattaches"]), reattaches + 1, "cycle {cycle}: {s}");
-        assert_eq!(u(&s, &["device", "losses"]), losses + 1, "cycle {cycle}: one loss per event: {s}");
-        assert!(fx.program_on_b().is_some(), "cycle {cycle}: program not attached after re-attach");
+        assert_eq!(
+            u(&s, &["device", "reattaches"]),
+            reattaches + 1,
+            "cycle {cycle}: {s}"
+        );
+        assert_eq!(
+            u(&s, &["device", "losses"]),
+            losses + 1,
+            "cycle {cycle}: one loss per event: {s}"
+        );
+        assert!(
+            fx.program_on_b().is_some(),
+            "cycle {cycle}: program not attached after re-attach"
+        );
         if kind != Kind::ProgramDetached {
             // The frames the application held across the loss came back.
-            assert_eq!(u(&s, &["total", "held_returned"]), returned + held_then, "cycle {cycle}: {s}");
+            assert_eq!(
+                u(&s, &["total", "held_returned"]),
+                returned + held_then,
+                "cycle {cycle}: {s}"
+            );
         }
         check_at_rest(&fx, &traffic, HOLD, cycle);
-        assert!(proc_.alive(), "cycle {cycle}: xdpool died; log:\n{}", proc_.log());
+        assert!(
+            proc_.alive(),
+            "cycle {cycle}: xdpool died; log:\n{}",
+            proc_.log()
+        );
     }
     let sent = traffic.finish();
     nix::sys::signal::kill(proc_.pid(), nix::sys::signal::Signal::SIGTERM).unwrap();
     let code = proc_.wait_exit(Duration::from_secs(15));
     assert_eq!(code, Some(0), "xdpool exit; log:\n{}", proc_.log());
-    let summary: Value = serde_json::from_str(&std::fs::read_to_string(&fx.summary).unwrap()).unwrap();
+    let summary: Value =
+        serde_json::from_str(&std::fs::read_to_string(&fx.summary).unwrap()).unwrap();
     assert_eq!(summary["accounting_ok"], true, "{summary}");
     assert_eq!(summary["program_left_attached"], false, "{summary}");
     assert_eq!(u(&summary, &["device", "reattaches"]), n as u64);
-    assert_eq!(u(&summary["accounting"], &["free"]), u(&summary["accounting"], &["total"]), "all frames free at the end: {summary}");
-    assert!(fx.program_on_b().is_none(), "program left on the device after the run");
+    assert_eq!(
+        u(&summary["accounting"], &["free"]),
+        u(&summary["accounting"], &["total"]),
+        "all frames free at the end: {summary}"
+    );
+    assert!(
+        fx.program_on_b().is_none(),
+        "program left on the device after the run"
+    );
     report(&format!("{kind:?}"), &times, sent, &summary);
     times
 }
@@ -462,7 +632,10 @@ fn cycles_of(kind: Kind, tag: &str, n: usize) -> Vec<Duration> {
 fn report(kind: &str, times: &[Duration], sent: u64, summary: &Value) {
     let ms: Vec<f64> = times.iter().map(|d| d.as_secs_f64() * 1e3).collect();
     let p = |q| xdpool::device::percentile(&ms, q).unwrap_or(0.0);
-    let inner: Vec<f64> = summary["device"]["reattach_ms"].as_array().map(|a| a.iter().filter_map(Value::as_f64).collect()).unwrap_or_default();
+    let inner: Vec<f64> = summary["device"]["reattach_ms"]
+        .as_array()
+        .map(|a| a.iter().filter_map(Value::as_f64).collect())
+        .unwrap_or_default();
     let pi = |q| xdpool::device::percentile(&inner, q).unwrap_or(0.0);
     // Computed, not printed as a literal: frames not back on the free lists after the
     // instance tore everything down (the assertion above wants 0).
@@ -524,7 +697,12 @@ fn unbind_sigkill_leaves_no_program_and_restart_works() {
         let started = Instant::now();
         let mut p = fx.start(&[]);
         let took = wait_for("traffic after (re)start", Duration::from_secs(5), || {
-            fx.stats().get("total").and_then(|t| t.get("rx_packets")).and_then(Value::as_u64).unwrap_or(0) > 0
+            fx.stats()
+                .get("total")
+                .and_then(|t| t.get("rx_packets"))
+                .and_then(Value::as_u64)
+                .unwrap_or(0)
+                > 0
         });
         times.push(started.elapsed());
         let _ = took;
@@ -532,7 +710,11 @@ fn unbind_sigkill_leaves_no_program_and_restart_works() {
         p.child.kill().unwrap(); // SIGKILL
         let _ = p.child.wait();
         // The bpf_link dies with its owner: nothing left on the device.
-        wait_for("the program to go with the killed process", Duration::from_secs(1), || fx.program_on_b().is_none());
+        wait_for(
+            "the program to go with the killed process",
+            Duration::from_secs(1),
+            || fx.program_on_b().is_none(),
+        );
     }
     traffic.finish();
     let ms: Vec<f64> = times.iter().map(|d| d.as_secs_f64() * 1e3).collect();
@@ -552,18 +734,34 @@ fn no_reattach_exits_with_code_8_and_reclaims_everything() {
     let fx = Fixture::new("n");
     let mut p = fx.start(&["--no-reattach", "--hold-frames", "4"]);
     let traffic = Traffic::start(&fx.status, Duration::from_secs(20));
-    wait_for("traffic", Duration::from_secs(5), || u(&fx.stats(), &["total", "rx_packets"]) > 0);
+    wait_for("traffic", Duration::from_secs(5), || {
+        u(&fx.stats(), &["total", "rx_packets"]) > 0
+    });
     ip(&["-n", &fx.names.netns_b, "link", "del", &fx.names.dev_b]);
     let code = p.wait_exit(Duration::from_secs(5));
     traffic.finish();
-    assert_eq!(code, Some(8), "exit code for --no-reattach; log:\n{}", p.log());
-    assert!(p.log().contains("--no-reattach"), "the message names the flag:\n{}", p.log());
-    let summary: Value = serde_json::from_str(&std::fs::read_to_string(&fx.summary).unwrap()).unwrap();
+    assert_eq!(
+        code,
+        Some(8),
+        "exit code for --no-reattach; log:\n{}",
+        p.log()
+    );
+    assert!(
+        p.log().contains("--no-reattach"),
+        "the message names the flag:\n{}",
+        p.log()
+    );
+    let summary: Value =
+        serde_json::from_str(&std::fs::read_to_string(&fx.summary).unwrap()).unwrap();
     assert_eq!(summary["accounting_ok"], true, "{summary}");
     // `ip link del` announces the device down first (RTM_NEWLINK), then deleted.
     assert_eq!(u(&summary, &["device", "losses"]), 1, "{summary}");
     assert_eq!(u(&summary, &["device", "reattaches"]), 0, "{summary}");
-    assert_eq!(u(&summary["accounting"], &["free"]), u(&summary["accounting"], &["total"]), "{summary}");
+    assert_eq!(
+        u(&summary["accounting"], &["free"]),
+        u(&summary["accounting"], &["total"]),
+        "{summary}"
+    );
 }
 
 /// The long run: `XDPOOL_UNBIND_CYCLES` (default 20 here) of every kind.
@@ -572,8 +770,16 @@ fn no_reattach_exits_with_code_8_and_reclaims_everything() {
 fn unbind_soak_all_kinds() {
     require_root!();
     let _s = serial();
-    let n = std::env::var("XDPOOL_UNBIND_CYCLES").ok().and_then(|v| v.parse().ok()).unwrap_or(20);
-    for (kind, tag) in [(Kind::DeleteRecreate, "D"), (Kind::DownUp, "U"), (Kind::MoveAndBack, "M"), (Kind::ProgramDetached, "P")] {
+    let n = std::env::var("XDPOOL_UNBIND_CYCLES")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(20);
+    for (kind, tag) in [
+        (Kind::DeleteRecreate, "D"),
+        (Kind::DownUp, "U"),
+        (Kind::MoveAndBack, "M"),
+        (Kind::ProgramDetached, "P"),
+    ] {
         cycles_of(kind, tag, n);
     }
 }

@@ -20,7 +20,14 @@ fn two_queue_lab_each_worker_receives_on_its_queue() {
     if !root_or_skip("two_queue_lab_each_worker_receives_on_its_queue") {
         return;
     }
-    let rig = LabRig::up(LabConfig { prefix: unique_prefix("xq"), queues: Some(2), ..LabConfig::default() }, "mq");
+    let rig = LabRig::up(
+        LabConfig {
+            prefix: unique_prefix("xq"),
+            queues: Some(2),
+            ..LabConfig::default()
+        },
+        "mq",
+    );
     let (st, sock) = (&rig.st, &rig.sock);
     let cfg = rig.config("mq", &[0, 1], DROP_UDP9);
     let run = XdpoolRun::start(&cfg, &[]);
@@ -33,15 +40,27 @@ fn two_queue_lab_each_worker_receives_on_its_queue() {
     g.dst_ports = PortRange::single(9);
     assert_eq!(gen::run(&g).expect("generator").sent, N);
     wait_for(Duration::from_secs(5), || {
-        xdpool::stats::control::query(sock).map(|s| s["total"]["rx_packets"].as_u64().unwrap_or(0) >= N).unwrap_or(false)
+        xdpool::stats::control::query(sock)
+            .map(|s| s["total"]["rx_packets"].as_u64().unwrap_or(0) >= N)
+            .unwrap_or(false)
     });
     let (code, s, out) = run.stop();
     assert_eq!(code, Some(0), "{out}");
     let workers = s["workers"].as_array().unwrap();
     assert_eq!(workers.len(), 2);
-    let per_queue: Vec<(u64, u64)> = workers.iter().map(|w| (w["queue"].as_u64().unwrap(), counter(w, "rx_packets"))).collect();
-    assert!(per_queue.iter().all(|(_, n)| *n > 0), "every queue's worker receives: {per_queue:?}");
-    assert_eq!(s["packets"].as_u64().unwrap() + named_rx_drops(&s), N, "{s:#}");
+    let per_queue: Vec<(u64, u64)> = workers
+        .iter()
+        .map(|w| (w["queue"].as_u64().unwrap(), counter(w, "rx_packets")))
+        .collect();
+    assert!(
+        per_queue.iter().all(|(_, n)| *n > 0),
+        "every queue's worker receives: {per_queue:?}"
+    );
+    assert_eq!(
+        s["packets"].as_u64().unwrap() + named_rx_drops(&s),
+        N,
+        "{s:#}"
+    );
     assert_all_frames_back(&s);
 }
 
@@ -54,11 +73,18 @@ fn l2fwd_returns_every_frame_to_the_sender() {
     if !root_or_skip("l2fwd_returns_every_frame_to_the_sender") {
         return;
     }
-    let rig = LabRig::up(LabConfig { prefix: unique_prefix("xl"), ..LabConfig::default() }, "l2");
+    let rig = LabRig::up(
+        LabConfig {
+            prefix: unique_prefix("xl"),
+            ..LabConfig::default()
+        },
+        "l2",
+    );
     let st = &rig.st;
     let rules = "[[rule]]\nproto = \"udp\"\ndst_port = \"9\"\naction = \"l2fwd\"\n";
     let cfg = rig.config("l2", &[0], rules);
-    let back = RxCounter::attach_in(Some(&st.a.netns), &st.a.dev).expect("counter on the sender's veth");
+    let back =
+        RxCounter::attach_in(Some(&st.a.netns), &st.a.dev).expect("counter on the sender's veth");
     let run = XdpoolRun::start(&cfg, &[]);
     const N: u64 = 20_000;
     let mut g = GenConfig::for_lab(st);
@@ -66,8 +92,12 @@ fn l2fwd_returns_every_frame_to_the_sender() {
     g.rate_pps = Some(100_000);
     g.chunk = 1024;
     g.dst_ports = PortRange::single(9);
-    let (into_ring, refused) = veth_delivery(&st.a.netns, &st.a.dev, N, || assert_eq!(gen::run(&g).expect("generator").sent, N));
-    let returned = back.settle(Duration::from_millis(500), Duration::from_secs(10)).expect("counts");
+    let (into_ring, refused) = veth_delivery(&st.a.netns, &st.a.dev, N, || {
+        assert_eq!(gen::run(&g).expect("generator").sent, N)
+    });
+    let returned = back
+        .settle(Duration::from_millis(500), Duration::from_secs(10))
+        .expect("counts");
     let (code, s, out) = run.stop();
     assert_eq!(code, Some(0), "{out}");
     let rx = s["packets"].as_u64().unwrap();
@@ -76,11 +106,22 @@ fn l2fwd_returns_every_frame_to_the_sender() {
     let lost = N - returned.packets.min(N);
     eprintln!("l2fwd at 100 kpps: sent {N}, refused by the sender's veth {refused}, rx {rx}, tx {tx}, back {}, lost {lost}; drops {}", returned.packets, s["drops"]);
     assert_eq!(s["xdp"]["steered"].as_u64().unwrap(), into_ring, "{s:#}");
-    assert_eq!(rx + named_rx_drops(&s), into_ring, "every frame into the ring received or named at the RX side: {s:#}");
-    assert_eq!(counter(&s, "tx_ring_full_drop"), 0, "a received frame was dropped at a full TX ring: {s:#}");
+    assert_eq!(
+        rx + named_rx_drops(&s),
+        into_ring,
+        "every frame into the ring received or named at the RX side: {s:#}"
+    );
+    assert_eq!(
+        counter(&s, "tx_ring_full_drop"),
+        0,
+        "a received frame was dropped at a full TX ring: {s:#}"
+    );
     assert_eq!(tx, rx, "every received frame sent back: {s:#}");
     assert_eq!(done, tx, "every TX completed");
-    assert_eq!(returned.packets, tx, "frames that came back to the sender = frames sent back: {returned:?} / {s:#}");
+    assert_eq!(
+        returned.packets, tx,
+        "frames that came back to the sender = frames sent back: {returned:?} / {s:#}"
+    );
     assert!(returned.packets >= N * 95 / 100, "{lost} of {N} lost at 100 kpps (refused by the sender's veth {refused}, named drops {}): {s:#}", named_rx_drops(&s));
     assert_all_frames_back(&s);
 }
@@ -92,11 +133,21 @@ fn stats_prometheus_equals_stats_json_and_socket_refuses_others() {
     if !root_or_skip("stats_prometheus_equals_stats_json_and_socket_refuses_others") {
         return;
     }
-    let rig = LabRig::up(LabConfig { prefix: unique_prefix("xs"), ..LabConfig::default() }, "st");
+    let rig = LabRig::up(
+        LabConfig {
+            prefix: unique_prefix("xs"),
+            ..LabConfig::default()
+        },
+        "st",
+    );
     let (st, sock) = (&rig.st, &rig.sock);
     let port = 19000 + (std::process::id() % 1000) as u16;
     let cfg = rig.config("st", &[0], DROP_UDP9);
-    patch_config(&cfg, "[stats]\n", &format!("[stats]\nprometheus = \"127.0.0.1:{port}\"\n"));
+    patch_config(
+        &cfg,
+        "[stats]\n",
+        &format!("[stats]\nprometheus = \"127.0.0.1:{port}\"\n"),
+    );
     let run = XdpoolRun::start(&cfg, &[]);
     let mut g = GenConfig::for_lab(st);
     g.count = Some(5_000);
@@ -105,12 +156,22 @@ fn stats_prometheus_equals_stats_json_and_socket_refuses_others() {
     gen::run(&g).expect("generator");
     // Let the counters settle so both reads see the same numbers.
     assert!(wait_for(Duration::from_secs(5), || {
-        xdpool::stats::control::query(sock).map(|s| s["total"]["rx_packets"].as_u64() == Some(5_000)).unwrap_or(false)
+        xdpool::stats::control::query(sock)
+            .map(|s| s["total"]["rx_packets"].as_u64() == Some(5_000))
+            .unwrap_or(false)
     }));
     std::thread::sleep(Duration::from_millis(300));
 
-    let json_out = std::process::Command::new(env!("CARGO_BIN_EXE_xdpool")).args(["stats", "--json", "--socket"]).arg(sock).output().unwrap();
-    assert!(json_out.status.success(), "{}", String::from_utf8_lossy(&json_out.stderr));
+    let json_out = std::process::Command::new(env!("CARGO_BIN_EXE_xdpool"))
+        .args(["stats", "--json", "--socket"])
+        .arg(sock)
+        .output()
+        .unwrap();
+    assert!(
+        json_out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&json_out.stderr)
+    );
     let snap: serde_json::Value = serde_json::from_slice(&json_out.stdout).unwrap();
     let body = http_get(&format!("127.0.0.1:{port}"), "/metrics");
     let metrics = xdpool::stats::prom::parse_text(&body).expect("Prometheus text parses");
@@ -118,7 +179,13 @@ fn stats_prometheus_equals_stats_json_and_socket_refuses_others() {
     // A few counters move by themselves between the two reads (clock, idle passes, the
     // kernel's TX-ring-empty count while polling, IPv6 chatter the program passes, the
     // device's re-checks): for those the later Prometheus read may only be larger.
-    let volatile = ["xdpool_uptime_seconds", "xdpool_idle_passes_total", "xdpool_xsk_tx_ring_empty_total", "xdpool_xdp_frames_total", "xdpool_device_"];
+    let volatile = [
+        "xdpool_uptime_seconds",
+        "xdpool_idle_passes_total",
+        "xdpool_xsk_tx_ring_empty_total",
+        "xdpool_xdp_frames_total",
+        "xdpool_device_",
+    ];
     let mut compared = 0;
     for fam in xdpool::stats::metrics::collect(&snap) {
         let name = match fam.def.kind {
@@ -127,7 +194,10 @@ fn stats_prometheus_equals_stats_json_and_socket_refuses_others() {
         };
         for (labels, value) in &fam.samples {
             let key = xdpool::stats::prom::sample_key(&name, labels);
-            let got = metrics.get(&key).copied().unwrap_or_else(|| panic!("metric {key} missing from /metrics"));
+            let got = metrics
+                .get(&key)
+                .copied()
+                .unwrap_or_else(|| panic!("metric {key} missing from /metrics"));
             if volatile.iter().any(|v| name.starts_with(v)) {
                 assert!(got >= *value, "metric {key}: {got} < {value}");
             } else {
@@ -137,29 +207,79 @@ fn stats_prometheus_equals_stats_json_and_socket_refuses_others() {
         }
     }
     assert!(compared > 50, "only {compared} metrics compared");
-    let rx: f64 = metrics.iter().filter(|(k, _)| k.starts_with("xdpool_rx_packets_total{")).map(|(_, v)| v).sum();
+    let rx: f64 = metrics
+        .iter()
+        .filter(|(k, _)| k.starts_with("xdpool_rx_packets_total{"))
+        .map(|(_, v)| v)
+        .sum();
     assert_eq!(rx, 5_000.0, "rx packets summed over the queue labels");
 
     // The table a person reads: one column per queue, the total, the rate (0 now).
-    let table = std::process::Command::new(env!("CARGO_BIN_EXE_xdpool")).args(["stats", "--interval", "0.2", "--socket"]).arg(sock).output().unwrap();
-    assert!(table.status.success(), "{}", String::from_utf8_lossy(&table.stderr));
+    let table = std::process::Command::new(env!("CARGO_BIN_EXE_xdpool"))
+        .args(["stats", "--interval", "0.2", "--socket"])
+        .arg(sock)
+        .output()
+        .unwrap();
+    assert!(
+        table.status.success(),
+        "{}",
+        String::from_utf8_lossy(&table.stderr)
+    );
     let table = String::from_utf8_lossy(&table.stdout);
     let header = table.lines().nth(1).unwrap_or("");
-    let columns = header.split_whitespace().filter(|c| c.contains("/q")).count();
-    assert!(columns >= 1 && header.contains("/q0") && header.contains("total") && header.contains("per s"), "{table}");
-    let rx_row: Vec<&str> = table.lines().find(|l| l.trim_start().starts_with("rx_packets")).unwrap_or("").split_whitespace().collect();
+    let columns = header
+        .split_whitespace()
+        .filter(|c| c.contains("/q"))
+        .count();
+    assert!(
+        columns >= 1
+            && header.contains("/q0")
+            && header.contains("total")
+            && header.contains("per s"),
+        "{table}"
+    );
+    let rx_row: Vec<&str> = table
+        .lines()
+        .find(|l| l.trim_start().starts_with("rx_packets"))
+        .unwrap_or("")
+        .split_whitespace()
+        .collect();
     assert_eq!(rx_row.len(), columns + 3, "{table}");
-    let per_queue: u64 = rx_row[1..=columns].iter().map(|v| v.parse::<u64>().unwrap()).sum();
-    assert_eq!((per_queue, rx_row[columns + 1], rx_row[columns + 2]), (5_000, "5000", "0"), "{table}");
+    let per_queue: u64 = rx_row[1..=columns]
+        .iter()
+        .map(|v| v.parse::<u64>().unwrap())
+        .sum();
+    assert_eq!(
+        (per_queue, rx_row[columns + 1], rx_row[columns + 2]),
+        (5_000, "5000", "0"),
+        "{table}"
+    );
     assert!(table.contains("[ok]"), "{table}");
     // One figure by its path, for scripts (tests/unbind/unbind.sh polls with it).
-    let get = |path: &str| std::process::Command::new(env!("CARGO_BIN_EXE_xdpool")).args(["stats", "--get", path, "--socket"]).arg(sock).output().unwrap();
+    let get = |path: &str| {
+        std::process::Command::new(env!("CARGO_BIN_EXE_xdpool"))
+            .args(["stats", "--get", path, "--socket"])
+            .arg(sock)
+            .output()
+            .unwrap()
+    };
     let rx = get(".total.rx_packets");
-    assert!(rx.status.success(), "{}", String::from_utf8_lossy(&rx.stderr));
+    assert!(
+        rx.status.success(),
+        "{}",
+        String::from_utf8_lossy(&rx.stderr)
+    );
     assert_eq!(String::from_utf8_lossy(&rx.stdout).trim(), "5000");
-    assert_eq!(String::from_utf8_lossy(&get(".queues.0.queue").stdout).trim(), "0");
+    assert_eq!(
+        String::from_utf8_lossy(&get(".queues.0.queue").stdout).trim(),
+        "0"
+    );
     let missing = get(".total.no_such_counter");
-    assert!(!missing.status.success() && String::from_utf8_lossy(&missing.stderr).contains("nothing at .total.no_such_counter"));
+    assert!(
+        !missing.status.success()
+            && String::from_utf8_lossy(&missing.stderr)
+                .contains("nothing at .total.no_such_counter")
+    );
 
     use std::os::unix::fs::{MetadataExt, PermissionsExt};
     let meta = std::fs::metadata(sock).unwrap();
@@ -176,13 +296,17 @@ fn stats_prometheus_equals_stats_json_and_socket_refuses_others() {
         .output()
         .unwrap();
     let err = String::from_utf8_lossy(&other.stderr);
-    assert!(!other.status.success() && err.contains("ermission denied"), "another user must be refused: {err}");
+    assert!(
+        !other.status.success() && err.contains("ermission denied"),
+        "another user must be refused: {err}"
+    );
     let (code, _, out) = run.stop();
     assert_eq!(code, Some(0), "{out}");
 }
 
 fn http_get(addr: &str, path: &str) -> String {
-    let mut s = std::net::TcpStream::connect(addr).unwrap_or_else(|e| panic!("connect {addr}: {e}"));
+    let mut s =
+        std::net::TcpStream::connect(addr).unwrap_or_else(|e| panic!("connect {addr}: {e}"));
     write!(s, "GET {path} HTTP/1.0\r\n\r\n").unwrap();
     let mut body = String::new();
     s.read_to_string(&mut body).unwrap();

@@ -23,8 +23,13 @@ fn snapshot(sock: &Path) -> serde_json::Value {
 
 /// (packets, bytes) of the running rule named `name`.
 fn rule_counts(snap: &serde_json::Value, name: &str) -> (u64, u64) {
-    let list = snap["rules"]["list"].as_array().expect("rules in the snapshot");
-    let r = list.iter().find(|r| r["name"] == name).unwrap_or_else(|| panic!("no rule named {name}: {list:#?}"));
+    let list = snap["rules"]["list"]
+        .as_array()
+        .expect("rules in the snapshot");
+    let r = list
+        .iter()
+        .find(|r| r["name"] == name)
+        .unwrap_or_else(|| panic!("no rule named {name}: {list:#?}"));
     (r["packets"].as_u64().unwrap(), r["bytes"].as_u64().unwrap())
 }
 
@@ -41,7 +46,11 @@ fn rules_apply(sock: &Path, file: &Path) -> (i32, String, String) {
         .arg(sock)
         .output()
         .expect("run xdpool rules apply");
-    (out.status.code().unwrap_or(-1), String::from_utf8_lossy(&out.stdout).into(), String::from_utf8_lossy(&out.stderr).into())
+    (
+        out.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&out.stdout).into(),
+        String::from_utf8_lossy(&out.stderr).into(),
+    )
 }
 
 /// The kernel's UDP stack in `ns`: every datagram it saw (delivered, no port, errors).
@@ -62,11 +71,19 @@ fn lab_traffic(st: &xdpool::lab::LabStatus, n: u64, pps: u64) -> GenConfig {
 
 #[test]
 fn reload_drop_to_pass_under_traffic_is_seen_within_100ms_and_counts_every_frame_once() {
-    if !root_or_skip("reload_drop_to_pass_under_traffic_is_seen_within_100ms_and_counts_every_frame_once") {
+    if !root_or_skip(
+        "reload_drop_to_pass_under_traffic_is_seen_within_100ms_and_counts_every_frame_once",
+    ) {
         return;
     }
     let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
-    let rig = LabRig::up(LabConfig { prefix: unique_prefix("xr"), ..LabConfig::default() }, "reload");
+    let rig = LabRig::up(
+        LabConfig {
+            prefix: unique_prefix("xr"),
+            ..LabConfig::default()
+        },
+        "reload",
+    );
     let (st, sock) = (rig.st.clone(), rig.sock.clone());
     let drop_rule = "[[rule]]\nname = \"lab\"\nproto = \"udp\"\ndst_port = 9\naction = \"drop\"\n";
     let cfg = rig.config("reload", &[0], drop_rule);
@@ -74,17 +91,38 @@ fn reload_drop_to_pass_under_traffic_is_seen_within_100ms_and_counts_every_frame
 
     // Refused files first (no traffic): the running rules stay, with the exit codes.
     let bad = rig.dir().join("bad.toml");
-    std::fs::write(&bad, "[[rule]]\nname = \"lab\"\nproto = \"udp\"\n\ndst_port = \"9-1\"\naction = \"pass\"\n").unwrap();
+    std::fs::write(
+        &bad,
+        "[[rule]]\nname = \"lab\"\nproto = \"udp\"\n\ndst_port = \"9-1\"\naction = \"pass\"\n",
+    )
+    .unwrap();
     let (code, _, err) = rules_apply(&sock, &bad);
     assert_eq!(code, 2, "invalid rules: exit 2; stderr: {err}");
-    assert!(err.contains("line 5") && err.contains("rule[0].dst_port"), "key and line named: {err}");
+    assert!(
+        err.contains("line 5") && err.contains("rule[0].dst_port"),
+        "key and line named: {err}"
+    );
     let l2fwd = rig.dir().join("l2fwd.toml");
-    std::fs::write(&l2fwd, "[[rule]]\nproto = \"udp\"\ndst_port = 9\naction = \"l2fwd\"\n").unwrap();
+    std::fs::write(
+        &l2fwd,
+        "[[rule]]\nproto = \"udp\"\ndst_port = 9\naction = \"l2fwd\"\n",
+    )
+    .unwrap();
     let (code, _, err) = rules_apply(&sock, &l2fwd);
-    assert_eq!(code, 11, "l2fwd on a port opened without a TX ring: refused, exit 11; stderr: {err}");
-    assert!(err.contains("no TX ring") && err.contains("restart"), "the reason and what to do: {err}");
+    assert_eq!(
+        code, 11,
+        "l2fwd on a port opened without a TX ring: refused, exit 11; stderr: {err}"
+    );
+    assert!(
+        err.contains("no TX ring") && err.contains("restart"),
+        "the reason and what to do: {err}"
+    );
     let snap = snapshot(&sock);
-    assert_eq!(snap["rules"]["list"][0]["action"], "drop", "the running rules stay: {:#}", snap["rules"]);
+    assert_eq!(
+        snap["rules"]["list"][0]["action"], "drop",
+        "the running rules stay: {:#}",
+        snap["rules"]
+    );
     assert_eq!(snap["rules"]["refused"], 2);
 
     // Under traffic: drop (steered, dropped by the worker) -> pass (to the kernel).
@@ -99,29 +137,49 @@ fn reload_drop_to_pass_under_traffic_is_seen_within_100ms_and_counts_every_frame
     let (into_ring, refused) = veth_delivery(&st.a.netns, &st.a.dev, N, || {
         let sender = std::thread::spawn(move || gen::run(&g).expect("generator").sent);
         // Apply once the workers are dropping frames.
-        assert!(wait_for(Duration::from_secs(10), || total(&snapshot(&sock2), "action_drop") > 20_000), "no traffic reached the worker");
+        assert!(
+            wait_for(Duration::from_secs(10), || total(
+                &snapshot(&sock2),
+                "action_drop"
+            ) > 20_000),
+            "no traffic reached the worker"
+        );
         let from = kernel_udp(&ns_b);
         let passed_from = snapshot(&sock2)["xdp"]["passed"].as_u64().unwrap();
         let t0 = Instant::now();
-        let reply = xdpool::stats::control::apply_rules(&sock2, &std::fs::read_to_string(&pass2).unwrap()).expect("apply");
+        let reply =
+            xdpool::stats::control::apply_rules(&sock2, &std::fs::read_to_string(&pass2).unwrap())
+                .expect("apply");
         answered = Some(t0.elapsed());
         // Frames the program steered under the old list, all before the swap.
         steered_at_reply = snapshot(&sock2)["xdp"]["steered"].as_u64().unwrap();
         assert_eq!(reply["ok"], true, "{reply}");
-        eprintln!("apply answered after {:.2} ms (swap {:.2} ms)", t0.elapsed().as_secs_f64() * 1e3, reply["applied"]["swap_ms"].as_f64().unwrap());
-        assert_eq!(reply["applied"]["carried"], 1, "the named rule carries its counters: {reply}");
+        eprintln!(
+            "apply answered after {:.2} ms (swap {:.2} ms)",
+            t0.elapsed().as_secs_f64() * 1e3,
+            reply["applied"]["swap_ms"].as_f64().unwrap()
+        );
+        assert_eq!(
+            reply["applied"]["carried"], 1,
+            "the named rule carries its counters: {reply}"
+        );
         // The first frame the program passed (its counters), and the first the
         // kernel's UDP stack saw.
         let (mut by_xdp, mut by_kernel) = (None, None);
         while (by_xdp.is_none() || by_kernel.is_none()) && t0.elapsed() < Duration::from_secs(2) {
-            if by_xdp.is_none() && snapshot(&sock2)["xdp"]["passed"].as_u64().unwrap() > passed_from + 8 {
+            if by_xdp.is_none()
+                && snapshot(&sock2)["xdp"]["passed"].as_u64().unwrap() > passed_from + 8
+            {
                 by_xdp = Some(t0.elapsed());
             }
             if by_kernel.is_none() && kernel_udp(&ns_b) > from {
                 by_kernel = Some(t0.elapsed());
             }
         }
-        latency = Some((by_xdp.unwrap_or(Duration::MAX), by_kernel.unwrap_or(Duration::MAX)));
+        latency = Some((
+            by_xdp.unwrap_or(Duration::MAX),
+            by_kernel.unwrap_or(Duration::MAX),
+        ));
         assert_eq!(sender.join().unwrap(), N);
     });
     let (by_xdp, by_kernel) = latency.unwrap();
@@ -134,36 +192,81 @@ fn reload_drop_to_pass_under_traffic_is_seen_within_100ms_and_counts_every_frame
     // not one frame took the old action after it (the first passed frame comes
     // with the sender's next burst; on a loaded machine that can be later).
     let answered = answered.unwrap();
-    assert!(answered < Duration::from_millis(100), "the apply took {answered:?}");
-    assert!(by_xdp < Duration::from_secs(1) && by_kernel < Duration::from_secs(1), "no passed frame within 1 s: {by_xdp:?} / {by_kernel:?}");
+    assert!(
+        answered < Duration::from_millis(100),
+        "the apply took {answered:?}"
+    );
+    assert!(
+        by_xdp < Duration::from_secs(1) && by_kernel < Duration::from_secs(1),
+        "no passed frame within 1 s: {by_xdp:?} / {by_kernel:?}"
+    );
 
     // Settled: every frame delivered to the receiver's ring counted exactly once.
-    let settled = wait_for(Duration::from_secs(10), || rule_counts(&snapshot(&sock), "lab").0 >= into_ring);
+    let settled = wait_for(Duration::from_secs(10), || {
+        rule_counts(&snapshot(&sock), "lab").0 >= into_ring
+    });
     std::thread::sleep(Duration::from_millis(300));
     let snap = snapshot(&sock);
-    let (steered, passed) = (snap["xdp"]["steered"].as_u64().unwrap(), snap["xdp"]["passed"].as_u64().unwrap());
+    let (steered, passed) = (
+        snap["xdp"]["steered"].as_u64().unwrap(),
+        snap["xdp"]["passed"].as_u64().unwrap(),
+    );
     let (lab_packets, lab_bytes) = rule_counts(&snap, "lab");
     let kernel_saw = kernel_udp(&st.b.netns) - kernel_before;
     eprintln!("steered {steered} (dropped by the worker), passed {passed} (kernel saw {kernel_saw}), rule `lab` {lab_packets} packets {lab_bytes} bytes");
     assert!(settled, "{snap:#}");
-    assert_eq!(lab_packets, into_ring, "rule `lab` counted every frame once across the reload (old list + new list): {snap:#}");
+    assert_eq!(
+        lab_packets, into_ring,
+        "rule `lab` counted every frame once across the reload (old list + new list): {snap:#}"
+    );
     // The program also passes the lab's own few non-UDP frames (IPv6 ND): not ours.
     assert!(passed >= into_ring - steered, "{snap:#}");
     assert_eq!(lab_bytes, into_ring * 64, "bytes per rule");
-    assert!(steered > 20_000 && passed > 20_000, "both lists saw traffic: steered {steered}, passed {passed}");
-    assert_eq!(steered, steered_at_reply, "frames took the old action after the apply answered");
+    assert!(
+        steered > 20_000 && passed > 20_000,
+        "both lists saw traffic: steered {steered}, passed {passed}"
+    );
+    assert_eq!(
+        steered, steered_at_reply,
+        "frames took the old action after the apply answered"
+    );
     let x = |k: &str| snap["total"]["xsk"][k].as_u64().unwrap_or(0);
-    assert_eq!(total(&snap, "rx_packets") + x("rx_dropped") + x("rx_ring_full"), steered, "every steered frame reached the worker or a named drop: {:#}", snap["total"]);
-    assert_eq!(total(&snap, "action_drop"), total(&snap, "rx_packets"), "steered frames were dropped (the drop list)");
-    assert_eq!(kernel_saw, into_ring - steered, "every frame the new list passed reached the kernel's UDP stack, and no other");
-    eprintln!("frames of the hand-over steered before tagging began: {}", total(&snap, "rule_untagged"));
+    assert_eq!(
+        total(&snap, "rx_packets") + x("rx_dropped") + x("rx_ring_full"),
+        steered,
+        "every steered frame reached the worker or a named drop: {:#}",
+        snap["total"]
+    );
+    assert_eq!(
+        total(&snap, "action_drop"),
+        total(&snap, "rx_packets"),
+        "steered frames were dropped (the drop list)"
+    );
+    assert_eq!(
+        kernel_saw,
+        into_ring - steered,
+        "every frame the new list passed reached the kernel's UDP stack, and no other"
+    );
+    eprintln!(
+        "frames of the hand-over steered before tagging began: {}",
+        total(&snap, "rule_untagged")
+    );
 
     // SIGHUP reads the config file again: the file still says drop.
     // SAFETY: kill on our own child's PID.
     unsafe { libc::kill(run.pid(), libc::SIGHUP) };
-    assert!(wait_for(Duration::from_secs(5), || snapshot(&sock)["rules"]["list"][0]["action"] == "drop"), "SIGHUP applied the config file's rules");
+    assert!(
+        wait_for(Duration::from_secs(5), || snapshot(&sock)["rules"]["list"]
+            [0]["action"]
+            == "drop"),
+        "SIGHUP applied the config file's rules"
+    );
     let snap = snapshot(&sock);
-    assert_eq!(rule_counts(&snap, "lab").0, into_ring, "named: the count carries through SIGHUP too");
+    assert_eq!(
+        rule_counts(&snap, "lab").0,
+        into_ring,
+        "named: the count carries through SIGHUP too"
+    );
     assert_eq!(snap["rules"]["reloads"], 2);
 
     let (code, summary, out) = run.stop();
@@ -171,20 +274,29 @@ fn reload_drop_to_pass_under_traffic_is_seen_within_100ms_and_counts_every_frame
     assert_all_frames_back(&summary);
 }
 
-
 #[test]
 fn hundred_reloads_under_traffic_lose_no_frame_and_act_on_each_under_its_list() {
     if !root_or_skip("hundred_reloads_under_traffic_lose_no_frame_and_act_on_each_under_its_list") {
         return;
     }
     let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
-    let rig = LabRig::up(LabConfig { prefix: unique_prefix("xh"), ..LabConfig::default() }, "reload100");
+    let rig = LabRig::up(
+        LabConfig {
+            prefix: unique_prefix("xh"),
+            ..LabConfig::default()
+        },
+        "reload100",
+    );
     let (st, sock) = (rig.st.clone(), rig.sock.clone());
     // Both lists hold both names, so both counts carry across every reload; only the
     // first matches. The worker's action differs (drop or l2fwd), the XDP program's
     // does not (steer): only the frame's tag tells the worker which list steered it.
-    let as_drop = |extra: &str| format!("[[rule]]\nname = \"as-drop\"\nproto = \"udp\"\ndst_port = 9\n{extra}action = \"drop\"\n");
-    let as_l2fwd = |extra: &str| format!("[[rule]]\nname = \"as-l2fwd\"\nproto = \"udp\"\ndst_port = 9\n{extra}action = \"l2fwd\"\n");
+    let as_drop = |extra: &str| {
+        format!("[[rule]]\nname = \"as-drop\"\nproto = \"udp\"\ndst_port = 9\n{extra}action = \"drop\"\n")
+    };
+    let as_l2fwd = |extra: &str| {
+        format!("[[rule]]\nname = \"as-l2fwd\"\nproto = \"udp\"\ndst_port = 9\n{extra}action = \"l2fwd\"\n")
+    };
     let list_a = format!("{}{}", as_drop(""), as_l2fwd(""));
     let list_b = format!("{}{}", as_l2fwd(""), as_drop(""));
     // Another shape (a prefix condition): swapped in as another program (bpf_link update).
@@ -206,9 +318,19 @@ fn hundred_reloads_under_traffic_lose_no_frame_and_act_on_each_under_its_list() 
     let mut swaps: Vec<f64> = Vec::new();
     let (into_ring, refused) = veth_delivery(&st.a.netns, &st.a.dev, N, || {
         let sender = std::thread::spawn(move || gen::run(&g).expect("generator").sent);
-        assert!(wait_for(Duration::from_secs(10), || total(&snapshot(&sock2), "rx_packets") > 5_000), "no traffic reached the worker");
+        assert!(
+            wait_for(Duration::from_secs(10), || total(
+                &snapshot(&sock2),
+                "rx_packets"
+            ) > 5_000),
+            "no traffic reached the worker"
+        );
         for i in 0..100 {
-            let text = if i % 10 == 9 { &lists[2] } else { &lists[(i + 1) % 2] };
+            let text = if i % 10 == 9 {
+                &lists[2]
+            } else {
+                &lists[(i + 1) % 2]
+            };
             let t0 = Instant::now();
             let reply = xdpool::stats::control::apply_rules(&sock2, text).expect("apply");
             took.push(t0.elapsed().as_secs_f64() * 1e3);
@@ -218,14 +340,19 @@ fn hundred_reloads_under_traffic_lose_no_frame_and_act_on_each_under_its_list() 
         }
         assert_eq!(sender.join().unwrap(), N);
     });
-    let settled = wait_for(Duration::from_secs(10), || snapshot(&sock)["xdp"]["steered"].as_u64().unwrap() >= into_ring);
+    let settled = wait_for(Duration::from_secs(10), || {
+        snapshot(&sock)["xdp"]["steered"].as_u64().unwrap() >= into_ring
+    });
     std::thread::sleep(Duration::from_millis(300));
     let snap = snapshot(&sock);
     let pct = |v: &mut Vec<f64>, p: f64| {
         v.sort_by(|a, b| a.partial_cmp(b).unwrap());
         v[((v.len() - 1) as f64 * p).round() as usize]
     };
-    let (d, l) = (rule_counts(&snap, "as-drop").0, rule_counts(&snap, "as-l2fwd").0);
+    let (d, l) = (
+        rule_counts(&snap, "as-drop").0,
+        rule_counts(&snap, "as-l2fwd").0,
+    );
     let steered = snap["xdp"]["steered"].as_u64().unwrap();
     let lost = into_ring as i64 - (d + l) as i64;
     eprintln!(
@@ -238,23 +365,51 @@ fn hundred_reloads_under_traffic_lose_no_frame_and_act_on_each_under_its_list() 
     );
     assert!(settled, "{snap:#}");
     assert_eq!(snap["rules"]["reloads"], 100);
-    assert_eq!(steered, into_ring, "the program steered every delivered frame: {snap:#}");
-    assert_eq!(d + l, into_ring, "frames lost or counted twice across 100 reloads: {lost}");
-    assert!(d > 10_000 && l > 10_000, "both lists saw traffic: {d} / {l}");
+    assert_eq!(
+        steered, into_ring,
+        "the program steered every delivered frame: {snap:#}"
+    );
+    assert_eq!(
+        d + l,
+        into_ring,
+        "frames lost or counted twice across 100 reloads: {lost}"
+    );
+    assert!(
+        d > 10_000 && l > 10_000,
+        "both lists saw traffic: {d} / {l}"
+    );
     // Acted on under the list that steered it: the worker's drops and sends match
     // the per-list counts, but for frames the socket dropped before the worker (a
     // full RX ring or an empty fill ring on a loaded machine; counted by the kernel).
     let lost_at_socket = steered - total(&snap, "rx_packets");
-    let (dropped, sent) = (total(&snap, "action_drop"), total(&snap, "tx_packets") + total(&snap, "tx_ring_full_drop"));
+    let (dropped, sent) = (
+        total(&snap, "action_drop"),
+        total(&snap, "tx_packets") + total(&snap, "tx_ring_full_drop"),
+    );
     eprintln!("worker: dropped {dropped}, sent back {sent}; dropped by the socket before the worker {lost_at_socket}");
     assert!(dropped <= d, "dropped {dropped} > matched under drop lists {d}: frames of an l2fwd list were dropped: {:#}", snap["total"]);
-    assert!(sent <= l, "sent {sent} > matched under l2fwd lists {l}: frames of a drop list were sent: {:#}", snap["total"]);
-    assert_eq!((d - dropped) + (l - sent), lost_at_socket, "{:#}", snap["total"]);
-    assert!(lost_at_socket <= into_ring / 10, "the socket dropped {lost_at_socket}: too loaded for this test to prove much");
+    assert!(
+        sent <= l,
+        "sent {sent} > matched under l2fwd lists {l}: frames of a drop list were sent: {:#}",
+        snap["total"]
+    );
+    assert_eq!(
+        (d - dropped) + (l - sent),
+        lost_at_socket,
+        "{:#}",
+        snap["total"]
+    );
+    assert!(
+        lost_at_socket <= into_ring / 10,
+        "the socket dropped {lost_at_socket}: too loaded for this test to prove much"
+    );
     // Frames in the RX ring when a worker took a new list carry no tag (tagging
     // begins with the hand-over): they must have been acted on under the old list,
     // which the per-list counts above check.
-    eprintln!("frames of a hand-over steered before tagging began: {}", total(&snap, "rule_untagged"));
+    eprintln!(
+        "frames of a hand-over steered before tagging began: {}",
+        total(&snap, "rule_untagged")
+    );
     assert!(total(&snap, "rules_taken") >= 100);
     let (code, summary, out) = run.stop();
     assert_eq!(code, Some(0), "exit code; stdout:\n{out}");

@@ -20,7 +20,9 @@ use std::net::IpAddr;
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
-use xdpool::steer::{Rule, RuleAction, RuleMatch, SteerError, Steering, XdpCounters, TEST_RUN_MIN_FRAME};
+use xdpool::steer::{
+    Rule, RuleAction, RuleMatch, SteerError, Steering, XdpCounters, TEST_RUN_MIN_FRAME,
+};
 use xdpool::wire::fuzz::{mutate, XorShift64};
 use xdpool::wire::{parse, Layer, ParseError, Parsed, L3};
 
@@ -39,10 +41,12 @@ const MAX_FUZZ_FRAME: usize = 2048;
 mod common;
 
 fn hex(frame: &[u8]) -> String {
-    frame.iter().fold(String::with_capacity(frame.len() * 2), |mut s, b| {
-        let _ = write!(s, "{b:02x}");
-        s
-    })
+    frame
+        .iter()
+        .fold(String::with_capacity(frame.len() * 2), |mut s, b| {
+            let _ = write!(s, "{b:02x}");
+            s
+        })
 }
 
 // ---- the corpus ------------------------------------------------------------
@@ -56,18 +60,38 @@ struct CorpusFrame {
 
 fn corpus() -> Vec<CorpusFrame> {
     let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/corpus/wire");
-    let text = std::fs::read_to_string(dir.join("expected.txt")).expect("tests/corpus/wire/expected.txt");
+    let text =
+        std::fs::read_to_string(dir.join("expected.txt")).expect("tests/corpus/wire/expected.txt");
     let frames: Vec<CorpusFrame> = text
         .lines()
         .filter(|l| !l.starts_with('#') && !l.trim().is_empty())
         .map(|l| {
-            let (name, expected) = l.split_once(" -> ").unwrap_or_else(|| panic!("bad expected.txt line {l:?}"));
+            let (name, expected) = l
+                .split_once(" -> ")
+                .unwrap_or_else(|| panic!("bad expected.txt line {l:?}"));
             let bytes = std::fs::read(dir.join(name)).unwrap_or_else(|e| panic!("{name}: {e}"));
-            CorpusFrame { name: name.to_string(), bytes, expected: expected.to_string() }
+            CorpusFrame {
+                name: name.to_string(),
+                bytes,
+                expected: expected.to_string(),
+            }
         })
         .collect();
-    let on_disk = std::fs::read_dir(&dir).unwrap().filter(|e| e.as_ref().unwrap().path().extension().is_some_and(|x| x == "bin")).count();
-    assert_eq!(frames.len(), on_disk, "every corpus file needs a line in expected.txt");
+    let on_disk = std::fs::read_dir(&dir)
+        .unwrap()
+        .filter(|e| {
+            e.as_ref()
+                .unwrap()
+                .path()
+                .extension()
+                .is_some_and(|x| x == "bin")
+        })
+        .count();
+    assert_eq!(
+        frames.len(),
+        on_disk,
+        "every corpus file needs a line in expected.txt"
+    );
     frames
 }
 
@@ -106,23 +130,33 @@ struct Runner {
 
 impl Runner {
     fn new(rules: Vec<Rule>) -> Self {
-        let mut steering = Steering::load().expect("xdpool_steer must pass the verifier on this kernel and load");
+        let mut steering =
+            Steering::load().expect("xdpool_steer must pass the verifier on this kernel and load");
         steering.set_rules(&rules).expect("set_rules");
         let counters = steering.counters().unwrap();
         let hits = steering.rule_hits().unwrap();
         assert_eq!(counters.total(), 0);
-        Runner { steering, counters, hits }
+        Runner {
+            steering,
+            counters,
+            hits,
+        }
     }
 
     /// One `BPF_PROG_TEST_RUN`. Err describes an accounting or action violation.
     fn run(&mut self, frame: &[u8]) -> Result<XdpVerdict, String> {
         let action = match self.steering.test_run(frame) {
             Ok(a) => a,
-            Err(SteerError::FrameTooShortForTestRun { len, min }) if frame.len() < TEST_RUN_MIN_FRAME => {
+            Err(SteerError::FrameTooShortForTestRun { len, min })
+                if frame.len() < TEST_RUN_MIN_FRAME =>
+            {
                 assert_eq!((len, min), (frame.len(), TEST_RUN_MIN_FRAME));
                 let now = self.steering.counters().unwrap();
                 if now != self.counters {
-                    return Err(format!("a refused {len}-byte frame moved counters: {:?} -> {now:?}", self.counters));
+                    return Err(format!(
+                        "a refused {len}-byte frame moved counters: {:?} -> {now:?}",
+                        self.counters
+                    ));
                 }
                 return Ok(XdpVerdict::TooShort);
             }
@@ -140,7 +174,9 @@ impl Runner {
             ("malformed", now.malformed - before.malformed),
         ];
         let total: u64 = moved.iter().map(|m| m.1).sum();
-        let hit: Vec<usize> = (0..self.hits.len()).filter(|&i| self.hits[i] != hits_before[i]).collect();
+        let hit: Vec<usize> = (0..self.hits.len())
+            .filter(|&i| self.hits[i] != hits_before[i])
+            .collect();
         let hit_sum: u64 = self.hits.iter().zip(&hits_before).map(|(a, b)| a - b).sum();
         if total != 1 || hit_sum > 1 {
             return Err(format!("counters moved {moved:?} (sum {total}), rule hits moved by {hit_sum}: want exactly one counter +1"));
@@ -176,9 +212,21 @@ struct Cond {
 fn conds(m: &RuleMatch) -> Cond {
     match *m {
         RuleMatch::All => Cond::default(),
-        RuleMatch::Fields { proto, dst_port, dst_prefix, src_port, src_prefix, vlan } => {
-            Cond { proto, dst_port, src_port, dst: dst_prefix, src: src_prefix, vlan }
-        }
+        RuleMatch::Fields {
+            proto,
+            dst_port,
+            dst_prefix,
+            src_port,
+            src_prefix,
+            vlan,
+        } => Cond {
+            proto,
+            dst_port,
+            src_port,
+            dst: dst_prefix,
+            src: src_prefix,
+            vlan,
+        },
     }
 }
 
@@ -204,21 +252,34 @@ impl CView {
             L3::V6 { .. } => 6,
             L3::None => 0,
         };
-        CView { family, proto: p.ip_proto().unwrap_or(0), ports: p.ports(), saddr: p.src_ip(), daddr: p.dst_ip(), vlan: p.outer_vlan_id() }
+        CView {
+            family,
+            proto: p.ip_proto().unwrap_or(0),
+            ports: p.ports(),
+            saddr: p.src_ip(),
+            daddr: p.dst_ip(),
+            vlan: p.outer_vlan_id(),
+        }
     }
 }
 
 fn in_prefix(addr: Option<IpAddr>, (net, len): (IpAddr, u8)) -> bool {
     match (addr, net) {
-        (Some(IpAddr::V4(a)), IpAddr::V4(n)) => len == 0 || (u32::from(a) ^ u32::from(n)) >> (32 - u32::from(len)) == 0,
-        (Some(IpAddr::V6(a)), IpAddr::V6(n)) => len == 0 || (u128::from(a) ^ u128::from(n)) >> (128 - u32::from(len)) == 0,
+        (Some(IpAddr::V4(a)), IpAddr::V4(n)) => {
+            len == 0 || (u32::from(a) ^ u32::from(n)) >> (32 - u32::from(len)) == 0
+        }
+        (Some(IpAddr::V6(a)), IpAddr::V6(n)) => {
+            len == 0 || (u128::from(a) ^ u128::from(n)) >> (128 - u32::from(len)) == 0
+        }
         _ => false,
     }
 }
 
 /// Whether every condition of `c` holds for `v` (xdpool.h "Semantics").
 fn holds(c: &Cond, v: &CView) -> bool {
-    let in_range = |r: Option<(u16, u16)>, port: Option<u16>| r.is_none_or(|(lo, hi)| port.is_some_and(|p| (lo..=hi).contains(&p)));
+    let in_range = |r: Option<(u16, u16)>, port: Option<u16>| {
+        r.is_none_or(|(lo, hi)| port.is_some_and(|p| (lo..=hi).contains(&p)))
+    };
     c.proto.is_none_or(|want| v.family != 0 && v.proto == want)
         && in_range(c.dst_port, v.ports.map(|p| p.1))
         && in_range(c.src_port, v.ports.map(|p| p.0))
@@ -271,7 +332,11 @@ fn be16(f: &[u8], at: usize) -> u16 {
 fn xdp_model(f: &[u8]) -> Model {
     let mut skipped = Skipped::default();
     let view = model_parse(f, &mut skipped);
-    Model { view, kind: model_kind(f), skipped }
+    Model {
+        view,
+        kind: model_kind(f),
+        skipped,
+    }
 }
 
 const C_MAX_VLAN: usize = 2;
@@ -308,7 +373,12 @@ fn model_families(rules: &[Rule]) -> [bool; 3] {
     let mut kinds = [false; 3]; // non-IP, IPv4, IPv6
     for r in rules {
         let c = conds(&r.matcher);
-        if c.proto.is_none() && c.dst_port.is_none() && c.src_port.is_none() && c.dst.is_none() && c.src.is_none() {
+        if c.proto.is_none()
+            && c.dst_port.is_none()
+            && c.src_port.is_none()
+            && c.dst.is_none()
+            && c.src.is_none()
+        {
             kinds[0] = true; // no condition only an IP frame meets (VLAN holds for any)
         }
         let family = c.dst.or(c.src).map(|(a, _)| a.is_ipv6());
@@ -365,7 +435,13 @@ fn model_ipv4(f: &[u8], l3: usize, s: &mut Skipped) -> Option<CView> {
     }
     s.ipv4_options = ihl > 5;
     let addr = |at: usize| Some(IpAddr::from(<[u8; 4]>::try_from(&f[at..at + 4]).unwrap()));
-    let mut v = CView { family: 4, proto: f[l3 + 9], saddr: addr(l3 + 12), daddr: addr(l3 + 16), ..CView::default() };
+    let mut v = CView {
+        family: 4,
+        proto: f[l3 + 9],
+        saddr: addr(l3 + 12),
+        daddr: addr(l3 + 16),
+        ..CView::default()
+    };
     let frag = be16(f, l3 + 6);
     if frag & 0x1fff != 0 {
         s.nonfirst_fragment = true;
@@ -386,7 +462,12 @@ fn model_ipv6(f: &[u8], l3: usize, s: &mut Skipped) -> Option<CView> {
         return None;
     }
     let addr = |at: usize| Some(IpAddr::from(<[u8; 16]>::try_from(&f[at..at + 16]).unwrap()));
-    let base = CView { family: 6, saddr: addr(l3 + 8), daddr: addr(l3 + 24), ..CView::default() };
+    let base = CView {
+        family: 6,
+        saddr: addr(l3 + 8),
+        daddr: addr(l3 + 24),
+        ..CView::default()
+    };
     let mut next = f[l3 + 6];
     let mut walked = 0;
     while walked < C_MAX_IPV6_EXT {
@@ -414,7 +495,10 @@ fn model_ipv6(f: &[u8], l3: usize, s: &mut Skipped) -> Option<CView> {
                 remaining -= 8;
                 if frag & 0xfff8 != 0 {
                     s.nonfirst_fragment = true;
-                    return Some(CView { proto: next, ..base });
+                    return Some(CView {
+                        proto: next,
+                        ..base
+                    });
                 }
                 s.first_fragment_more |= frag & 1 != 0;
             }
@@ -425,11 +509,21 @@ fn model_ipv6(f: &[u8], l3: usize, s: &mut Skipped) -> Option<CView> {
     // The Rust parser also walks AH and mobility headers, and up to 8 headers.
     s.ipv6_walk_stopped = matches!(next, 0 | 43 | 44 | 51 | 60 | 135);
     let ports = model_l4(f, cur, remaining, next, s.first_fragment_more)?;
-    Some(CView { proto: next, ports, ..base })
+    Some(CView {
+        proto: next,
+        ports,
+        ..base
+    })
 }
 
 /// Outer None: malformed; inner: (source, destination) ports when UDP or TCP.
-fn model_l4(f: &[u8], l4: usize, l4_len: usize, proto: u8, more_fragments: bool) -> Option<Option<(u16, u16)>> {
+fn model_l4(
+    f: &[u8],
+    l4: usize,
+    l4_len: usize,
+    proto: u8,
+    more_fragments: bool,
+) -> Option<Option<(u16, u16)>> {
     match proto {
         UDP => {
             if l4_len < 8 || l4 + 8 > f.len() {
@@ -466,11 +560,17 @@ fn verdict_from_model(m: &Model, frame_len: usize, rules: &[Rule]) -> XdpVerdict
     }
     // A frame kind no rule can match is passed unparsed, malformed or not.
     if let Some(kind) = m.kind {
-        if !model_families(rules)[match kind { 4 => 1, 6 => 2, _ => 0 }] {
+        if !model_families(rules)[match kind {
+            4 => 1,
+            6 => 2,
+            _ => 0,
+        }] {
             return XdpVerdict::Passed;
         }
     }
-    let Some(v) = m.view else { return XdpVerdict::Malformed };
+    let Some(v) = m.view else {
+        return XdpVerdict::Malformed;
+    };
     match rules.iter().position(|r| holds(&conds(&r.matcher), &v)) {
         Some(i) => XdpVerdict::Hit(i),
         None => XdpVerdict::Passed,
@@ -509,7 +609,10 @@ fn why_program_accepts(s: &Skipped, err: &ParseError) -> Option<&'static str> {
 
 /// Why the program counts malformed a frame the Rust parser accepts.
 fn why_program_rejects(p: &Parsed, m: &Model) -> &'static str {
-    if m.skipped.first_fragment_more && p.ip_proto() == Some(UDP) && p.fragment().is_some_and(|f| f.is_first() && f.more) {
+    if m.skipped.first_fragment_more
+        && p.ip_proto() == Some(UDP)
+        && p.fragment().is_some_and(|f| f.is_first() && f.more)
+    {
         "UDP first fragment: program requires UDP length <= fragment payload; parser allows the datagram length"
     } else {
         "unexplained"
@@ -557,28 +660,78 @@ type CorpusException = (&'static str, XdpVerdict, XdpVerdict, &'static str);
 const EXCEPTIONS: &[CorpusException] = &[
     // The kernel refuses test input shorter than an Ethernet header with EINVAL
     // before the program runs; no driver delivers such a frame either.
-    ("truncated_eth_13.bin", XdpVerdict::TooShort, XdpVerdict::TooShort, "kernel refuses < 14 bytes (EINVAL)"),
+    (
+        "truncated_eth_13.bin",
+        XdpVerdict::TooShort,
+        XdpVerdict::TooShort,
+        "kernel refuses < 14 bytes (EINVAL)",
+    ),
     // The program steps over IPv4 options by IHL without walking the TLVs; the
     // kernel's ip_options_compile (and the worker's parser) drop these. UDP port 9.
-    ("ipv4_option_len_0.bin", XdpVerdict::Hit(1), XdpVerdict::Hit(0), "IPv4 option TLVs not walked"),
-    ("ipv4_option_overrun.bin", XdpVerdict::Hit(1), XdpVerdict::Hit(0), "IPv4 option TLVs not walked"),
+    (
+        "ipv4_option_len_0.bin",
+        XdpVerdict::Hit(1),
+        XdpVerdict::Hit(0),
+        "IPv4 option TLVs not walked",
+    ),
+    (
+        "ipv4_option_overrun.bin",
+        XdpVerdict::Hit(1),
+        XdpVerdict::Hit(0),
+        "IPv4 option TLVs not walked",
+    ),
     // A non-first fragment is judged by its own header only; offset + length past
     // 65535 is caught at reassembly (ip_frag_queue / ip6_frag_queue), not in XDP.
     // It has no ports, so the port rules pass it.
-    ("ipv4_frag_ping_of_death.bin", XdpVerdict::Hit(1), XdpVerdict::Passed, "fragment end past 65535 not checked"),
-    ("ipv6_frag_ping_of_death.bin", XdpVerdict::Hit(1), XdpVerdict::Passed, "fragment end past 65535 not checked"),
+    (
+        "ipv4_frag_ping_of_death.bin",
+        XdpVerdict::Hit(1),
+        XdpVerdict::Passed,
+        "fragment end past 65535 not checked",
+    ),
+    (
+        "ipv6_frag_ping_of_death.bin",
+        XdpVerdict::Hit(1),
+        XdpVerdict::Passed,
+        "fragment end past 65535 not checked",
+    ),
     // The program accepts hop-by-hop at any position (RFC 8200 4.1 order is not
     // enforced in XDP); it walks on to UDP port 9.
-    ("ipv6_hbh_not_first.bin", XdpVerdict::Hit(1), XdpVerdict::Hit(0), "hop-by-hop order not enforced"),
+    (
+        "ipv6_hbh_not_first.bin",
+        XdpVerdict::Hit(1),
+        XdpVerdict::Hit(0),
+        "hop-by-hop order not enforced",
+    ),
     // The program skips at most 6 extension headers (XDPOOL_MAX_IPV6_EXT, a
     // verifier budget), the parser 8: past 6 the program leaves L4 unknown, so no
     // port rule matches and the parser's 9-header refusal is never reached.
-    ("ipv6_ext_chain_9.bin", XdpVerdict::Hit(1), XdpVerdict::Passed, "program stops after 6 ext headers"),
-    ("ipv6_ext_chain_8_udp.bin", XdpVerdict::Hit(1), XdpVerdict::Passed, "program stops after 6 ext headers: port unseen"),
+    (
+        "ipv6_ext_chain_9.bin",
+        XdpVerdict::Hit(1),
+        XdpVerdict::Passed,
+        "program stops after 6 ext headers",
+    ),
+    (
+        "ipv6_ext_chain_8_udp.bin",
+        XdpVerdict::Hit(1),
+        XdpVerdict::Passed,
+        "program stops after 6 ext headers: port unseen",
+    ),
     // The program does not know AH (51): it ends the chain there with proto 51,
     // so it never sees AH's length (0 here) nor the UDP header behind it.
-    ("ipv6_ah_len_0.bin", XdpVerdict::Hit(1), XdpVerdict::Passed, "AH ends the program's chain"),
-    ("ipv6_routing_ah_udp.bin", XdpVerdict::Hit(1), XdpVerdict::Passed, "AH ends the program's chain: port 4500 unseen"),
+    (
+        "ipv6_ah_len_0.bin",
+        XdpVerdict::Hit(1),
+        XdpVerdict::Passed,
+        "AH ends the program's chain",
+    ),
+    (
+        "ipv6_routing_ah_udp.bin",
+        XdpVerdict::Hit(1),
+        XdpVerdict::Passed,
+        "AH ends the program's chain: port 4500 unseen",
+    ),
 ];
 
 #[test]
@@ -586,9 +739,16 @@ fn every_corpus_frame_is_counted_once_and_no_malformed_frame_is_steered() {
     require_root!();
     let frames = corpus();
     let rule_sets = [("catch-all", catch_all()), ("udp-ports", udp_ports())];
-    let mut runners: Vec<Runner> = rule_sets.iter().map(|(_, r)| Runner::new(r.clone())).collect();
+    let mut runners: Vec<Runner> = rule_sets
+        .iter()
+        .map(|(_, r)| Runner::new(r.clone()))
+        .collect();
     let mut table = String::new();
-    let _ = writeln!(table, "{:<36} {:<26} {:<20} {:<20} exception", "file", "parser", "xdp catch-all", "xdp udp-ports");
+    let _ = writeln!(
+        table,
+        "{:<36} {:<26} {:<20} {:<20} exception",
+        "file", "parser", "xdp catch-all", "xdp udp-ports"
+    );
     let mut failures = Vec::new();
     let mut exceptions_used = HashSet::new();
     let mut malformed_expected = [0u64; 2];
@@ -598,8 +758,18 @@ fn every_corpus_frame_is_counted_once_and_no_malformed_frame_is_steered() {
         let parsed = parse(&f.bytes);
         let pv = parser_verdict(&parsed);
         // The corpus and the parser agree (wire_corpus checks the details).
-        let want_kind = f.expected.split_whitespace().take(if f.expected.starts_with("err") { 2 } else { 1 }).collect::<Vec<_>>().join(" ");
-        assert!(pv.starts_with(&want_kind), "{}: parser says {pv}, expected.txt says {}", f.name, f.expected);
+        let want_kind = f
+            .expected
+            .split_whitespace()
+            .take(if f.expected.starts_with("err") { 2 } else { 1 })
+            .collect::<Vec<_>>()
+            .join(" ");
+        assert!(
+            pv.starts_with(&want_kind),
+            "{}: parser says {pv}, expected.txt says {}",
+            f.name,
+            f.expected
+        );
         let exception = EXCEPTIONS.iter().find(|e| e.0 == f.name);
         let model = xdp_model(&f.bytes);
         let mut got = Vec::new();
@@ -625,23 +795,37 @@ fn every_corpus_frame_is_counted_once_and_no_malformed_frame_is_steered() {
                     if (if k == 0 { e.1 } else { e.2 }) != from_parser {
                         exceptions_used.insert(e.0);
                     }
-                    if k == 0 { e.1 } else { e.2 }
+                    if k == 0 {
+                        e.1
+                    } else {
+                        e.2
+                    }
                 }
                 None => from_parser,
             };
             if verdict != want {
-                failures.push(format!("{} [{set}]: program {verdict}, want {want} (parser: {pv})", f.name));
+                failures.push(format!(
+                    "{} [{set}]: program {verdict}, want {want} (parser: {pv})",
+                    f.name
+                ));
             }
             // Whatever the exception table says, a file the parser rejects hits no
             // rule unless a skipped check explains it.
             if let (Err(e), XdpVerdict::Hit(_)) = (&parsed, verdict) {
                 if why_program_accepts(&model.skipped, e).is_none() {
-                    failures.push(format!("{} [{set}]: malformed ({}) yet hit a rule, unexplained", f.name, e.kind()));
+                    failures.push(format!(
+                        "{} [{set}]: malformed ({}) yet hit a rule, unexplained",
+                        f.name,
+                        e.kind()
+                    ));
                 }
             }
             let modelled = verdict_from_model(&model, f.bytes.len(), rules);
             if verdict != modelled {
-                failures.push(format!("{} [{set}]: program {verdict}, model of xdpool.bpf.c {modelled}", f.name));
+                failures.push(format!(
+                    "{} [{set}]: program {verdict}, model of xdpool.bpf.c {modelled}",
+                    f.name
+                ));
             }
             if verdict == XdpVerdict::TooShort {
                 too_short[k] += 1;
@@ -660,20 +844,47 @@ fn every_corpus_frame_is_counted_once_and_no_malformed_frame_is_steered() {
     println!("{table}");
     for (k, runner) in runners.iter().enumerate() {
         let c = runner.steering.counters().unwrap();
-        println!("{}: {c:?}, rule hits {:?}", rule_sets[k].0, runner.steering.rule_hits().unwrap());
+        println!(
+            "{}: {c:?}, rule hits {:?}",
+            rule_sets[k].0,
+            runner.steering.rule_hits().unwrap()
+        );
         // Every file but the refused one was counted exactly once.
         assert_eq!(c.total(), frames.len() as u64 - too_short[k], "{c:?}");
         assert_eq!(c.steered, 0, "XSKMAP is empty");
     }
     for e in EXCEPTIONS {
-        assert!(frames.iter().any(|f| f.name == e.0), "exception for a file not in the corpus: {}", e.0);
-        assert!(exceptions_used.contains(e.0), "{}: program agrees with the parser; drop the stale exception", e.0);
+        assert!(
+            frames.iter().any(|f| f.name == e.0),
+            "exception for a file not in the corpus: {}",
+            e.0
+        );
+        assert!(
+            exceptions_used.contains(e.0),
+            "{}: program agrees with the parser; drop the stale exception",
+            e.0
+        );
     }
     // Most malformed files are counted malformed: the exceptions are few and named.
     let malformed_counted = runners[0].steering.counters().unwrap().malformed;
-    let rejected_elsewhere = EXCEPTIONS.iter().filter(|e| frames.iter().any(|f| f.name == e.0 && parse(&f.bytes).is_err())).count() as u64;
-    assert_eq!(malformed_counted, malformed_expected[0] - rejected_elsewhere);
-    assert!(failures.is_empty(), "{} disagreement(s):\n{}", failures.len(), failures.join("\n"));
+    let rejected_elsewhere = EXCEPTIONS
+        .iter()
+        .filter(|e| {
+            frames
+                .iter()
+                .any(|f| f.name == e.0 && parse(&f.bytes).is_err())
+        })
+        .count() as u64;
+    assert_eq!(
+        malformed_counted,
+        malformed_expected[0] - rejected_elsewhere
+    );
+    assert!(
+        failures.is_empty(),
+        "{} disagreement(s):\n{}",
+        failures.len(),
+        failures.join("\n")
+    );
 }
 
 /// The rule lists of `other_shapes_follow_the_model`, one per program shape that
@@ -697,10 +908,19 @@ fn other_shapes() -> Vec<(&'static str, Vec<Rule>)> {
     };
     let any_v4 = Some(("0.0.0.0".parse().unwrap(), 0));
     let every_field = Rule {
-        matcher: RuleMatch::Fields { proto: Some(UDP), dst_port: Some((0, 65535)), dst_prefix: any_v4, src_port: Some((0, 65535)), src_prefix: any_v4, vlan: Some(10) },
+        matcher: RuleMatch::Fields {
+            proto: Some(UDP),
+            dst_port: Some((0, 65535)),
+            dst_prefix: any_v4,
+            src_port: Some((0, 65535)),
+            src_prefix: any_v4,
+            vlan: Some(10),
+        },
         action: RuleAction::Steer,
     };
-    let mut sixty_four: Vec<Rule> = (0..63u16).map(|i| steer(Some(UDP), Some((100 + i, 100 + i)), None)).collect();
+    let mut sixty_four: Vec<Rule> = (0..63u16)
+        .map(|i| steer(Some(UDP), Some((100 + i, 100 + i)), None))
+        .collect();
     sixty_four.push(steer(Some(TCP), None, None));
     vec![
         // No parse: rule 0 takes every frame, malformed ones included.
@@ -714,10 +934,42 @@ fn other_shapes() -> Vec<(&'static str, Vec<Rule>)> {
         // The source and VLAN fields: VLAN-only rules also parse non-IP frames. The
         // corpus' tags: vlan_single_udp 100, vlan_double_udp 10 outside 20,
         // vlan_double_8100_ipv6_tcp 30 outside 40; an inner id never matches.
-        ("vlan", vec![src(None, None, None, Some(100)), src(Some(UDP), None, None, Some(20)), src(Some(TCP), None, None, Some(30)), src(None, Some((0, 65535)), None, None)]),
-        ("src-v4", vec![src(Some(UDP), Some((1024, 4096)), Some(("198.18.0.0", 15)), None), src(None, None, Some(("0.0.0.0", 0)), None)]),
-        ("src-v6", vec![src(None, None, Some(("2001:2::", 48)), None), src(Some(TCP), Some((0, 65535)), Some(("::", 0)), None)]),
-        ("every-field", vec![every_field, src(None, None, None, Some(1)), src(None, Some((0, 65535)), None, None)]),
+        (
+            "vlan",
+            vec![
+                src(None, None, None, Some(100)),
+                src(Some(UDP), None, None, Some(20)),
+                src(Some(TCP), None, None, Some(30)),
+                src(None, Some((0, 65535)), None, None),
+            ],
+        ),
+        (
+            "src-v4",
+            vec![
+                src(
+                    Some(UDP),
+                    Some((1024, 4096)),
+                    Some(("198.18.0.0", 15)),
+                    None,
+                ),
+                src(None, None, Some(("0.0.0.0", 0)), None),
+            ],
+        ),
+        (
+            "src-v6",
+            vec![
+                src(None, None, Some(("2001:2::", 48)), None),
+                src(Some(TCP), Some((0, 65535)), Some(("::", 0)), None),
+            ],
+        ),
+        (
+            "every-field",
+            vec![
+                every_field,
+                src(None, None, None, Some(1)),
+                src(None, Some((0, 65535)), None, None),
+            ],
+        ),
     ]
 }
 
@@ -758,7 +1010,10 @@ fn other_shapes_follow_the_model() {
             let model = xdp_model(frame);
             let want = verdict_from_model(&model, frame.len(), &rules);
             if verdict != want {
-                failures.push(format!("[{set}] program {verdict}, model {want}; frame {}", hex(frame)));
+                failures.push(format!(
+                    "[{set}] program {verdict}, model {want}; frame {}",
+                    hex(frame)
+                ));
             }
             if failures.len() > 10 {
                 break;
@@ -766,13 +1021,29 @@ fn other_shapes_follow_the_model() {
         }
         let c = runner.steering.counters().unwrap();
         println!("{set} ({shape}): {ran} frames, verdicts {seen:?}, counters {c:?}");
-        assert!(failures.is_empty(), "{} failure(s):\n{}", failures.len(), failures.join("\n"));
-        assert_eq!(c.total(), ran - refused, "[{set}] one counter step per frame: {c:?}");
-        assert_eq!(runner.steering.rule_hits().unwrap().iter().sum::<u64>(), c.no_socket, "[{set}] rule hits");
+        assert!(
+            failures.is_empty(),
+            "{} failure(s):\n{}",
+            failures.len(),
+            failures.join("\n")
+        );
+        assert_eq!(
+            c.total(),
+            ran - refused,
+            "[{set}] one counter step per frame: {c:?}"
+        );
+        assert_eq!(
+            runner.steering.rule_hits().unwrap().iter().sum::<u64>(),
+            c.no_socket,
+            "[{set}] rule hits"
+        );
         if set == "match-all" {
             assert_eq!((c.malformed, c.passed), (0, 0), "match-all parses nothing");
         } else {
-            assert!(c.passed > 0 && c.no_socket > 0, "[{set}] the frames should reach both verdicts: {c:?}");
+            assert!(
+                c.passed > 0 && c.no_socket > 0,
+                "[{set}] the frames should reach both verdicts: {c:?}"
+            );
         }
     }
 }
@@ -782,7 +1053,8 @@ fn other_shapes_follow_the_model() {
 /// A number from the environment, hex (`0x...`, as the reports print seeds) or decimal.
 fn env_u64(name: &str, default: u64) -> u64 {
     match std::env::var(name) {
-        Ok(v) => xdpool::wire::fuzz::parse_seed(&v).unwrap_or_else(|| panic!("{name}={v:?}: use hex (0x...) or decimal")),
+        Ok(v) => xdpool::wire::fuzz::parse_seed(&v)
+            .unwrap_or_else(|| panic!("{name}={v:?}: use hex (0x...) or decimal")),
         Err(_) => default,
     }
 }
@@ -841,7 +1113,11 @@ fn bounded_fuzz_never_steers_what_the_parser_rejects_and_counts_each_frame_once(
     let mut runner = Runner::new(rules.clone());
     let mut rng = XorShift64::new(seed);
 
-    let mut pool: Vec<Vec<u8>> = corpus().into_iter().map(|f| f.bytes).filter(|b| !b.is_empty()).collect();
+    let mut pool: Vec<Vec<u8>> = corpus()
+        .into_iter()
+        .map(|f| f.bytes)
+        .filter(|b| !b.is_empty())
+        .collect();
     let seeds = pool.len();
     let mut seen_outcomes = HashSet::new();
     let mut verdicts: BTreeMap<String, u64> = BTreeMap::new();
@@ -885,7 +1161,10 @@ fn bounded_fuzz_never_steers_what_the_parser_rejects_and_counts_each_frame_once(
         let model = xdp_model(frame);
         let modelled = verdict_from_model(&model, frame.len(), &rules);
         if verdict != modelled {
-            failures.push(format!("program {verdict}, model of xdpool.bpf.c {modelled}; frame {}", hex(frame)));
+            failures.push(format!(
+                "program {verdict}, model of xdpool.bpf.c {modelled}; frame {}",
+                hex(frame)
+            ));
         }
         let parsed = parse(frame);
         let category = match (&parsed, verdict) {
@@ -900,8 +1179,16 @@ fn bounded_fuzz_never_steers_what_the_parser_rejects_and_counts_each_frame_once(
                 let from_parser = verdict_from_parser(p, &rules);
                 if v != from_parser {
                     // Same acceptance, different L4 (AH / 6-header limit hide the port).
-                    let why = if model.skipped.ipv6_walk_stopped { "ipv6 chain stopped early" } else { "unexplained" };
-                    tally(&mut l4_differs, format!("parser {from_parser} / program {v}: {why}"), frame);
+                    let why = if model.skipped.ipv6_walk_stopped {
+                        "ipv6 chain stopped early"
+                    } else {
+                        "unexplained"
+                    };
+                    tally(
+                        &mut l4_differs,
+                        format!("parser {from_parser} / program {v}: {why}"),
+                        frame,
+                    );
                     if why == "unexplained" {
                         failures.push(format!("parser {from_parser}, program {v}, no skipped check explains it; frame {}", hex(frame)));
                     }
@@ -922,7 +1209,10 @@ fn bounded_fuzz_never_steers_what_the_parser_rejects_and_counts_each_frame_once(
                         why
                     }
                     None => {
-                        failures.push(format!("parser rejects ({e}) but program says {v}; frame {}", hex(frame)));
+                        failures.push(format!(
+                            "parser rejects ({e}) but program says {v}; frame {}",
+                            hex(frame)
+                        ));
                         "unexplained accept"
                     }
                 }
@@ -946,30 +1236,60 @@ fn bounded_fuzz_never_steers_what_the_parser_rejects_and_counts_each_frame_once(
     println!("program verdicts: {verdicts:?}");
     println!("counters {c:?}, rule hits {hits:?}; parser ok {parser_ok}, parser err {parser_err}");
     for (title, map) in [
-        ("parser rejects, program accepts (by design)", &accepted_by_design),
-        ("parser accepts, program counts malformed", &rejected_by_program),
+        (
+            "parser rejects, program accepts (by design)",
+            &accepted_by_design,
+        ),
+        (
+            "parser accepts, program counts malformed",
+            &rejected_by_program,
+        ),
         ("both accept, rule differs", &l4_differs),
     ] {
         println!("{title}:");
         for (why, t) in map {
-            println!("  {:>6}  {why}\n          shortest: {}", t.count, hex(&t.sample));
+            println!(
+                "  {:>6}  {why}\n          shortest: {}",
+                t.count,
+                hex(&t.sample)
+            );
         }
     }
 
-    assert!(failures.is_empty(), "{} failure(s):\n{}", failures.len(), failures.join("\n"));
+    assert!(
+        failures.is_empty(),
+        "{} failure(s):\n{}",
+        failures.len(),
+        failures.join("\n")
+    );
     // (a) over the whole run: one counter step per frame the kernel accepted.
     assert_eq!(c.total(), execs - refused, "{c:?}");
     assert_eq!(hits.iter().sum::<u64>(), c.no_socket + c.steered);
     assert_eq!(c.steered, 0, "XSKMAP is empty");
-    assert_eq!((c.dropped, c.passed), (0, 0), "the last rule matches every well-formed frame");
-    assert!(execs as usize > seeds, "the budget ran out before any mutation");
-    assert!(c.malformed > 0 && c.no_socket > 0, "the fuzz should reach both verdicts: {c:?}");
+    assert_eq!(
+        (c.dropped, c.passed),
+        (0, 0),
+        "the last rule matches every well-formed frame"
+    );
+    assert!(
+        execs as usize > seeds,
+        "the budget ran out before any mutation"
+    );
+    assert!(
+        c.malformed > 0 && c.no_socket > 0,
+        "the fuzz should reach both verdicts: {c:?}"
+    );
 }
 
 // ---- reproducer for the disagreement the fuzz finds ------------------------------
 
 fn corpus_file(name: &str) -> Vec<u8> {
-    std::fs::read(PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/corpus/wire").join(name)).unwrap()
+    std::fs::read(
+        PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+            .join("tests/corpus/wire")
+            .join(name),
+    )
+    .unwrap()
 }
 
 /// The first fragment of a fragmented UDP datagram carries the datagram's UDP
@@ -993,10 +1313,23 @@ fn udp_first_fragment_with_datagram_length_reaches_port_rules() {
     }];
     let mut runner = Runner::new(rules.clone());
     for (what, frame) in [("IPv4", &v4), ("IPv6", &v6)] {
-        let p = parse(frame).unwrap_or_else(|e| panic!("{what}: parser rejects the reproducer: {e}"));
-        assert!(p.fragment().is_some_and(|f| f.is_first() && f.more), "{what}: not a first fragment");
-        assert_eq!(verdict_from_parser(&p, &rules), XdpVerdict::Hit(0), "{what}");
+        let p =
+            parse(frame).unwrap_or_else(|e| panic!("{what}: parser rejects the reproducer: {e}"));
+        assert!(
+            p.fragment().is_some_and(|f| f.is_first() && f.more),
+            "{what}: not a first fragment"
+        );
+        assert_eq!(
+            verdict_from_parser(&p, &rules),
+            XdpVerdict::Hit(0),
+            "{what}"
+        );
         let got = runner.run(frame).unwrap();
-        assert_eq!(got, XdpVerdict::Hit(0), "{what} first fragment {}: program says {got}", hex(frame));
+        assert_eq!(
+            got,
+            XdpVerdict::Hit(0),
+            "{what} first fragment {}: program says {got}",
+            hex(frame)
+        );
     }
 }

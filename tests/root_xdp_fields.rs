@@ -51,8 +51,18 @@ const F_VLAN: u8 = 32;
 /// Values rules and frames draw from, few enough that they meet often.
 const PORTS: [u16; 6] = [0, 9, 53, 1024, 4500, 65535];
 const VLANS: [u16; 6] = [0, 1, 5, 100, 2049, 4094];
-const V4: [[u8; 4]; 4] = [[198, 18, 0, 1], [198, 18, 0, 2], [198, 18, 1, 7], [198, 19, 200, 3]];
-const V6: [&str; 4] = ["2001:2::1", "2001:2::2", "2001:2:0:1::7", "2001:2:0:ff00::3"];
+const V4: [[u8; 4]; 4] = [
+    [198, 18, 0, 1],
+    [198, 18, 0, 2],
+    [198, 18, 1, 7],
+    [198, 19, 200, 3],
+];
+const V6: [&str; 4] = [
+    "2001:2::1",
+    "2001:2::2",
+    "2001:2:0:1::7",
+    "2001:2:0:ff00::3",
+];
 const V4_LENS: [u8; 7] = [0, 8, 15, 16, 24, 31, 32];
 const V6_LENS: [u8; 7] = [0, 16, 32, 48, 64, 127, 128];
 
@@ -70,14 +80,24 @@ fn v6(rng: &mut XorShift64) -> Ipv6Addr {
 
 fn range(rng: &mut XorShift64) -> (u16, u16) {
     let lo = pick(rng, &PORTS);
-    let hi = if rng.one_in(2) { lo } else { lo.saturating_add(rng.below(2000) as u16) };
+    let hi = if rng.one_in(2) {
+        lo
+    } else {
+        lo.saturating_add(rng.below(2000) as u16)
+    };
     (lo, hi)
 }
 
 /// A rule with exactly the fields of `set` (the prefixes of one family).
 fn random_rule(rng: &mut XorShift64, set: u8) -> ValidRule {
     let ports = set & (F_DPORT | F_SPORT) != 0;
-    let proto = (set & F_PROTO != 0).then(|| if ports { pick(rng, &[UDP, TCP]) } else { pick(rng, &[UDP, TCP, 1, 58]) });
+    let proto = (set & F_PROTO != 0).then(|| {
+        if ports {
+            pick(rng, &[UDP, TCP])
+        } else {
+            pick(rng, &[UDP, TCP, 1, 58])
+        }
+    });
     let six = rng.one_in(2);
     let mut prefix = || -> (IpAddr, u8) {
         if six {
@@ -88,7 +108,10 @@ fn random_rule(rng: &mut XorShift64, set: u8) -> ValidRule {
     };
     let dst = (set & F_DST != 0).then(&mut prefix);
     let src = (set & F_SRC != 0).then(&mut prefix);
-    let action = pick(rng, &[Action::Drop, Action::L2fwd, Action::Pass, Action::Xdpdrop]);
+    let action = pick(
+        rng,
+        &[Action::Drop, Action::L2fwd, Action::Pass, Action::Xdpdrop],
+    );
     ValidRule {
         proto,
         dst_port: (set & F_DPORT != 0).then(|| range(rng)),
@@ -105,7 +128,19 @@ fn random_rule(rng: &mut XorShift64, set: u8) -> ValidRule {
 }
 
 fn catch_all(action: Action) -> ValidRule {
-    ValidRule { proto: None, dst_port: None, dst: None, src_port: None, src: None, vlan: None, action, port: 0, to: None, mac: MacRewrite::Swap, mirror_to: None }
+    ValidRule {
+        proto: None,
+        dst_port: None,
+        dst: None,
+        src_port: None,
+        src: None,
+        vlan: None,
+        action,
+        port: 0,
+        to: None,
+        mac: MacRewrite::Swap,
+        mirror_to: None,
+    }
 }
 
 /// 1..=4 rules whose fields together are exactly `set`; sometimes a catch-all last.
@@ -149,8 +184,16 @@ fn random_frame(rng: &mut XorShift64, aim: Option<&ValidRule>) -> Vec<u8> {
     let tags = pick(rng, &[0usize, 1, 1, 2]);
     let want_vlan = aim.and_then(|r| r.vlan);
     for i in 0..tags {
-        let id = if i == 0 { want_vlan.unwrap_or_else(|| pick(rng, &VLANS)) } else { pick(rng, &VLANS) };
-        let tpid = if i == 0 && tags == 2 && rng.one_in(2) { 0x88a8 } else { 0x8100 };
+        let id = if i == 0 {
+            want_vlan.unwrap_or_else(|| pick(rng, &VLANS))
+        } else {
+            pick(rng, &VLANS)
+        };
+        let tpid = if i == 0 && tags == 2 && rng.one_in(2) {
+            0x88a8
+        } else {
+            0x8100
+        };
         // PCP and DEI bits above the id: only the low 12 bits are the id.
         let tci = (rng.below(16) as u16) << 12 | id;
         b = b.vlan(tpid, tci);
@@ -161,7 +204,10 @@ fn random_frame(rng: &mut XorShift64, aim: Option<&ValidRule>) -> Vec<u8> {
         _ => pick(rng, &[0usize, 0, 1, 1, 2]),
     };
     // The aimed rule's addresses themselves (the prefix's own address is inside it).
-    let (want_src, want_dst) = (aim.and_then(|r| r.src).map(|p| p.0), aim.and_then(|r| r.dst).map(|p| p.0));
+    let (want_src, want_dst) = (
+        aim.and_then(|r| r.src).map(|p| p.0),
+        aim.and_then(|r| r.dst).map(|p| p.0),
+    );
     match kind {
         0 => {
             let addr = |want: Option<IpAddr>, rng: &mut XorShift64| match want {
@@ -174,7 +220,8 @@ fn random_frame(rng: &mut XorShift64, aim: Option<&ValidRule>) -> Vec<u8> {
                 b = b.ipv4_options(&[1, 1, 1, 1]); // NOPs: the full parse, not parse_common
             }
             if rng.one_in(8) {
-                b = b.ipv4_fragment(8 * (1 + rng.below(100) as u16), rng.one_in(2), 7); // no L4 header
+                b = b.ipv4_fragment(8 * (1 + rng.below(100) as u16), rng.one_in(2), 7);
+                // no L4 header
             }
         }
         1 => {
@@ -190,8 +237,14 @@ fn random_frame(rng: &mut XorShift64, aim: Option<&ValidRule>) -> Vec<u8> {
         }
         _ => return b.raw_ethertype(0x0806).payload(&[0u8; 28]).build().bytes,
     }
-    let proto = aim.and_then(|r| r.proto).filter(|_| !rng.one_in(8)).unwrap_or_else(|| pick(rng, &[UDP, UDP, TCP, 1, 58]));
-    let (sport, dport) = (in_range(aim.and_then(|r| r.src_port), rng), in_range(aim.and_then(|r| r.dst_port), rng));
+    let proto = aim
+        .and_then(|r| r.proto)
+        .filter(|_| !rng.one_in(8))
+        .unwrap_or_else(|| pick(rng, &[UDP, UDP, TCP, 1, 58]));
+    let (sport, dport) = (
+        in_range(aim.and_then(|r| r.src_port), rng),
+        in_range(aim.and_then(|r| r.dst_port), rng),
+    );
     b = match proto {
         UDP => b.udp(sport, dport),
         TCP => b.tcp(sport, dport, 0x10),
@@ -211,20 +264,34 @@ struct Runner {
 
 impl Runner {
     fn new(rules: Vec<Rule>) -> Runner {
-        let steering = Steering::with_rules(&rules).unwrap_or_else(|e| panic!("the verifier refused the program for {rules:?}: {e}"));
+        let steering = Steering::with_rules(&rules)
+            .unwrap_or_else(|e| panic!("the verifier refused the program for {rules:?}: {e}"));
         let hits = steering.rule_hits().unwrap();
-        Runner { steering, rules, hits, counted: 0 }
+        Runner {
+            steering,
+            rules,
+            hits,
+            counted: 0,
+        }
     }
 
     fn run(&mut self, frame: &[u8]) -> Result<Option<usize>, String> {
-        let action = self.steering.test_run(frame).map_err(|e| format!("test run: {e}"))?;
+        let action = self
+            .steering
+            .test_run(frame)
+            .map_err(|e| format!("test run: {e}"))?;
         let hits = self.steering.rule_hits().unwrap();
         let before = std::mem::replace(&mut self.hits, hits);
-        let moved: Vec<usize> = (0..before.len()).filter(|&i| self.hits[i] != before[i]).collect();
+        let moved: Vec<usize> = (0..before.len())
+            .filter(|&i| self.hits[i] != before[i])
+            .collect();
         self.counted += 1;
         let c = self.steering.counters().unwrap();
         if c.total() != self.counted || c.malformed != 0 || c.steered != 0 {
-            return Err(format!("counters {c:?} after {} well-formed frames (no socket)", self.counted));
+            return Err(format!(
+                "counters {c:?} after {} well-formed frames (no socket)",
+                self.counted
+            ));
         }
         match moved.as_slice() {
             [] if action == XDP_PASS => Ok(None),
@@ -245,7 +312,12 @@ impl Runner {
 }
 
 fn fields_of(set: u8) -> String {
-    let names: Vec<&str> = FIELDS.iter().enumerate().filter(|(i, _)| set & (1 << i) != 0).map(|(_, f)| f.0).collect();
+    let names: Vec<&str> = FIELDS
+        .iter()
+        .enumerate()
+        .filter(|(i, _)| set & (1 << i) != 0)
+        .map(|(_, f)| f.0)
+        .collect();
     names.join("|")
 }
 
@@ -255,7 +327,12 @@ fn hex(frame: &[u8]) -> String {
 
 /// Runs `frames` random frames over one list; returns (the program's shape, frames,
 /// matched by some rule).
-fn check_list(rng: &mut XorShift64, rules: &[ValidRule], frames: u64, failures: &mut Vec<String>) -> (Shape, u64, u64) {
+fn check_list(
+    rng: &mut XorShift64,
+    rules: &[ValidRule],
+    frames: u64,
+    failures: &mut Vec<String>,
+) -> (Shape, u64, u64) {
     let steer: Vec<Rule> = rules.iter().map(steer_rule).collect();
     let classifier = Classifier::new(rules.to_vec());
     let mut runner = Runner::new(steer);
@@ -265,7 +342,10 @@ fn check_list(rng: &mut XorShift64, rules: &[ValidRule], frames: u64, failures: 
         let aim = rng.one_in(2).then(|| &rules[rng.below(rules.len())]);
         let frame = random_frame(rng, aim);
         if let Err(e) = xdpool::wire::parse(&frame) {
-            failures.push(format!("the generator built a frame the parser rejects ({e}): {}", hex(&frame)));
+            failures.push(format!(
+                "the generator built a frame the parser rejects ({e}): {}",
+                hex(&frame)
+            ));
             continue;
         }
         let worker = classifier.first_match(&frame);
@@ -273,7 +353,11 @@ fn check_list(rng: &mut XorShift64, rules: &[ValidRule], frames: u64, failures: 
             Ok(program) if program == worker => matched += u64::from(program.is_some()),
             Ok(program) => failures.push(format!(
                 "program matched rule {program:?}, classifier {worker:?}; rules {:?}; frame {}",
-                runner.rules.iter().map(|r| r.matcher.to_string()).collect::<Vec<_>>(),
+                runner
+                    .rules
+                    .iter()
+                    .map(|r| r.matcher.to_string())
+                    .collect::<Vec<_>>(),
                 hex(&frame)
             )),
             Err(e) => failures.push(format!("{e}; frame {}", hex(&frame))),
@@ -286,7 +370,10 @@ fn check_list(rng: &mut XorShift64, rules: &[ValidRule], frames: u64, failures: 
 }
 
 fn env_u64(name: &str, default: u64) -> u64 {
-    std::env::var(name).ok().and_then(|v| xdpool::wire::fuzz::parse_seed(&v)).unwrap_or(default)
+    std::env::var(name)
+        .ok()
+        .and_then(|v| xdpool::wire::fuzz::parse_seed(&v))
+        .unwrap_or(default)
 }
 
 #[test]
@@ -301,25 +388,54 @@ fn classifier_and_program_pick_the_same_rule_over_every_field_set() {
     for set in 1u8..64 {
         let rules = random_list(&mut rng, set);
         // Each field set is its own shape: the program parses and tests exactly these.
-        let want_bits: u32 = FIELDS.iter().enumerate().filter(|(i, _)| set & (1 << i) != 0).map(|(_, f)| f.1).sum();
+        let want_bits: u32 = FIELDS
+            .iter()
+            .enumerate()
+            .filter(|(i, _)| set & (1 << i) != 0)
+            .map(|(_, f)| f.1)
+            .sum();
         let (shape, n, m) = check_list(&mut rng, &rules, per_list, &mut failures);
-        assert_eq!(shape.fields(), want_bits, "fields {}: shape {shape}", fields_of(set));
-        println!("fields {:<40} {shape}: {m} of {n} frames matched a rule", fields_of(set));
+        assert_eq!(
+            shape.fields(),
+            want_bits,
+            "fields {}: shape {shape}",
+            fields_of(set)
+        );
+        println!(
+            "fields {:<40} {shape}: {m} of {n} frames matched a rule",
+            fields_of(set)
+        );
         (frames, matched, lists) = (frames + n, matched + m, lists + 1);
-        assert!(failures.is_empty(), "fields {}: {} failure(s):\n{}", fields_of(set), failures.len(), failures.join("\n"));
+        assert!(
+            failures.is_empty(),
+            "fields {}: {} failure(s):\n{}",
+            fields_of(set),
+            failures.len(),
+            failures.join("\n")
+        );
     }
     // Match-all, then the longest list with every field (the verifier's worst case).
     let mut all = vec![catch_all(Action::Drop)];
     all.extend(random_list(&mut rng, 63));
-    let mut longest: Vec<ValidRule> = (0..abi::MAX_RULES).map(|_| random_rule(&mut rng, 63)).collect();
+    let mut longest: Vec<ValidRule> = (0..abi::MAX_RULES)
+        .map(|_| random_rule(&mut rng, 63))
+        .collect();
     longest[abi::MAX_RULES - 1] = random_rule(&mut rng, F_VLAN);
     for (name, rules) in [("match-all", all), ("64 rules, every field", longest)] {
         let (shape, n, m) = check_list(&mut rng, &rules, per_list, &mut failures);
         println!("{name} ({shape}): {m} of {n} frames matched a rule");
         (frames, matched, lists) = (frames + n, matched + m, lists + 1);
-        assert!(failures.is_empty(), "{name}: {} failure(s):\n{}", failures.len(), failures.join("\n"));
+        assert!(
+            failures.is_empty(),
+            "{name}: {} failure(s):\n{}",
+            failures.len(),
+            failures.join("\n")
+        );
     }
     println!("{lists} lists, {frames} frames, {matched} matched a rule, the rest no rule, all alike on both sides");
     // Both outcomes were reached often, so agreement is no accident of one side.
-    assert!(matched > frames / 10 && matched < frames * 9 / 10, "{matched} of {frames} matched");
+    assert!(
+        matched > frames / 10 && matched < frames * 9 / 10,
+        "{matched} of {frames} matched"
+    );
 }

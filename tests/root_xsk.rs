@@ -11,14 +11,20 @@ use std::process::Command;
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::{Duration, Instant};
 
-use xdpool::xsk::{SocketConfig, Umem, UmemConfig, Wakeup, XdpDesc, XdpStatistics, XskError, XskSocket};
+use xdpool::xsk::{
+    SocketConfig, Umem, UmemConfig, Wakeup, XdpDesc, XdpStatistics, XskError, XskSocket,
+};
 
 #[macro_use]
 mod common;
 
 fn ip(args: &[&str]) {
     let out = Command::new("ip").args(args).output().expect("run ip");
-    assert!(out.status.success(), "ip {args:?}: {}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "ip {args:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
 }
 
 static NEXT: AtomicU32 = AtomicU32::new(0);
@@ -44,14 +50,54 @@ impl Lab {
         let home = File::open("/proc/thread-self/ns/net").expect("open own netns");
         ip(&["netns", "add", &ns_a]);
         // From here on a panic deletes what exists.
-        let mut lab = Lab { ns_a, ns_b, dev_a, ifindex: 0, home };
+        let mut lab = Lab {
+            ns_a,
+            ns_b,
+            dev_a,
+            ifindex: 0,
+            home,
+        };
         ip(&["netns", "add", &lab.ns_b]);
         ip(&[
-            "-n", &lab.ns_a, "link", "add", &lab.dev_a, "numtxqueues", "2", "numrxqueues", "2", "type", "veth",
-            "peer", "name", &dev_b, "netns", &lab.ns_b, "numtxqueues", "2", "numrxqueues", "2",
+            "-n",
+            &lab.ns_a,
+            "link",
+            "add",
+            &lab.dev_a,
+            "numtxqueues",
+            "2",
+            "numrxqueues",
+            "2",
+            "type",
+            "veth",
+            "peer",
+            "name",
+            &dev_b,
+            "netns",
+            &lab.ns_b,
+            "numtxqueues",
+            "2",
+            "numrxqueues",
+            "2",
         ]);
-        ip(&["-n", &lab.ns_a, "addr", "add", "198.18.0.1/30", "dev", &lab.dev_a]);
-        ip(&["-n", &lab.ns_b, "addr", "add", "198.18.0.2/30", "dev", &dev_b]);
+        ip(&[
+            "-n",
+            &lab.ns_a,
+            "addr",
+            "add",
+            "198.18.0.1/30",
+            "dev",
+            &lab.dev_a,
+        ]);
+        ip(&[
+            "-n",
+            &lab.ns_b,
+            "addr",
+            "add",
+            "198.18.0.2/30",
+            "dev",
+            &dev_b,
+        ]);
         ip(&["-n", &lab.ns_a, "link", "set", &lab.dev_a, "up"]);
         ip(&["-n", &lab.ns_b, "link", "set", &dev_b, "up"]);
         let target = File::open(format!("/run/netns/{}", lab.ns_a)).expect("open netns");
@@ -99,7 +145,12 @@ impl Area {
                 0,
             )
         };
-        assert_ne!(p, libc::MAP_FAILED, "mmap: {}", std::io::Error::last_os_error());
+        assert_ne!(
+            p,
+            libc::MAP_FAILED,
+            "mmap: {}",
+            std::io::Error::last_os_error()
+        );
         Area { ptr: p.cast(), len }
     }
 
@@ -125,32 +176,81 @@ fn copy_mode_bind_with_shared_umem_fill_tx_and_statistics() {
     require_root!();
     let lab = Lab::up();
     let area = Area::new(CHUNKS * CHUNK as usize);
-    let umem = area.umem(UmemConfig { chunk_size: CHUNK, fill_size: 256, comp_size: 256, ..Default::default() });
+    let umem = area.umem(UmemConfig {
+        chunk_size: CHUNK,
+        fill_size: 256,
+        comp_size: 256,
+        ..Default::default()
+    });
 
-    let config = SocketConfig { rx_size: 512, tx_size: 512, zero_copy: false, need_wakeup: true, multi_buffer: false };
+    let config = SocketConfig {
+        rx_size: 512,
+        tx_size: 512,
+        zero_copy: false,
+        need_wakeup: true,
+        multi_buffer: false,
+    };
     // veth refuses zero-copy; the error is typed and the same UMEM stays usable
     // (with the same ring sizes: the rings were created on the first try).
-    let zc = XskSocket::bind(&umem, lab.ifindex, 0, &SocketConfig { zero_copy: true, ..config });
+    let zc = XskSocket::bind(
+        &umem,
+        lab.ifindex,
+        0,
+        &SocketConfig {
+            zero_copy: true,
+            ..config
+        },
+    );
     match zc {
-        Err(e @ XskError::ZeroCopyUnsupported { .. }) => assert!(
-            e.to_string().contains("zero-copy is not supported by this driver; use copy mode (zero_copy = false)")
-        ),
+        Err(e @ XskError::ZeroCopyUnsupported { .. }) => assert!(e.to_string().contains(
+            "zero-copy is not supported by this driver; use copy mode (zero_copy = false)"
+        )),
         other => panic!("expected ZeroCopyUnsupported, got {other:?}"),
     }
     assert!(!umem.first_socket_bound());
-    let resized = XskSocket::bind(&umem, lab.ifindex, 0, &SocketConfig { rx_size: 1024, ..config });
-    assert!(matches!(resized, Err(XskError::RingSizeChanged { rx: 512, tx: 512 })), "{resized:?}");
+    let resized = XskSocket::bind(
+        &umem,
+        lab.ifindex,
+        0,
+        &SocketConfig {
+            rx_size: 1024,
+            ..config
+        },
+    );
+    assert!(
+        matches!(resized, Err(XskError::RingSizeChanged { rx: 512, tx: 512 })),
+        "{resized:?}"
+    );
 
-    let mut q0 = XskSocket::bind(&umem, lab.ifindex, 0, &config).expect("bind queue 0 in copy mode");
+    let mut q0 =
+        XskSocket::bind(&umem, lab.ifindex, 0, &config).expect("bind queue 0 in copy mode");
     assert!(umem.first_socket_bound());
     assert!(!q0.is_shared());
     assert!(!q0.kernel_zero_copy().unwrap());
 
     // A mode other than the first socket's is refused before the kernel sees it.
-    let zc_shared = XskSocket::bind(&umem, lab.ifindex, 1, &SocketConfig { zero_copy: true, ..config });
-    assert!(matches!(zc_shared, Err(XskError::SharedModeMismatch { primary_zero_copy: false, .. })), "{zc_shared:?}");
+    let zc_shared = XskSocket::bind(
+        &umem,
+        lab.ifindex,
+        1,
+        &SocketConfig {
+            zero_copy: true,
+            ..config
+        },
+    );
+    assert!(
+        matches!(
+            zc_shared,
+            Err(XskError::SharedModeMismatch {
+                primary_zero_copy: false,
+                ..
+            })
+        ),
+        "{zc_shared:?}"
+    );
 
-    let mut q1 = XskSocket::bind(&umem, lab.ifindex, 1, &config).expect("bind queue 1 with shared UMEM");
+    let mut q1 =
+        XskSocket::bind(&umem, lab.ifindex, 1, &config).expect("bind queue 1 with shared UMEM");
     assert!(q1.is_shared());
     assert_ne!(q0.fd().as_raw_fd(), q1.fd().as_raw_fd());
 
@@ -159,13 +259,21 @@ fn copy_mode_bind_with_shared_umem_fill_tx_and_statistics() {
     // q1 gets chunks 256..511; chunk 511 stays with us for TX.
     let q1_addrs: Vec<u64> = (256..511u64).map(|i| i * u64::from(CHUNK)).collect();
     assert_eq!(q0.fill().produce(&q0_addrs), 256);
-    assert_eq!(q0.fill().produce(&q0_addrs[..1]), 0, "fill ring of 256 is full");
+    assert_eq!(
+        q0.fill().produce(&q0_addrs[..1]),
+        0,
+        "fill ring of 256 is full"
+    );
     assert_eq!(q1.fill().produce(&q1_addrs), 255);
     // Copy mode never asks for RX wake-ups; TX starts out asking for one.
     assert!(!q0.fill().needs_wakeup());
     assert!(q0.tx().needs_wakeup());
 
-    assert_eq!(q0.statistics().unwrap(), XdpStatistics::default(), "no traffic yet");
+    assert_eq!(
+        q0.statistics().unwrap(),
+        XdpStatistics::default(),
+        "no traffic yet"
+    );
     assert_eq!(q1.statistics().unwrap(), XdpStatistics::default());
     assert!(q0.so_error().unwrap().is_none());
     assert_eq!(q0.wakeup_rx().unwrap(), Wakeup::Done);
@@ -180,8 +288,17 @@ fn copy_mode_bind_with_shared_umem_fill_tx_and_statistics() {
     frame[12..14].copy_from_slice(&[0x88, 0xb5]);
     // SAFETY: tx_chunk + 60 lies inside the area, in a chunk on no fill ring, so the
     // kernel does not write it.
-    unsafe { std::ptr::copy_nonoverlapping(frame.as_ptr(), area.ptr.add(tx_chunk as usize), frame.len()) };
-    assert_eq!(q1.tx().produce(&[XdpDesc { addr: tx_chunk, len: 60, options: 0 }]), 1);
+    unsafe {
+        std::ptr::copy_nonoverlapping(frame.as_ptr(), area.ptr.add(tx_chunk as usize), frame.len())
+    };
+    assert_eq!(
+        q1.tx().produce(&[XdpDesc {
+            addr: tx_chunk,
+            len: 60,
+            options: 0
+        }]),
+        1
+    );
     let mut done = [0u64; 4];
     let mut completed = 0;
     let deadline = Instant::now() + Duration::from_secs(2);
@@ -214,27 +331,59 @@ fn bind_errors_are_typed() {
     let config = SocketConfig::default();
 
     match XskSocket::bind(&umem, lab.ifindex, 7, &config) {
-        Err(XskError::NoSuchQueue { queue: 7, queues: 2, .. }) => {}
+        Err(XskError::NoSuchQueue {
+            queue: 7,
+            queues: 2,
+            ..
+        }) => {}
         other => panic!("expected NoSuchQueue(7 of 2), got {other:?}"),
     }
     match XskSocket::bind(&umem, 999_999, 0, &config) {
         Err(XskError::NoDevice { ifindex: 999_999 }) => {}
         other => panic!("expected NoDevice, got {other:?}"),
     }
-    let bad_ring = XskSocket::bind(&umem, lab.ifindex, 0, &SocketConfig { rx_size: 1000, ..config });
-    assert!(matches!(bad_ring, Err(XskError::InvalidRingSize { ring: "rx", size: 1000, .. })), "{bad_ring:?}");
+    let bad_ring = XskSocket::bind(
+        &umem,
+        lab.ifindex,
+        0,
+        &SocketConfig {
+            rx_size: 1000,
+            ..config
+        },
+    );
+    assert!(
+        matches!(
+            bad_ring,
+            Err(XskError::InvalidRingSize {
+                ring: "rx",
+                size: 1000,
+                ..
+            })
+        ),
+        "{bad_ring:?}"
+    );
 
     // After those failures the UMEM's first socket still binds.
-    let q0 = XskSocket::bind(&umem, lab.ifindex, 0, &config).expect("bind queue 0 after failed binds");
+    let q0 =
+        XskSocket::bind(&umem, lab.ifindex, 0, &config).expect("bind queue 0 after failed binds");
 
     // The same queue again, through this UMEM and through another: Busy.
     let again = XskSocket::bind(&umem, lab.ifindex, 0, &config);
-    assert!(matches!(again, Err(XskError::Busy { queue: 0, .. })), "{again:?}");
+    assert!(
+        matches!(again, Err(XskError::Busy { queue: 0, .. })),
+        "{again:?}"
+    );
     let area2 = Area::new(64 * CHUNK as usize);
-    let umem2 = area2.umem(UmemConfig { fill_size: 64, comp_size: 64, ..Default::default() });
+    let umem2 = area2.umem(UmemConfig {
+        fill_size: 64,
+        comp_size: 64,
+        ..Default::default()
+    });
     let other = XskSocket::bind(&umem2, lab.ifindex, 0, &config);
     match other {
-        Err(e @ XskError::Busy { .. }) => assert!(e.is_retryable() && e.to_string().contains("retry with backoff")),
+        Err(e @ XskError::Busy { .. }) => {
+            assert!(e.is_retryable() && e.to_string().contains("retry with backoff"))
+        }
         other => panic!("expected Busy from the kernel, got {other:?}"),
     }
 
@@ -249,7 +398,8 @@ fn wakeups_report_device_gone_after_veth_delete() {
     let lab = Lab::up();
     let area = Area::new(CHUNKS * CHUNK as usize);
     let umem = area.umem(UmemConfig::default());
-    let q0 = XskSocket::bind(&umem, lab.ifindex, 0, &SocketConfig::default()).expect("bind queue 0");
+    let q0 =
+        XskSocket::bind(&umem, lab.ifindex, 0, &SocketConfig::default()).expect("bind queue 0");
     assert_eq!(q0.wakeup_tx().unwrap(), Wakeup::Done);
 
     lab.delete_veth();
@@ -264,9 +414,15 @@ fn wakeups_report_device_gone_after_veth_delete() {
     assert!(matches!(q0.wakeup_rx().unwrap(), Wakeup::DeviceGone { .. }));
     // The kernel's unregister notifier left ENETDOWN as the socket error; reading
     // SO_ERROR clears it.
-    let err = q0.so_error().unwrap().expect("SO_ERROR set after the device went away");
+    let err = q0
+        .so_error()
+        .unwrap()
+        .expect("SO_ERROR set after the device went away");
     assert_eq!(err.raw_os_error(), Some(libc::ENETDOWN));
-    assert!(q0.so_error().unwrap().is_none(), "SO_ERROR is cleared by reading it");
+    assert!(
+        q0.so_error().unwrap().is_none(),
+        "SO_ERROR is cleared by reading it"
+    );
     drop((q0, umem));
     drop(area);
     drop(lab);

@@ -51,7 +51,15 @@ pub fn scratch_dir(tag: &str) -> tempfile::TempDir {
 
 /// Writes a config for the lab's receiving side to `dir/NAME.toml` and returns its
 /// path (`XdpoolRun` puts the summary beside it).
-pub fn write_config(dir: &Path, name: &str, netns: &str, dev: &str, queues: &[u32], extra_rules: &str, control_socket: &Path) -> PathBuf {
+pub fn write_config(
+    dir: &Path,
+    name: &str,
+    netns: &str,
+    dev: &str,
+    queues: &[u32],
+    extra_rules: &str,
+    control_socket: &Path,
+) -> PathBuf {
     let q: Vec<String> = queues.iter().map(|q| q.to_string()).collect();
     let text = format!(
         r#"[interface]
@@ -106,7 +114,12 @@ impl LabRig {
         let st = guard.status().clone();
         let tmp = scratch_dir(name);
         let sock = tmp.path().join("control.sock");
-        LabRig { st, sock, tmp, _lab: guard }
+        LabRig {
+            st,
+            sock,
+            tmp,
+            _lab: guard,
+        }
     }
 
     /// The scratch dir.
@@ -117,7 +130,15 @@ impl LabRig {
     /// Writes `NAME.toml` for the lab's receiving side (`write_config`) and returns
     /// its path.
     pub fn config(&self, name: &str, queues: &[u32], rules: &str) -> PathBuf {
-        write_config(self.dir(), name, &self.st.b.netns, &self.st.b.dev, queues, rules, &self.sock)
+        write_config(
+            self.dir(),
+            name,
+            &self.st.b.netns,
+            &self.st.b.dev,
+            queues,
+            rules,
+            &self.sock,
+        )
     }
 }
 
@@ -125,7 +146,11 @@ impl LabRig {
 /// `write_config`); the text must contain `from`.
 pub fn patch_config(cfg: &Path, from: &str, to: &str) {
     let text = std::fs::read_to_string(cfg).unwrap();
-    assert!(text.contains(from), "{from:?} not in {}:\n{text}", cfg.display());
+    assert!(
+        text.contains(from),
+        "{from:?} not in {}:\n{text}",
+        cfg.display()
+    );
     std::fs::write(cfg, text.replacen(from, to, 1)).unwrap();
 }
 
@@ -166,7 +191,14 @@ impl XdpoolRun {
             None => Stdio::inherit(),
         };
         let mut child = Command::new(env!("CARGO_BIN_EXE_xdpool"))
-            .args(["run", "--quiet", "--ready-line", "--duration", "120", "--config"])
+            .args([
+                "run",
+                "--quiet",
+                "--ready-line",
+                "--duration",
+                "120",
+                "--config",
+            ])
             .arg(config)
             .arg("--summary-json")
             .arg(&summary)
@@ -184,7 +216,12 @@ impl XdpoolRun {
                 }
             }
         });
-        XdpoolRun { child: Some(child), summary, log, stdout_rest: Some(rx) }
+        XdpoolRun {
+            child: Some(child),
+            summary,
+            log,
+            stdout_rest: Some(rx),
+        }
     }
 
     /// Whether `ready` was printed within `limit` (lines before it are passed over).
@@ -203,7 +240,10 @@ impl XdpoolRun {
 
     /// Its log so far (empty when it goes to the test's stderr).
     pub fn log(&self) -> String {
-        self.log.as_ref().and_then(|p| std::fs::read_to_string(p).ok()).unwrap_or_default()
+        self.log
+            .as_ref()
+            .and_then(|p| std::fs::read_to_string(p).ok())
+            .unwrap_or_default()
     }
 
     /// The child's PID.
@@ -236,7 +276,10 @@ impl XdpoolRun {
             if Instant::now() > deadline {
                 let _ = child.kill();
                 let _ = child.wait();
-                panic!("xdpool run did not exit within 20 s{}", if signal { " of SIGINT" } else { "" });
+                panic!(
+                    "xdpool run did not exit within 20 s{}",
+                    if signal { " of SIGINT" } else { "" }
+                );
             }
             std::thread::sleep(Duration::from_millis(50));
         };
@@ -248,8 +291,17 @@ impl XdpoolRun {
             }
         }
         out.push_str(&self.log());
-        let text = std::fs::read_to_string(&self.summary).unwrap_or_else(|e| panic!("no summary at {}: {e}; output:\n{out}", self.summary.display()));
-        (status, serde_json::from_str(&text).expect("summary is JSON"), out)
+        let text = std::fs::read_to_string(&self.summary).unwrap_or_else(|e| {
+            panic!(
+                "no summary at {}: {e}; output:\n{out}",
+                self.summary.display()
+            )
+        });
+        (
+            status,
+            serde_json::from_str(&text).expect("summary is JSON"),
+            out,
+        )
     }
 }
 
@@ -282,7 +334,13 @@ pub fn udp_counters<const N: usize>(ns: &str, wanted: [&str; N]) -> [u64; N] {
         let text = std::fs::read_to_string("/proc/thread-self/net/snmp").unwrap();
         let mut lines = text.lines().filter(|l| l.starts_with("Udp:"));
         let names: Vec<&str> = lines.next().unwrap().split_whitespace().collect();
-        let values: Vec<u64> = lines.next().unwrap().split_whitespace().skip(1).map(|v| v.parse().unwrap()).collect();
+        let values: Vec<u64> = lines
+            .next()
+            .unwrap()
+            .split_whitespace()
+            .skip(1)
+            .map(|v| v.parse().unwrap())
+            .collect();
         wanted.map(|n| values[names.iter().position(|x| *x == n).unwrap() - 1])
     })
     .unwrap()
@@ -300,20 +358,34 @@ pub fn udp_snmp(ns: &str) -> (u64, u64, u64) {
 /// of the two; refused ones never reach the peer's XDP program. Read with
 /// `ethtool -S` (veth's own statistics; the ethtool package, installed by setup).
 pub fn veth_xdp_xmit(ns: &str, dev: &str) -> (u64, u64) {
-    let out = Command::new("ip").args(["netns", "exec", ns, "ethtool", "-S", dev]).output().expect("run ethtool (make setup installs it)");
-    assert!(out.status.success(), "ethtool -S {dev} in {ns}: {}", String::from_utf8_lossy(&out.stderr));
+    let out = Command::new("ip")
+        .args(["netns", "exec", ns, "ethtool", "-S", dev])
+        .output()
+        .expect("run ethtool (make setup installs it)");
+    assert!(
+        out.status.success(),
+        "ethtool -S {dev} in {ns}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     let text = String::from_utf8_lossy(&out.stdout);
     let (mut xmit, mut errors) = (0, 0);
     for line in text.lines() {
-        let Some((name, value)) = line.trim().split_once(':') else { continue };
-        let Ok(value) = value.trim().parse::<u64>() else { continue };
+        let Some((name, value)) = line.trim().split_once(':') else {
+            continue;
+        };
+        let Ok(value) = value.trim().parse::<u64>() else {
+            continue;
+        };
         if name.starts_with("tx_queue_") && name.ends_with("_xdp_xmit") {
             xmit += value;
         } else if name.starts_with("tx_queue_") && name.ends_with("_xdp_xmit_errors") {
             errors += value;
         }
     }
-    assert!(text.contains("_xdp_xmit_errors"), "no XDP transmit counters in ethtool -S {dev}:\n{text}");
+    assert!(
+        text.contains("_xdp_xmit_errors"),
+        "no XDP transmit counters in ethtool -S {dev}:\n{text}"
+    );
     (xmit, errors)
 }
 
@@ -325,19 +397,34 @@ pub fn veth_delivery(ns: &str, dev: &str, n: u64, send: impl FnOnce()) -> (u64, 
     send();
     let after = veth_xdp_xmit(ns, dev);
     let (into_ring, refused) = (after.0 - before.0, after.1 - before.1);
-    assert_eq!(into_ring + refused, n, "the sender's veth transmitted {into_ring} and refused {refused} of {n}");
+    assert_eq!(
+        into_ring + refused,
+        n,
+        "the sender's veth transmitted {into_ring} and refused {refused} of {n}"
+    );
     (into_ring, refused)
 }
 
 /// A counter from a run summary's `counters`.
 pub fn counter(s: &serde_json::Value, key: &str) -> u64 {
-    s["counters"][key].as_u64().unwrap_or_else(|| panic!("counter {key} missing"))
+    s["counters"][key]
+        .as_u64()
+        .unwrap_or_else(|| panic!("counter {key} missing"))
 }
 
 /// Frames in a run summary that the kernel or the worker dropped, each for a named
 /// reason.
 pub fn named_rx_drops(s: &serde_json::Value) -> u64 {
-    ["rx_ring_full", "rx_fill_ring_empty", "rx_dropped", "invalid_descs", "rejected_descs"].iter().map(|k| s["drops"][k].as_u64().unwrap()).sum()
+    [
+        "rx_ring_full",
+        "rx_fill_ring_empty",
+        "rx_dropped",
+        "invalid_descs",
+        "rejected_descs",
+    ]
+    .iter()
+    .map(|k| s["drops"][k].as_u64().unwrap())
+    .sum()
 }
 
 /// Nothing leaked in a run summary: the invariant holds, every frame is back on the
@@ -345,7 +432,10 @@ pub fn named_rx_drops(s: &serde_json::Value) -> u64 {
 /// misuse, and no program is left attached.
 pub fn assert_all_frames_back(s: &serde_json::Value) {
     assert_eq!(s["accounting_ok"], true, "{s:#}");
-    assert_eq!(s["accounting"]["free"], s["accounting"]["total"], "no frame leaked: {s:#}");
+    assert_eq!(
+        s["accounting"]["free"], s["accounting"]["total"],
+        "no frame leaked: {s:#}"
+    );
     for w in s["workers"].as_array().unwrap() {
         assert_eq!(w["inflight_at_destroy"], 0, "{w:#}");
         for k in ["double_release", "foreign_addr", "not_in_tx", "not_in_fill"] {
@@ -376,7 +466,13 @@ impl ForwardRig {
 
     /// The split forward lab (`--split-netns`): ports "out" and "mon" in P-fwd2.
     pub fn up_split(prefix: &str, name: &str) -> ForwardRig {
-        Self::up_with(LabConfig { split_netns: true, ..LabConfig::with_prefix(prefix) }, name)
+        Self::up_with(
+            LabConfig {
+                split_netns: true,
+                ..LabConfig::with_prefix(prefix)
+            },
+            name,
+        )
     }
 
     /// A forward lab built from `cfg` (its prefix unique to the test).
@@ -404,7 +500,11 @@ impl ForwardRig {
     /// returns its path.
     pub fn config(&self, name: &str, ports: &[&str], workers: &str, rules: &str) -> PathBuf {
         let mut text = String::new();
-        for (i, (port, dev)) in [("in", "xdpf0"), ("out", "xdpf1"), ("mon", "xdpf2")].into_iter().enumerate().filter(|(_, (p, _))| ports.contains(p)) {
+        for (i, (port, dev)) in [("in", "xdpf0"), ("out", "xdpf1"), ("mon", "xdpf2")]
+            .into_iter()
+            .enumerate()
+            .filter(|(_, (p, _))| ports.contains(p))
+        {
             let ns = &self.st.ports[i].netns;
             text.push_str(&format!("[[port]]\nname = \"{port}\"\ninterface = \"{dev}\"\nnetns = \"{ns}\"\nqueues = [0]\nzero_copy = \"auto\"\n\n"));
         }
@@ -426,12 +526,25 @@ pub fn forward_rule(dst_port: u16, from: &str, to: &str, extra: &str) -> String 
 
 /// Sum over a run summary's workers of one pool counter (`workers[].pool.KEY`).
 pub fn pool_counter(s: &serde_json::Value, key: &str) -> u64 {
-    s["workers"].as_array().expect("workers in the summary").iter().map(|w| w["pool"][key].as_u64().unwrap_or_else(|| panic!("pool counter {key} missing: {w:#}"))).sum()
+    s["workers"]
+        .as_array()
+        .expect("workers in the summary")
+        .iter()
+        .map(|w| {
+            w["pool"][key]
+                .as_u64()
+                .unwrap_or_else(|| panic!("pool counter {key} missing: {w:#}"))
+        })
+        .sum()
 }
 
 /// Sets IP forwarding (IPv4) in namespace `ns` (the forward lab leaves it off).
 pub fn set_ip_forward(ns: &str, on: bool) {
-    xdpool::netns::in_netns(ns, || std::fs::write("/proc/sys/net/ipv4/ip_forward", if on { "1" } else { "0" })).unwrap().unwrap();
+    xdpool::netns::in_netns(ns, || {
+        std::fs::write("/proc/sys/net/ipv4/ip_forward", if on { "1" } else { "0" })
+    })
+    .unwrap()
+    .unwrap();
 }
 
 /// Sends `frame` `count` times out of `ifindex` (in the calling thread's namespace)
@@ -440,7 +553,11 @@ pub fn send_raw(ifindex: u32, frame: &[u8], count: usize, pace: Option<usize>) {
     use std::os::fd::AsRawFd;
     // SAFETY: plain socket(2); the fd is owned by `fd` below.
     let raw = unsafe { libc::socket(libc::AF_PACKET, libc::SOCK_RAW, 0) };
-    assert!(raw >= 0, "AF_PACKET socket: {}", std::io::Error::last_os_error());
+    assert!(
+        raw >= 0,
+        "AF_PACKET socket: {}",
+        std::io::Error::last_os_error()
+    );
     // SAFETY: `raw` is a new fd nobody else owns.
     let fd = unsafe { <std::os::fd::OwnedFd as std::os::fd::FromRawFd>::from_raw_fd(raw) };
     // SAFETY: all-zero is a valid sockaddr_ll; the fields below are set.
@@ -461,7 +578,12 @@ pub fn send_raw(ifindex: u32, frame: &[u8], count: usize, pace: Option<usize>) {
                 std::mem::size_of::<libc::sockaddr_ll>() as u32,
             )
         };
-        assert_eq!(n, frame.len() as isize, "sendto: {}", std::io::Error::last_os_error());
+        assert_eq!(
+            n,
+            frame.len() as isize,
+            "sendto: {}",
+            std::io::Error::last_os_error()
+        );
         if pace.is_some_and(|p| i % p == p - 1) {
             std::thread::sleep(std::time::Duration::from_millis(1));
         }

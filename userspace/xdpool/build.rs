@@ -12,14 +12,21 @@ fn find_clang() -> Option<String> {
     }
     candidates.push("clang-19".into());
     candidates.push("clang".into());
-    candidates
-        .into_iter()
-        .find(|c| Command::new(c).arg("--version").output().map(|o| o.status.success()).unwrap_or(false))
+    candidates.into_iter().find(|c| {
+        Command::new(c)
+            .arg("--version")
+            .output()
+            .map(|o| o.status.success())
+            .unwrap_or(false)
+    })
 }
 
 fn main() {
     let manifest = PathBuf::from(std::env::var("CARGO_MANIFEST_DIR").unwrap());
-    let prog_dir = manifest.join("../../xdp-prog").canonicalize().expect("xdp-prog/ directory");
+    let prog_dir = manifest
+        .join("../../xdp-prog")
+        .canonicalize()
+        .expect("xdp-prog/ directory");
     let out = PathBuf::from(std::env::var("OUT_DIR").unwrap());
     println!("cargo:rerun-if-env-changed=XDPOOL_CLANG");
     println!("cargo:rerun-if-changed={}", prog_dir.display());
@@ -30,7 +37,10 @@ fn main() {
              Run `make setup` (installs clang-19 and libbpf-dev), or set XDPOOL_CLANG to a clang binary.\n\n"
         );
     };
-    let arch_include = format!("/usr/include/{}-linux-gnu", std::env::var("CARGO_CFG_TARGET_ARCH").unwrap());
+    let arch_include = format!(
+        "/usr/include/{}-linux-gnu",
+        std::env::var("CARGO_CFG_TARGET_ARCH").unwrap()
+    );
     let mut sources: Vec<PathBuf> = std::fs::read_dir(&prog_dir)
         .unwrap()
         .filter_map(|e| e.ok().map(|e| e.path()))
@@ -41,7 +51,12 @@ fn main() {
         println!("cargo:rerun-if-changed={}", entry.path().display());
     }
     for src in sources {
-        let stem = src.file_name().unwrap().to_string_lossy().trim_end_matches(".c").to_string();
+        let stem = src
+            .file_name()
+            .unwrap()
+            .to_string_lossy()
+            .trim_end_matches(".c")
+            .to_string();
         let obj = out.join(format!("{stem}.o"));
         compile(&clang, &src, &obj, &prog_dir, &arch_include);
     }
@@ -49,7 +64,15 @@ fn main() {
 
 fn compile(clang: &str, src: &Path, obj: &Path, include: &Path, arch_include: &str) {
     let output = Command::new(clang)
-        .args(["-O2", "-g", "-Wall", "-Werror", "-target", "bpf", "-D__TARGET_ARCH_x86"])
+        .args([
+            "-O2",
+            "-g",
+            "-Wall",
+            "-Werror",
+            "-target",
+            "bpf",
+            "-D__TARGET_ARCH_x86",
+        ])
         .arg(format!("-I{}", include.display()))
         .arg(format!("-I{arch_include}"))
         .arg("-c")

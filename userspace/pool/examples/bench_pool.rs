@@ -18,7 +18,10 @@ fn main() {
     let json = args.iter().any(|a| a == "--json");
     let show = |report: &pool::bench::BenchReport| {
         if json {
-            println!("{}", serde_json::to_string_pretty(report).expect("report serializes"));
+            println!(
+                "{}",
+                serde_json::to_string_pretty(report).expect("report serializes")
+            );
         } else {
             print!("{}", report.table());
         }
@@ -29,7 +32,10 @@ fn main() {
     }
     let failures = pool::bench::check(&cfg, pool::bench::CHECK_ATTEMPTS, |n, report| {
         if n > 1 {
-            eprintln!("bench pool --check: a target was missed; run {n} of at most {}", pool::bench::CHECK_ATTEMPTS);
+            eprintln!(
+                "bench pool --check: a target was missed; run {n} of at most {}",
+                pool::bench::CHECK_ATTEMPTS
+            );
         }
         show(report);
     });

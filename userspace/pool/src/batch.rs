@@ -97,9 +97,7 @@ impl OwnerBatch<'_> {
     /// unsplit frame's count reads 1, so it costs one load and no atomic RMW).
     #[inline(always)]
     pub fn recycle_unified(&mut self, f: Frame) {
-        if self.has_room()
-            && self.frame_is_mine(&f)
-            && self.meta()[f.idx() as usize].is_last_ref()
+        if self.has_room() && self.frame_is_mine(&f) && self.meta()[f.idx() as usize].is_last_ref()
         {
             self.push(f.key);
             return;
@@ -115,7 +113,9 @@ impl OwnerBatch<'_> {
             let Some(e) = self.pop() else {
                 // Apart from the packing path below, so the compiler keeps the
                 // loop-invariant size test out of the per-element branch.
-                return self.cold(|p| p.alloc_frag(size).map(|f| (f, ()))).map(|(f, ())| f);
+                return self
+                    .cold(|p| p.alloc_frag(size).map(|f| (f, ())))
+                    .map(|(f, ())| f);
             };
             let f = self.hand_out(e);
             // size is at most the chunk size (4096).
@@ -134,9 +134,7 @@ impl OwnerBatch<'_> {
     /// path.
     #[inline(always)]
     pub fn release_frag(&mut self, f: Frag) {
-        if self.has_room()
-            && self.held(f.tag, f.key).is_some_and(FrameMeta::is_last_ref)
-        {
+        if self.has_room() && self.held(f.tag, f.key).is_some_and(FrameMeta::is_last_ref) {
             self.push(f.key);
             return;
         }
@@ -224,8 +222,7 @@ impl OwnerBatch<'_> {
         let regs = Regs {
             len: self.len,
             // Pops follow from pushes and the length (one increment less per pair).
-            alloc_fast: (self.pool.batch_base_len as u64 + self.recycle_cached)
-                - self.len as u64,
+            alloc_fast: (self.pool.batch_base_len as u64 + self.recycle_cached) - self.len as u64,
             recycle_cached: self.recycle_cached,
         };
         self.recycle_cached = 0;

@@ -84,7 +84,13 @@ pub struct TargetCheck {
 impl TargetCheck {
     /// The line `--check` prints for it when missed.
     fn missed(&self) -> String {
-        format!("{}: {:.2} against {} {:.2}", self.target, self.measured, if self.at_least { "min" } else { "max" }, self.limit)
+        format!(
+            "{}: {:.2} against {} {:.2}",
+            self.target,
+            self.measured,
+            if self.at_least { "min" } else { "max" },
+            self.limit
+        )
     }
 }
 
@@ -130,7 +136,10 @@ impl BenchReport {
             .map(TargetCheck::missed)
             .collect();
         if !self.machine.pinned {
-            f.push(format!("cross-thread threads could not be pinned to CPUs {:?}", self.config.cross_cpus));
+            f.push(format!(
+                "cross-thread threads could not be pinned to CPUs {:?}",
+                self.config.cross_cpus
+            ));
         }
         f
     }
@@ -154,7 +163,12 @@ impl BenchReport {
         for r in &self.results {
             s += &format!(
                 "{:<30} {:>10} {:>9.1} {:>9.2} {:>10.2} {:>7.0}%\n",
-                r.name, r.elements, r.cycles, r.ns, r.median_ns, r.spread * 100.0
+                r.name,
+                r.elements,
+                r.cycles,
+                r.ns,
+                r.median_ns,
+                r.spread * 100.0
             );
         }
         s += "\ntargets (medians, as ratios to this run's atomic_inc / lock / naive baselines):\n";
@@ -207,7 +221,11 @@ impl Runner {
     fn record(&mut self, name: &str, elements: u64, reps: &mut [u64]) {
         reps.sort_unstable();
         let per = |c: u64| c as f64 / elements.max(1) as f64;
-        let (min, med, max) = (per(reps[0]), per(reps[reps.len() / 2]), per(reps[reps.len() - 1]));
+        let (min, med, max) = (
+            per(reps[0]),
+            per(reps[reps.len() / 2]),
+            per(reps[reps.len() - 1]),
+        );
         tracing::debug!(name, min, med, "bench test done");
         self.results.push(BenchResult {
             name: name.into(),
@@ -229,7 +247,11 @@ pub const CHECK_ATTEMPTS: usize = 3;
 /// runs by up to 3x on a shared VM (where the two vCPUs sit on the host), in both
 /// directions, so a single missed run is noise; a path made twice as slow misses in
 /// every run.
-pub fn check(cfg: &BenchConfig, attempts: usize, mut each: impl FnMut(usize, &BenchReport)) -> Vec<String> {
+pub fn check(
+    cfg: &BenchConfig,
+    attempts: usize,
+    mut each: impl FnMut(usize, &BenchReport),
+) -> Vec<String> {
     let runs = attempts.max(1);
     // Targets missed in every run so far, and the last run's report.
     let mut missed: Option<(Vec<String>, BenchReport)> = None;
@@ -242,7 +264,12 @@ pub fn check(cfg: &BenchConfig, attempts: usize, mut each: impl FnMut(usize, &Be
         let still: Vec<String> = report
             .targets
             .iter()
-            .filter(|t| !t.met && missed.as_ref().is_none_or(|(before, _)| before.contains(&t.target)))
+            .filter(|t| {
+                !t.met
+                    && missed
+                        .as_ref()
+                        .is_none_or(|(before, _)| before.contains(&t.target))
+            })
             .map(|t| t.target.clone())
             .collect();
         if still.is_empty() {
@@ -250,11 +277,18 @@ pub fn check(cfg: &BenchConfig, attempts: usize, mut each: impl FnMut(usize, &Be
         }
         missed = Some((still, report));
     }
-    let Some((still, last)) = missed else { return Vec::new() };
+    let Some((still, last)) = missed else {
+        return Vec::new();
+    };
     last.targets
         .iter()
         .filter(|t| still.contains(&t.target))
-        .map(|t| format!("{} (missed in each of {runs} runs; the last run's figure)", t.missed()))
+        .map(|t| {
+            format!(
+                "{} (missed in each of {runs} runs; the last run's figure)",
+                t.missed()
+            )
+        })
         .collect()
 }
 
@@ -484,7 +518,9 @@ fn loop_fill_bulk(pool: &mut PoolOwner, n: u64) {
 fn loop_rx_drop(pool: &mut PoolOwner, ring: &mut [u64; 64], n: u64) {
     for _ in 0..n {
         for a in ring.iter_mut() {
-            *a = pool.rx_drop(black_box(*a), 64).expect("frame in the fill ring");
+            *a = pool
+                .rx_drop(black_box(*a), 64)
+                .expect("frame in the fill ring");
         }
     }
 }
@@ -608,9 +644,14 @@ fn cross_naive(r: &mut Runner, frames: u32) -> bool {
         let _ = q.push(i);
     }
     let q2 = q.clone();
-    let b = cross_pair(r, "cross_naive_crossbeam", move || q.pop(), move |i| {
-        let _ = q2.push(i);
-    });
+    let b = cross_pair(
+        r,
+        "cross_naive_crossbeam",
+        move || q.pop(),
+        move |i| {
+            let _ = q2.push(i);
+        },
+    );
     a && b
 }
 
@@ -703,12 +744,28 @@ fn targets(res: &[BenchResult]) -> Vec<TargetCheck> {
         met: measured <= limit,
     };
     vec![
-        max("fast_path / atomic_inc", med("fast_path") / atomic, TARGET_FAST_PER_ATOMIC),
-        max("rxdrop_path_64 / atomic_inc", med("rxdrop_path_64") / atomic, TARGET_RXDROP_PER_ATOMIC),
-        max("fill_bulk_64 / atomic_inc", med("fill_bulk_64") / atomic, TARGET_FILL_PER_ATOMIC),
+        max(
+            "fast_path / atomic_inc",
+            med("fast_path") / atomic,
+            TARGET_FAST_PER_ATOMIC,
+        ),
+        max(
+            "rxdrop_path_64 / atomic_inc",
+            med("rxdrop_path_64") / atomic,
+            TARGET_RXDROP_PER_ATOMIC,
+        ),
+        max(
+            "fill_bulk_64 / atomic_inc",
+            med("fill_bulk_64") / atomic,
+            TARGET_FILL_PER_ATOMIC,
+        ),
         max("ring / lock", med("ring") / lock, TARGET_RING_PER_LOCK),
         max("slow / lock", med("slow") / lock, TARGET_SLOW_PER_LOCK),
-        max("frag_whole / fast_path", med("frag_whole") / med("fast_path"), 2.7),
+        max(
+            "frag_whole / fast_path",
+            med("frag_whole") / med("fast_path"),
+            2.7,
+        ),
         max(
             "cross_thread / cross_naive_crossbeam",
             med("cross_thread") / med("cross_naive_crossbeam"),

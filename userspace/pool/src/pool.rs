@@ -1,6 +1,7 @@
 //! One pool per worker: the owner-only alloc cache, refill from the return ring, the
 //! global slow path, recycling, frags, kernel hand-off tracking and teardown.
 
+use crate::accounting::{KernelHeld, PoolAudit};
 use crate::error::{FrameError, PoolError};
 use crate::frame::{
     frame_tag, Buf, Frag, Frame, FrameMeta, Location, State, FRAG_BIAS, GEN_MASK, NO_OWNER,
@@ -9,7 +10,6 @@ use crate::region::Region;
 use crate::ring::{PushError, ReturnRing};
 use crate::stats::{snapshot, OwnerCounters, PoolStats, RemoteCounters};
 use crate::sync::Ordering;
-use crate::accounting::{KernelHeld, PoolAudit};
 use crate::Accounting;
 use crossbeam_utils::CachePadded;
 use std::collections::HashMap;
@@ -558,7 +558,11 @@ impl PoolOwner {
 
     #[inline]
     fn check_held(&self, f: &Frame) -> Option<State> {
-        if self.region.check_token(f.region(), f.idx(), f.addr()).is_err() {
+        if self
+            .region
+            .check_token(f.region(), f.idx(), f.addr())
+            .is_err()
+        {
             self.shared.owner.foreign_addr.inc();
             tracing::warn!(
                 pool = self.shared.id,
@@ -737,7 +741,11 @@ impl PoolOwner {
     /// # Panics
     /// If the frag is from another region (a programming error, counted first).
     pub fn ref_frag(&self, f: &Frag) -> Frag {
-        if self.region.check_token(f.region(), f.idx(), f.addr()).is_err() {
+        if self
+            .region
+            .check_token(f.region(), f.idx(), f.addr())
+            .is_err()
+        {
             self.shared.owner.foreign_addr.inc();
             panic!(
                 "ref_frag on a frag of another region (addr {:#x})",
@@ -848,7 +856,11 @@ impl PoolOwner {
     /// Hand a frag's reference to TX; returns its address. Several TX descriptors may
     /// share a chunk; each completion drops one reference.
     pub fn give_tx_frag(&mut self, f: Frag) -> Result<u64, FrameError> {
-        if self.region.check_token(f.region(), f.idx(), f.addr()).is_err() {
+        if self
+            .region
+            .check_token(f.region(), f.idx(), f.addr())
+            .is_err()
+        {
             self.shared.owner.foreign_addr.inc();
             return Err(FrameError::Foreign { addr: f.addr() });
         }
@@ -1095,7 +1107,11 @@ impl PoolRemote {
     /// Return a frame from any thread: into the return ring, or (full ring, destroyed
     /// pool) the global list.
     pub fn recycle(&self, f: Frame) {
-        if self.region.check_token(f.region(), f.idx(), f.addr()).is_err() {
+        if self
+            .region
+            .check_token(f.region(), f.idx(), f.addr())
+            .is_err()
+        {
             return self.foreign_frame(&f);
         }
         let st = self.region.state(f.idx());
@@ -1129,7 +1145,11 @@ impl PoolRemote {
 
     /// Release a frag reference from any thread; the last one returns the chunk.
     pub fn release_frag(&self, f: Frag) {
-        if self.region.check_token(f.region(), f.idx(), f.addr()).is_err() {
+        if self
+            .region
+            .check_token(f.region(), f.idx(), f.addr())
+            .is_err()
+        {
             self.shared.remote.foreign_addr.inc();
             tracing::warn!(
                 pool = self.shared.id,

@@ -783,7 +783,11 @@ mod tests {
         // Lost: the cache forgets its top entry; the map still says Cached.
         p.cache_len -= 1;
         assert!(err_of(p.accounting()).contains("owner caches"));
-        assert!(p.audit(KernelHeld::default()).check().unwrap_err().contains("owner cache"));
+        assert!(p
+            .audit(KernelHeld::default())
+            .check()
+            .unwrap_err()
+            .contains("owner cache"));
         p.cache_len += 1;
         p.accounting().check().unwrap();
         // Doubled: the top entry twice.
@@ -801,7 +805,13 @@ mod tests {
         let r = region(8, 2048, 1);
         let p = PoolOwner::new(&r, PoolConfig::default());
         let remote = p.remote();
-        let mut q = PoolOwner::new(&r, PoolConfig { id: 2, ..Default::default() });
+        let mut q = PoolOwner::new(
+            &r,
+            PoolConfig {
+                id: 2,
+                ..Default::default()
+            },
+        );
         let f = q.alloc().unwrap();
         let idx = f.index();
         remote.recycle(f);

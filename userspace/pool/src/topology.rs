@@ -117,14 +117,19 @@ impl Topology {
     /// shows it (`/sys/class/net/IFACE/device/numa_node`); `None` for a device without
     /// one (veth, a virtual device: no `device` link) or where the firmware gives -1.
     pub fn net_device_node(iface: &str) -> Option<u32> {
-        let path = std::path::Path::new("/sys/class/net").join(iface).join("device/numa_node");
+        let path = std::path::Path::new("/sys/class/net")
+            .join(iface)
+            .join("device/numa_node");
         parse_numa_node(&std::fs::read_to_string(path).ok()?)
     }
 }
 
 /// `numa_node`'s content: a node, or -1 for none.
 pub fn parse_numa_node(s: &str) -> Option<u32> {
-    s.trim().parse::<i64>().ok().and_then(|n| u32::try_from(n).ok())
+    s.trim()
+        .parse::<i64>()
+        .ok()
+        .and_then(|n| u32::try_from(n).ok())
 }
 
 pub(crate) fn split_weighted(frames: u32, weights: &[u32], align: u32) -> Vec<Range<u32>> {
@@ -193,8 +198,14 @@ mod tests {
         let t = Topology::fake(2).placed_on(vec![0, 1]);
         assert_eq!(t.node_ranges(64, 2), vec![0..0, 0..64]);
         // A wrong length or all zero: the even split.
-        assert_eq!(Topology::fake(2).placed_on(vec![1]).node_ranges(64, 2), vec![0..32, 32..64]);
-        assert_eq!(Topology::fake(2).placed_on(vec![0, 0]).node_ranges(64, 2), vec![0..32, 32..64]);
+        assert_eq!(
+            Topology::fake(2).placed_on(vec![1]).node_ranges(64, 2),
+            vec![0..32, 32..64]
+        );
+        assert_eq!(
+            Topology::fake(2).placed_on(vec![0, 0]).node_ranges(64, 2),
+            vec![0..32, 32..64]
+        );
     }
 
     #[test]

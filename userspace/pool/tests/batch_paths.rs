@@ -52,7 +52,11 @@ fn batch_alloc_never_hands_out_a_frame_twice_and_frames_stay_usable() {
     let mut held = Vec::new();
     // Crosses the cache several times: slow path, then exhaustion.
     while let Some(f) = b.alloc() {
-        assert!(seen.insert(f.index()), "frame {} handed out twice", f.index());
+        assert!(
+            seen.insert(f.index()),
+            "frame {} handed out twice",
+            f.index()
+        );
         held.push(f);
     }
     assert_eq!(held.len(), 300);
@@ -100,7 +104,11 @@ fn batch_catches_foreign_and_adopts_other_pools_frames() {
     assert_eq!(p3.stats().release, 1);
     assert_eq!(r1.location(idx), Some(Location::Cached));
     ok_with(&r1, &[&p1, &p2, &p3]);
-    assert_eq!(ok_with(&r2, &[&p1, &p2, &p3]).application, 2, "nothing of r2 moved");
+    assert_eq!(
+        ok_with(&r2, &[&p1, &p2, &p3]).application,
+        2,
+        "nothing of r2 moved"
+    );
 }
 
 #[test]
@@ -153,7 +161,11 @@ fn a_leaked_batch_leaks_frames_but_never_hands_one_out_twice() {
         assert!(seen.insert(h.index()));
         out.push(h);
     }
-    assert_eq!(seen.len(), 64, "the 63 lent frames stay with the lost batch");
+    assert_eq!(
+        seen.len(),
+        64,
+        "the 63 lent frames stay with the lost batch"
+    );
     // Still a working pool, and a new batch still works.
     p.recycle(g);
     let mut b = p.batch();

@@ -30,7 +30,11 @@ fn mirror_by_reference_two_tx_descriptors_one_chunk() {
     let s0 = p.stats();
     let a = p.give_tx_frag(frag).unwrap();
     let b = p.give_tx_frag(second).unwrap();
-    assert_eq!((a, b), (rx, rx), "both descriptors point at the received bytes");
+    assert_eq!(
+        (a, b),
+        (rx, rx),
+        "both descriptors point at the received bytes"
+    );
     // The chunk is shared, so it stays with the application while TX holds its refs.
     let acc = ok_with(&r, &[&p]);
     assert_eq!((acc.application, acc.tx), (1, 0));
@@ -40,7 +44,11 @@ fn mirror_by_reference_two_tx_descriptors_one_chunk() {
     assert_eq!(s1.recycle_released_refcnt - s0.recycle_released_refcnt, 1);
     assert_eq!(s1.recycle_cached, s0.recycle_cached);
     p.take_completion(b).unwrap();
-    assert_eq!(r.location(idx), Some(Location::Cached), "last reference recycles");
+    assert_eq!(
+        r.location(idx),
+        Some(Location::Cached),
+        "last reference recycles"
+    );
     let s2 = p.stats();
     assert_eq!(s2.recycle_cached - s1.recycle_cached, 1);
     assert_eq!(s2.recycle_released_refcnt, s1.recycle_released_refcnt);
@@ -95,7 +103,11 @@ fn application_reference_outlives_tx_reference() {
     let kept = p.ref_frag(&frag);
     p.give_tx_frag(frag).unwrap();
     p.take_completion(rx).unwrap();
-    assert_eq!(r.location(idx), Some(Location::Application), "still referenced");
+    assert_eq!(
+        r.location(idx),
+        Some(Location::Application),
+        "still referenced"
+    );
     p.release_frag(kept);
     assert_eq!(r.location(idx), Some(Location::Cached));
     ok_with(&r, &[&p]);
@@ -158,7 +170,11 @@ fn a_frame_of_another_pool_is_adopted() {
     b.take_completion(t).unwrap();
     b.take_completion(u).unwrap();
     assert_eq!(r.location(idx), Some(Location::Cached));
-    assert_eq!(b.stats().recycle_cached - b0.recycle_cached, 1, "into b's cache");
+    assert_eq!(
+        b.stats().recycle_cached - b0.recycle_cached,
+        1,
+        "into b's cache"
+    );
     ok(&r);
 }
 

@@ -19,11 +19,25 @@ static MIRROR_RUNS: AtomicUsize = AtomicUsize::new(0);
 static DESTROY_RUNS: AtomicUsize = AtomicUsize::new(0);
 
 fn region(frames: u32) -> Arc<Region> {
-    Region::new(RegionConfig { frames, chunk_size: 4096, hugepages: false, topology: Topology::single_node() }).unwrap()
+    Region::new(RegionConfig {
+        frames,
+        chunk_size: 4096,
+        hugepages: false,
+        topology: Topology::single_node(),
+    })
+    .unwrap()
 }
 
 fn pool(r: &Arc<Region>) -> PoolOwner {
-    PoolOwner::new(r, PoolConfig { id: 1, preferred_node: 0, ring_size: 2, bulk: 2 })
+    PoolOwner::new(
+        r,
+        PoolConfig {
+            id: 1,
+            preferred_node: 0,
+            ring_size: 2,
+            bulk: 2,
+        },
+    )
 }
 
 /// A frame "received" by A: allocated, then turned into the token B will hold.
@@ -64,7 +78,11 @@ fn frame_sent_by_worker_b_returns_to_a_while_a_refills() {
         }
         b.join().unwrap();
         let got = drain(&mut a, got);
-        assert_eq!(got.iter().map(|f| f.index()).collect::<Vec<_>>(), vec![0, 1, 2], "each frame exactly once");
+        assert_eq!(
+            got.iter().map(|f| f.index()).collect::<Vec<_>>(),
+            vec![0, 1, 2],
+            "each frame exactly once"
+        );
         let acc = a.accounting();
         acc.check().unwrap();
         assert_eq!((acc.application, acc.ring), (3, 0));
@@ -95,9 +113,17 @@ fn forwarded_and_mirrored_references_return_the_chunk_once() {
         b.join().unwrap();
         c.join().unwrap();
         let got = drain(&mut a, early.into_iter().collect());
-        assert_eq!(got.iter().map(|f| f.index()).collect::<Vec<_>>(), vec![0, 1], "the shared chunk came back once");
+        assert_eq!(
+            got.iter().map(|f| f.index()).collect::<Vec<_>>(),
+            vec![0, 1],
+            "the shared chunk came back once"
+        );
         let s = a.stats();
-        assert_eq!((s.recycle_ring, s.recycle_released_refcnt), (1, 1), "one last release, one that was not");
+        assert_eq!(
+            (s.recycle_ring, s.recycle_released_refcnt),
+            (1, 1),
+            "one last release, one that was not"
+        );
         a.accounting().check().unwrap();
         for f in got {
             a.recycle(f);

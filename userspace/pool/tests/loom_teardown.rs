@@ -177,7 +177,11 @@ fn slot_reuse_races_late_return() {
         let fresh = pool(&r, 2, 2);
         t.join().unwrap();
         let s = fresh.stats();
-        assert_eq!((s.hold, s.release), (0, 0), "charged for another's frame: {s:?}");
+        assert_eq!(
+            (s.hold, s.release),
+            (0, 0),
+            "charged for another's frame: {s:?}"
+        );
         r.accounting().check().unwrap();
         // The old pool's frame now belongs to the keeper (in its ring).
         assert_eq!(keeper.stats().inflight, 1);

@@ -379,7 +379,10 @@ fn rx_drop_puts_the_frame_straight_back_in_fill() {
         vec![("foreign_addr", 2), ("not_in_fill", 1)]
     );
     // Another pool's fill frame is refused too.
-    assert!(matches!(p.rx_drop(other[0], 64), Err(FrameError::NotInFill { .. })));
+    assert!(matches!(
+        p.rx_drop(other[0], 64),
+        Err(FrameError::NotInFill { .. })
+    ));
     // A frame that went through rx_drop is an ordinary fill frame afterwards.
     let g = p.take_rx(addrs[2], 64).unwrap();
     p.recycle(f);
@@ -610,7 +613,11 @@ fn foreign_region_tokens_are_caught_and_counted() {
     p1.remote().recycle(g);
     p1.release_frag(frag);
     assert_eq!(p1.stats().foreign_addr, 3);
-    assert_eq!(ok_with(&r1, &[&p1, &p2]).application, 0, "nothing of r1 moved");
+    assert_eq!(
+        ok_with(&r1, &[&p1, &p2]).application,
+        0,
+        "nothing of r1 moved"
+    );
     assert!(matches!(
         p1.give_tx(p2.alloc().unwrap(), 0),
         Err(FrameError::DoubleRelease { .. }) | Err(FrameError::Foreign { .. })
@@ -774,10 +781,25 @@ fn frame_bytes_takes_the_token_and_stays_in_its_chunk() {
     let offset = (rx - f.addr()) as u32;
     r.write_frame(&mut f, offset, &[0x11; 64]).unwrap();
     assert_eq!(r.frame_bytes(&f, offset, 64), Some(&[0x11; 64][..]));
-    assert_eq!(r.frame_bytes(&f, offset, 2048 - offset).map(|b| b.len()), Some(1792));
-    assert!(r.frame_bytes(&f, offset, 2048 - offset + 1).is_none(), "crosses the chunk");
-    assert!(r.frame_bytes(&f, 2048, 1).is_none(), "offset past the chunk");
-    assert_eq!(r.misuse(), RegionMisuse { foreign_addr: 2, use_after_release: 0 });
+    assert_eq!(
+        r.frame_bytes(&f, offset, 2048 - offset).map(|b| b.len()),
+        Some(1792)
+    );
+    assert!(
+        r.frame_bytes(&f, offset, 2048 - offset + 1).is_none(),
+        "crosses the chunk"
+    );
+    assert!(
+        r.frame_bytes(&f, 2048, 1).is_none(),
+        "offset past the chunk"
+    );
+    assert_eq!(
+        r.misuse(),
+        RegionMisuse {
+            foreign_addr: 2,
+            use_after_release: 0
+        }
+    );
     let tx = p.give_tx(f, offset).unwrap();
     assert_eq!(r.location((tx / 2048) as u32), Some(Location::Tx));
     p.take_completion(tx).unwrap();

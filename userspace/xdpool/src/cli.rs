@@ -313,7 +313,11 @@ pub struct CaptureBenchArgs {
     #[arg(long, default_value_t = 3)]
     pub reps: u32,
     /// Paced rates (frames/s) with a capture running.
-    #[arg(long, value_delimiter = ',', default_value = "50000,100000,200000,400000,800000")]
+    #[arg(
+        long,
+        value_delimiter = ',',
+        default_value = "50000,100000,200000,400000,800000"
+    )]
     pub rates: Vec<u64>,
     /// Frame size (bytes without FCS).
     #[arg(long, default_value_t = 64)]
@@ -453,7 +457,11 @@ pub struct GeneratorArgs {
 #[derive(Debug, Args)]
 pub struct ThroughputArgs {
     /// Frame sizes to sweep (bytes without FCS, 60..=1514).
-    #[arg(long, value_delimiter = ',', default_value = "64,128,256,512,1024,1500")]
+    #[arg(
+        long,
+        value_delimiter = ',',
+        default_value = "64,128,256,512,1024,1500"
+    )]
     pub sizes: Vec<u32>,
     /// Repetitions per point (median and spread are reported).
     #[arg(long, default_value_t = 3)]

@@ -143,7 +143,9 @@ impl TryFrom<QueuesText> for Queues {
         match t {
             QueuesText::List(v) => Ok(Queues::List(v)),
             QueuesText::Text(s) if s == "all" => Ok(Queues::All(0)),
-            QueuesText::Text(s) => Err(format!("queues = \"{s}\" is not valid: use a list such as [0, 1], or \"all\"")),
+            QueuesText::Text(s) => Err(format!(
+                "queues = \"{s}\" is not valid: use a list such as [0, 1], or \"all\""
+            )),
         }
     }
 }
@@ -184,7 +186,9 @@ impl TryFrom<ZeroCopyText> for ZeroCopy {
             ZeroCopyText::Bool(true) => Ok(ZeroCopy::On),
             ZeroCopyText::Bool(false) => Ok(ZeroCopy::Off),
             ZeroCopyText::Text(s) if s == "auto" => Ok(ZeroCopy::Auto),
-            ZeroCopyText::Text(s) => Err(format!("zero_copy = \"{s}\" is not valid: use true, false or \"auto\"")),
+            ZeroCopyText::Text(s) => Err(format!(
+                "zero_copy = \"{s}\" is not valid: use true, false or \"auto\""
+            )),
         }
     }
 }
@@ -254,7 +258,11 @@ pub struct UmemConfig {
 
 impl Default for UmemConfig {
     fn default() -> Self {
-        UmemConfig { frames: Spanned::new(0..0, 8192), chunk_size: Spanned::new(0..0, 2048), hugepages: false }
+        UmemConfig {
+            frames: Spanned::new(0..0, 8192),
+            chunk_size: Spanned::new(0..0, 2048),
+            hugepages: false,
+        }
     }
 }
 
@@ -524,7 +532,11 @@ pub struct CaptureSpec {
 
 /// A rule list as `Config::parse_rules` gives it: the rules, and each rule's `name`
 /// and `capture` (in rule order).
-pub type ParsedRules = (Vec<ValidRule>, Vec<Option<String>>, Vec<Option<CaptureSpec>>);
+pub type ParsedRules = (
+    Vec<ValidRule>,
+    Vec<Option<String>>,
+    Vec<Option<CaptureSpec>>,
+);
 
 /// Largest `capture.snaplen` (one chunk of the largest UMEM chunk size).
 pub const MAX_CAPTURE_SNAPLEN: u32 = 4096;
@@ -553,7 +565,11 @@ pub struct StatsConfig {
 
 impl Default for StatsConfig {
     fn default() -> Self {
-        StatsConfig { prometheus: None, control_socket: PathBuf::from(DEFAULT_CONTROL_SOCKET), live: true }
+        StatsConfig {
+            prometheus: None,
+            control_socket: PathBuf::from(DEFAULT_CONTROL_SOCKET),
+            live: true,
+        }
     }
 }
 
@@ -591,7 +607,13 @@ fn line_of(text: &str, offset: usize) -> Option<usize> {
     if offset == 0 && text.is_empty() {
         return None;
     }
-    Some(text[..offset.min(text.len())].bytes().filter(|b| *b == b'\n').count() + 1)
+    Some(
+        text[..offset.min(text.len())]
+            .bytes()
+            .filter(|b| *b == b'\n')
+            .count()
+            + 1,
+    )
 }
 
 impl Config {
@@ -620,7 +642,11 @@ impl Config {
     fn validate(&self, text: &str) -> Result<(), ConfigError> {
         let err = |key: &str, span: std::ops::Range<usize>, message: String| ConfigError {
             key: key.to_string(),
-            line: if span == (0..0) { None } else { line_of(text, span.start) },
+            line: if span == (0..0) {
+                None
+            } else {
+                line_of(text, span.start)
+            },
             message,
             file: None,
         };
@@ -629,7 +655,11 @@ impl Config {
         let sockets: usize = ports.iter().map(|p| p.queues.len()).sum();
         let cs = *self.umem.chunk_size.get_ref();
         if cs != 2048 && cs != 4096 {
-            return Err(err("umem.chunk_size", self.umem.chunk_size.span(), format!("{cs} is not valid: use 2048 or 4096")));
+            return Err(err(
+                "umem.chunk_size",
+                self.umem.chunk_size.span(),
+                format!("{cs} is not valid: use 2048 or 4096"),
+            ));
         }
         let frames = *self.umem.frames.get_ref();
         for (key, v) in [
@@ -640,7 +670,11 @@ impl Config {
         ] {
             let n = *v.get_ref();
             if !n.is_power_of_two() || !(64..=32768).contains(&n) {
-                return Err(err(key, v.span(), format!("{n} is not valid: use a power of two from 64 to 32768")));
+                return Err(err(
+                    key,
+                    v.span(),
+                    format!("{n} is not valid: use a power of two from 64 to 32768"),
+                ));
             }
         }
         let fill = *self.rings.fill.get_ref();
@@ -656,7 +690,11 @@ impl Config {
             return Err(err("umem.frames", self.umem.frames.span(), msg));
         }
         if frames > (1 << 22) {
-            return Err(err("umem.frames", self.umem.frames.span(), format!("{frames} is too many: at most {}", 1 << 22)));
+            return Err(err(
+                "umem.frames",
+                self.umem.frames.span(),
+                format!("{frames} is too many: at most {}", 1 << 22),
+            ));
         }
         let cores = self.workers.cores.get_ref();
         if !cores.is_empty() {
@@ -666,13 +704,24 @@ impl Config {
             let online = online_cpus();
             for c in cores {
                 if !online.contains(c) {
-                    return Err(err("workers.cores", self.workers.cores.span(), format!("core {c} is not online: online cores are {}", fmt_list(&online))));
+                    return Err(err(
+                        "workers.cores",
+                        self.workers.cores.span(),
+                        format!(
+                            "core {c} is not online: online cores are {}",
+                            fmt_list(&online)
+                        ),
+                    ));
                 }
             }
         }
         let batch = *self.workers.batch.get_ref();
         if batch == 0 || batch > 256 {
-            return Err(err("workers.batch", self.workers.batch.span(), format!("{batch} is not valid: use 1..256")));
+            return Err(err(
+                "workers.batch",
+                self.workers.batch.span(),
+                format!("{batch} is not valid: use 1..256"),
+            ));
         }
         let copybreak = *self.workers.copybreak_bytes.get_ref();
         if copybreak == 0 || copybreak > cs / 2 {
@@ -698,17 +747,31 @@ impl Config {
             return Err(err("rule", 0..0, "no [[rule]] given: add at least one, e.g.\n[[rule]]\nproto = \"udp\"\naction = \"drop\"".into()));
         }
         if self.rules.len() > 64 {
-            return Err(err("rule", 0..0, format!("{} rules given: at most 64", self.rules.len())));
+            return Err(err(
+                "rule",
+                0..0,
+                format!("{} rules given: at most 64", self.rules.len()),
+            ));
         }
         let names: Vec<&str> = ports.iter().map(|p| p.name.as_str()).collect();
         let mut named: Vec<(usize, &str)> = Vec::new();
         for (i, r) in self.rules.iter().enumerate() {
-            let v = validate_rule(r, &names).map_err(|(key, span, msg)| err(&format!("rule[{i}].{key}"), span, msg))?;
+            let v = validate_rule(r, &names)
+                .map_err(|(key, span, msg)| err(&format!("rule[{i}].{key}"), span, msg))?;
             if let Some(n) = &r.name {
                 let name = n.get_ref().as_str();
-                let ok = (1..=64).contains(&name.len()) && name.bytes().all(|b| b.is_ascii_alphanumeric() || b"_.-".contains(&b));
+                let ok = (1..=64).contains(&name.len())
+                    && name
+                        .bytes()
+                        .all(|b| b.is_ascii_alphanumeric() || b"_.-".contains(&b));
                 if !ok {
-                    return Err(err(&format!("rule[{i}].name"), n.span(), format!("`{name}` is not a valid rule name: use 1..64 of A-Z a-z 0-9 _ . -")));
+                    return Err(err(
+                        &format!("rule[{i}].name"),
+                        n.span(),
+                        format!(
+                            "`{name}` is not a valid rule name: use 1..64 of A-Z a-z 0-9 _ . -"
+                        ),
+                    ));
                 }
                 if named.contains(&(v.port, name)) {
                     return Err(err(&format!("rule[{i}].name"), n.span(), format!("`{name}` names another rule of port `{}` already: rule names are unique per port", names[v.port])));
@@ -719,7 +782,8 @@ impl Config {
         let mut files: Vec<(usize, PathBuf)> = Vec::new();
         for (i, r) in self.rules.iter().enumerate() {
             let Some(c) = &r.capture else { continue };
-            let spec = validate_capture(c, r.action, cs).map_err(|(key, span, msg)| err(&format!("rule[{i}].capture{key}"), span, msg))?;
+            let spec = validate_capture(c, r.action, cs)
+                .map_err(|(key, span, msg)| err(&format!("rule[{i}].capture{key}"), span, msg))?;
             if let Some((j, _)) = files.iter().find(|(_, f)| *f == spec.file) {
                 return Err(err(&format!("rule[{i}].capture.file"), c.get_ref().file.span(), format!("`{}` is written by rule[{j}]'s capture already: give each rule its own file", spec.file.display())));
             }
@@ -732,8 +796,16 @@ impl Config {
                 (None, None) => ("port.multi_buffer", 0..0),
             };
             for (i, r) in self.rules.iter().enumerate() {
-                if matches!(r.action, Action::ReflectTwice | Action::Copybreak | Action::Forward) || r.mirror_to.is_some() {
-                    let what = if r.mirror_to.is_some() { "mirror_to".to_string() } else { format!("`{}`", r.action.name()) };
+                if matches!(
+                    r.action,
+                    Action::ReflectTwice | Action::Copybreak | Action::Forward
+                ) || r.mirror_to.is_some()
+                {
+                    let what = if r.mirror_to.is_some() {
+                        "mirror_to".to_string()
+                    } else {
+                        format!("`{}`", r.action.name())
+                    };
                     return Err(err(
                         key,
                         span,
@@ -744,7 +816,14 @@ impl Config {
         }
         if let Some(p) = &self.stats.prometheus {
             if p.get_ref().parse::<std::net::SocketAddr>().is_err() {
-                return Err(err("stats.prometheus", p.span(), format!("`{}` is not an address:port, e.g. \"127.0.0.1:9717\"", p.get_ref())));
+                return Err(err(
+                    "stats.prometheus",
+                    p.span(),
+                    format!(
+                        "`{}` is not an address:port, e.g. \"127.0.0.1:9717\"",
+                        p.get_ref()
+                    ),
+                ));
             }
         }
         Ok(())
@@ -753,7 +832,11 @@ impl Config {
     /// Why `umem.frames` cannot keep every planned queue supplied, if it cannot.
     pub fn frames_shortfall(&self) -> Option<String> {
         let sockets: usize = self.ports().iter().map(|p| p.queues.len()).sum();
-        let (frames, fill, tx) = (*self.umem.frames.get_ref(), *self.rings.fill.get_ref(), *self.rings.tx.get_ref());
+        let (frames, fill, tx) = (
+            *self.umem.frames.get_ref(),
+            *self.rings.fill.get_ref(),
+            *self.rings.tx.get_ref(),
+        );
         let needed = (fill + tx + 256) as u64 * sockets as u64;
         ((frames as u64) < needed).then(|| format!("{frames} frames cannot keep {sockets} queue(s) supplied (fill {fill} + tx {tx} + 256 cache per queue): use at least {needed}"))
     }
@@ -761,7 +844,10 @@ impl Config {
     /// Resolves every `queues = "all"` to `max_queues(interface)`, the most RX queues
     /// the device can have (run calls it once the namespace is entered); then checks
     /// that `umem.frames` supplies them all.
-    pub fn resolve_all_queues(&mut self, mut max_queues: impl FnMut(&str, Option<&str>) -> u32) -> Result<(), String> {
+    pub fn resolve_all_queues(
+        &mut self,
+        mut max_queues: impl FnMut(&str, Option<&str>) -> u32,
+    ) -> Result<(), String> {
         if let Some(i) = &mut self.interface {
             if let Queues::All(n) = i.queues.get_mut() {
                 *n = max_queues(i.name.get_ref(), i.netns.as_deref()).clamp(1, 64);
@@ -769,7 +855,11 @@ impl Config {
         }
         for p in &mut self.ports {
             if let Queues::All(n) = p.queues.get_mut() {
-                *n = max_queues(p.interface.get_ref(), p.netns.as_ref().map(|n| n.get_ref().as_str())).clamp(1, 64);
+                *n = max_queues(
+                    p.interface.get_ref(),
+                    p.netns.as_ref().map(|n| n.get_ref().as_str()),
+                )
+                .clamp(1, 64);
             }
         }
         match self.frames_shortfall() {
@@ -780,13 +870,23 @@ impl Config {
 
     /// Each rule's `name`, in rule order.
     pub fn rule_names(&self) -> Vec<Option<String>> {
-        self.rules.iter().map(|r| r.name.as_ref().map(|n| n.get_ref().clone())).collect()
+        self.rules
+            .iter()
+            .map(|r| r.name.as_ref().map(|n| n.get_ref().clone()))
+            .collect()
     }
 
     /// Each rule's `capture`, validated, in rule order.
     pub fn rule_captures(&self) -> Vec<Option<CaptureSpec>> {
         let cs = *self.umem.chunk_size.get_ref();
-        self.rules.iter().map(|r| r.capture.as_ref().map(|c| validate_capture(c, r.action, cs).expect("validated at load"))).collect()
+        self.rules
+            .iter()
+            .map(|r| {
+                r.capture
+                    .as_ref()
+                    .map(|c| validate_capture(c, r.action, cs).expect("validated at load"))
+            })
+            .collect()
     }
 
     /// The `[[rule]]` tables of `text` for an instance running `self`, validated
@@ -797,10 +897,25 @@ impl Config {
         let table: toml::Table = toml::from_str(text).map_err(|e| decode_error(text, e))?;
         let cfg = if table.keys().any(|k| k != "rule") {
             let cfg = Config::parse(text)?;
-            let key = |p: &PortDef| (p.name.clone(), p.interface.clone(), p.queues.clone(), p.netns.clone());
-            let (new, old): (Vec<_>, Vec<_>) = (cfg.ports().iter().map(key).collect(), self.ports().iter().map(key).collect());
+            let key = |p: &PortDef| {
+                (
+                    p.name.clone(),
+                    p.interface.clone(),
+                    p.queues.clone(),
+                    p.netns.clone(),
+                )
+            };
+            let (new, old): (Vec<_>, Vec<_>) = (
+                cfg.ports().iter().map(key).collect(),
+                self.ports().iter().map(key).collect(),
+            );
             if new != old {
-                let list = |v: &[(String, String, Vec<u32>, Option<String>)]| v.iter().map(|(n, i, q, _)| format!("{n} ({i}, queues {q:?})")).collect::<Vec<_>>().join(", ");
+                let list = |v: &[(String, String, Vec<u32>, Option<String>)]| {
+                    v.iter()
+                        .map(|(n, i, q, _)| format!("{n} ({i}, queues {q:?})"))
+                        .collect::<Vec<_>>()
+                        .join(", ")
+                };
                 return Err(ConfigError {
                     key: "port".into(),
                     line: None,
@@ -828,7 +943,10 @@ impl Config {
     pub fn valid_rules(&self) -> Vec<ValidRule> {
         let ports = self.ports();
         let names: Vec<&str> = ports.iter().map(|p| p.name.as_str()).collect();
-        self.rules.iter().map(|r| validate_rule(r, &names).expect("validated at load")).collect()
+        self.rules
+            .iter()
+            .map(|r| validate_rule(r, &names).expect("validated at load"))
+            .collect()
     }
 
     /// The ports, in the order listed: `[[port]]`, or the `[interface]` table as one
@@ -867,7 +985,10 @@ impl Config {
         self.ports().into_iter().next().and_then(|p| p.netns)
     }
 
-    fn validate_ports(&self, err: &dyn Fn(&str, std::ops::Range<usize>, String) -> ConfigError) -> Result<(), ConfigError> {
+    fn validate_ports(
+        &self,
+        err: &dyn Fn(&str, std::ops::Range<usize>, String) -> ConfigError,
+    ) -> Result<(), ConfigError> {
         let check_queues = |key: &str, q: &Spanned<Queues>| -> Result<(), ConfigError> {
             let list = match q.get_ref() {
                 Queues::List(v) => v,
@@ -877,22 +998,38 @@ impl Config {
                 Queues::All(_) => return Ok(()),
             };
             if list.is_empty() {
-                return Err(err(key, q.span(), "at least one queue is needed, e.g. queues = [0]".into()));
+                return Err(err(
+                    key,
+                    q.span(),
+                    "at least one queue is needed, e.g. queues = [0]".into(),
+                ));
             }
             let mut seen = std::collections::BTreeSet::new();
             for q_ in list {
                 if !seen.insert(*q_) {
-                    return Err(err(key, q.span(), format!("queue {q_} is listed twice: each queue gets exactly one worker")));
+                    return Err(err(
+                        key,
+                        q.span(),
+                        format!("queue {q_} is listed twice: each queue gets exactly one worker"),
+                    ));
                 }
                 if *q_ >= 64 {
-                    return Err(err(key, q.span(), format!("queue {q_} is out of range: valid queues are 0..63")));
+                    return Err(err(
+                        key,
+                        q.span(),
+                        format!("queue {q_} is out of range: valid queues are 0..63"),
+                    ));
                 }
             }
             Ok(())
         };
         let check_ifname = |key: &str, n: &Spanned<String>| -> Result<(), ConfigError> {
             let name = n.get_ref();
-            if name.is_empty() || name.len() > 15 || name.contains('/') || name.contains(char::is_whitespace) {
+            if name.is_empty()
+                || name.len() > 15
+                || name.contains('/')
+                || name.contains(char::is_whitespace)
+            {
                 return Err(err(key, n.span(), format!("`{name}` is not a valid interface name (1-15 characters, no '/' or spaces)")));
             }
             Ok(())
@@ -911,11 +1048,20 @@ impl Config {
         let first = &self.ports[0];
         for p in &self.ports {
             let name = p.name.get_ref();
-            if name.is_empty() || name.len() > 15 || !name.bytes().all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'_' || b == b'-') {
+            if name.is_empty()
+                || name.len() > 15
+                || !name
+                    .bytes()
+                    .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'_' || b == b'-')
+            {
                 return Err(err("port.name", p.name.span(), format!("`{name}` is not a valid port name: 1-15 characters of a-z, 0-9, '_' and '-'")));
             }
             if !names.insert(name.clone()) {
-                return Err(err("port.name", p.name.span(), format!("port `{name}` is defined twice: port names must be unique")));
+                return Err(err(
+                    "port.name",
+                    p.name.span(),
+                    format!("port `{name}` is defined twice: port names must be unique"),
+                ));
             }
             check_ifname("port.interface", &p.interface)?;
             if let Some(ns) = &p.netns {
@@ -923,12 +1069,24 @@ impl Config {
             }
             // A device is known by its name in its namespace: eth0 in two containers
             // are two devices.
-            if !devices.insert((p.netns.as_ref().map(|n| n.get_ref().clone()), p.interface.get_ref().clone())) {
-                let where_ = p.netns.as_ref().map(|n| format!(" in namespace `{}`", n.get_ref())).unwrap_or_default();
+            if !devices.insert((
+                p.netns.as_ref().map(|n| n.get_ref().clone()),
+                p.interface.get_ref().clone(),
+            )) {
+                let where_ = p
+                    .netns
+                    .as_ref()
+                    .map(|n| format!(" in namespace `{}`", n.get_ref()))
+                    .unwrap_or_default();
                 return Err(err("port.interface", p.interface.span(), format!("interface `{}`{where_} belongs to two ports: give each device one [[port]] with all its queues", p.interface.get_ref())));
             }
             check_queues("port.queues", &p.queues)?;
-            if *p.zero_copy.get_ref() != ZeroCopy::Auto && self.ports.iter().any(|q| *q.zero_copy.get_ref() != ZeroCopy::Auto && q.zero_copy.get_ref() != p.zero_copy.get_ref()) {
+            if *p.zero_copy.get_ref() != ZeroCopy::Auto
+                && self.ports.iter().any(|q| {
+                    *q.zero_copy.get_ref() != ZeroCopy::Auto
+                        && q.zero_copy.get_ref() != p.zero_copy.get_ref()
+                })
+            {
                 return Err(err("port.zero_copy", p.zero_copy.span(), "zero_copy = true and false on ports of one UMEM: the kernel gives every socket of a UMEM the same mode; use \"auto\" or the same value everywhere".into()));
             }
             if p.multi_buffer.get_ref() != first.multi_buffer.get_ref() {
@@ -946,14 +1104,26 @@ impl Config {
         }
         let online = online_cpus();
         let n: usize = self.ports().iter().map(|p| p.queues.len()).sum();
-        (0..n).map(|i| online[(online.len() - 1 - i % online.len()) % online.len()]).collect()
+        (0..n)
+            .map(|i| online[(online.len() - 1 - i % online.len()) % online.len()])
+            .collect()
     }
 }
 
 /// A namespace name as `ip netns` takes it: a file name under /run/netns.
-fn check_netns_name(key: &str, n: &Spanned<String>, err: &dyn Fn(&str, std::ops::Range<usize>, String) -> ConfigError) -> Result<(), ConfigError> {
+fn check_netns_name(
+    key: &str,
+    n: &Spanned<String>,
+    err: &dyn Fn(&str, std::ops::Range<usize>, String) -> ConfigError,
+) -> Result<(), ConfigError> {
     let name = n.get_ref();
-    if name.is_empty() || name == "." || name == ".." || name.len() > 255 || name.contains('/') || name.contains('\0') {
+    if name.is_empty()
+        || name == "."
+        || name == ".."
+        || name.len() > 255
+        || name.contains('/')
+        || name.contains('\0')
+    {
         return Err(err(key, n.span(), format!("`{name}` is not a namespace name: a name under /run/netns (as `ip netns add NAME` makes), without '/'")));
     }
     Ok(())
@@ -969,19 +1139,46 @@ fn decode_error(text: &str, e: toml::de::Error) -> ConfigError {
         .filter(|_| msg.starts_with("unknown field") || msg.starts_with("missing field"))
         .unwrap_or("-")
         .to_string();
-    ConfigError { key, line, message: msg, file: None }
+    ConfigError {
+        key,
+        line,
+        message: msg,
+        file: None,
+    }
 }
 
 type RuleErr = (&'static str, std::ops::Range<usize>, String);
 
 fn validate_rule(r: &RuleConfig, ports: &[&str]) -> Result<ValidRule, RuleErr> {
     let find = |key: &'static str, n: &Spanned<String>| -> Result<usize, RuleErr> {
-        ports.iter().position(|p| *p == n.get_ref().as_str()).ok_or_else(|| (key, n.span(), format!("no port named `{}`: ports are {}", n.get_ref(), ports.join(", "))))
+        ports
+            .iter()
+            .position(|p| *p == n.get_ref().as_str())
+            .ok_or_else(|| {
+                (
+                    key,
+                    n.span(),
+                    format!(
+                        "no port named `{}`: ports are {}",
+                        n.get_ref(),
+                        ports.join(", ")
+                    ),
+                )
+            })
     };
     let port = match &r.port {
         Some(n) => find("port", n)?,
         None if ports.len() == 1 => 0,
-        None => return Err(("port", 0..0, format!("which port's program holds this rule? add port = \"<name>\" (ports are {})", ports.join(", ")))),
+        None => {
+            return Err((
+                "port",
+                0..0,
+                format!(
+                    "which port's program holds this rule? add port = \"<name>\" (ports are {})",
+                    ports.join(", ")
+                ),
+            ))
+        }
     };
     let to = match (&r.to, r.action) {
         (Some(n), Action::Forward) => {
@@ -991,8 +1188,23 @@ fn validate_rule(r: &RuleConfig, ports: &[&str]) -> Result<ValidRule, RuleErr> {
             }
             Some(to)
         }
-        (None, Action::Forward) => return Err(("to", 0..0, format!("`forward` needs to = \"<port>\" (ports are {})", ports.join(", ")))),
-        (Some(n), a) => return Err(("to", n.span(), format!("`to` belongs to action = \"forward\", not `{}`", a.name()))),
+        (None, Action::Forward) => {
+            return Err((
+                "to",
+                0..0,
+                format!(
+                    "`forward` needs to = \"<port>\" (ports are {})",
+                    ports.join(", ")
+                ),
+            ))
+        }
+        (Some(n), a) => {
+            return Err((
+                "to",
+                n.span(),
+                format!("`to` belongs to action = \"forward\", not `{}`", a.name()),
+            ))
+        }
         (None, _) => None,
     };
     let mac = match (&r.mac, r.action) {
@@ -1004,7 +1216,14 @@ fn validate_rule(r: &RuleConfig, ports: &[&str]) -> Result<ValidRule, RuleErr> {
         None => None,
         Some(n) => {
             if !matches!(r.action, Action::Drop | Action::L2fwd | Action::Forward) {
-                return Err(("mirror_to", n.span(), format!("mirror_to works with drop, l2fwd and forward, not `{}`", r.action.name())));
+                return Err((
+                    "mirror_to",
+                    n.span(),
+                    format!(
+                        "mirror_to works with drop, l2fwd and forward, not `{}`",
+                        r.action.name()
+                    ),
+                ));
             }
             let m = find("mirror_to", n)?;
             if m == port {
@@ -1046,7 +1265,14 @@ fn validate_rule(r: &RuleConfig, ports: &[&str]) -> Result<ValidRule, RuleErr> {
         };
         if let Some(other) = clash {
             let key = if dst.is_some() { "dst" } else { "src" };
-            return Err(("proto", p.span(), format!("proto = \"{named}\" with {key} {addr}: ICMP over {} is proto = \"{other}\"", if addr.is_ipv6() { "IPv6" } else { "IPv4" })));
+            return Err((
+                "proto",
+                p.span(),
+                format!(
+                    "proto = \"{named}\" with {key} {addr}: ICMP over {} is proto = \"{other}\"",
+                    if addr.is_ipv6() { "IPv6" } else { "IPv4" }
+                ),
+            ));
         }
     }
     let vlan = match &r.vlan {
@@ -1056,15 +1282,41 @@ fn validate_rule(r: &RuleConfig, ports: &[&str]) -> Result<ValidRule, RuleErr> {
             _ => return Err(("vlan", v.span(), format!("{} is not a VLAN id: use 0..4094 (the outer 802.1Q/802.1ad tag's id; 4095 is reserved)", v.get_ref()))),
         },
     };
-    Ok(ValidRule { proto, dst_port, dst, src_port, src, vlan, action: r.action, port, to, mac, mirror_to })
+    Ok(ValidRule {
+        proto,
+        dst_port,
+        dst,
+        src_port,
+        src,
+        vlan,
+        action: r.action,
+        port,
+        to,
+        mac,
+        mirror_to,
+    })
 }
 
 /// A `dst_port` / `src_port` value: one port or an inclusive range; only with
 /// proto udp or tcp.
-fn port_range(key: &'static str, spec: Option<&Spanned<PortSpec>>, proto: Option<u8>) -> Result<Option<(u16, u16)>, RuleErr> {
+fn port_range(
+    key: &'static str,
+    spec: Option<&Spanned<PortSpec>>,
+    proto: Option<u8>,
+) -> Result<Option<(u16, u16)>, RuleErr> {
     let Some(s) = spec else { return Ok(None) };
-    let bad = |what: String| (key, s.span(), format!("{what}: use a port 0..65535 or a range \"lo-hi\""));
-    let parse = |t: &str| t.trim().parse::<u16>().map_err(|_| bad(format!("`{t}` is not a port")));
+    let bad = |what: String| {
+        (
+            key,
+            s.span(),
+            format!("{what}: use a port 0..65535 or a range \"lo-hi\""),
+        )
+    };
+    let parse = |t: &str| {
+        t.trim()
+            .parse::<u16>()
+            .map_err(|_| bad(format!("`{t}` is not a port")))
+    };
     let (lo, hi) = match s.get_ref() {
         PortSpec::One(n) => {
             let p = u16::try_from(*n).map_err(|_| bad(format!("{n} is out of range")))?;
@@ -1082,18 +1334,30 @@ fn port_range(key: &'static str, spec: Option<&Spanned<PortSpec>>, proto: Option
         return Err(bad(format!("range {lo}-{hi} is empty")));
     }
     if !matches!(proto, Some(6) | Some(17)) {
-        return Err((key, s.span(), "a port needs proto = \"udp\" or \"tcp\" in the same rule".into()));
+        return Err((
+            key,
+            s.span(),
+            "a port needs proto = \"udp\" or \"tcp\" in the same rule".into(),
+        ));
     }
     Ok(Some((lo, hi)))
 }
 
 /// A `dst` / `src` value: an address (a host prefix) or `addr/len`.
-fn prefix(key: &'static str, text: Option<&Spanned<String>>) -> Result<Option<(IpAddr, u8)>, RuleErr> {
+fn prefix(
+    key: &'static str,
+    text: Option<&Spanned<String>>,
+) -> Result<Option<(IpAddr, u8)>, RuleErr> {
     let Some(d) = text else { return Ok(None) };
     let text = d.get_ref();
-    let bad = || (key, d.span(), format!("`{text}` is not an address or prefix, e.g. \"198.18.0.2\" or \"198.18.0.0/15\" or \"2001:2::/48\""));
+    let bad = || {
+        (key, d.span(), format!("`{text}` is not an address or prefix, e.g. \"198.18.0.2\" or \"198.18.0.0/15\" or \"2001:2::/48\""))
+    };
     let (addr, len) = match text.split_once('/') {
-        Some((a, l)) => (a.parse::<IpAddr>().map_err(|_| bad())?, l.parse::<u8>().map_err(|_| bad())?),
+        Some((a, l)) => (
+            a.parse::<IpAddr>().map_err(|_| bad())?,
+            l.parse::<u8>().map_err(|_| bad())?,
+        ),
         None => {
             let a = text.parse::<IpAddr>().map_err(|_| bad())?;
             (a, if a.is_ipv4() { 32 } else { 128 })
@@ -1101,7 +1365,11 @@ fn prefix(key: &'static str, text: Option<&Spanned<String>>) -> Result<Option<(I
     };
     let max = if addr.is_ipv4() { 32 } else { 128 };
     if len > max {
-        return Err((key, d.span(), format!("prefix length {len} is too long for {addr}: at most {max}")));
+        return Err((
+            key,
+            d.span(),
+            format!("prefix length {len} is too long for {addr}: at most {max}"),
+        ));
     }
     Ok(Some((addr, len)))
 }
@@ -1109,7 +1377,11 @@ fn prefix(key: &'static str, text: Option<&Spanned<String>>) -> Result<Option<(I
 /// A rule's `capture` table: an absolute file path, snaplen 1..=4096 (default the
 /// chunk size), count at least 1 (default none), on a rule whose frames reach a worker.
 /// Errors name the key below `capture` (`.file`, `.snaplen`, `.count`, or none).
-fn validate_capture(c: &Spanned<CaptureConfig>, action: Action, chunk_size: u32) -> Result<CaptureSpec, RuleErr> {
+fn validate_capture(
+    c: &Spanned<CaptureConfig>,
+    action: Action,
+    chunk_size: u32,
+) -> Result<CaptureSpec, RuleErr> {
     if !action.reaches_userspace() {
         return Err((
             "",
@@ -1122,12 +1394,19 @@ fn validate_capture(c: &Spanned<CaptureConfig>, action: Action, chunk_size: u32)
     let path = Path::new(file);
     let bad = |why: &str| (".file", cc.file.span(), format!("`{file}` {why}"));
     if file.is_empty() {
-        return Err(bad("is empty: name a pcapng file, e.g. file = \"/var/tmp/rule.pcapng\""));
+        return Err(bad(
+            "is empty: name a pcapng file, e.g. file = \"/var/tmp/rule.pcapng\"",
+        ));
     }
     if !path.is_absolute() {
         return Err(bad("is not an absolute path (the daemon's working directory is not yours): write it from /, e.g. \"/var/tmp/rule.pcapng\""));
     }
-    if file.ends_with('/') || path.file_name().is_none() || path.components().any(|c| matches!(c, std::path::Component::ParentDir)) {
+    if file.ends_with('/')
+        || path.file_name().is_none()
+        || path
+            .components()
+            .any(|c| matches!(c, std::path::Component::ParentDir))
+    {
         return Err(bad("does not name a file (it ends in a directory, `/` or `..`): give the file's name, e.g. \"/var/tmp/rule.pcapng\""));
     }
     let snaplen = match &cc.snaplen {
@@ -1145,7 +1424,11 @@ fn validate_capture(c: &Spanned<CaptureConfig>, action: Action, chunk_size: u32)
         Some(n) if *n.get_ref() == 0 => return Err((".count", n.span(), "0 is not valid: give the number of frames to write (at least 1), or leave count out to write until xdpool stops".into())),
         Some(n) => *n.get_ref(),
     };
-    Ok(CaptureSpec { file: path.to_path_buf(), snaplen, count })
+    Ok(CaptureSpec {
+        file: path.to_path_buf(),
+        snaplen,
+        count,
+    })
 }
 
 /// `"swap"`, `"neigh"` or `"aa:bb:cc:dd:ee:ff"`.
@@ -1192,11 +1475,17 @@ pub fn online_cpus() -> Vec<usize> {
             return v;
         }
     }
-    (0..std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1)).collect()
+    (0..std::thread::available_parallelism()
+        .map(|n| n.get())
+        .unwrap_or(1))
+        .collect()
 }
 
 fn fmt_list(v: &[usize]) -> String {
-    v.iter().map(|c| c.to_string()).collect::<Vec<_>>().join(", ")
+    v.iter()
+        .map(|c| c.to_string())
+        .collect::<Vec<_>>()
+        .join(", ")
 }
 
 #[cfg(test)]
@@ -1222,66 +1511,319 @@ action = "drop"
     #[test]
     fn good_config_loads() {
         let c = Config::parse(GOOD).unwrap();
-        assert_eq!(c.valid_rules()[0], ValidRule { proto: Some(17), dst_port: Some((9, 10)), dst: None, src_port: None, src: None, vlan: None, action: Action::Drop, port: 0, to: None, mac: MacRewrite::Swap, mirror_to: None });
+        assert_eq!(
+            c.valid_rules()[0],
+            ValidRule {
+                proto: Some(17),
+                dst_port: Some((9, 10)),
+                dst: None,
+                src_port: None,
+                src: None,
+                vlan: None,
+                action: Action::Drop,
+                port: 0,
+                to: None,
+                mac: MacRewrite::Swap,
+                mirror_to: None
+            }
+        );
         let ports = c.ports();
-        assert_eq!((ports[0].name.as_str(), ports[0].interface.as_str(), ports[0].netns.as_deref()), ("main", "xdpb0", Some("xdpool-b")));
+        assert_eq!(
+            (
+                ports[0].name.as_str(),
+                ports[0].interface.as_str(),
+                ports[0].netns.as_deref()
+            ),
+            ("main", "xdpb0", Some("xdpool-b"))
+        );
     }
 
     #[test]
     fn shipped_configs_load() {
         for f in ["lab.toml", "nic-example.toml"] {
-            let p = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../configs").join(f);
+            let p = Path::new(env!("CARGO_MANIFEST_DIR"))
+                .join("../../configs")
+                .join(f);
             let text = std::fs::read_to_string(&p).unwrap();
             // nic-example names cores that may not exist here; structure must still parse.
             let parsed: Result<Config, _> = toml::from_str(&text);
             assert!(parsed.is_ok(), "{f}: {:?}", parsed.err());
         }
-        Config::load(&Path::new(env!("CARGO_MANIFEST_DIR")).join("../../configs/lab.toml")).unwrap();
+        Config::load(&Path::new(env!("CARGO_MANIFEST_DIR")).join("../../configs/lab.toml"))
+            .unwrap();
     }
 
     /// Table of bad configs: (edit applied to GOOD, key named, line named, text in message).
     #[test]
     fn bad_configs_name_key_line_and_fix() {
         let cases: &[(&str, &str, &str, Option<usize>, &str)] = &[
-            ("chunk_size = 2048", "chunk_size = 3000", "umem.chunk_size", Some(9), "2048 or 4096"),
-            ("chunk_size = 2048", "chunk_size = \"big\"", "-", Some(9), "expected"),
-            ("queues = [0]", "queues = [0, 0]", "interface.queues", Some(5), "listed twice"),
-            ("queues = [0]", "queues = [99]", "interface.queues", Some(5), "0..63"),
-            ("queues = [0]", "queues = [0]\ncolour = \"red\"", "colour", Some(6), "unknown field"),
-            ("dst_port = \"9-10\"", "dst_port = \"10-9\"", "rule[0].dst_port", Some(13), "empty"),
-            ("dst_port = \"9-10\"", "dst_port = 70000", "rule[0].dst_port", Some(13), "out of range"),
-            ("proto = \"udp\"", "proto = \"sctpish\"", "rule[0].proto", Some(12), "not a protocol"),
-            ("action = \"drop\"", "action = \"explode\"", "-", Some(14), "unknown variant"),
-            ("frames = 8192", "frames = 100", "umem.frames", Some(8), "at least"),
-            ("queues = [0]", "queues = [0]\n[workers]\ncores = [4096]", "workers.cores", Some(7), "not online"),
-            ("[umem]", "[rings]\nfill = 1000\n[umem]", "rings.fill", Some(8), "power of two"),
-            ("[umem]", "[rings]\nfill = 1024\nrx = 2048\n[umem]", "rings.fill", Some(8), "smaller than rings.rx"),
-            ("name = \"xdpb0\"", "name = \"a/b\"", "interface.name", Some(3), "not a valid interface name"),
-            ("queues = [0]", "queues = [0]\n[workers]\ncopybreak_bytes = 0", "workers.copybreak_bytes", Some(7), "use 1..1024"),
-            ("queues = [0]", "queues = [0]\n[workers]\ncopybreak_bytes = 1025", "workers.copybreak_bytes", Some(7), "half of umem.chunk_size"),
-            ("queues = [0]", "queues = [0]\n[workers]\nbusy_poll_budget = 0", "workers.busy_poll_budget", Some(7), "use 1..1024"),
-            ("queues = [0]", "queues = [0]\n[workers]\nbusy_poll_budget = 5000", "workers.busy_poll_budget", Some(7), "CAP_NET_ADMIN"),
-            ("queues = [0]", "queues = [0]\n[workers]\nmode = \"busy\"", "-", Some(7), "unknown variant"),
-            ("queues = [0]", "queues = [0]\n[workers]\npoll_coalesce_us = 5000", "workers.poll_coalesce_us", Some(7), "use 0..1000"),
-            ("queues = [0]", "queues = [0]\nmulti_buffer = 1", "-", Some(6), "expected a boolean"),
+            (
+                "chunk_size = 2048",
+                "chunk_size = 3000",
+                "umem.chunk_size",
+                Some(9),
+                "2048 or 4096",
+            ),
+            (
+                "chunk_size = 2048",
+                "chunk_size = \"big\"",
+                "-",
+                Some(9),
+                "expected",
+            ),
+            (
+                "queues = [0]",
+                "queues = [0, 0]",
+                "interface.queues",
+                Some(5),
+                "listed twice",
+            ),
+            (
+                "queues = [0]",
+                "queues = [99]",
+                "interface.queues",
+                Some(5),
+                "0..63",
+            ),
+            (
+                "queues = [0]",
+                "queues = [0]\ncolour = \"red\"",
+                "colour",
+                Some(6),
+                "unknown field",
+            ),
+            (
+                "dst_port = \"9-10\"",
+                "dst_port = \"10-9\"",
+                "rule[0].dst_port",
+                Some(13),
+                "empty",
+            ),
+            (
+                "dst_port = \"9-10\"",
+                "dst_port = 70000",
+                "rule[0].dst_port",
+                Some(13),
+                "out of range",
+            ),
+            (
+                "proto = \"udp\"",
+                "proto = \"sctpish\"",
+                "rule[0].proto",
+                Some(12),
+                "not a protocol",
+            ),
+            (
+                "action = \"drop\"",
+                "action = \"explode\"",
+                "-",
+                Some(14),
+                "unknown variant",
+            ),
+            (
+                "frames = 8192",
+                "frames = 100",
+                "umem.frames",
+                Some(8),
+                "at least",
+            ),
+            (
+                "queues = [0]",
+                "queues = [0]\n[workers]\ncores = [4096]",
+                "workers.cores",
+                Some(7),
+                "not online",
+            ),
+            (
+                "[umem]",
+                "[rings]\nfill = 1000\n[umem]",
+                "rings.fill",
+                Some(8),
+                "power of two",
+            ),
+            (
+                "[umem]",
+                "[rings]\nfill = 1024\nrx = 2048\n[umem]",
+                "rings.fill",
+                Some(8),
+                "smaller than rings.rx",
+            ),
+            (
+                "name = \"xdpb0\"",
+                "name = \"a/b\"",
+                "interface.name",
+                Some(3),
+                "not a valid interface name",
+            ),
+            (
+                "queues = [0]",
+                "queues = [0]\n[workers]\ncopybreak_bytes = 0",
+                "workers.copybreak_bytes",
+                Some(7),
+                "use 1..1024",
+            ),
+            (
+                "queues = [0]",
+                "queues = [0]\n[workers]\ncopybreak_bytes = 1025",
+                "workers.copybreak_bytes",
+                Some(7),
+                "half of umem.chunk_size",
+            ),
+            (
+                "queues = [0]",
+                "queues = [0]\n[workers]\nbusy_poll_budget = 0",
+                "workers.busy_poll_budget",
+                Some(7),
+                "use 1..1024",
+            ),
+            (
+                "queues = [0]",
+                "queues = [0]\n[workers]\nbusy_poll_budget = 5000",
+                "workers.busy_poll_budget",
+                Some(7),
+                "CAP_NET_ADMIN",
+            ),
+            (
+                "queues = [0]",
+                "queues = [0]\n[workers]\nmode = \"busy\"",
+                "-",
+                Some(7),
+                "unknown variant",
+            ),
+            (
+                "queues = [0]",
+                "queues = [0]\n[workers]\npoll_coalesce_us = 5000",
+                "workers.poll_coalesce_us",
+                Some(7),
+                "use 0..1000",
+            ),
+            (
+                "queues = [0]",
+                "queues = [0]\nmulti_buffer = 1",
+                "-",
+                Some(6),
+                "expected a boolean",
+            ),
             // The source and VLAN keys (line 13 is the rule's dst_port line, replaced).
-            ("dst_port = \"9-10\"", "src_port = \"10-9\"", "rule[0].src_port", Some(13), "range 10-9 is empty"),
-            ("dst_port = \"9-10\"", "src_port = -1", "rule[0].src_port", Some(13), "-1 is out of range"),
-            ("dst_port = \"9-10\"", "src_port = \"x-9\"", "rule[0].src_port", Some(13), "`x` is not a port"),
-            ("proto = \"udp\"\ndst_port = \"9-10\"", "src_port = 53", "rule[0].src_port", Some(12), "needs proto = \"udp\" or \"tcp\""),
-            ("proto = \"udp\"\ndst_port = \"9-10\"", "proto = \"icmp\"\nsrc_port = 53", "rule[0].src_port", Some(13), "needs proto"),
-            ("dst_port = \"9-10\"", "src = \"198.18.0.0/33\"", "rule[0].src", Some(13), "at most 32"),
-            ("dst_port = \"9-10\"", "src = \"2001:2::/129\"", "rule[0].src", Some(13), "at most 128"),
-            ("dst_port = \"9-10\"", "src = \"198.18.0\"", "rule[0].src", Some(13), "not an address or prefix"),
-            ("dst_port = \"9-10\"", "dst = \"2001:2::/48\"\nsrc = \"198.18.0.0/15\"", "rule[0].src", Some(14), "different IP families"),
-            ("dst_port = \"9-10\"", "dst = \"198.18.0.1\"\nsrc = \"2001:2::1\"", "rule[0].src", Some(14), "both as IPv4 or both as IPv6"),
-            ("proto = \"udp\"\ndst_port = \"9-10\"", "proto = \"icmp\"\nsrc = \"2001:2::/48\"", "rule[0].proto", Some(12), "proto = \"icmpv6\""),
-            ("proto = \"udp\"\ndst_port = \"9-10\"", "proto = \"icmpv6\"\ndst = \"198.18.0.0/15\"", "rule[0].proto", Some(12), "proto = \"icmp\""),
-            ("dst_port = \"9-10\"", "vlan = 4095", "rule[0].vlan", Some(13), "4095 is reserved"),
-            ("dst_port = \"9-10\"", "vlan = 5000", "rule[0].vlan", Some(13), "5000 is not a VLAN id: use 0..4094"),
-            ("dst_port = \"9-10\"", "vlan = -1", "rule[0].vlan", Some(13), "not a VLAN id"),
-            ("dst_port = \"9-10\"", "vlan = \"5\"", "-", Some(13), "expected i64"),
-            ("dst_port = \"9-10\"", "sport = 9", "sport", Some(13), "unknown field"),
+            (
+                "dst_port = \"9-10\"",
+                "src_port = \"10-9\"",
+                "rule[0].src_port",
+                Some(13),
+                "range 10-9 is empty",
+            ),
+            (
+                "dst_port = \"9-10\"",
+                "src_port = -1",
+                "rule[0].src_port",
+                Some(13),
+                "-1 is out of range",
+            ),
+            (
+                "dst_port = \"9-10\"",
+                "src_port = \"x-9\"",
+                "rule[0].src_port",
+                Some(13),
+                "`x` is not a port",
+            ),
+            (
+                "proto = \"udp\"\ndst_port = \"9-10\"",
+                "src_port = 53",
+                "rule[0].src_port",
+                Some(12),
+                "needs proto = \"udp\" or \"tcp\"",
+            ),
+            (
+                "proto = \"udp\"\ndst_port = \"9-10\"",
+                "proto = \"icmp\"\nsrc_port = 53",
+                "rule[0].src_port",
+                Some(13),
+                "needs proto",
+            ),
+            (
+                "dst_port = \"9-10\"",
+                "src = \"198.18.0.0/33\"",
+                "rule[0].src",
+                Some(13),
+                "at most 32",
+            ),
+            (
+                "dst_port = \"9-10\"",
+                "src = \"2001:2::/129\"",
+                "rule[0].src",
+                Some(13),
+                "at most 128",
+            ),
+            (
+                "dst_port = \"9-10\"",
+                "src = \"198.18.0\"",
+                "rule[0].src",
+                Some(13),
+                "not an address or prefix",
+            ),
+            (
+                "dst_port = \"9-10\"",
+                "dst = \"2001:2::/48\"\nsrc = \"198.18.0.0/15\"",
+                "rule[0].src",
+                Some(14),
+                "different IP families",
+            ),
+            (
+                "dst_port = \"9-10\"",
+                "dst = \"198.18.0.1\"\nsrc = \"2001:2::1\"",
+                "rule[0].src",
+                Some(14),
+                "both as IPv4 or both as IPv6",
+            ),
+            (
+                "proto = \"udp\"\ndst_port = \"9-10\"",
+                "proto = \"icmp\"\nsrc = \"2001:2::/48\"",
+                "rule[0].proto",
+                Some(12),
+                "proto = \"icmpv6\"",
+            ),
+            (
+                "proto = \"udp\"\ndst_port = \"9-10\"",
+                "proto = \"icmpv6\"\ndst = \"198.18.0.0/15\"",
+                "rule[0].proto",
+                Some(12),
+                "proto = \"icmp\"",
+            ),
+            (
+                "dst_port = \"9-10\"",
+                "vlan = 4095",
+                "rule[0].vlan",
+                Some(13),
+                "4095 is reserved",
+            ),
+            (
+                "dst_port = \"9-10\"",
+                "vlan = 5000",
+                "rule[0].vlan",
+                Some(13),
+                "5000 is not a VLAN id: use 0..4094",
+            ),
+            (
+                "dst_port = \"9-10\"",
+                "vlan = -1",
+                "rule[0].vlan",
+                Some(13),
+                "not a VLAN id",
+            ),
+            (
+                "dst_port = \"9-10\"",
+                "vlan = \"5\"",
+                "-",
+                Some(13),
+                "expected i64",
+            ),
+            (
+                "dst_port = \"9-10\"",
+                "sport = 9",
+                "sport",
+                Some(13),
+                "unknown field",
+            ),
         ];
         for (from, to, key, line, msg) in cases {
             let text = GOOD.replacen(from, to, 1);
@@ -1295,23 +1837,92 @@ action = "drop"
 
     #[test]
     fn rule_capture_parses_with_defaults_and_bad_ones_name_key_and_line() {
-        let with = |cap: &str| GOOD.replacen("action = \"drop\"", &format!("action = \"drop\"\ncapture = {cap}"), 1);
-        let c = Config::parse(&with(r#"{ file = "/var/tmp/r.pcapng", snaplen = 128, count = 10 }"#)).unwrap();
-        assert_eq!(c.rule_captures(), vec![Some(CaptureSpec { file: "/var/tmp/r.pcapng".into(), snaplen: 128, count: 10 })]);
+        let with = |cap: &str| {
+            GOOD.replacen(
+                "action = \"drop\"",
+                &format!("action = \"drop\"\ncapture = {cap}"),
+                1,
+            )
+        };
+        let c = Config::parse(&with(
+            r#"{ file = "/var/tmp/r.pcapng", snaplen = 128, count = 10 }"#,
+        ))
+        .unwrap();
+        assert_eq!(
+            c.rule_captures(),
+            vec![Some(CaptureSpec {
+                file: "/var/tmp/r.pcapng".into(),
+                snaplen: 128,
+                count: 10
+            })]
+        );
         let c = Config::parse(&with(r#"{ file = "/var/tmp/r.pcapng" }"#)).unwrap();
-        assert_eq!(c.rule_captures()[0], Some(CaptureSpec { file: "/var/tmp/r.pcapng".into(), snaplen: 2048, count: 0 }), "defaults: a whole chunk, no limit");
+        assert_eq!(
+            c.rule_captures()[0],
+            Some(CaptureSpec {
+                file: "/var/tmp/r.pcapng".into(),
+                snaplen: 2048,
+                count: 0
+            }),
+            "defaults: a whole chunk, no limit"
+        );
         assert_eq!(Config::parse(GOOD).unwrap().rule_captures(), vec![None]);
         // (capture value, key, line, text in message); the capture is on line 15.
         let cases: &[(&str, &str, Option<usize>, &str)] = &[
-            (r#"{ file = "r.pcapng" }"#, "rule[0].capture.file", Some(15), "not an absolute path"),
-            (r#"{ file = "" }"#, "rule[0].capture.file", Some(15), "is empty"),
-            (r#"{ file = "/var/tmp/" }"#, "rule[0].capture.file", Some(15), "does not name a file"),
-            (r#"{ file = "/var/tmp/.." }"#, "rule[0].capture.file", Some(15), "does not name a file"),
-            (r#"{ file = "/var/tmp/r.pcapng", snaplen = 0 }"#, "rule[0].capture.snaplen", Some(15), "1..4096"),
-            (r#"{ file = "/var/tmp/r.pcapng", snaplen = 9000 }"#, "rule[0].capture.snaplen", Some(15), "1..4096"),
-            (r#"{ file = "/var/tmp/r.pcapng", count = 0 }"#, "rule[0].capture.count", Some(15), "at least 1"),
-            (r#"{ file = "/var/tmp/r.pcapng", colour = 1 }"#, "colour", Some(15), "unknown field `colour`"),
-            (r#"{ snaplen = 64 }"#, "file", Some(15), "missing field `file`"),
+            (
+                r#"{ file = "r.pcapng" }"#,
+                "rule[0].capture.file",
+                Some(15),
+                "not an absolute path",
+            ),
+            (
+                r#"{ file = "" }"#,
+                "rule[0].capture.file",
+                Some(15),
+                "is empty",
+            ),
+            (
+                r#"{ file = "/var/tmp/" }"#,
+                "rule[0].capture.file",
+                Some(15),
+                "does not name a file",
+            ),
+            (
+                r#"{ file = "/var/tmp/.." }"#,
+                "rule[0].capture.file",
+                Some(15),
+                "does not name a file",
+            ),
+            (
+                r#"{ file = "/var/tmp/r.pcapng", snaplen = 0 }"#,
+                "rule[0].capture.snaplen",
+                Some(15),
+                "1..4096",
+            ),
+            (
+                r#"{ file = "/var/tmp/r.pcapng", snaplen = 9000 }"#,
+                "rule[0].capture.snaplen",
+                Some(15),
+                "1..4096",
+            ),
+            (
+                r#"{ file = "/var/tmp/r.pcapng", count = 0 }"#,
+                "rule[0].capture.count",
+                Some(15),
+                "at least 1",
+            ),
+            (
+                r#"{ file = "/var/tmp/r.pcapng", colour = 1 }"#,
+                "colour",
+                Some(15),
+                "unknown field `colour`",
+            ),
+            (
+                r#"{ snaplen = 64 }"#,
+                "file",
+                Some(15),
+                "missing field `file`",
+            ),
             (r#""/var/tmp/r.pcapng""#, "-", Some(15), "expected"),
         ];
         for (cap, key, line, msg) in cases {
@@ -1319,13 +1930,28 @@ action = "drop"
             assert_eq!((e.key.as_str(), e.line), (*key, *line), "{cap}: {e}");
             assert!(e.to_string().contains(msg), "{cap}: `{e}` lacks `{msg}`");
         }
-        let pass = with(r#"{ file = "/var/tmp/r.pcapng" }"#).replacen("action = \"drop\"", "action = \"pass\"", 1);
+        let pass = with(r#"{ file = "/var/tmp/r.pcapng" }"#).replacen(
+            "action = \"drop\"",
+            "action = \"pass\"",
+            1,
+        );
         let e = Config::parse(&pass).unwrap_err();
-        assert_eq!((e.key.as_str(), e.line), ("rule[0].capture", Some(15)), "{e}");
+        assert_eq!(
+            (e.key.as_str(), e.line),
+            ("rule[0].capture", Some(15)),
+            "{e}"
+        );
         assert!(e.to_string().contains("no worker sees"), "{e}");
-        let twice = format!("{}[[rule]]\nproto = \"tcp\"\ncapture = {{ file = \"/var/tmp/r.pcapng\" }}\n", with(r#"{ file = "/var/tmp/r.pcapng" }"#));
+        let twice = format!(
+            "{}[[rule]]\nproto = \"tcp\"\ncapture = {{ file = \"/var/tmp/r.pcapng\" }}\n",
+            with(r#"{ file = "/var/tmp/r.pcapng" }"#)
+        );
         let e = Config::parse(&twice).unwrap_err();
-        assert_eq!((e.key.as_str(), e.line), ("rule[1].capture.file", Some(18)), "{e}");
+        assert_eq!(
+            (e.key.as_str(), e.line),
+            ("rule[1].capture.file", Some(18)),
+            "{e}"
+        );
         assert!(e.to_string().contains("rule[0]'s capture already"), "{e}");
     }
 
@@ -1333,47 +1959,109 @@ action = "drop"
     fn source_and_vlan_keys_parse() {
         let text = GOOD.replacen("dst_port = \"9-10\"", "dst_port = 9\nsrc_port = \"1024-2047\"\nsrc = \"198.18.0.0/15\"\ndst = \"198.19.0.1\"\nvlan = 100", 1);
         let r = &Config::parse(&text).unwrap().valid_rules()[0];
-        assert_eq!((r.src_port, r.dst_port, r.vlan), (Some((1024, 2047)), Some((9, 9)), Some(100)));
+        assert_eq!(
+            (r.src_port, r.dst_port, r.vlan),
+            (Some((1024, 2047)), Some((9, 9)), Some(100))
+        );
         assert_eq!(r.src, Some(("198.18.0.0".parse().unwrap(), 15)));
         assert_eq!(r.dst, Some(("198.19.0.1".parse().unwrap(), 32)));
         // One port, IPv6 source host, VLAN 0 (priority-tagged frames) and 4094.
-        let text = GOOD.replacen("dst_port = \"9-10\"", "src_port = 53\nsrc = \"2001:2::7\"\nvlan = 0", 1);
+        let text = GOOD.replacen(
+            "dst_port = \"9-10\"",
+            "src_port = 53\nsrc = \"2001:2::7\"\nvlan = 0",
+            1,
+        );
         let r = &Config::parse(&text).unwrap().valid_rules()[0];
-        assert_eq!((r.src_port, r.src, r.vlan, r.dst_port), (Some((53, 53)), Some(("2001:2::7".parse().unwrap(), 128)), Some(0), None));
+        assert_eq!(
+            (r.src_port, r.src, r.vlan, r.dst_port),
+            (
+                Some((53, 53)),
+                Some(("2001:2::7".parse().unwrap(), 128)),
+                Some(0),
+                None
+            )
+        );
         let text = GOOD.replacen("proto = \"udp\"\ndst_port = \"9-10\"", "vlan = 4094", 1);
         let r = &Config::parse(&text).unwrap().valid_rules()[0];
-        assert_eq!((r.vlan, r.proto), (Some(4094), None), "a VLAN id alone is a rule");
+        assert_eq!(
+            (r.vlan, r.proto),
+            (Some(4094), None),
+            "a VLAN id alone is a rule"
+        );
         // icmp by number is not checked against the family; both IPv6 prefixes are fine.
-        let text = GOOD.replacen("proto = \"udp\"\ndst_port = \"9-10\"", "proto = \"1\"\nsrc = \"2001:2::/48\"\ndst = \"2001:2:0:1::/64\"", 1);
-        assert_eq!(Config::parse(&text).unwrap().valid_rules()[0].proto, Some(1));
+        let text = GOOD.replacen(
+            "proto = \"udp\"\ndst_port = \"9-10\"",
+            "proto = \"1\"\nsrc = \"2001:2::/48\"\ndst = \"2001:2:0:1::/64\"",
+            1,
+        );
+        assert_eq!(
+            Config::parse(&text).unwrap().valid_rules()[0].proto,
+            Some(1)
+        );
         // A reload file goes through the same checks.
         let c = Config::parse(GOOD).unwrap();
-        let e = c.parse_rules("[[rule]]\nproto = \"tcp\"\nsrc_port = \"9-1\"\naction = \"drop\"\n").unwrap_err();
-        assert_eq!((e.key.as_str(), e.line), ("rule[0].src_port", Some(3)), "{e}");
+        let e = c
+            .parse_rules("[[rule]]\nproto = \"tcp\"\nsrc_port = \"9-1\"\naction = \"drop\"\n")
+            .unwrap_err();
+        assert_eq!(
+            (e.key.as_str(), e.line),
+            ("rule[0].src_port", Some(3)),
+            "{e}"
+        );
     }
 
     #[test]
     fn tx_bottleneck_defaults_to_hold_and_takes_shed() {
         let c = Config::parse(GOOD).unwrap();
         assert_eq!(c.workers.tx_bottleneck, TxBottleneck::Hold);
-        let shed = GOOD.replacen("queues = [0]", "queues = [0]\n[workers]\ntx_bottleneck = \"shed\"", 1);
-        assert_eq!(Config::parse(&shed).unwrap().workers.tx_bottleneck, TxBottleneck::Shed);
-        let bad = GOOD.replacen("queues = [0]", "queues = [0]\n[workers]\ntx_bottleneck = \"drop\"", 1);
+        let shed = GOOD.replacen(
+            "queues = [0]",
+            "queues = [0]\n[workers]\ntx_bottleneck = \"shed\"",
+            1,
+        );
+        assert_eq!(
+            Config::parse(&shed).unwrap().workers.tx_bottleneck,
+            TxBottleneck::Shed
+        );
+        let bad = GOOD.replacen(
+            "queues = [0]",
+            "queues = [0]\n[workers]\ntx_bottleneck = \"drop\"",
+            1,
+        );
         let e = Config::parse(&bad).unwrap_err().to_string();
         assert!(e.contains("hold") && e.contains("shed"), "{e}");
     }
 
     #[test]
     fn reflect_twice_and_copybreak_parse_with_defaults() {
-        let text = GOOD.replacen("action = \"drop\"", "action = \"reflect-twice\"\n[[rule]]\nproto = \"tcp\"\naction = \"copybreak\"", 1);
+        let text = GOOD.replacen(
+            "action = \"drop\"",
+            "action = \"reflect-twice\"\n[[rule]]\nproto = \"tcp\"\naction = \"copybreak\"",
+            1,
+        );
         let c = Config::parse(&text).unwrap();
         let actions: Vec<Action> = c.valid_rules().iter().map(|r| r.action).collect();
         assert_eq!(actions, vec![Action::ReflectTwice, Action::Copybreak]);
-        assert_eq!(*c.workers.copybreak_bytes.get_ref(), DEFAULT_COPYBREAK_BYTES);
-        assert_eq!(*c.workers.busy_poll_budget.get_ref(), DEFAULT_BUSY_POLL_BUDGET);
-        assert_eq!(*c.workers.poll_coalesce_us.get_ref(), DEFAULT_POLL_COALESCE_US);
+        assert_eq!(
+            *c.workers.copybreak_bytes.get_ref(),
+            DEFAULT_COPYBREAK_BYTES
+        );
+        assert_eq!(
+            *c.workers.busy_poll_budget.get_ref(),
+            DEFAULT_BUSY_POLL_BUDGET
+        );
+        assert_eq!(
+            *c.workers.poll_coalesce_us.get_ref(),
+            DEFAULT_POLL_COALESCE_US
+        );
         // With 4096-byte chunks the copybreak ceiling doubles.
-        let big = GOOD.replacen("chunk_size = 2048", "chunk_size = 4096", 1).replacen("queues = [0]", "queues = [0]\n[workers]\ncopybreak_bytes = 2048\nmode = \"busy-poll\"", 1);
+        let big = GOOD
+            .replacen("chunk_size = 2048", "chunk_size = 4096", 1)
+            .replacen(
+                "queues = [0]",
+                "queues = [0]\n[workers]\ncopybreak_bytes = 2048\nmode = \"busy-poll\"",
+                1,
+            );
         let c = Config::parse(&big).unwrap();
         assert_eq!(*c.workers.copybreak_bytes.get_ref(), 2048);
         assert_eq!(c.workers.mode, WaitMode::BusyPoll);
@@ -1387,8 +2075,15 @@ action = "drop"
         for action in ["reflect-twice", "copybreak"] {
             let text = mb.replacen("action = \"drop\"", &format!("action = \"{action}\""), 1);
             let e = Config::parse(&text).expect_err(action);
-            assert_eq!((e.key.as_str(), e.line), ("interface.multi_buffer", Some(6)), "{e}");
-            assert!(e.to_string().contains(&format!("rule[0] uses `{action}`")), "{e}");
+            assert_eq!(
+                (e.key.as_str(), e.line),
+                ("interface.multi_buffer", Some(6)),
+                "{e}"
+            );
+            assert!(
+                e.to_string().contains(&format!("rule[0] uses `{action}`")),
+                "{e}"
+            );
         }
         let l2fwd = mb.replacen("action = \"drop\"", "action = \"l2fwd\"", 1);
         Config::parse(&l2fwd).unwrap();
@@ -1399,7 +2094,11 @@ action = "drop"
         let text = GOOD.replacen("action = \"drop\"", "action = \"mirror\"", 1);
         let e = Config::parse(&text).unwrap_err();
         assert_eq!(e.line, Some(14), "{e}");
-        assert!(e.to_string().contains("renamed `reflect-twice`") && e.to_string().contains("mirror_to"), "{e}");
+        assert!(
+            e.to_string().contains("renamed `reflect-twice`")
+                && e.to_string().contains("mirror_to"),
+            "{e}"
+        );
     }
 
     const PORTS: &str = r#"
@@ -1435,53 +2134,104 @@ mirror_to = "mon"
 
     #[test]
     fn queues_all_parses_resolves_and_is_checked() {
-        let all = GOOD.replacen("queues = [0]", "queues = \"all\"", 1).replacen("frames = 8192", "frames = 16384", 1);
+        let all = GOOD
+            .replacen("queues = [0]", "queues = \"all\"", 1)
+            .replacen("frames = 8192", "frames = 16384", 1);
         let mut c = Config::parse(&all).unwrap();
         assert_eq!(c.ports()[0].queues, vec![0]);
         assert!(c.ports()[0].follow_queues);
         c.resolve_all_queues(|_, _| 2).unwrap();
         assert_eq!(c.ports()[0].queues, vec![0, 1]);
         assert!(!Config::parse(GOOD).unwrap().ports()[0].follow_queues);
-        let bad = Config::parse(&GOOD.replacen("queues = [0]", "queues = \"some\"", 1)).unwrap_err();
+        let bad =
+            Config::parse(&GOOD.replacen("queues = [0]", "queues = \"some\"", 1)).unwrap_err();
         assert!(bad.to_string().contains("\"all\""), "{bad}");
-        let cores = Config::parse(&GOOD.replacen("queues = [0]", "queues = \"all\"\n[workers]\ncores = [0]", 1)).unwrap_err();
+        let cores = Config::parse(&GOOD.replacen(
+            "queues = [0]",
+            "queues = \"all\"\n[workers]\ncores = [0]",
+            1,
+        ))
+        .unwrap_err();
         assert!(cores.to_string().contains("workers.cores"), "{cores}");
         // 64 queues need more frames than the config has.
         let mut many = Config::parse(&all).unwrap();
-        assert!(many.resolve_all_queues(|_, _| 64).unwrap_err().contains("umem.frames"));
+        assert!(many
+            .resolve_all_queues(|_, _| 64)
+            .unwrap_err()
+            .contains("umem.frames"));
     }
 
     #[test]
     fn ports_and_forward_rules_parse() {
         let c = Config::parse(PORTS).unwrap();
         let ports = c.ports();
-        assert_eq!(ports.iter().map(|p| p.name.as_str()).collect::<Vec<_>>(), ["in", "out", "mon"]);
-        assert_eq!(ports.iter().map(|p| p.zero_copy).collect::<Vec<_>>(), [ZeroCopy::Auto, ZeroCopy::Auto, ZeroCopy::Off]);
+        assert_eq!(
+            ports.iter().map(|p| p.name.as_str()).collect::<Vec<_>>(),
+            ["in", "out", "mon"]
+        );
+        assert_eq!(
+            ports.iter().map(|p| p.zero_copy).collect::<Vec<_>>(),
+            [ZeroCopy::Auto, ZeroCopy::Auto, ZeroCopy::Off]
+        );
         assert_eq!(c.netns().as_deref(), Some("fwd"));
         let r = &c.valid_rules()[0];
-        assert_eq!((r.port, r.action, r.to, r.mac, r.mirror_to), (0, Action::Forward, Some(1), MacRewrite::Neigh, Some(2)));
+        assert_eq!(
+            (r.port, r.action, r.to, r.mac, r.mirror_to),
+            (0, Action::Forward, Some(1), MacRewrite::Neigh, Some(2))
+        );
         let fixed = PORTS.replace("mac = \"neigh\"", "mac = \"02:00:00:00:00:aB\"");
-        assert_eq!(Config::parse(&fixed).unwrap().valid_rules()[0].mac, MacRewrite::Fixed([2, 0, 0, 0, 0, 0xab]));
+        assert_eq!(
+            Config::parse(&fixed).unwrap().valid_rules()[0].mac,
+            MacRewrite::Fixed([2, 0, 0, 0, 0, 0xab])
+        );
     }
 
     /// Ports in different namespaces share one UMEM: accepted, each port keeps its
     /// own; the same interface name is two devices in two namespaces, one in one.
     #[test]
     fn ports_in_different_namespaces_are_accepted() {
-        let split = PORTS.replacen("netns = \"fwd\"\nzero_copy = \"auto\"", "netns = \"fwd2\"\nzero_copy = \"auto\"", 1);
+        let split = PORTS.replacen(
+            "netns = \"fwd\"\nzero_copy = \"auto\"",
+            "netns = \"fwd2\"\nzero_copy = \"auto\"",
+            1,
+        );
         let c = Config::parse(&split).unwrap();
         let ns: Vec<Option<String>> = c.ports().into_iter().map(|p| p.netns).collect();
-        assert_eq!(ns, [Some("fwd".to_string()), Some("fwd2".to_string()), Some("fwd".to_string())]);
-        assert_eq!(c.netns().as_deref(), Some("fwd"), "the process enters the first port's namespace");
+        assert_eq!(
+            ns,
+            [
+                Some("fwd".to_string()),
+                Some("fwd2".to_string()),
+                Some("fwd".to_string())
+            ]
+        );
+        assert_eq!(
+            c.netns().as_deref(),
+            Some("fwd"),
+            "the process enters the first port's namespace"
+        );
         // No netns: the namespace xdpool starts in, next to a named one.
-        assert!(Config::parse(&PORTS.replacen("netns = \"fwd\"\nzero_copy = false\n", "zero_copy = false\n", 1)).is_ok());
+        assert!(Config::parse(&PORTS.replacen(
+            "netns = \"fwd\"\nzero_copy = false\n",
+            "zero_copy = false\n",
+            1
+        ))
+        .is_ok());
         // The same device name in two namespaces: two devices.
         let same_name = split.replacen("interface = \"xdpf1\"", "interface = \"xdpf0\"", 1);
-        assert_eq!(Config::parse(&same_name).unwrap().ports()[1].interface, "xdpf0");
+        assert_eq!(
+            Config::parse(&same_name).unwrap().ports()[1].interface,
+            "xdpf0"
+        );
         // ... and in one namespace: one device for two ports, refused.
-        let e = Config::parse(&PORTS.replacen("interface = \"xdpf1\"", "interface = \"xdpf0\"", 1)).unwrap_err();
+        let e = Config::parse(&PORTS.replacen("interface = \"xdpf1\"", "interface = \"xdpf0\"", 1))
+            .unwrap_err();
         assert_eq!(e.key, "port.interface");
-        assert!(e.to_string().contains("in namespace `fwd` belongs to two ports"), "{e}");
+        assert!(
+            e.to_string()
+                .contains("in namespace `fwd` belongs to two ports"),
+            "{e}"
+        );
         // queues = "all" is resolved in each port's namespace.
         let mut all = Config::parse(&split.replace("[umem]", "queues = \"all\"\n[umem]")).unwrap();
         let mut asked = Vec::new();
@@ -1497,23 +2247,93 @@ mirror_to = "mon"
     #[test]
     fn bad_port_configs_name_key_and_fix() {
         let cases: &[(&str, &str, &str, &str)] = &[
-            ("to = \"out\"", "to = \"nowhere\"", "rule[0].to", "no port named `nowhere`"),
+            (
+                "to = \"out\"",
+                "to = \"nowhere\"",
+                "rule[0].to",
+                "no port named `nowhere`",
+            ),
             ("to = \"out\"\n", "", "rule[0].to", "needs to ="),
-            ("to = \"out\"", "to = \"in\"", "rule[0].to", "use action = \"l2fwd\""),
-            ("mirror_to = \"mon\"", "mirror_to = \"out\"", "rule[0].mirror_to", "twice"),
-            ("mirror_to = \"mon\"", "mirror_to = \"in\"", "rule[0].mirror_to", "reflect-twice"),
-            ("mac = \"neigh\"", "mac = \"02:00\"", "rule[0].mac", "\"swap\", \"neigh\""),
+            (
+                "to = \"out\"",
+                "to = \"in\"",
+                "rule[0].to",
+                "use action = \"l2fwd\"",
+            ),
+            (
+                "mirror_to = \"mon\"",
+                "mirror_to = \"out\"",
+                "rule[0].mirror_to",
+                "twice",
+            ),
+            (
+                "mirror_to = \"mon\"",
+                "mirror_to = \"in\"",
+                "rule[0].mirror_to",
+                "reflect-twice",
+            ),
+            (
+                "mac = \"neigh\"",
+                "mac = \"02:00\"",
+                "rule[0].mac",
+                "\"swap\", \"neigh\"",
+            ),
             ("port = \"in\"\n", "", "rule[0].port", "which port"),
-            ("name = \"mon\"", "name = \"in\"", "port.name", "defined twice"),
+            (
+                "name = \"mon\"",
+                "name = \"in\"",
+                "port.name",
+                "defined twice",
+            ),
             ("name = \"mon\"", "name = \"Mon!\"", "port.name", "a-z, 0-9"),
-            ("interface = \"xdpf2\"", "interface = \"xdpf1\"", "port.interface", "two ports"),
-            ("netns = \"fwd\"\nzero_copy = false", "netns = \"../fwd\"\nzero_copy = false", "port.netns", "not a namespace name"),
-            ("netns = \"fwd\"\nzero_copy = false", "netns = \"\"\nzero_copy = false", "port.netns", "not a namespace name"),
-            ("zero_copy = \"auto\"", "zero_copy = true", "port.zero_copy", "same mode"),
-            ("zero_copy = \"auto\"", "zero_copy = \"maybe\"", "-", "true, false or \"auto\""),
-            ("action = \"forward\"", "action = \"reflect-twice\"", "rule[0].to", "belongs to action = \"forward\""),
-            ("frames = 32768", "frames = 10000", "umem.frames", "3 queue(s)"),
-            ("[umem]", "[interface]\nname = \"x\"\n[umem]", "port", "both [interface] and [[port]]"),
+            (
+                "interface = \"xdpf2\"",
+                "interface = \"xdpf1\"",
+                "port.interface",
+                "two ports",
+            ),
+            (
+                "netns = \"fwd\"\nzero_copy = false",
+                "netns = \"../fwd\"\nzero_copy = false",
+                "port.netns",
+                "not a namespace name",
+            ),
+            (
+                "netns = \"fwd\"\nzero_copy = false",
+                "netns = \"\"\nzero_copy = false",
+                "port.netns",
+                "not a namespace name",
+            ),
+            (
+                "zero_copy = \"auto\"",
+                "zero_copy = true",
+                "port.zero_copy",
+                "same mode",
+            ),
+            (
+                "zero_copy = \"auto\"",
+                "zero_copy = \"maybe\"",
+                "-",
+                "true, false or \"auto\"",
+            ),
+            (
+                "action = \"forward\"",
+                "action = \"reflect-twice\"",
+                "rule[0].to",
+                "belongs to action = \"forward\"",
+            ),
+            (
+                "frames = 32768",
+                "frames = 10000",
+                "umem.frames",
+                "3 queue(s)",
+            ),
+            (
+                "[umem]",
+                "[interface]\nname = \"x\"\n[umem]",
+                "port",
+                "both [interface] and [[port]]",
+            ),
         ];
         for (from, to, key, msg) in cases {
             let text = PORTS.replacen(from, to, 1);
@@ -1543,7 +2363,10 @@ mirror_to = "mon"
     fn prefixes_parse() {
         let text = GOOD.replacen("dst_port = \"9-10\"", "dst = \"2001:2::/48\"", 1);
         let c = Config::parse(&text).unwrap();
-        assert_eq!(c.valid_rules()[0].dst, Some(("2001:2::".parse().unwrap(), 48)));
+        assert_eq!(
+            c.valid_rules()[0].dst,
+            Some(("2001:2::".parse().unwrap(), 48))
+        );
         let bad = GOOD.replacen("dst_port = \"9-10\"", "dst = \"198.18.0.0/40\"", 1);
         assert_eq!(Config::parse(&bad).unwrap_err().key, "rule[0].dst");
     }

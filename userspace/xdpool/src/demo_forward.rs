@@ -30,10 +30,17 @@ fn fail(e: impl std::fmt::Display) -> Fatal {
 fn check_config(path: &Path, netns: &str) -> Result<(), Fatal> {
     let usage = |m: String| Fatal::new(ExitCode::Usage, format!("{}: {m}", path.display()));
     let text = std::fs::read_to_string(path).map_err(|e| usage(format!("cannot read it: {e}")))?;
-    let doc: toml::Table = text.parse().map_err(|e| usage(format!("not valid TOML: {e}")))?;
-    let ports = doc.get("port").and_then(|p| p.as_array()).filter(|a| !a.is_empty());
+    let doc: toml::Table = text
+        .parse()
+        .map_err(|e| usage(format!("not valid TOML: {e}")))?;
+    let ports = doc
+        .get("port")
+        .and_then(|p| p.as_array())
+        .filter(|a| !a.is_empty());
     let Some(ports) = ports else {
-        return Err(usage("the forwarding demo needs [[port]] tables (see configs/forward.toml)".into()));
+        return Err(usage(
+            "the forwarding demo needs [[port]] tables (see configs/forward.toml)".into(),
+        ));
     };
     for p in ports {
         if p.get("netns").and_then(|n| n.as_str()) != Some(netns) {
@@ -47,10 +54,14 @@ fn check_config(path: &Path, netns: &str) -> Result<(), Fatal> {
 
 /// Runs the forwarding demo and removes the lab afterwards (unless it was up before).
 pub fn run(args: &DemoArgs) -> Result<(), Fatal> {
-    let config: PathBuf = args.config.clone().unwrap_or_else(|| "configs/forward.toml".into());
+    let config: PathBuf = args
+        .config
+        .clone()
+        .unwrap_or_else(|| "configs/forward.toml".into());
     let names = ForwardNames::from_prefix(DEFAULT_PREFIX).map_err(fail)?;
     check_config(&config, &names.fwd)?;
-    let stop = xdpool::signal::install_stop_flag().map_err(|e| fail(format!("cannot install the SIGINT handler: {e}")))?;
+    let stop = xdpool::signal::install_stop_flag()
+        .map_err(|e| fail(format!("cannot install the SIGINT handler: {e}")))?;
     let lab = LabConfig::default();
     let st = ForwardLab::up(&lab).map_err(fail)?;
     let dst = outer_end(Link::Out);
@@ -79,7 +90,13 @@ pub fn run(args: &DemoArgs) -> Result<(), Fatal> {
     result
 }
 
-fn inner(args: &DemoArgs, config: &Path, names: &ForwardNames, to: SocketAddr, stop: &std::sync::atomic::AtomicBool) -> Result<(), Fatal> {
+fn inner(
+    args: &DemoArgs,
+    config: &Path,
+    names: &ForwardNames,
+    to: SocketAddr,
+    stop: &std::sync::atomic::AtomicBool,
+) -> Result<(), Fatal> {
     let count = args.count.unwrap_or(DEFAULT_COUNT);
     let rate = args.rate.unwrap_or(DEFAULT_RATE);
     let sink = SeqSink::udp(&names.dst, to, 0, count).map_err(fail)?;
@@ -104,7 +121,11 @@ fn inner(args: &DemoArgs, config: &Path, names: &ForwardNames, to: SocketAddr, s
     }
     let report = gen?;
     println!("demo --forward: generator: {}", report.summary());
-    println!("demo --forward: receiver ({}): {}", sink.describe(), got.line());
+    println!(
+        "demo --forward: receiver ({}): {}",
+        sink.describe(),
+        got.line()
+    );
     if !got.exact() {
         let missing = sink.missing_sample(5);
         return Err(fail(format!(

@@ -30,7 +30,9 @@ pub enum DeviceError {
     #[error("cannot watch link events over rtnetlink ({0}); run as root, and check that the kernel has CONFIG_NETLINK")]
     Netlink(#[source] io::Error),
     /// The watcher thread could not start.
-    #[error("cannot start the link watcher thread ({0}); check the process's thread limit (ulimit -u)")]
+    #[error(
+        "cannot start the link watcher thread ({0}); check the process's thread limit (ulimit -u)"
+    )]
     Thread(#[source] io::Error),
 }
 
@@ -130,11 +132,20 @@ impl std::fmt::Display for LossKind {
 /// The rule: `attached` is the ifindex we run on (`None` while the device is away),
 /// `lost` the device we lost and the kind it was counted as (while away), `name` the
 /// configured interface name.
-pub fn decide(ev: &LinkEvent, attached: Option<u32>, lost: Option<(u32, LossKind)>, name: &str) -> Decision {
+pub fn decide(
+    ev: &LinkEvent,
+    attached: Option<u32>,
+    lost: Option<(u32, LossKind)>,
+    name: &str,
+) -> Decision {
     if attached.is_none() && ev.change == LinkChange::Del {
         if let Some((ifindex, kind)) = lost {
             if ev.ifindex == ifindex && matches!(kind, LossKind::Down | LossKind::SocketError) {
-                return Decision::Reclassified(if ev.moved_to_netnsid.is_some() { LossKind::MovedAway } else { LossKind::Deleted });
+                return Decision::Reclassified(if ev.moved_to_netnsid.is_some() {
+                    LossKind::MovedAway
+                } else {
+                    LossKind::Deleted
+                });
             }
         }
     }
@@ -149,9 +160,15 @@ pub fn decide(ev: &LinkEvent, attached: Option<u32>, lost: Option<(u32, LossKind
         Some(_) => Decision::Ignore,
         None => match ev.change {
             LinkChange::New if ev.name.as_deref() != Some(name) => Decision::Ignore,
-            LinkChange::New if ev.up => Decision::Returned { ifindex: ev.ifindex },
+            LinkChange::New if ev.up => Decision::Returned {
+                ifindex: ev.ifindex,
+            },
             // Not the device we lost (still being unregistered, or set down): a new one.
-            LinkChange::New if lost.is_none_or(|(ifx, _)| ifx != ev.ifindex) => Decision::Appeared { ifindex: ev.ifindex },
+            LinkChange::New if lost.is_none_or(|(ifx, _)| ifx != ev.ifindex) => {
+                Decision::Appeared {
+                    ifindex: ev.ifindex,
+                }
+            }
             _ => Decision::Ignore,
         },
     }
@@ -216,16 +233,28 @@ fn parse_link_message(change: LinkChange, body: &[u8]) -> Option<LinkEvent> {
         match atype {
             IFLA_IFNAME => {
                 let text = payload.split(|&b| b == 0).next().unwrap_or_default();
-                name = std::str::from_utf8(text).ok().filter(|n| !n.is_empty()).map(str::to_owned);
+                name = std::str::from_utf8(text)
+                    .ok()
+                    .filter(|n| !n.is_empty())
+                    .map(str::to_owned);
             }
             IFLA_NEW_NETNSID if payload.len() >= 4 => {
-                moved_to_netnsid = Some(i32::from_ne_bytes([payload[0], payload[1], payload[2], payload[3]]));
+                moved_to_netnsid = Some(i32::from_ne_bytes([
+                    payload[0], payload[1], payload[2], payload[3],
+                ]));
             }
             _ => {}
         }
         attrs = &attrs[((alen + 3) & !3).min(attrs.len())..];
     }
-    Some(LinkEvent { change, ifindex, name, up: flags.contains(LinkFlags::Up), running: flags.contains(LinkFlags::Running), moved_to_netnsid })
+    Some(LinkEvent {
+        change,
+        ifindex,
+        name,
+        up: flags.contains(LinkFlags::Up),
+        running: flags.contains(LinkFlags::Running),
+        moved_to_netnsid,
+    })
 }
 
 fn to_event(change: LinkChange, l: &LinkMessage) -> LinkEvent {
@@ -257,7 +286,9 @@ pub fn query_link(ifindex: u32) -> io::Result<Option<LinkEvent>> {
 /// The link called `name` in the calling thread's namespace, if there is one.
 pub fn find_link(name: &str) -> io::Result<Option<LinkEvent>> {
     match crate::netns::ifindex(name) {
-        Ok(ifindex) => Ok(query_link(ifindex)?.filter(|l| l.name.as_deref().is_none_or(|n| n == name))),
+        Ok(ifindex) => {
+            Ok(query_link(ifindex)?.filter(|l| l.name.as_deref().is_none_or(|n| n == name)))
+        }
         Err(_) => Ok(None),
     }
 }
@@ -275,7 +306,9 @@ impl LinkWatcher {
     pub fn start() -> Result<LinkWatcher, DeviceError> {
         let mut socket = Socket::new(NETLINK_ROUTE).map_err(DeviceError::Netlink)?;
         socket.bind_auto().map_err(DeviceError::Netlink)?;
-        socket.add_membership(RTNLGRP_LINK).map_err(DeviceError::Netlink)?;
+        socket
+            .add_membership(RTNLGRP_LINK)
+            .map_err(DeviceError::Netlink)?;
         // Bursts of events (many devices at once) must not be lost: 1 MiB.
         let _ = socket.set_rx_buf_sz(1 << 20);
         let (tx, rx) = mpsc::channel();
@@ -285,7 +318,11 @@ impl LinkWatcher {
             .name("xdpool-linkwatch".into())
             .spawn(move || watch(socket, tx, &stop2))
             .map_err(DeviceError::Thread)?;
-        Ok(LinkWatcher { events: rx, stop, thread: Some(thread) })
+        Ok(LinkWatcher {
+            events: rx,
+            stop,
+            thread: Some(thread),
+        })
     }
 
     /// Waits up to `timeout` for the next event.
@@ -325,10 +362,17 @@ fn watch(socket: Socket, tx: Sender<LinkEvent>, stop: &AtomicBool) {
             Ok(n) => n,
             Err(e) if e.raw_os_error() == Some(libc::ENOBUFS) => {
                 // Events were lost: the control thread re-checks the device itself.
-                tracing::warn!("link watcher: rtnetlink overrun (ENOBUFS); some link events were lost");
+                tracing::warn!(
+                    "link watcher: rtnetlink overrun (ENOBUFS); some link events were lost"
+                );
                 continue;
             }
-            Err(e) if e.kind() == io::ErrorKind::WouldBlock || e.kind() == io::ErrorKind::Interrupted => continue,
+            Err(e)
+                if e.kind() == io::ErrorKind::WouldBlock
+                    || e.kind() == io::ErrorKind::Interrupted =>
+            {
+                continue
+            }
             Err(e) => {
                 tracing::error!(error = %e, "link watcher: recv failed; device events now come from socket errors only");
                 return;
@@ -427,7 +471,13 @@ fn kind_count(r: &mut DeviceReport, kind: LossKind) -> &mut u64 {
 impl DeviceStats {
     /// Fresh, attached to `ifindex`.
     pub fn new(ifindex: u32) -> Arc<DeviceStats> {
-        Arc::new(DeviceStats { inner: Mutex::new(DeviceReport { state: "attached", ifindex, ..DeviceReport::default() }) })
+        Arc::new(DeviceStats {
+            inner: Mutex::new(DeviceReport {
+                state: "attached",
+                ifindex,
+                ..DeviceReport::default()
+            }),
+        })
     }
 
     fn with<T>(&self, f: impl FnOnce(&mut DeviceReport) -> T) -> T {
@@ -479,12 +529,26 @@ impl DeviceStats {
     }
 
     /// Records port `p`'s queues at a bring-up.
-    pub fn set_queues(&self, p: usize, port: &str, interface: &str, device_rx_queues: Option<u32>, served: &[u32], unserved: &[u32]) {
+    pub fn set_queues(
+        &self,
+        p: usize,
+        port: &str,
+        interface: &str,
+        device_rx_queues: Option<u32>,
+        served: &[u32],
+        unserved: &[u32],
+    ) {
         self.with(|r| {
             if r.queues.len() <= p {
                 r.queues.resize_with(p + 1, PortQueues::default);
             }
-            r.queues[p] = PortQueues { port: port.into(), interface: interface.into(), device_rx_queues, served: served.to_vec(), unserved: unserved.to_vec() };
+            r.queues[p] = PortQueues {
+                port: port.into(),
+                interface: interface.into(),
+                device_rx_queues,
+                served: served.to_vec(),
+                unserved: unserved.to_vec(),
+            };
             r.unserved_rx_queues = r.queues.iter().map(|q| q.unserved.len() as u64).sum();
         })
     }
@@ -511,7 +575,10 @@ impl DeviceStats {
 
     /// The report without the per-re-attach list (for the live snapshot).
     pub fn snapshot(&self) -> DeviceReport {
-        self.with(|r| DeviceReport { reattach_ms: Vec::new(), ..r.clone() })
+        self.with(|r| DeviceReport {
+            reattach_ms: Vec::new(),
+            ..r.clone()
+        })
     }
 }
 
@@ -537,7 +604,10 @@ pub struct Backoff {
 impl Backoff {
     /// Starts with a check now.
     pub fn new() -> Backoff {
-        Backoff { next: Instant::now(), step: Duration::from_millis(10) }
+        Backoff {
+            next: Instant::now(),
+            step: Duration::from_millis(10),
+        }
     }
 
     /// Whether a check is due now; if so, schedules the next one later.
@@ -566,7 +636,9 @@ impl Default for Backoff {
 
 /// The MTU of the link called `name` in the calling thread's namespace.
 pub fn link_mtu(name: &str) -> io::Result<Option<u32>> {
-    let Ok(ifindex) = crate::netns::ifindex(name) else { return Ok(None) };
+    let Ok(ifindex) = crate::netns::ifindex(name) else {
+        return Ok(None);
+    };
     crate::steer::netlink::link_mtu(ifindex)
 }
 
@@ -591,7 +663,6 @@ pub fn zero_copy_rx_limit(driver: &str, room: u32) -> Option<u32> {
     }
 }
 
-
 #[cfg(test)]
 mod tests {
 
@@ -600,9 +671,11 @@ mod tests {
     #[test]
     fn a_crafted_route_message_is_skipped_not_parsed() {
         let datagram: &[u8] = &[
-            52, 0, 0, 0, 25, 0, 0, 44, 255, 255, 255, 255, 99, 120, 0, 0, 0, 0, 0, 0, 0, 0, 0, 23, 0, 0, 0, 0, 15, 0, 9, 0, 4, 0, 8, 0, 3, 0, 120, 100, 112, 0,
-            255, 255, 255, 255, 255, 255, 255, 255, 255, 255, 255, 3, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 23, 0, 0, 0, 0, 15, 0, 9, 0, 4, 0, 8, 0, 3, 0, 120, 100,
-            112, 0, 255, 255, 255, 255, 255, 255, 255, 255, 255, 255, 255, 255, 255, 0, 17,
+            52, 0, 0, 0, 25, 0, 0, 44, 255, 255, 255, 255, 99, 120, 0, 0, 0, 0, 0, 0, 0, 0, 0, 23,
+            0, 0, 0, 0, 15, 0, 9, 0, 4, 0, 8, 0, 3, 0, 120, 100, 112, 0, 255, 255, 255, 255, 255,
+            255, 255, 255, 255, 255, 255, 3, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 23, 0, 0, 0, 0, 15,
+            0, 9, 0, 4, 0, 8, 0, 3, 0, 120, 100, 112, 0, 255, 255, 255, 255, 255, 255, 255, 255,
+            255, 255, 255, 255, 255, 0, 17,
         ];
         assert!(parse_link_events(datagram).is_empty());
     }
@@ -615,42 +688,103 @@ mod tests {
     fn igb_zero_copy_receives_frames_up_to_the_room_rounded_down_to_a_kib() {
         assert_eq!(zero_copy_rx_limit("igb", 2048 - 256), Some(1024));
         assert_eq!(zero_copy_rx_limit("igb", 4096 - 256), Some(3072));
-        assert_eq!(zero_copy_rx_limit("igb", 2048), None, "a whole number of KiB loses nothing");
+        assert_eq!(
+            zero_copy_rx_limit("igb", 2048),
+            None,
+            "a whole number of KiB loses nothing"
+        );
         assert_eq!(zero_copy_rx_limit("virtio_net", 1792), None);
         assert_eq!(zero_copy_rx_limit("e1000e", 1792), None);
     }
     use netlink_packet_route::RouteNetlinkMessage;
 
     fn ev(change: LinkChange, ifindex: u32, name: &str, up: bool) -> LinkEvent {
-        LinkEvent { change, ifindex, name: Some(name.into()), up, running: up, moved_to_netnsid: None }
+        LinkEvent {
+            change,
+            ifindex,
+            name: Some(name.into()),
+            up,
+            running: up,
+            moved_to_netnsid: None,
+        }
     }
 
     #[test]
     fn decide_follows_our_device_only() {
         use LinkChange::*;
-        assert_eq!(decide(&ev(Del, 5, "veth0", false), Some(5), None, "veth0"), Decision::Lost(LossKind::Deleted));
-        let moved = LinkEvent { moved_to_netnsid: Some(3), ..ev(Del, 5, "veth0", false) };
-        assert_eq!(decide(&moved, Some(5), None, "veth0"), Decision::Lost(LossKind::MovedAway));
-        assert_eq!(decide(&ev(New, 5, "veth0", false), Some(5), None, "veth0"), Decision::Lost(LossKind::Down));
-        assert_eq!(decide(&ev(New, 5, "veth0", true), Some(5), None, "veth0"), Decision::Ignore);
+        assert_eq!(
+            decide(&ev(Del, 5, "veth0", false), Some(5), None, "veth0"),
+            Decision::Lost(LossKind::Deleted)
+        );
+        let moved = LinkEvent {
+            moved_to_netnsid: Some(3),
+            ..ev(Del, 5, "veth0", false)
+        };
+        assert_eq!(
+            decide(&moved, Some(5), None, "veth0"),
+            Decision::Lost(LossKind::MovedAway)
+        );
+        assert_eq!(
+            decide(&ev(New, 5, "veth0", false), Some(5), None, "veth0"),
+            Decision::Lost(LossKind::Down)
+        );
+        assert_eq!(
+            decide(&ev(New, 5, "veth0", true), Some(5), None, "veth0"),
+            Decision::Ignore
+        );
         // Another device, same events: not ours.
-        assert_eq!(decide(&ev(Del, 6, "veth0", false), Some(5), None, "veth0"), Decision::Ignore);
+        assert_eq!(
+            decide(&ev(Del, 6, "veth0", false), Some(5), None, "veth0"),
+            Decision::Ignore
+        );
         // Away: only an up device of the configured name brings us back.
-        assert_eq!(decide(&ev(New, 9, "veth0", false), None, None, "veth0"), Decision::Appeared { ifindex: 9 });
-        assert_eq!(decide(&ev(New, 9, "veth0", false), None, Some((5, LossKind::Deleted)), "veth0"), Decision::Appeared { ifindex: 9 });
+        assert_eq!(
+            decide(&ev(New, 9, "veth0", false), None, None, "veth0"),
+            Decision::Appeared { ifindex: 9 }
+        );
+        assert_eq!(
+            decide(
+                &ev(New, 9, "veth0", false),
+                None,
+                Some((5, LossKind::Deleted)),
+                "veth0"
+            ),
+            Decision::Appeared { ifindex: 9 }
+        );
         // The device we lost, still there and down (set down, or being unregistered): no.
-        assert_eq!(decide(&ev(New, 5, "veth0", false), None, Some((5, LossKind::Down)), "veth0"), Decision::Ignore);
-        assert_eq!(decide(&ev(New, 9, "other", false), None, None, "veth0"), Decision::Ignore);
-        assert_eq!(decide(&ev(New, 9, "other", true), None, None, "veth0"), Decision::Ignore);
-        assert_eq!(decide(&ev(New, 9, "veth0", true), None, None, "veth0"), Decision::Returned { ifindex: 9 });
-        assert_eq!(decide(&ev(Del, 9, "veth0", true), None, None, "veth0"), Decision::Ignore);
+        assert_eq!(
+            decide(
+                &ev(New, 5, "veth0", false),
+                None,
+                Some((5, LossKind::Down)),
+                "veth0"
+            ),
+            Decision::Ignore
+        );
+        assert_eq!(
+            decide(&ev(New, 9, "other", false), None, None, "veth0"),
+            Decision::Ignore
+        );
+        assert_eq!(
+            decide(&ev(New, 9, "other", true), None, None, "veth0"),
+            Decision::Ignore
+        );
+        assert_eq!(
+            decide(&ev(New, 9, "veth0", true), None, None, "veth0"),
+            Decision::Returned { ifindex: 9 }
+        );
+        assert_eq!(
+            decide(&ev(Del, 9, "veth0", true), None, None, "veth0"),
+            Decision::Ignore
+        );
     }
 
     /// Plays `events` through `decide` as the control loop does (a loss takes the
     /// port away, a return brings it back) from attached to `ifindex` 5; returns the
     /// decisions and the loss kinds as finally counted.
     fn play(events: &[LinkEvent], socket_error_first: bool) -> (Vec<Decision>, Vec<LossKind>) {
-        let (mut attached, mut lost, mut kinds, mut out) = (Some(5u32), None, Vec::new(), Vec::new());
+        let (mut attached, mut lost, mut kinds, mut out) =
+            (Some(5u32), None, Vec::new(), Vec::new());
         if socket_error_first {
             // The workers saw ENXIO before any link event: run.rs loses the port.
             (attached, lost) = (None, Some((5, LossKind::SocketError)));
@@ -676,7 +810,14 @@ mod tests {
     }
 
     fn link(change: LinkChange, ifindex: u32, up: bool, running: bool) -> LinkEvent {
-        LinkEvent { change, ifindex, name: Some("eth1".into()), up, running, moved_to_netnsid: None }
+        LinkEvent {
+            change,
+            ifindex,
+            name: Some("eth1".into()),
+            up,
+            running,
+            moved_to_netnsid: None,
+        }
     }
 
     /// The same unbind counts as `deleted` whatever the driver lets through first
@@ -689,34 +830,105 @@ mod tests {
         // igb unbind as xdpool saw it: the RTM_DELLINK alone (the "down" came in the
         // same datagram after it, or was coalesced).
         let (d, k) = play(&[link(Del, 5, false, false)], false);
-        assert_eq!((d, k.as_slice()), (vec![Decision::Lost(Deleted)], &deleted[..]));
+        assert_eq!(
+            (d, k.as_slice()),
+            (vec![Decision::Lost(Deleted)], &deleted[..])
+        );
         // virtio-pci unbind (and `ip link del`): down, then delete.
-        let (d, k) = play(&[link(New, 5, false, false), link(Del, 5, false, false)], false);
-        assert_eq!((d, k.as_slice()), (vec![Decision::Lost(Down), Decision::Reclassified(Deleted)], &deleted[..]));
+        let (d, k) = play(
+            &[link(New, 5, false, false), link(Del, 5, false, false)],
+            false,
+        );
+        assert_eq!(
+            (d, k.as_slice()),
+            (
+                vec![Decision::Lost(Down), Decision::Reclassified(Deleted)],
+                &deleted[..]
+            )
+        );
         // Carrier lost first (the driver stops its queues), then down, then delete.
-        let (d, k) = play(&[link(New, 5, true, false), link(New, 5, false, false), link(Del, 5, false, false)], false);
-        assert_eq!((d, k.as_slice()), (vec![Decision::Ignore, Decision::Lost(Down), Decision::Reclassified(Deleted)], &deleted[..]));
+        let (d, k) = play(
+            &[
+                link(New, 5, true, false),
+                link(New, 5, false, false),
+                link(Del, 5, false, false),
+            ],
+            false,
+        );
+        assert_eq!(
+            (d, k.as_slice()),
+            (
+                vec![
+                    Decision::Ignore,
+                    Decision::Lost(Down),
+                    Decision::Reclassified(Deleted)
+                ],
+                &deleted[..]
+            )
+        );
         // Zero-copy: the sockets fail (ENXIO) before any link event.
-        let (d, k) = play(&[link(New, 5, false, false), link(Del, 5, false, false)], true);
-        assert_eq!((d, k.as_slice()), (vec![Decision::Ignore, Decision::Reclassified(Deleted)], &deleted[..]));
+        let (d, k) = play(
+            &[link(New, 5, false, false), link(Del, 5, false, false)],
+            true,
+        );
+        assert_eq!(
+            (d, k.as_slice()),
+            (
+                vec![Decision::Ignore, Decision::Reclassified(Deleted)],
+                &deleted[..]
+            )
+        );
         // Then the driver is bound again: a new index of the same name, registered
         // down (the program goes on it then), then set up (the sockets bind).
-        let (d, k) = play(&[link(New, 5, false, false), link(Del, 5, false, false), link(New, 7, false, false), link(New, 7, true, false)], false);
-        assert_eq!(d[2..], [Decision::Appeared { ifindex: 7 }, Decision::Returned { ifindex: 7 }]);
+        let (d, k) = play(
+            &[
+                link(New, 5, false, false),
+                link(Del, 5, false, false),
+                link(New, 7, false, false),
+                link(New, 7, true, false),
+            ],
+            false,
+        );
+        assert_eq!(
+            d[2..],
+            [
+                Decision::Appeared { ifindex: 7 },
+                Decision::Returned { ifindex: 7 }
+            ]
+        );
         assert_eq!(k, deleted);
         // Moved to another namespace: down, then a delete carrying the new netns id.
-        let moved = LinkEvent { moved_to_netnsid: Some(2), ..link(Del, 5, false, false) };
+        let moved = LinkEvent {
+            moved_to_netnsid: Some(2),
+            ..link(Del, 5, false, false)
+        };
         let (_, k) = play(&[link(New, 5, false, false), moved], false);
         assert_eq!(k, [MovedAway]);
         // Set down and up again: the device stayed, a `down`.
-        let (d, k) = play(&[link(New, 5, false, false), link(New, 5, true, true)], false);
-        assert_eq!(d, vec![Decision::Lost(Down), Decision::Returned { ifindex: 5 }]);
+        let (d, k) = play(
+            &[link(New, 5, false, false), link(New, 5, true, true)],
+            false,
+        );
+        assert_eq!(
+            d,
+            vec![Decision::Lost(Down), Decision::Returned { ifindex: 5 }]
+        );
         assert_eq!(k, [Down]);
         // Down, back up, and only later deleted: that delete is a second loss.
-        let (_, k) = play(&[link(New, 5, false, false), link(New, 5, true, true), link(Del, 5, false, false)], false);
+        let (_, k) = play(
+            &[
+                link(New, 5, false, false),
+                link(New, 5, true, true),
+                link(Del, 5, false, false),
+            ],
+            false,
+        );
         assert_eq!(k, [Down, Deleted]);
         // Another device deleted while ours is away: nothing.
-        let (d, _) = play(&[link(New, 5, false, false), link(Del, 6, false, false)], false);
+        let (d, _) = play(
+            &[link(New, 5, false, false), link(Del, 6, false, false)],
+            false,
+        );
         assert_eq!(d[1], Decision::Ignore);
     }
 
@@ -729,7 +941,13 @@ mod tests {
         assert_eq!((r.losses, r.down, r.deleted), (1, 0, 1));
     }
 
-    fn serialize(change: LinkChange, index: u32, name: &str, flags: LinkFlags, netnsid: Option<i32>) -> Vec<u8> {
+    fn serialize(
+        change: LinkChange,
+        index: u32,
+        name: &str,
+        flags: LinkFlags,
+        netnsid: Option<i32>,
+    ) -> Vec<u8> {
         let mut l = LinkMessage::default();
         l.header.index = index;
         l.header.flags = flags;
@@ -741,7 +959,10 @@ mod tests {
             LinkChange::New => RouteNetlinkMessage::NewLink(l),
             LinkChange::Del => RouteNetlinkMessage::DelLink(l),
         };
-        let mut m = NetlinkMessage::new(netlink_packet_core::NetlinkHeader::default(), NetlinkPayload::from(inner));
+        let mut m = NetlinkMessage::new(
+            netlink_packet_core::NetlinkHeader::default(),
+            NetlinkPayload::from(inner),
+        );
         m.finalize();
         let mut buf = vec![0u8; m.buffer_len()];
         m.serialize(&mut buf);
@@ -750,11 +971,33 @@ mod tests {
 
     #[test]
     fn parses_several_messages_in_one_datagram() {
-        let mut buf = serialize(LinkChange::New, 7, "xdpb0", LinkFlags::Up | LinkFlags::Running, None);
-        buf.extend(serialize(LinkChange::Del, 7, "xdpb0", LinkFlags::empty(), Some(4)));
+        let mut buf = serialize(
+            LinkChange::New,
+            7,
+            "xdpb0",
+            LinkFlags::Up | LinkFlags::Running,
+            None,
+        );
+        buf.extend(serialize(
+            LinkChange::Del,
+            7,
+            "xdpb0",
+            LinkFlags::empty(),
+            Some(4),
+        ));
         let evs = parse_link_events(&buf);
         assert_eq!(evs.len(), 2);
-        assert_eq!(evs[0], LinkEvent { change: LinkChange::New, ifindex: 7, name: Some("xdpb0".into()), up: true, running: true, moved_to_netnsid: None });
+        assert_eq!(
+            evs[0],
+            LinkEvent {
+                change: LinkChange::New,
+                ifindex: 7,
+                name: Some("xdpb0".into()),
+                up: true,
+                running: true,
+                moved_to_netnsid: None
+            }
+        );
         assert_eq!(evs[1].change, LinkChange::Del);
         assert_eq!(evs[1].moved_to_netnsid, Some(4));
         assert!(!evs[1].up);
@@ -771,7 +1014,14 @@ mod tests {
         let msg = include_bytes!("../tests/data/netlink/rtm_dellink_veth.bin");
         assert_eq!(
             parse_link_events(msg),
-            vec![LinkEvent { change: LinkChange::Del, ifindex: 2, name: Some("vmcapb".into()), up: false, running: false, moved_to_netnsid: None }]
+            vec![LinkEvent {
+                change: LinkChange::Del,
+                ifindex: 2,
+                name: Some("vmcapb".into()),
+                up: false,
+                running: false,
+                moved_to_netnsid: None
+            }]
         );
         // With a route message before it, in one datagram.
         let mut two = vec![20, 0, 0, 0, 24, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1, 2, 3, 4];
@@ -789,9 +1039,14 @@ mod tests {
         // An attribute claiming more bytes than the message holds: header kept, name dropped.
         buf[at] = 200;
         let evs = parse_link_events(&buf);
-        assert_eq!((evs.len(), evs[0].ifindex, evs[0].up, evs[0].name.as_deref()), (1, 9, true, None));
+        assert_eq!(
+            (evs.len(), evs[0].ifindex, evs[0].up, evs[0].name.as_deref()),
+            (1, 9, true, None)
+        );
         // A link message too short for its ifinfomsg is skipped.
-        let short = [20u8, 0, 0, 0, 16, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0];
+        let short = [
+            20u8, 0, 0, 0, 16, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0,
+        ];
         assert!(parse_link_events(&short).is_empty());
     }
 
@@ -814,10 +1069,15 @@ mod tests {
         s.lost(LossKind::ProgramDetached);
         s.reattached(4, Duration::from_millis(30));
         let r = s.report();
-        assert_eq!((r.losses, r.deleted, r.program_detached, r.reattaches), (2, 1, 1, 2));
+        assert_eq!(
+            (r.losses, r.deleted, r.program_detached, r.reattaches),
+            (2, 1, 1, 2)
+        );
         assert_eq!((r.state, r.ifindex), ("attached", 4));
         assert_eq!(r.reattach_ms.len(), 2);
-        assert!((r.max_reattach_ms - 120.0).abs() < 1e-9 && (r.last_reattach_ms - 30.0).abs() < 1e-9);
+        assert!(
+            (r.max_reattach_ms - 120.0).abs() < 1e-9 && (r.last_reattach_ms - 30.0).abs() < 1e-9
+        );
         assert!(s.snapshot().reattach_ms.is_empty());
     }
 }

@@ -47,7 +47,10 @@ pub struct Fatal {
 impl Fatal {
     /// A fatal error with a code.
     pub fn new(code: ExitCode, message: impl Into<String>) -> Fatal {
-        Fatal { code, message: message.into() }
+        Fatal {
+            code,
+            message: message.into(),
+        }
     }
 }
 
@@ -62,7 +65,13 @@ impl std::error::Error for Fatal {}
 /// The capabilities `xdpool run` checks at start: (bit, name). deploy/xdpool.service
 /// and deploy/kubernetes/xdpool.yaml grant exactly these plus CAP_SYS_ADMIN (setns
 /// into a port's namespace), and tests/deploy_files.rs holds them to it.
-pub const REQUIRED_CAPABILITIES: [(u32, &str); 5] = [(12, "CAP_NET_ADMIN"), (13, "CAP_NET_RAW"), (14, "CAP_IPC_LOCK"), (38, "CAP_PERFMON"), (39, "CAP_BPF")];
+pub const REQUIRED_CAPABILITIES: [(u32, &str); 5] = [
+    (12, "CAP_NET_ADMIN"),
+    (13, "CAP_NET_RAW"),
+    (14, "CAP_IPC_LOCK"),
+    (38, "CAP_PERFMON"),
+    (39, "CAP_BPF"),
+];
 
 /// Fails with [`ExitCode::Privilege`] unless the process has the capabilities xdpool
 /// needs (root has them all).
@@ -111,7 +120,10 @@ mod tests {
 
     #[test]
     fn cap_eff_parses() {
-        assert_eq!(parse_cap_eff("Name:\tx\nCapEff:\t000001ffffffffff\n"), Some(0x1ffffffffff));
+        assert_eq!(
+            parse_cap_eff("Name:\tx\nCapEff:\t000001ffffffffff\n"),
+            Some(0x1ffffffffff)
+        );
         assert_eq!(parse_cap_eff("CapEff:\t0000000000000000\n"), Some(0));
         assert_eq!(parse_cap_eff("nothing"), None);
     }
@@ -119,7 +131,20 @@ mod tests {
     #[test]
     fn codes_are_distinct() {
         use ExitCode::*;
-        let all = [Ok, Failure, Usage, Privilege, InterfaceMissing, BpffsMissing, XdpModeRefused, ZeroCopyRefused, DeviceGone, StalledShutdown, NetnsReplaced, RulesRefused];
+        let all = [
+            Ok,
+            Failure,
+            Usage,
+            Privilege,
+            InterfaceMissing,
+            BpffsMissing,
+            XdpModeRefused,
+            ZeroCopyRefused,
+            DeviceGone,
+            StalledShutdown,
+            NetnsReplaced,
+            RulesRefused,
+        ];
         let mut v: Vec<u8> = all.iter().map(|c| *c as u8).collect();
         v.sort();
         v.dedup();

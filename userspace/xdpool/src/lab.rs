@@ -118,7 +118,11 @@ impl LabNames {
 
 /// 1-32 characters from [A-Za-z0-9_-].
 fn check_prefix(prefix: &str) -> Result<(), LabError> {
-    let valid = !prefix.is_empty() && prefix.len() <= 32 && prefix.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-');
+    let valid = !prefix.is_empty()
+        && prefix.len() <= 32
+        && prefix
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-');
     if valid {
         Ok(())
     } else {
@@ -155,14 +159,24 @@ pub struct LabConfig {
 
 impl Default for LabConfig {
     fn default() -> Self {
-        Self { prefix: DEFAULT_PREFIX.to_string(), queues: None, gro: true, threaded_napi: false, mtu: None, split_netns: false }
+        Self {
+            prefix: DEFAULT_PREFIX.to_string(),
+            queues: None,
+            gro: true,
+            threaded_napi: false,
+            mtu: None,
+            split_netns: false,
+        }
     }
 }
 
 impl LabConfig {
     /// The default lab with another prefix (tests use a unique one each).
     pub fn with_prefix(prefix: impl Into<String>) -> Self {
-        Self { prefix: prefix.into(), ..Self::default() }
+        Self {
+            prefix: prefix.into(),
+            ..Self::default()
+        }
     }
 }
 
@@ -241,7 +255,10 @@ impl Lab {
         let mut removed = false;
         let mut first_err = None;
         // Try all, even when one fails, so a guard never leaves half a lab.
-        for ns in [names.netns_a.as_str(), names.netns_b.as_str()].into_iter().chain(fwd.all()) {
+        for ns in [names.netns_a.as_str(), names.netns_b.as_str()]
+            .into_iter()
+            .chain(fwd.all())
+        {
             if netns::exists(ns) {
                 match ip(&["netns", "del", ns], "run as root") {
                     Ok(_) => removed = true,
@@ -266,7 +283,11 @@ impl Lab {
         let a = side(&names.netns_a, &names.dev_a, IPV4_A, IPV6_A)?;
         let b = side(&names.netns_b, &names.dev_b, IPV4_B, IPV6_B)?;
         match (a, b) {
-            (Some(a), Some(b)) => Ok(Some(LabStatus { already_up: false, a, b })),
+            (Some(a), Some(b)) => Ok(Some(LabStatus {
+                already_up: false,
+                a,
+                b,
+            })),
             _ => Ok(None),
         }
     }
@@ -282,7 +303,10 @@ pub struct LabGuard {
 impl LabGuard {
     /// Builds the lab with [`Lab::up`]; it is removed when the guard drops.
     pub fn up(cfg: &LabConfig) -> Result<Self, LabError> {
-        Ok(Self { prefix: cfg.prefix.clone(), status: Lab::up(cfg)? })
+        Ok(Self {
+            prefix: cfg.prefix.clone(),
+            status: Lab::up(cfg)?,
+        })
     }
 
     /// The lab's addresses, devices and indexes.
@@ -308,7 +332,9 @@ fn build(cfg: &LabConfig, n: &LabNames) -> Result<(), LabError> {
     if let Some(q) = &queues {
         add.extend(["numtxqueues", q, "numrxqueues", q]);
     }
-    add.extend(["type", "veth", "peer", "name", &n.dev_b, "netns", &n.netns_b]);
+    add.extend([
+        "type", "veth", "peer", "name", &n.dev_b, "netns", &n.netns_b,
+    ]);
     if let Some(q) = &queues {
         add.extend(["numtxqueues", q, "numrxqueues", q]);
     }
@@ -319,19 +345,61 @@ fn build(cfg: &LabConfig, n: &LabNames) -> Result<(), LabError> {
     let v4 = |a: Ipv4Addr| format!("{a}/{IPV4_PREFIX_LEN}");
     let v6 = |a: Ipv6Addr| format!("{a}/{IPV6_PREFIX_LEN}");
     let sides = [
-        (&n.netns_a, &n.dev_a, &mac_a, v4(IPV4_A), v6(IPV6_A), IPV4_B, IPV6_B, &mac_b),
-        (&n.netns_b, &n.dev_b, &mac_b, v4(IPV4_B), v6(IPV6_B), IPV4_A, IPV6_A, &mac_a),
+        (
+            &n.netns_a,
+            &n.dev_a,
+            &mac_a,
+            v4(IPV4_A),
+            v6(IPV6_A),
+            IPV4_B,
+            IPV6_B,
+            &mac_b,
+        ),
+        (
+            &n.netns_b,
+            &n.dev_b,
+            &mac_b,
+            v4(IPV4_B),
+            v6(IPV6_B),
+            IPV4_A,
+            IPV6_A,
+            &mac_a,
+        ),
     ];
     for (ns, dev, mac, addr4, addr6, peer4, peer6, peer_mac) in &sides {
         let (peer4, peer6) = (peer4.to_string(), peer6.to_string());
-        ip(&["-n", ns, "link", "set", dev, "address", mac], "run as root")?;
+        ip(
+            &["-n", ns, "link", "set", dev, "address", mac],
+            "run as root",
+        )?;
         ip(&["-n", ns, "addr", "add", addr4, "dev", dev], "run as root")?;
-        ip(&["-n", ns, "addr", "add", addr6, "dev", dev, "nodad"], "check that IPv6 is enabled")?;
+        ip(
+            &["-n", ns, "addr", "add", addr6, "dev", dev, "nodad"],
+            "check that IPv6 is enabled",
+        )?;
         for peer in [&peer4, &peer6] {
-            ip(&["-n", ns, "neigh", "replace", peer, "lladdr", peer_mac, "dev", dev, "nud", "permanent"], "run as root")?;
+            ip(
+                &[
+                    "-n",
+                    ns,
+                    "neigh",
+                    "replace",
+                    peer,
+                    "lladdr",
+                    peer_mac,
+                    "dev",
+                    dev,
+                    "nud",
+                    "permanent",
+                ],
+                "run as root",
+            )?;
         }
         if let Some(mtu) = cfg.mtu {
-            ip(&["-n", ns, "link", "set", dev, "mtu", &mtu.to_string()], "veth takes MTUs from 68 to 65535")?;
+            ip(
+                &["-n", ns, "link", "set", dev, "mtu", &mtu.to_string()],
+                "veth takes MTUs from 68 to 65535",
+            )?;
         }
         ip(&["-n", ns, "link", "set", "lo", "up"], "run as root")?;
         ip(&["-n", ns, "link", "set", dev, "up"], "run as root")?;
@@ -350,8 +418,18 @@ fn build(cfg: &LabConfig, n: &LabNames) -> Result<(), LabError> {
 /// which mounts a fresh /sys for the child.
 pub fn set_threaded_napi(ns: &str, dev: &str, on: bool) -> Result<(), LabError> {
     let path = format!("/sys/class/net/{dev}/threaded");
-    let args = ["netns", "exec", ns, "sh", "-c", &format!("echo {} > {path}", u8::from(on))];
-    ip(&args, "threaded NAPI needs Linux 5.12 or newer; leave it off otherwise")
+    let args = [
+        "netns",
+        "exec",
+        ns,
+        "sh",
+        "-c",
+        &format!("echo {} > {path}", u8::from(on)),
+    ];
+    ip(
+        &args,
+        "threaded NAPI needs Linux 5.12 or newer; leave it off otherwise",
+    )
 }
 
 /// Pins the threaded-NAPI kernel threads of `dev` (`napi/DEV-ID`) to `core`. veth
@@ -365,9 +443,17 @@ pub fn pin_napi_threads(dev: &str, core: usize) -> usize {
         return 0;
     }
     let mut pinned = 0;
-    let Ok(dir) = std::fs::read_dir("/proc") else { return 0 };
+    let Ok(dir) = std::fs::read_dir("/proc") else {
+        return 0;
+    };
     for entry in dir.flatten() {
-        let Some(pid) = entry.file_name().to_str().and_then(|s| s.parse::<i32>().ok()) else { continue };
+        let Some(pid) = entry
+            .file_name()
+            .to_str()
+            .and_then(|s| s.parse::<i32>().ok())
+        else {
+            continue;
+        };
         let comm = std::fs::read_to_string(entry.path().join("comm")).unwrap_or_default();
         if comm.trim_end().starts_with(&prefix) {
             match nix::sched::sched_setaffinity(nix::unistd::Pid::from_raw(pid), &set) {
@@ -390,8 +476,12 @@ fn side(ns: &str, dev: &str, ipv4: Ipv4Addr, ipv6: Ipv6Addr) -> Result<Option<La
         // Missing device: the lab is incomplete.
         return Ok(None);
     }
-    let parse_err = |detail: String| LabError::Parse { command: command.clone(), detail };
-    let json: serde_json::Value = serde_json::from_slice(&out.stdout).map_err(|e| parse_err(e.to_string()))?;
+    let parse_err = |detail: String| LabError::Parse {
+        command: command.clone(),
+        detail,
+    };
+    let json: serde_json::Value =
+        serde_json::from_slice(&out.stdout).map_err(|e| parse_err(e.to_string()))?;
     let link = json.get(0).ok_or_else(|| parse_err("empty list".into()))?;
     let field_u32 = |name: &str| {
         link.get(name)
@@ -399,7 +489,10 @@ fn side(ns: &str, dev: &str, ipv4: Ipv4Addr, ipv6: Ipv6Addr) -> Result<Option<La
             .map(|v| v as u32)
             .ok_or_else(|| parse_err(format!("no field {name}")))
     };
-    let mac_text = link.get("address").and_then(|v| v.as_str()).ok_or_else(|| parse_err("no field address".into()))?;
+    let mac_text = link
+        .get("address")
+        .and_then(|v| v.as_str())
+        .ok_or_else(|| parse_err("no field address".into()))?;
     let mac = parse_mac(mac_text).ok_or_else(|| parse_err(format!("bad MAC {mac_text}")))?;
     Ok(Some(LabSide {
         netns: ns.to_string(),
@@ -429,23 +522,37 @@ pub fn link_mtu(netns: Option<&str>, dev: &str) -> Result<u32, LabError> {
             hint: "check the device and namespace names (is the lab up?)",
         });
     }
-    let json: serde_json::Value = serde_json::from_slice(&out.stdout)
-        .map_err(|e| LabError::Parse { command: command.clone(), detail: e.to_string() })?;
+    let json: serde_json::Value =
+        serde_json::from_slice(&out.stdout).map_err(|e| LabError::Parse {
+            command: command.clone(),
+            detail: e.to_string(),
+        })?;
     json.get(0)
         .and_then(|l| l.get("mtu"))
         .and_then(|m| m.as_u64())
         .map(|m| m as u32)
-        .ok_or(LabError::Parse { command, detail: "no field mtu".into() })
+        .ok_or(LabError::Parse {
+            command,
+            detail: "no field mtu".into(),
+        })
 }
 
 fn run_ip(args: &[&str]) -> Result<std::process::Output, LabError> {
-    Command::new("ip").args(args).stdin(Stdio::null()).output().map_err(|e| {
-        if e.kind() == std::io::ErrorKind::NotFound {
-            LabError::IpMissing
-        } else {
-            LabError::Command { command: format!("ip {}", args.join(" ")), stderr: e.to_string(), hint: "run as root" }
-        }
-    })
+    Command::new("ip")
+        .args(args)
+        .stdin(Stdio::null())
+        .output()
+        .map_err(|e| {
+            if e.kind() == std::io::ErrorKind::NotFound {
+                LabError::IpMissing
+            } else {
+                LabError::Command {
+                    command: format!("ip {}", args.join(" ")),
+                    stderr: e.to_string(),
+                    hint: "run as root",
+                }
+            }
+        })
 }
 
 fn ip(args: &[&str], hint: &'static str) -> Result<(), LabError> {
@@ -455,13 +562,24 @@ fn ip(args: &[&str], hint: &'static str) -> Result<(), LabError> {
         return Ok(());
     }
     let stderr = String::from_utf8_lossy(&out.stderr).trim().to_string();
-    let hint = if stderr.contains("Operation not permitted") { "run as root" } else { hint };
-    Err(LabError::Command { command: format!("ip {}", args.join(" ")), stderr, hint })
+    let hint = if stderr.contains("Operation not permitted") {
+        "run as root"
+    } else {
+        hint
+    };
+    Err(LabError::Command {
+        command: format!("ip {}", args.join(" ")),
+        stderr,
+        hint,
+    })
 }
 
 /// `aa:bb:cc:dd:ee:ff`.
 pub fn format_mac(mac: &[u8; 6]) -> String {
-    mac.iter().map(|b| format!("{b:02x}")).collect::<Vec<_>>().join(":")
+    mac.iter()
+        .map(|b| format!("{b:02x}"))
+        .collect::<Vec<_>>()
+        .join(":")
 }
 
 /// Parses `aa:bb:cc:dd:ee:ff`.
@@ -486,7 +604,12 @@ mod tests {
     fn default_names() {
         let n = LabNames::from_prefix(DEFAULT_PREFIX).unwrap();
         assert_eq!(
-            (n.netns_a.as_str(), n.netns_b.as_str(), n.dev_a.as_str(), n.dev_b.as_str()),
+            (
+                n.netns_a.as_str(),
+                n.netns_b.as_str(),
+                n.dev_a.as_str(),
+                n.dev_b.as_str()
+            ),
             ("xdpool-a", "xdpool-b", "xdpa0", "xdpb0")
         );
     }
@@ -502,7 +625,10 @@ mod tests {
     #[test]
     fn bad_prefixes_are_rejected() {
         for p in ["", "a b", "x/y", &"p".repeat(33)] {
-            assert!(matches!(LabNames::from_prefix(p), Err(LabError::BadPrefix(_))), "{p:?}");
+            assert!(
+                matches!(LabNames::from_prefix(p), Err(LabError::BadPrefix(_))),
+                "{p:?}"
+            );
         }
     }
 

@@ -1,25 +1,25 @@
 //! xdpool: an AF_XDP userspace packet processor whose UMEM frames are managed by
 //! a page_pool-style recycler (the `pool` crate).
 #![warn(missing_docs, unsafe_op_in_unsafe_fn)]
-pub mod wire;
-pub mod steer;
-pub mod config;
-pub mod exit;
-pub mod lab;
-pub mod netns;
-pub mod gen;
-pub mod stats;
+pub mod bench;
 pub mod capture;
 pub mod cli;
-pub mod xsk;
-pub mod worker;
-pub mod plan;
+pub mod config;
+pub mod device;
+pub mod exit;
+pub mod gen;
+pub mod lab;
 pub mod lifecycle;
 pub mod neigh;
-pub mod signal;
-pub mod summary;
-pub mod run;
+pub mod netns;
+pub mod plan;
 pub mod reload;
-pub mod device;
-pub mod bench;
+pub mod run;
 pub mod service;
+pub mod signal;
+pub mod stats;
+pub mod steer;
+pub mod summary;
+pub mod wire;
+pub mod worker;
+pub mod xsk;

@@ -50,7 +50,9 @@ impl std::fmt::Display for UpError {
         match self {
             UpError::Xsk(e) => write!(f, "{e}"),
             UpError::Steer(e) => write!(f, "{e}"),
-            UpError::WorkersSlow => f.write_str("workers did not take their sockets within 1 s; check CPU load"),
+            UpError::WorkersSlow => {
+                f.write_str("workers did not take their sockets within 1 s; check CPU load")
+            }
             UpError::Netns(e) => write!(f, "{e}"),
         }
     }
@@ -63,13 +65,19 @@ fn device_rx_queues(dev: &str) -> Option<u32> {
 
 /// The device's queues (0..device_queues) that `served` leaves out.
 pub fn unserved_queues(device_queues: Option<u32>, served: &[u32]) -> Vec<u32> {
-    (0..device_queues.unwrap_or(0)).filter(|q| !served.contains(q)).collect()
+    (0..device_queues.unwrap_or(0))
+        .filter(|q| !served.contains(q))
+        .collect()
 }
 
 /// What a port waits for before it is ready, from what is known of it: attached to
 /// a device (`attached`), our program on it (`program`: `None` unknown), the link's
 /// carrier (`carrier`, IFF_RUNNING: `None` unknown). `None`: ready.
-pub fn waits_for(attached: Option<u32>, program: Option<bool>, carrier: Option<bool>) -> Option<&'static str> {
+pub fn waits_for(
+    attached: Option<u32>,
+    program: Option<bool>,
+    carrier: Option<bool>,
+) -> Option<&'static str> {
     if attached.is_none() {
         return Some("its device (away)");
     }
@@ -178,8 +186,26 @@ impl Lifecycle {
                 last_ifindex: 0,
             })
             .collect();
-        let ucfg = UmemConfig { chunk_size: plan.umem.chunk_size, headroom: 0, fill_size: plan.umem.fill, comp_size: plan.umem.completion, unaligned: false };
-        Lifecycle { region, ucfg, zero_copy: plan.umem.zero_copy, copy_only: false, ports, sockets, umem: None, first: None, device, macs: None, netns }
+        let ucfg = UmemConfig {
+            chunk_size: plan.umem.chunk_size,
+            headroom: 0,
+            fill_size: plan.umem.fill,
+            comp_size: plan.umem.completion,
+            unaligned: false,
+        };
+        Lifecycle {
+            region,
+            ucfg,
+            zero_copy: plan.umem.zero_copy,
+            copy_only: false,
+            ports,
+            sockets,
+            umem: None,
+            first: None,
+            device,
+            macs: None,
+            netns,
+        }
     }
 
     /// Keeps `macs` current: read again before each port comes up, so that no frame
@@ -190,7 +216,12 @@ impl Lifecycle {
 
     fn refresh_macs(&self, p: usize, ifindex: u32) {
         let Some(macs) = &self.macs else { return };
-        let ifx: Vec<Option<u32>> = self.ports.iter().enumerate().map(|(i, x)| if i == p { Some(ifindex) } else { x.attached }).collect();
+        let ifx: Vec<Option<u32>> = self
+            .ports
+            .iter()
+            .enumerate()
+            .map(|(i, x)| if i == p { Some(ifindex) } else { x.attached })
+            .collect();
         match self.read_macs(&ifx) {
             Ok(book) => macs.update(book),
             Err(e) => tracing::warn!(error = %e, "cannot read device MACs and neighbours"),
@@ -217,7 +248,10 @@ impl Lifecycle {
 
     /// A port's steering (locked).
     pub fn steering(&self, p: usize) -> MutexGuard<'_, Steering> {
-        self.ports[p].steering.lock().unwrap_or_else(|e| e.into_inner())
+        self.ports[p]
+            .steering
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
     }
 
     /// Whether any port is attached.
@@ -238,7 +272,9 @@ impl Lifecycle {
             }
             match failed {
                 None => return Ok(()),
-                Some((p, UpError::Xsk(XskError::ZeroCopyUnsupported { .. }))) if attempt == 0 && self.zero_copy == ZeroCopy::Auto && !self.copy_only => {
+                Some((p, UpError::Xsk(XskError::ZeroCopyUnsupported { .. })))
+                    if attempt == 0 && self.zero_copy == ZeroCopy::Auto && !self.copy_only =>
+                {
                     tracing::info!(port = %self.ports[p].name, "zero_copy = \"auto\": the driver of `{}` refuses zero-copy; every port falls back to copy mode (one UMEM, one mode)", self.ports[p].iface);
                     self.copy_only = true;
                     self.bring_down_all();
@@ -253,10 +289,17 @@ impl Lifecycle {
     /// them to the workers, waits for full fill rings, then attaches the program.
     pub fn bring_up(&mut self, p: usize, ifindex: u32) -> Result<(), UpError> {
         self.refresh_macs(p, ifindex);
-        let device_queues = self.in_netns(p, || device_rx_queues(&self.ports[p].iface)).map_err(UpError::Netns)?;
+        let device_queues = self
+            .in_netns(p, || device_rx_queues(&self.ports[p].iface))
+            .map_err(UpError::Netns)?;
         let bind: Vec<(usize, u32)> = {
             let port = &self.ports[p];
-            port.sockets.iter().copied().zip(port.queues.iter().copied()).filter(|&(_, q)| !port.follow_queues || device_queues.is_none_or(|n| q < n)).collect()
+            port.sockets
+                .iter()
+                .copied()
+                .zip(port.queues.iter().copied())
+                .filter(|&(_, q)| !port.follow_queues || device_queues.is_none_or(|n| q < n))
+                .collect()
         };
         let t0 = Instant::now();
         let mut sockets = Vec::new();
@@ -272,7 +315,8 @@ impl Lifecycle {
         {
             let mut st = self.steering(p);
             for s in &sockets {
-                st.register_xsk(s.queue(), s.fd().as_raw_fd()).map_err(UpError::Steer)?;
+                st.register_xsk(s.queue(), s.fd().as_raw_fd())
+                    .map_err(UpError::Steer)?;
             }
         }
         let port = &mut self.ports[p];
@@ -282,12 +326,17 @@ impl Lifecycle {
         port.lost = None;
         port.device_queues = device_queues;
         for (&(s, _), sock) in bind.iter().zip(sockets) {
-            self.sockets[s].device_gone.store(false, std::sync::atomic::Ordering::SeqCst);
+            self.sockets[s]
+                .device_gone
+                .store(false, std::sync::atomic::Ordering::SeqCst);
             drop(self.sockets[s].offer_socket(sock));
         }
         // Rings full before frames may flow.
         let deadline = Instant::now() + Duration::from_secs(1);
-        while !bind.iter().all(|&(s, _)| self.sockets[s].has_socket() && !self.sockets[s].socket_pending()) {
+        while !bind
+            .iter()
+            .all(|&(s, _)| self.sockets[s].has_socket() && !self.sockets[s].socket_pending())
+        {
             if Instant::now() >= deadline {
                 return Err(UpError::WorkersSlow);
             }
@@ -315,7 +364,9 @@ impl Lifecycle {
             None => {}
         }
         // In the port's namespace: the ifindex is looked up there.
-        self.in_netns(p, || st.attach(ifindex, mode)).map_err(UpError::Netns)?.map_err(UpError::Steer)?;
+        self.in_netns(p, || st.attach(ifindex, mode))
+            .map_err(UpError::Netns)?
+            .map_err(UpError::Steer)?;
         Ok(false)
     }
 
@@ -334,7 +385,9 @@ impl Lifecycle {
                 self.device.early_attached();
                 tracing::info!(port = %self.ports[p].name, interface = %self.ports[p].iface, ifindex, ms = started.elapsed().as_secs_f64() * 1e3, "the device is back but down: XDP program attached now (bringing it up then resets its link once); the sockets bind when it is up");
             }
-            Err(e) => tracing::info!(port = %self.ports[p].name, ifindex, error = %e, "could not attach the XDP program while the device is down; it is attached when the device is up"),
+            Err(e) => {
+                tracing::info!(port = %self.ports[p].name, ifindex, error = %e, "could not attach the XDP program while the device is down; it is attached when the device is up")
+            }
         }
     }
 
@@ -362,7 +415,14 @@ impl Lifecycle {
                 port.iface
             );
         }
-        self.device.set_queues(p, &port.name, &port.iface, port.device_queues, &port.served, &unserved);
+        self.device.set_queues(
+            p,
+            &port.name,
+            &port.iface,
+            port.device_queues,
+            &port.served,
+            &unserved,
+        );
     }
 
     /// Whether port `p` should be brought up again because its device's queue count
@@ -381,7 +441,9 @@ impl Lifecycle {
     /// again.
     pub fn follow_queue_count(&mut self, p: usize, now: u32) -> bool {
         let port = &self.ports[p];
-        let Some(ifindex) = port.attached else { return false };
+        let Some(ifindex) = port.attached else {
+            return false;
+        };
         tracing::info!(port = %port.name, interface = %port.iface, was = ?port.device_queues, now, follow = port.follow_queues, "the device's RX queue count changed");
         if !port.follow_queues {
             self.ports[p].device_queues = Some(now);
@@ -392,7 +454,11 @@ impl Lifecycle {
         let down = self.bring_down(p);
         let mut ok = true;
         for q in down {
-            let ifx = if q == p { ifindex } else { self.ports[q].last_ifindex };
+            let ifx = if q == p {
+                ifindex
+            } else {
+                self.ports[q].last_ifindex
+            };
             ok &= self.try_reattach(q, ifx, started);
         }
         ok
@@ -406,7 +472,9 @@ impl Lifecycle {
             // (bring_down, or the end of run) before the region, so the memory stays
             // mapped while the kernel may use it; the recycler alone decides which
             // chunk the kernel may write.
-            let umem = unsafe { Umem::register(self.region.as_ptr(), self.region.len(), self.ucfg) }.map_err(UpError::Xsk)?;
+            let umem =
+                unsafe { Umem::register(self.region.as_ptr(), self.region.len(), self.ucfg) }
+                    .map_err(UpError::Xsk)?;
             self.umem = Some(umem);
             self.first = Some(p);
             let want_zc = match self.zero_copy {
@@ -414,18 +482,37 @@ impl Lifecycle {
                 ZeroCopy::Auto => !self.copy_only,
                 ZeroCopy::Off => false,
             };
-            let sc = SocketConfig { zero_copy: want_zc, ..self.ports[p].sc };
+            let sc = SocketConfig {
+                zero_copy: want_zc,
+                ..self.ports[p].sc
+            };
             return match self.bind_retry(ifindex, queue, &sc) {
-                Err(UpError::Xsk(e @ XskError::ZeroCopyUnsupported { .. })) if self.zero_copy == ZeroCopy::Auto => {
+                Err(UpError::Xsk(e @ XskError::ZeroCopyUnsupported { .. }))
+                    if self.zero_copy == ZeroCopy::Auto =>
+                {
                     tracing::info!(port = %self.ports[p].name, error = %e, "zero_copy = \"auto\": zero-copy refused; copy mode for every port");
                     self.copy_only = true;
-                    self.bind_retry(ifindex, queue, &SocketConfig { zero_copy: false, ..self.ports[p].sc })
+                    self.bind_retry(
+                        ifindex,
+                        queue,
+                        &SocketConfig {
+                            zero_copy: false,
+                            ..self.ports[p].sc
+                        },
+                    )
                 }
                 other => other,
             };
         }
         let zc = self.umem.as_ref().is_some_and(|_| self.first_zero_copy());
-        self.bind_retry(ifindex, queue, &SocketConfig { zero_copy: zc, ..self.ports[p].sc })
+        self.bind_retry(
+            ifindex,
+            queue,
+            &SocketConfig {
+                zero_copy: zc,
+                ..self.ports[p].sc
+            },
+        )
     }
 
     /// The mode of the UMEM's first socket (every later socket gets it).
@@ -439,7 +526,12 @@ impl Lifecycle {
 
     /// Binds with retries: EBUSY comes from a socket the kernel is still tearing down
     /// (socket release is asynchronous; a quick rebind after a device loss meets it).
-    fn bind_retry(&self, ifindex: u32, queue: u32, sc: &SocketConfig) -> Result<XskSocket, UpError> {
+    fn bind_retry(
+        &self,
+        ifindex: u32,
+        queue: u32,
+        sc: &SocketConfig,
+    ) -> Result<XskSocket, UpError> {
         let umem = self.umem.as_ref().expect("registered");
         let mut delay = Duration::from_millis(5);
         let deadline = Instant::now() + Duration::from_secs(3);
@@ -455,7 +547,11 @@ impl Lifecycle {
                 Ok(s) => {
                     if busy > 0 {
                         self.device.busy_retries(busy);
-                        tracing::info!(queue, busy, "bind met EBUSY (old socket still closing); retried");
+                        tracing::info!(
+                            queue,
+                            busy,
+                            "bind met EBUSY (old socket still closing); retried"
+                        );
                     }
                     return Ok(s);
                 }
@@ -504,7 +600,13 @@ impl Lifecycle {
         for &p in ports {
             // (attached early: the program only, on a device not up yet)
             let early = self.steering(p).attached_to().is_some();
-            if early || self.ports[p].attached.is_some() || self.ports[p].sockets.iter().any(|&s| self.sockets[s].has_socket()) {
+            if early
+                || self.ports[p].attached.is_some()
+                || self.ports[p]
+                    .sockets
+                    .iter()
+                    .any(|&s| self.sockets[s].has_socket())
+            {
                 self.release(p);
             }
         }
@@ -517,7 +619,13 @@ impl Lifecycle {
         for p in 0..self.ports.len() {
             // (attached early: the program only, on a device not up yet)
             let early = self.steering(p).attached_to().is_some();
-            if early || self.ports[p].attached.is_some() || self.ports[p].sockets.iter().any(|&s| self.sockets[s].has_socket()) {
+            if early
+                || self.ports[p].attached.is_some()
+                || self.ports[p]
+                    .sockets
+                    .iter()
+                    .any(|&s| self.sockets[s].has_socket())
+            {
                 self.release(p);
             }
         }
@@ -544,7 +652,11 @@ impl Lifecycle {
             self.sockets[s].request_release();
         }
         let deadline = Instant::now() + Duration::from_secs(2);
-        while self.ports[p].sockets.iter().any(|&s| self.sockets[s].has_socket()) {
+        while self.ports[p]
+            .sockets
+            .iter()
+            .any(|&s| self.sockets[s].has_socket())
+        {
             if Instant::now() >= deadline {
                 tracing::error!(port = %self.ports[p].name, "a worker did not give its socket up within 2 s; its frames stay counted where they are");
                 break;
@@ -552,7 +664,9 @@ impl Lifecycle {
             std::thread::sleep(Duration::from_micros(200));
         }
         for &s in &self.ports[p].sockets {
-            self.sockets[s].device_gone.store(false, std::sync::atomic::Ordering::SeqCst);
+            self.sockets[s]
+                .device_gone
+                .store(false, std::sync::atomic::Ordering::SeqCst);
         }
         self.ports[p].attached = None;
     }
@@ -564,7 +678,10 @@ impl Lifecycle {
             // A zero-copy driver releases its buffer pool from deferred work.
             std::thread::sleep(Duration::from_millis(100));
         }
-        let socks: Vec<usize> = ports.iter().flat_map(|&p| self.ports[p].sockets.clone()).collect();
+        let socks: Vec<usize> = ports
+            .iter()
+            .flat_map(|&p| self.ports[p].sockets.clone())
+            .collect();
         for &s in &socks {
             if self.sockets[s].reclaim_pending() {
                 self.sockets[s].request_reclaim();
@@ -580,7 +697,14 @@ impl Lifecycle {
         }
         // Each socket's worker audited its pool at the close and after the reclaim
         // (its own frames only: exact while other ports run).
-        let audit_failed = socks.iter().filter(|&&s| self.sockets[s].teardown_audit_failed.swap(false, std::sync::atomic::Ordering::SeqCst)).count();
+        let audit_failed = socks
+            .iter()
+            .filter(|&&s| {
+                self.sockets[s]
+                    .teardown_audit_failed
+                    .swap(false, std::sync::atomic::Ordering::SeqCst)
+            })
+            .count();
         if self.any_attached() {
             // Other ports run on: the region's owner map and rings move while we look,
             // so the region-wide check waits for a teardown at rest (the end of the run).
@@ -591,11 +715,23 @@ impl Lifecycle {
         let acc = self.region.accounting();
         match acc.check() {
             Ok(()) if audit_failed > 0 => {
-                tracing::error!(sockets = audit_failed, "frame audit failed at socket teardown (see the errors above)");
+                tracing::error!(
+                    sockets = audit_failed,
+                    "frame audit failed at socket teardown (see the errors above)"
+                );
                 self.device.teardown_checked(false);
             }
             Ok(()) => {
-                tracing::info!(free = acc.free, cached = acc.cached, ring = acc.ring, fill = acc.fill, tx = acc.tx, application = acc.application, total = acc.total, "teardown done; frame accounting exact");
+                tracing::info!(
+                    free = acc.free,
+                    cached = acc.cached,
+                    ring = acc.ring,
+                    fill = acc.fill,
+                    tx = acc.tx,
+                    application = acc.application,
+                    total = acc.total,
+                    "teardown done; frame accounting exact"
+                );
                 self.device.teardown_checked(true);
             }
             Err(e) => {
@@ -619,7 +755,9 @@ impl Lifecycle {
     /// The device port `p` lost as `lost.1` was then deleted or moved: count the loss
     /// as `to`.
     pub fn reclassify(&mut self, p: usize, to: LossKind) {
-        let Some((ifindex, from)) = self.ports[p].lost else { return };
+        let Some((ifindex, from)) = self.ports[p].lost else {
+            return;
+        };
         tracing::info!(port = %self.ports[p].name, interface = %self.ports[p].iface, ifindex, was = %from, now = %to, "the lost device was {to} after it was lost as `{from}`: counted as {to}");
         self.device.reclassify(from, to);
         self.ports[p].lost = Some((ifindex, to));
@@ -654,7 +792,9 @@ impl Lifecycle {
             if st.attached_to().is_some() {
                 let _ = st.detach();
             }
-            self.in_netns(p, || st.attach(ifindex, mode).map_err(|e| e.to_string())).map_err(|e| e.to_string()).and_then(|r| r)
+            self.in_netns(p, || st.attach(ifindex, mode).map_err(|e| e.to_string()))
+                .map_err(|e| e.to_string())
+                .and_then(|r| r)
         };
         match res {
             Ok(()) => {
@@ -675,7 +815,15 @@ impl Lifecycle {
     /// ready: attached, its program on the device, and the link's carrier up.
     pub fn waits_for(&self, p: usize) -> Option<&'static str> {
         let port = &self.ports[p];
-        let carrier = port.attached.and_then(|ifx| self.in_netns(p, || crate::device::query_link(ifx)).ok()?.ok().flatten()).map(|l| l.running);
+        let carrier = port
+            .attached
+            .and_then(|ifx| {
+                self.in_netns(p, || crate::device::query_link(ifx))
+                    .ok()?
+                    .ok()
+                    .flatten()
+            })
+            .map(|l| l.running);
         let program = port.attached.and_then(|ifx| self.program_present(p, ifx));
         waits_for(port.attached, program, carrier)
     }
@@ -686,7 +834,9 @@ impl Lifecycle {
         // program (and its id) through the link; ask for ours and the device's together.
         let st = self.steering(p);
         let ours = st.program_id().ok().or(self.ports[p].program_id);
-        let Ok(on) = self.in_netns(p, || crate::steer::xdp_program_on(ifindex)) else { return Some(true) };
+        let Ok(on) = self.in_netns(p, || crate::steer::xdp_program_on(ifindex)) else {
+            return Some(true);
+        };
         match on {
             Ok(Some(id)) => Some(ours.is_none_or(|o| o == id)),
             Ok(None) => Some(false),
@@ -714,8 +864,17 @@ mod tests {
     fn ready_needs_the_device_the_program_and_carrier() {
         assert_eq!(waits_for(Some(3), Some(true), Some(true)), None);
         assert!(waits_for(None, None, None).unwrap().contains("device"));
-        assert!(waits_for(Some(3), Some(false), Some(true)).unwrap().contains("program"));
-        assert!(waits_for(Some(3), Some(true), Some(false)).unwrap().contains("carrier"));
-        assert!(waits_for(Some(3), Some(true), None).unwrap().contains("carrier"), "unknown carrier is not ready");
+        assert!(waits_for(Some(3), Some(false), Some(true))
+            .unwrap()
+            .contains("program"));
+        assert!(waits_for(Some(3), Some(true), Some(false))
+            .unwrap()
+            .contains("carrier"));
+        assert!(
+            waits_for(Some(3), Some(true), None)
+                .unwrap()
+                .contains("carrier"),
+            "unknown carrier is not ready"
+        );
     }
 }

@@ -5,7 +5,10 @@ use clap::Parser;
 use std::io::{BufRead, BufReader};
 use std::process::{Command as Process, Stdio};
 use std::time::{Duration, Instant};
-use xdpool::cli::{BenchWhich, CaptureArgs, Cli, Command, DemoArgs, EngineArg, GenArgs, LabAction, LabTopology, LogFormat, RulesAction, RulesApplyArgs, RunArgs, StatsArgs, XdpModeArg};
+use xdpool::cli::{
+    BenchWhich, CaptureArgs, Cli, Command, DemoArgs, EngineArg, GenArgs, LabAction, LabTopology,
+    LogFormat, RulesAction, RulesApplyArgs, RunArgs, StatsArgs, XdpModeArg,
+};
 use xdpool::config::{Config, XdpModeConfig};
 use xdpool::exit::{ExitCode, Fatal};
 
@@ -15,12 +18,20 @@ fn main() {
     let cli = Cli::parse();
     // netlink-packet-route warns about attributes newer than itself on every dump.
     let directives = format!("{},netlink_packet_route=error", cli.log);
-    let filter = tracing_subscriber::EnvFilter::try_new(&directives).unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
+    let filter = tracing_subscriber::EnvFilter::try_new(&directives)
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
     use std::io::IsTerminal;
-    let logs = tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr).with_target(false);
+    let logs = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr)
+        .with_target(false);
     match cli.log_format {
         LogFormat::Text => logs.with_ansi(std::io::stderr().is_terminal()).init(),
-        LogFormat::Json => logs.json().flatten_event(true).with_current_span(false).init(),
+        LogFormat::Json => logs
+            .json()
+            .flatten_event(true)
+            .with_current_span(false)
+            .init(),
     }
     let result = match cli.command {
         Command::Run(args) => cmd_run(args),
@@ -28,7 +39,9 @@ fn main() {
         Command::Gen(args) => cmd_gen(args),
         Command::Stats(args) => cmd_stats(args),
         Command::Capture(args) => cmd_capture(args),
-        Command::Rules { action: RulesAction::Apply(args) } => cmd_rules_apply(args),
+        Command::Rules {
+            action: RulesAction::Apply(args),
+        } => cmd_rules_apply(args),
         Command::Bench { which } => cmd_bench(which),
         Command::Demo(args) => cmd_demo(args),
     };
@@ -59,10 +72,16 @@ fn cmd_run(args: RunArgs) -> Result<(), Fatal> {
     let summary = xdpool::run::run(&cfg, &opts)?;
     println!("{}", xdpool::run::summary_text(&summary));
     if !summary.accounting_ok {
-        return Err(Fatal::new(ExitCode::Failure, "frame accounting mismatch (see the summary): please report this"));
+        return Err(Fatal::new(
+            ExitCode::Failure,
+            "frame accounting mismatch (see the summary): please report this",
+        ));
     }
     if summary.workers.iter().any(|w| w.inflight_at_destroy > 0) {
-        return Err(Fatal::new(ExitCode::StalledShutdown, "frames were still in flight at shutdown (see the warnings above)"));
+        return Err(Fatal::new(
+            ExitCode::StalledShutdown,
+            "frames were still in flight at shutdown (see the warnings above)",
+        ));
     }
     Ok(())
 }
@@ -71,10 +90,30 @@ fn cmd_lab(action: LabAction) -> Result<(), Fatal> {
     use xdpool::lab::{Lab, LabConfig};
     xdpool::exit::require_privileges("xdpool lab")?;
     match action {
-        LabAction::Up { topology: LabTopology::Forward, queues, prefix, mtu, split_netns } => {
-            let cfg = LabConfig { prefix, queues: Some(queues), mtu, split_netns, ..LabConfig::default() };
-            let st = xdpool::lab::forward::ForwardLab::up(&cfg).map_err(|e| Fatal::new(ExitCode::Failure, e.to_string()))?;
-            println!("{}", if st.already_up { "forward lab already up (nothing changed):" } else { "forward lab up:" });
+        LabAction::Up {
+            topology: LabTopology::Forward,
+            queues,
+            prefix,
+            mtu,
+            split_netns,
+        } => {
+            let cfg = LabConfig {
+                prefix,
+                queues: Some(queues),
+                mtu,
+                split_netns,
+                ..LabConfig::default()
+            };
+            let st = xdpool::lab::forward::ForwardLab::up(&cfg)
+                .map_err(|e| Fatal::new(ExitCode::Failure, e.to_string()))?;
+            println!(
+                "{}",
+                if st.already_up {
+                    "forward lab already up (nothing changed):"
+                } else {
+                    "forward lab up:"
+                }
+            );
             let rows = [(&st.src, "sender")]
                 .into_iter()
                 .chain(st.ports.iter().zip(["port in", "port out", "port mon"]))
@@ -91,13 +130,35 @@ fn cmd_lab(action: LabAction) -> Result<(), Fatal> {
                     side.ipv6
                 );
             }
-            let config = if st.names.fwd2.is_some() { "configs/forward-split.toml" } else { "configs/forward.toml" };
+            let config = if st.names.fwd2.is_some() {
+                "configs/forward-split.toml"
+            } else {
+                "configs/forward.toml"
+            };
             println!("  xdpool: `xdpool run --config {config}`; traffic: `xdpool gen --lab-topology forward --engine afxdp --payload sequenced`");
             Ok(())
         }
-        LabAction::Up { topology: LabTopology::Pair, split_netns: true, .. } => Err(Fatal::new(ExitCode::Usage, "--split-netns belongs to --topology forward (the pair lab has one xdpool namespace)")),
-        LabAction::Up { topology: LabTopology::Pair, queues, prefix, mtu, .. } => {
-            let cfg = LabConfig { prefix, queues: Some(queues), mtu, ..LabConfig::default() };
+        LabAction::Up {
+            topology: LabTopology::Pair,
+            split_netns: true,
+            ..
+        } => Err(Fatal::new(
+            ExitCode::Usage,
+            "--split-netns belongs to --topology forward (the pair lab has one xdpool namespace)",
+        )),
+        LabAction::Up {
+            topology: LabTopology::Pair,
+            queues,
+            prefix,
+            mtu,
+            ..
+        } => {
+            let cfg = LabConfig {
+                prefix,
+                queues: Some(queues),
+                mtu,
+                ..LabConfig::default()
+            };
             let st = Lab::up(&cfg).map_err(|e| Fatal::new(ExitCode::Failure, e.to_string()))?;
             if st.already_up {
                 println!("lab already up (nothing changed):");
@@ -120,8 +181,16 @@ fn cmd_lab(action: LabAction) -> Result<(), Fatal> {
             Ok(())
         }
         LabAction::Down { prefix } => {
-            let existed = Lab::down(&prefix).map_err(|e| Fatal::new(ExitCode::Failure, e.to_string()))?;
-            println!("{}", if existed { "lab down" } else { "no lab to remove" });
+            let existed =
+                Lab::down(&prefix).map_err(|e| Fatal::new(ExitCode::Failure, e.to_string()))?;
+            println!(
+                "{}",
+                if existed {
+                    "lab down"
+                } else {
+                    "no lab to remove"
+                }
+            );
             Ok(())
         }
     }
@@ -132,10 +201,17 @@ fn gen_config(args: &GenArgs) -> Result<xdpool::gen::GenConfig, Fatal> {
     let usage = |e: String| Fatal::new(ExitCode::Usage, e);
     let mut cfg = match args.lab_topology {
         LabTopology::Pair => {
-            let names = xdpool::lab::LabNames::from_prefix(&args.prefix).map_err(|e| usage(e.to_string()))?;
-            GenConfig { netns: Some(names.netns_a), dev: names.dev_a, ..GenConfig::default_lab() }
+            let names = xdpool::lab::LabNames::from_prefix(&args.prefix)
+                .map_err(|e| usage(e.to_string()))?;
+            GenConfig {
+                netns: Some(names.netns_a),
+                dev: names.dev_a,
+                ..GenConfig::default_lab()
+            }
         }
-        LabTopology::Forward => GenConfig::for_forward_lab(&args.prefix).map_err(|e| usage(e.to_string()))?,
+        LabTopology::Forward => {
+            GenConfig::for_forward_lab(&args.prefix).map_err(|e| usage(e.to_string()))?
+        }
     };
     if let Some(ns) = &args.netns {
         cfg.netns = Some(ns.clone());
@@ -146,11 +222,18 @@ fn gen_config(args: &GenArgs) -> Result<xdpool::gen::GenConfig, Fatal> {
     match args.dst_ip {
         Some(std::net::IpAddr::V4(a)) if !args.ipv6 => cfg.ipv4.1 = a,
         Some(std::net::IpAddr::V6(a)) if args.ipv6 => cfg.ipv6_addrs.1 = a,
-        Some(a) => return Err(usage(format!("--dst-ip {a} is not of the family sent: give an IPv{} address{}", if args.ipv6 { 6 } else { 4 }, if args.ipv6 { "" } else { ", or add --ipv6" }))),
+        Some(a) => {
+            return Err(usage(format!(
+                "--dst-ip {a} is not of the family sent: give an IPv{} address{}",
+                if args.ipv6 { 6 } else { 4 },
+                if args.ipv6 { "" } else { ", or add --ipv6" }
+            )))
+        }
         None => {}
     }
     if let Some(mac) = &args.dst_mac {
-        cfg.dst_mac = xdpool::lab::parse_mac(mac).ok_or_else(|| usage(format!("--dst-mac {mac}: write it as aa:bb:cc:dd:ee:ff")))?;
+        cfg.dst_mac = xdpool::lab::parse_mac(mac)
+            .ok_or_else(|| usage(format!("--dst-mac {mac}: write it as aa:bb:cc:dd:ee:ff")))?;
     }
     if let Some(p) = args.payload {
         cfg.payload = p;
@@ -163,8 +246,14 @@ fn gen_config(args: &GenArgs) -> Result<xdpool::gen::GenConfig, Fatal> {
     cfg.rate_pps = args.rate;
     cfg.cores = args.cores.clone();
     cfg.batch = args.batch;
-    cfg.dst_ports = args.dst_ports.parse().map_err(|e| usage(format!("--dst-ports: {e}")))?;
-    cfg.src_ports = args.src_ports.parse().map_err(|e| usage(format!("--src-ports: {e}")))?;
+    cfg.dst_ports = args
+        .dst_ports
+        .parse()
+        .map_err(|e| usage(format!("--dst-ports: {e}")))?;
+    cfg.src_ports = args
+        .src_ports
+        .parse()
+        .map_err(|e| usage(format!("--src-ports: {e}")))?;
     cfg.engine = match args.engine {
         Some(EngineArg::Live) => Engine::Live,
         Some(EngineArg::Pktgen) => Engine::Pktgen,
@@ -182,19 +271,33 @@ fn gen_config(args: &GenArgs) -> Result<xdpool::gen::GenConfig, Fatal> {
 fn cmd_gen(args: GenArgs) -> Result<(), Fatal> {
     xdpool::exit::require_privileges("xdpool gen")?;
     let cfg = gen_config(&args)?;
-    let report = xdpool::gen::run(&cfg).map_err(|e| Fatal::new(ExitCode::Failure, e.to_string()))?;
+    let report =
+        xdpool::gen::run(&cfg).map_err(|e| Fatal::new(ExitCode::Failure, e.to_string()))?;
     println!("{}", report.summary());
     if let Some(path) = &args.json {
         let text = serde_json::to_string_pretty(&report).expect("report serializes");
-        std::fs::write(path, text).map_err(|e| Fatal::new(ExitCode::Failure, format!("cannot write {}: {e}", path.display())))?;
+        std::fs::write(path, text).map_err(|e| {
+            Fatal::new(
+                ExitCode::Failure,
+                format!("cannot write {}: {e}", path.display()),
+            )
+        })?;
     }
     Ok(())
 }
 
 fn cmd_rules_apply(args: RulesApplyArgs) -> Result<(), Fatal> {
-    let text = std::fs::read_to_string(&args.file)
-        .map_err(|e| Fatal::new(ExitCode::Usage, format!("cannot read {}: {e}; pass a rules file (or the config file)", args.file.display())))?;
-    let reply = xdpool::stats::control::apply_rules(&args.socket, &text).map_err(|e| Fatal::new(ExitCode::Failure, e.to_string()))?;
+    let text = std::fs::read_to_string(&args.file).map_err(|e| {
+        Fatal::new(
+            ExitCode::Usage,
+            format!(
+                "cannot read {}: {e}; pass a rules file (or the config file)",
+                args.file.display()
+            ),
+        )
+    })?;
+    let reply = xdpool::stats::control::apply_rules(&args.socket, &text)
+        .map_err(|e| Fatal::new(ExitCode::Failure, e.to_string()))?;
     if args.json {
         println!("{reply}");
     }
@@ -211,21 +314,34 @@ fn cmd_rules_apply(args: RulesApplyArgs) -> Result<(), Fatal> {
         Some("refused") | Some("failed") => ExitCode::RulesRefused,
         _ => ExitCode::Failure,
     };
-    Err(Fatal::new(code, format!("{}: {error}; the running rules stay", args.file.display())))
+    Err(Fatal::new(
+        code,
+        format!("{}: {error}; the running rules stay", args.file.display()),
+    ))
 }
 
 fn cmd_stats(args: StatsArgs) -> Result<(), Fatal> {
-    let ask = || xdpool::stats::control::query(&args.socket).map_err(|e| Fatal::new(ExitCode::Failure, e.to_string()));
+    let ask = || {
+        xdpool::stats::control::query(&args.socket)
+            .map_err(|e| Fatal::new(ExitCode::Failure, e.to_string()))
+    };
     if args.json {
-        println!("{}", serde_json::to_string_pretty(&ask()?).expect("serializes"));
+        println!(
+            "{}",
+            serde_json::to_string_pretty(&ask()?).expect("serializes")
+        );
         return Ok(());
     }
     if let Some(path) = &args.get {
         let snap = ask()?;
-        let found = path.trim_start_matches('.').split('.').filter(|k| !k.is_empty()).try_fold(&snap, |v, k| match k.parse::<usize>() {
-            Ok(i) if v.is_array() => v.get(i),
-            _ => v.get(k),
-        });
+        let found = path
+            .trim_start_matches('.')
+            .split('.')
+            .filter(|k| !k.is_empty())
+            .try_fold(&snap, |v, k| match k.parse::<usize>() {
+                Ok(i) if v.is_array() => v.get(i),
+                _ => v.get(k),
+            });
         return match found {
             Some(serde_json::Value::String(s)) => {
                 println!("{s}");
@@ -235,20 +351,38 @@ fn cmd_stats(args: StatsArgs) -> Result<(), Fatal> {
                 println!("{v}");
                 Ok(())
             }
-            None => Err(Fatal::new(ExitCode::Failure, format!("the snapshot has nothing at {path}: see `xdpool stats --json` for the paths"))),
+            None => Err(Fatal::new(
+                ExitCode::Failure,
+                format!(
+                    "the snapshot has nothing at {path}: see `xdpool stats --json` for the paths"
+                ),
+            )),
         };
     }
     if !(0.0..=3600.0).contains(&args.interval) || (args.watch && args.interval < 0.1) {
-        return Err(Fatal::new(ExitCode::Usage, format!("--interval {} is out of range: use 0 (totals only) or 0.1..3600 seconds", args.interval)));
+        return Err(Fatal::new(
+            ExitCode::Usage,
+            format!(
+                "--interval {} is out of range: use 0 (totals only) or 0.1..3600 seconds",
+                args.interval
+            ),
+        ));
     }
     let every = Duration::from_secs_f64(args.interval);
-    let mut prev = if every.is_zero() { None } else { Some((ask()?, Instant::now())) };
+    let mut prev = if every.is_zero() {
+        None
+    } else {
+        Some((ask()?, Instant::now()))
+    };
     loop {
         if let Some((_, at)) = &prev {
             std::thread::sleep(every.saturating_sub(at.elapsed()));
         }
         let now = ask()?;
-        let text = xdpool::stats::view::render(&now, prev.as_ref().map(|(p, at)| (p, at.elapsed().as_secs_f64())));
+        let text = xdpool::stats::view::render(
+            &now,
+            prev.as_ref().map(|(p, at)| (p, at.elapsed().as_secs_f64())),
+        );
         if !args.watch {
             print!("{text}");
             return Ok(());
@@ -262,8 +396,19 @@ fn cmd_stats(args: StatsArgs) -> Result<(), Fatal> {
 
 fn cmd_capture(args: CaptureArgs) -> Result<(), Fatal> {
     use xdpool::capture::client::{capture, report_line, CaptureError, CaptureOptions};
-    let stop = xdpool::signal::install_stop_flag().map_err(|e| Fatal::new(ExitCode::Failure, format!("cannot install the SIGINT handler: {e}")))?;
-    let opts = CaptureOptions { socket: args.socket, rule: xdpool::capture::live::RuleRef::parse(&args.rule), count: args.count, snaplen: args.snaplen, file: args.file };
+    let stop = xdpool::signal::install_stop_flag().map_err(|e| {
+        Fatal::new(
+            ExitCode::Failure,
+            format!("cannot install the SIGINT handler: {e}"),
+        )
+    })?;
+    let opts = CaptureOptions {
+        socket: args.socket,
+        rule: xdpool::capture::live::RuleRef::parse(&args.rule),
+        count: args.count,
+        snaplen: args.snaplen,
+        file: args.file,
+    };
     let report = capture(&opts, stop).map_err(|e| {
         let code = match e {
             CaptureError::Refused(_) => ExitCode::Usage,
@@ -278,10 +423,26 @@ fn cmd_capture(args: CaptureArgs) -> Result<(), Fatal> {
 fn bench_capture(args: xdpool::cli::CaptureBenchArgs) -> Result<(), Fatal> {
     use xdpool::bench::capture::{run, table, CaptureBenchConfig};
     xdpool::exit::require_privileges("xdpool bench capture")?;
-    let exe = std::env::current_exe().map_err(|e| Fatal::new(ExitCode::Failure, format!("cannot find my own binary: {e}")))?;
-    let cfg = CaptureBenchConfig { xdpool_exe: exe, prefix: args.prefix, count: args.count, reps: args.reps, rates: args.rates, size: args.size, worker_core: args.worker_core, gen_core: args.gen_core };
-    let stop = xdpool::signal::install_stop_flag().map_err(|e| Fatal::new(ExitCode::Failure, format!("cannot install the Ctrl-C handler: {e}")))?;
-    let (pairs, paced) = run(&cfg, stop).map_err(|e| Fatal::new(ExitCode::Failure, e.to_string()))?;
+    let exe = std::env::current_exe()
+        .map_err(|e| Fatal::new(ExitCode::Failure, format!("cannot find my own binary: {e}")))?;
+    let cfg = CaptureBenchConfig {
+        xdpool_exe: exe,
+        prefix: args.prefix,
+        count: args.count,
+        reps: args.reps,
+        rates: args.rates,
+        size: args.size,
+        worker_core: args.worker_core,
+        gen_core: args.gen_core,
+    };
+    let stop = xdpool::signal::install_stop_flag().map_err(|e| {
+        Fatal::new(
+            ExitCode::Failure,
+            format!("cannot install the Ctrl-C handler: {e}"),
+        )
+    })?;
+    let (pairs, paced) =
+        run(&cfg, stop).map_err(|e| Fatal::new(ExitCode::Failure, e.to_string()))?;
     print!("{}", table(&cfg, &pairs, &paced));
     Ok(())
 }
@@ -291,7 +452,10 @@ fn cmd_bench(which: BenchWhich) -> Result<(), Fatal> {
         BenchWhich::Pool { json, check } => {
             let show = |report: &pool::bench::BenchReport| {
                 if json {
-                    println!("{}", serde_json::to_string_pretty(report).expect("serializes"));
+                    println!(
+                        "{}",
+                        serde_json::to_string_pretty(report).expect("serializes")
+                    );
                 } else {
                     println!("{}", report.table());
                 }
@@ -303,7 +467,10 @@ fn cmd_bench(which: BenchWhich) -> Result<(), Fatal> {
             }
             let failures = pool::bench::check(&cfg, pool::bench::CHECK_ATTEMPTS, |n, report| {
                 if n > 1 {
-                    eprintln!("a target was missed; run {n} of at most {}", pool::bench::CHECK_ATTEMPTS);
+                    eprintln!(
+                        "a target was missed; run {n} of at most {}",
+                        pool::bench::CHECK_ATTEMPTS
+                    );
                 }
                 show(report);
             });
@@ -317,13 +484,16 @@ fn cmd_bench(which: BenchWhich) -> Result<(), Fatal> {
             use xdpool::bench::{self, SweepConfig};
             xdpool::exit::require_privileges("xdpool bench throughput")?;
             let fail = |e: bench::BenchError| Fatal::new(ExitCode::Failure, e.to_string());
-            let exe = std::env::current_exe().map_err(|e| Fatal::new(ExitCode::Failure, format!("cannot find my own binary: {e}")))?;
+            let exe = std::env::current_exe().map_err(|e| {
+                Fatal::new(ExitCode::Failure, format!("cannot find my own binary: {e}"))
+            })?;
             let cfg = SweepConfig {
                 prefix: args.prefix,
                 sizes: args.sizes.iter().map(|&s| s as usize).collect(),
                 reps: args.reps,
                 count: args.count,
-                time_limit: Duration::try_from_secs_f64(args.time_limit).map_err(|e| Fatal::new(ExitCode::Usage, format!("--time-limit: {e}")))?,
+                time_limit: Duration::try_from_secs_f64(args.time_limit)
+                    .map_err(|e| Fatal::new(ExitCode::Usage, format!("--time-limit: {e}")))?,
                 gen_core: args.gen_core,
                 worker_core: args.worker_core,
                 napi: args.napi,
@@ -348,7 +518,12 @@ fn cmd_bench(which: BenchWhich) -> Result<(), Fatal> {
                 }
                 let dcfg = DeviceSweepConfig {
                     sweep: cfg,
-                    devices: Devices { rx_dev, rx_netns: args.netns.clone(), gen_dev, gen_netns: args.gen_netns.clone() },
+                    devices: Devices {
+                        rx_dev,
+                        rx_netns: args.netns.clone(),
+                        gen_dev,
+                        gen_netns: args.gen_netns.clone(),
+                    },
                     engine: match args.engine {
                         Some(EngineArg::Live) => xdpool::gen::Engine::Live,
                         Some(EngineArg::Afxdp) => xdpool::gen::Engine::Afxdp,
@@ -356,8 +531,14 @@ fn cmd_bench(which: BenchWhich) -> Result<(), Fatal> {
                     },
                     rate_pps: args.rate,
                 };
-                dcfg.validate().map_err(|e| Fatal::new(ExitCode::Usage, e.to_string()))?;
-                let stop = bench::signal::install_stop_flag().map_err(|e| Fatal::new(ExitCode::Failure, format!("cannot install the Ctrl-C handler: {e}")))?;
+                dcfg.validate()
+                    .map_err(|e| Fatal::new(ExitCode::Usage, e.to_string()))?;
+                let stop = bench::signal::install_stop_flag().map_err(|e| {
+                    Fatal::new(
+                        ExitCode::Failure,
+                        format!("cannot install the Ctrl-C handler: {e}"),
+                    )
+                })?;
                 let report = run_device_sweep(&dcfg, stop, &mut progress).map_err(fail)?;
                 println!("{}", report.table());
                 if let Some(path) = &args.json {
@@ -365,12 +546,21 @@ fn cmd_bench(which: BenchWhich) -> Result<(), Fatal> {
                     eprintln!("bench throughput: JSON written to {}", path.display());
                 }
                 if report.interrupted {
-                    return Err(Fatal::new(ExitCode::Failure, "interrupted: the table shows the points completed"));
+                    return Err(Fatal::new(
+                        ExitCode::Failure,
+                        "interrupted: the table shows the points completed",
+                    ));
                 }
                 return Ok(());
             }
-            cfg.validate().map_err(|e| Fatal::new(ExitCode::Usage, e.to_string()))?;
-            let stop = bench::signal::install_stop_flag().map_err(|e| Fatal::new(ExitCode::Failure, format!("cannot install the Ctrl-C handler: {e}")))?;
+            cfg.validate()
+                .map_err(|e| Fatal::new(ExitCode::Usage, e.to_string()))?;
+            let stop = bench::signal::install_stop_flag().map_err(|e| {
+                Fatal::new(
+                    ExitCode::Failure,
+                    format!("cannot install the Ctrl-C handler: {e}"),
+                )
+            })?;
             let report = bench::run_sweep(&cfg, stop, &mut progress).map_err(fail)?;
             println!("{}", report.table());
             if let Some(path) = &args.json {
@@ -382,7 +572,10 @@ fn cmd_bench(which: BenchWhich) -> Result<(), Fatal> {
                 eprintln!("bench throughput: plot written to {}", path.display());
             }
             if report.interrupted {
-                return Err(Fatal::new(ExitCode::Failure, "interrupted: the table shows the sizes completed; the lab was removed"));
+                return Err(Fatal::new(
+                    ExitCode::Failure,
+                    "interrupted: the table shows the sizes completed; the lab was removed",
+                ));
             }
             Ok(())
         }
@@ -390,9 +583,15 @@ fn cmd_bench(which: BenchWhich) -> Result<(), Fatal> {
             use xdpool::bench::steer::{run_steer_bench, SteerBenchConfig};
             xdpool::exit::require_privileges("xdpool bench steer")?;
             if args.rounds == 0 || args.repeat == 0 {
-                return Err(Fatal::new(ExitCode::Usage, "--rounds and --repeat must be at least 1"));
+                return Err(Fatal::new(
+                    ExitCode::Usage,
+                    "--rounds and --repeat must be at least 1",
+                ));
             }
-            let cfg = SteerBenchConfig { rounds: args.rounds, repeat: args.repeat };
+            let cfg = SteerBenchConfig {
+                rounds: args.rounds,
+                repeat: args.repeat,
+            };
             let quiet = args.quiet;
             let report = run_steer_bench(&cfg, &mut |line| {
                 if !quiet {
@@ -403,7 +602,8 @@ fn cmd_bench(which: BenchWhich) -> Result<(), Fatal> {
             println!("{}", report.table());
             if let Some(path) = &args.json {
                 let text = serde_json::to_vec_pretty(&report).expect("the report serializes");
-                xdpool::bench::write_creating_dirs(path, &text).map_err(|e| Fatal::new(ExitCode::Failure, e.to_string()))?;
+                xdpool::bench::write_creating_dirs(path, &text)
+                    .map_err(|e| Fatal::new(ExitCode::Failure, e.to_string()))?;
                 eprintln!("bench steer: JSON written to {}", path.display());
             }
             Ok(())
@@ -412,7 +612,10 @@ fn cmd_bench(which: BenchWhich) -> Result<(), Fatal> {
             use xdpool::bench::generator::{run_gen_bench, GenBenchConfig};
             xdpool::exit::require_privileges("xdpool bench generator")?;
             let fail = |e: xdpool::bench::BenchError| Fatal::new(ExitCode::Failure, e.to_string());
-            let secs = |what: &str, v: f64| Duration::try_from_secs_f64(v).map_err(|e| Fatal::new(ExitCode::Usage, format!("{what}: {e}")));
+            let secs = |what: &str, v: f64| {
+                Duration::try_from_secs_f64(v)
+                    .map_err(|e| Fatal::new(ExitCode::Usage, format!("{what}: {e}")))
+            };
             let peer = match args.peer {
                 Some(path) => Some(xdpool::bench::gen_peer::PeerConfig {
                     path,
@@ -433,8 +636,14 @@ fn cmd_bench(which: BenchWhich) -> Result<(), Fatal> {
                 napi_core: args.napi_core,
                 time_limit: secs("--time-limit", args.time_limit)?,
             };
-            cfg.validate().map_err(|e| Fatal::new(ExitCode::Usage, e.to_string()))?;
-            let stop = xdpool::bench::signal::install_stop_flag().map_err(|e| Fatal::new(ExitCode::Failure, format!("cannot install the Ctrl-C handler: {e}")))?;
+            cfg.validate()
+                .map_err(|e| Fatal::new(ExitCode::Usage, e.to_string()))?;
+            let stop = xdpool::bench::signal::install_stop_flag().map_err(|e| {
+                Fatal::new(
+                    ExitCode::Failure,
+                    format!("cannot install the Ctrl-C handler: {e}"),
+                )
+            })?;
             let quiet = args.quiet;
             let report = run_gen_bench(&cfg, stop, &mut |line| {
                 if !quiet {
@@ -449,7 +658,10 @@ fn cmd_bench(which: BenchWhich) -> Result<(), Fatal> {
                 eprintln!("bench generator: JSON written to {}", path.display());
             }
             if report.interrupted {
-                return Err(Fatal::new(ExitCode::Failure, "interrupted: the table shows the points completed; the lab was removed"));
+                return Err(Fatal::new(
+                    ExitCode::Failure,
+                    "interrupted: the table shows the points completed; the lab was removed",
+                ));
             }
             Ok(())
         }
@@ -464,13 +676,20 @@ fn cmd_demo(mut args: DemoArgs) -> Result<(), Fatal> {
     if args.forward {
         return demo_forward::run(&args);
     }
-    let config = args.config.get_or_insert_with(|| "configs/lab.toml".into()).clone();
+    let config = args
+        .config
+        .get_or_insert_with(|| "configs/lab.toml".into())
+        .clone();
     let cfg = Config::load(&config).map_err(|e| Fatal::new(ExitCode::Usage, e.to_string()))?;
     let lab = LabConfig::default();
-    let names = xdpool::lab::LabNames::from_prefix(&lab.prefix).map_err(|e| Fatal::new(ExitCode::Failure, e.to_string()))?;
+    let names = xdpool::lab::LabNames::from_prefix(&lab.prefix)
+        .map_err(|e| Fatal::new(ExitCode::Failure, e.to_string()))?;
     // The demo only ever attaches to the lab's receiving end, inside its namespace.
     let ports = cfg.ports();
-    if ports.len() != 1 || ports[0].netns.as_deref() != Some(names.netns_b.as_str()) || ports[0].interface != names.dev_b {
+    if ports.len() != 1
+        || ports[0].netns.as_deref() != Some(names.netns_b.as_str())
+        || ports[0].interface != names.dev_b
+    {
         return Err(Fatal::new(
             ExitCode::Usage,
             format!(
@@ -481,13 +700,32 @@ fn cmd_demo(mut args: DemoArgs) -> Result<(), Fatal> {
             ),
         ));
     }
-    let stop = xdpool::bench::signal::install_stop_flag()
-        .map_err(|e| Fatal::new(ExitCode::Failure, format!("cannot install the SIGINT handler: {e}")))?;
+    let stop = xdpool::bench::signal::install_stop_flag().map_err(|e| {
+        Fatal::new(
+            ExitCode::Failure,
+            format!("cannot install the SIGINT handler: {e}"),
+        )
+    })?;
     let st = Lab::up(&lab).map_err(|e| Fatal::new(ExitCode::Failure, e.to_string()))?;
-    println!("demo: lab {} ({} {} in {}) <-> ({} {} in {})", if st.already_up { "was already up" } else { "up" }, st.a.dev, st.a.ipv4, st.a.netns, st.b.dev, st.b.ipv4, st.b.netns);
+    println!(
+        "demo: lab {} ({} {} in {}) <-> ({} {} in {})",
+        if st.already_up {
+            "was already up"
+        } else {
+            "up"
+        },
+        st.a.dev,
+        st.a.ipv4,
+        st.a.netns,
+        st.b.dev,
+        st.b.ipv4,
+        st.b.netns
+    );
     let result = demo_inner(&args, stop);
     if st.already_up {
-        println!("demo: the lab was up before the demo; leaving it up (`xdpool lab down` removes it)");
+        println!(
+            "demo: the lab was up before the demo; leaving it up (`xdpool lab down` removes it)"
+        );
     } else {
         match Lab::down(&lab.prefix) {
             Ok(_) => println!("demo: lab down"),
@@ -505,7 +743,10 @@ pub(crate) struct DemoChild {
 
 impl DemoChild {
     /// Sends SIGINT, waits up to `grace`, then SIGKILL.
-    pub(crate) fn interrupt_and_wait(&mut self, grace: Duration) -> Option<std::process::ExitStatus> {
+    pub(crate) fn interrupt_and_wait(
+        &mut self,
+        grace: Duration,
+    ) -> Option<std::process::ExitStatus> {
         let pid = nix::unistd::Pid::from_raw(self.child.id() as i32);
         let _ = nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGINT);
         let deadline = Instant::now() + grace;
@@ -541,7 +782,10 @@ fn demo_inner(args: &DemoArgs, stop: &std::sync::atomic::AtomicBool) -> Result<(
         return Err(Fatal::new(ExitCode::Failure, "interrupted"));
     }
     let count = args.count.unwrap_or(1_000_000);
-    println!("demo: xdpool attached; sending {} frames of {} bytes", count, args.size);
+    println!(
+        "demo: xdpool attached; sending {} frames of {} bytes",
+        count, args.size
+    );
     let gen_args = GenArgs {
         lab_topology: LabTopology::Pair,
         prefix: xdpool::lab::DEFAULT_PREFIX.into(),
@@ -564,7 +808,9 @@ fn demo_inner(args: &DemoArgs, stop: &std::sync::atomic::AtomicBool) -> Result<(
         batch: 64,
         json: None,
     };
-    let gen = gen_config(&gen_args).and_then(|c| xdpool::gen::run(&c).map_err(|e| Fatal::new(ExitCode::Failure, e.to_string())));
+    let gen = gen_config(&gen_args).and_then(|c| {
+        xdpool::gen::run(&c).map_err(|e| Fatal::new(ExitCode::Failure, e.to_string()))
+    });
     std::thread::sleep(Duration::from_millis(1500));
     let status = child.interrupt_and_wait(Duration::from_secs(10));
     while let Ok(l) = child.lines.recv_timeout(Duration::from_millis(500)) {
@@ -574,14 +820,18 @@ fn demo_inner(args: &DemoArgs, stop: &std::sync::atomic::AtomicBool) -> Result<(
     println!("demo: generator: {}", report.summary());
     match status.and_then(|s| s.code()) {
         Some(0) => Ok(()),
-        code => Err(Fatal::new(ExitCode::Failure, format!("`xdpool run` ended with {code:?}"))),
+        code => Err(Fatal::new(
+            ExitCode::Failure,
+            format!("`xdpool run` ended with {code:?}"),
+        )),
     }
 }
 
 /// Starts `xdpool run --config CONFIG --duration 60 --ready-line` as a child and
 /// waits (at most 30 s) for its ready line.
 pub(crate) fn start_run(config: &std::path::Path) -> Result<DemoChild, Fatal> {
-    let exe = std::env::current_exe().map_err(|e| Fatal::new(ExitCode::Failure, format!("cannot find my own binary: {e}")))?;
+    let exe = std::env::current_exe()
+        .map_err(|e| Fatal::new(ExitCode::Failure, format!("cannot find my own binary: {e}")))?;
     let mut child = Process::new(&exe)
         .args(["run", "--config"])
         .arg(config)
@@ -599,10 +849,16 @@ pub(crate) fn start_run(config: &std::path::Path) -> Result<DemoChild, Fatal> {
         }
     });
     let mut child = DemoChild { child, lines: rx };
-    let ready = matches!(child.lines.recv_timeout(Duration::from_secs(30)), Ok(l) if l.trim() == "ready");
+    let ready =
+        matches!(child.lines.recv_timeout(Duration::from_secs(30)), Ok(l) if l.trim() == "ready");
     if !ready {
-        let status = child.interrupt_and_wait(Duration::from_secs(5)).and_then(|s| s.code());
-        return Err(Fatal::new(ExitCode::Failure, format!("`xdpool run` did not start (exit {status:?}); see its message above")));
+        let status = child
+            .interrupt_and_wait(Duration::from_secs(5))
+            .and_then(|s| s.code());
+        return Err(Fatal::new(
+            ExitCode::Failure,
+            format!("`xdpool run` did not start (exit {status:?}); see its message above"),
+        ));
     }
     Ok(child)
 }

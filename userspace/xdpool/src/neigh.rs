@@ -10,9 +10,13 @@ use std::net::IpAddr;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, RwLock};
 
-use netlink_packet_core::{NetlinkHeader, NetlinkMessage, NetlinkPayload, NLM_F_DUMP, NLM_F_REQUEST};
+use netlink_packet_core::{
+    NetlinkHeader, NetlinkMessage, NetlinkPayload, NLM_F_DUMP, NLM_F_REQUEST,
+};
 use netlink_packet_route::link::LinkAttribute;
-use netlink_packet_route::neighbour::{NeighbourAddress, NeighbourAttribute, NeighbourMessage, NeighbourState};
+use netlink_packet_route::neighbour::{
+    NeighbourAddress, NeighbourAttribute, NeighbourMessage, NeighbourState,
+};
 use netlink_packet_route::RouteNetlinkMessage;
 use netlink_sys::{protocols::NETLINK_ROUTE, Socket, SocketAddr};
 
@@ -26,7 +30,10 @@ pub struct MacBook {
 impl MacBook {
     /// A book for `ports` ports, nothing known yet.
     pub fn new(ports: usize) -> MacBook {
-        MacBook { device: vec![None; ports], next_hop: HashMap::new() }
+        MacBook {
+            device: vec![None; ports],
+            next_hop: HashMap::new(),
+        }
     }
 
     /// The MAC of port `port`'s device.
@@ -78,7 +85,11 @@ pub struct Neighbours {
 impl Neighbours {
     /// A shared book starting as `book`.
     pub fn new(book: MacBook) -> Arc<Neighbours> {
-        Arc::new(Neighbours { book: RwLock::new(Arc::new(book)), version: AtomicU64::new(1), missed: AtomicBool::new(false) })
+        Arc::new(Neighbours {
+            book: RwLock::new(Arc::new(book)),
+            version: AtomicU64::new(1),
+            missed: AtomicBool::new(false),
+        })
     }
 
     /// Bumped at every update: a worker re-reads the book when it changed.
@@ -112,10 +123,18 @@ impl Neighbours {
 /// Reads the book for `ifindexes` (by port), each port's device and neighbours in
 /// its own namespace (`netns[of_port[p]]`): an ifindex means a device only within one
 /// namespace, and each namespace has its own neighbour table.
-pub fn read_book_in(netns: &[crate::netns::PortNetns], of_port: &[usize], ifindexes: &[Option<u32>]) -> io::Result<MacBook> {
+pub fn read_book_in(
+    netns: &[crate::netns::PortNetns],
+    of_port: &[usize],
+    ifindexes: &[Option<u32>],
+) -> io::Result<MacBook> {
     let mut book = MacBook::new(ifindexes.len());
     for (g, ns) in netns.iter().enumerate() {
-        let mine: Vec<Option<u32>> = ifindexes.iter().zip(of_port).map(|(&ifx, &n)| if n == g { ifx } else { None }).collect();
+        let mine: Vec<Option<u32>> = ifindexes
+            .iter()
+            .zip(of_port)
+            .map(|(&ifx, &n)| if n == g { ifx } else { None })
+            .collect();
         if mine.iter().all(Option::is_none) {
             continue;
         }
@@ -143,16 +162,27 @@ pub fn read_book(ifindexes: &[Option<u32>]) -> io::Result<MacBook> {
         }
     }
     for n in dump_neighbours()? {
-        let Some(port) = ifindexes.iter().position(|i| *i == Some(n.header.ifindex)) else { continue };
-        if matches!(n.header.state, NeighbourState::Incomplete | NeighbourState::Failed | NeighbourState::None) {
+        let Some(port) = ifindexes.iter().position(|i| *i == Some(n.header.ifindex)) else {
+            continue;
+        };
+        if matches!(
+            n.header.state,
+            NeighbourState::Incomplete | NeighbourState::Failed | NeighbourState::None
+        ) {
             continue;
         }
         let (mut ip, mut mac) = (None, None);
         for a in &n.attributes {
             match a {
-                NeighbourAttribute::Destination(NeighbourAddress::Inet(v4)) => ip = Some(IpAddr::V4(*v4)),
-                NeighbourAttribute::Destination(NeighbourAddress::Inet6(v6)) => ip = Some(IpAddr::V6(*v6)),
-                NeighbourAttribute::LinkLocalAddress(l) => mac = <[u8; 6]>::try_from(l.as_slice()).ok(),
+                NeighbourAttribute::Destination(NeighbourAddress::Inet(v4)) => {
+                    ip = Some(IpAddr::V4(*v4))
+                }
+                NeighbourAttribute::Destination(NeighbourAddress::Inet6(v6)) => {
+                    ip = Some(IpAddr::V6(*v6))
+                }
+                NeighbourAttribute::LinkLocalAddress(l) => {
+                    mac = <[u8; 6]>::try_from(l.as_slice()).ok()
+                }
                 _ => {}
             }
         }
@@ -168,7 +198,12 @@ fn dump_neighbours() -> io::Result<Vec<NeighbourMessage>> {
     let mut header = NetlinkHeader::default();
     header.flags = NLM_F_REQUEST | NLM_F_DUMP;
     header.sequence_number = 1;
-    let mut request = NetlinkMessage::new(header, NetlinkPayload::from(RouteNetlinkMessage::GetNeighbour(NeighbourMessage::default())));
+    let mut request = NetlinkMessage::new(
+        header,
+        NetlinkPayload::from(RouteNetlinkMessage::GetNeighbour(
+            NeighbourMessage::default(),
+        )),
+    );
     request.finalize();
     let mut buf = vec![0u8; request.buffer_len()];
     request.serialize(&mut buf);

@@ -48,7 +48,9 @@ pub enum NetnsError {
         netns: String,
     },
     /// An ethtool ioctl failed.
-    #[error("ethtool {what} on {dev:?} failed: {source}; run as root, and check the device exists")]
+    #[error(
+        "ethtool {what} on {dev:?} failed: {source}; run as root, and check the device exists"
+    )]
     Ethtool {
         /// What was being set.
         what: &'static str,
@@ -97,10 +99,21 @@ impl Drop for NetnsGuard {
 /// Moves the current thread into the named namespace until the guard drops.
 pub fn enter(name: &str) -> Result<NetnsGuard, NetnsError> {
     let path = netns_path(name);
-    let target = File::open(&path).map_err(|source| NetnsError::Open { name: name.to_string(), path, source })?;
+    let target = File::open(&path).map_err(|source| NetnsError::Open {
+        name: name.to_string(),
+        path,
+        source,
+    })?;
     let original = File::open("/proc/thread-self/ns/net").map_err(NetnsError::Current)?;
-    setns(&target, CloneFlags::CLONE_NEWNET).map_err(|source| NetnsError::Setns { name: name.to_string(), source })?;
-    Ok(NetnsGuard { original, name: name.to_string(), _not_send: PhantomData })
+    setns(&target, CloneFlags::CLONE_NEWNET).map_err(|source| NetnsError::Setns {
+        name: name.to_string(),
+        source,
+    })?;
+    Ok(NetnsGuard {
+        original,
+        name: name.to_string(),
+        _not_send: PhantomData,
+    })
 }
 
 /// Moves the current thread into the named namespace for good (for worker threads
@@ -125,7 +138,9 @@ pub type NetnsId = (u64, u64);
 /// (deleted).
 pub fn named_id(name: &str) -> Option<NetnsId> {
     use std::os::unix::fs::MetadataExt;
-    std::fs::metadata(netns_path(name)).ok().map(|m| (m.dev(), m.ino()))
+    std::fs::metadata(netns_path(name))
+        .ok()
+        .map(|m| (m.dev(), m.ino()))
 }
 
 /// The namespace the calling thread is in.
@@ -139,8 +154,15 @@ pub fn current_id() -> std::io::Result<NetnsId> {
 /// starts later start there; sockets already open stay where they were made.
 pub fn reenter(name: &str) -> Result<(), NetnsError> {
     let path = netns_path(name);
-    let target = File::open(&path).map_err(|source| NetnsError::Open { name: name.to_string(), path, source })?;
-    setns(&target, CloneFlags::CLONE_NEWNET).map_err(|source| NetnsError::Setns { name: name.to_string(), source })
+    let target = File::open(&path).map_err(|source| NetnsError::Open {
+        name: name.to_string(),
+        path,
+        source,
+    })?;
+    setns(&target, CloneFlags::CLONE_NEWNET).map_err(|source| NetnsError::Setns {
+        name: name.to_string(),
+        source,
+    })
 }
 
 /// The namespace one or more ports live in: the incarnation xdpool works in (an open
@@ -164,11 +186,26 @@ impl PortNetns {
         use std::os::unix::fs::MetadataExt;
         let (path, label) = match name {
             Some(n) => (netns_path(n), n.to_string()),
-            None => (PathBuf::from("/proc/thread-self/ns/net"), "(started in)".to_string()),
+            None => (
+                PathBuf::from("/proc/thread-self/ns/net"),
+                "(started in)".to_string(),
+            ),
         };
-        let file = File::open(&path).map_err(|source| NetnsError::Open { name: label.clone(), path: path.clone(), source })?;
-        let meta = file.metadata().map_err(|source| NetnsError::Open { name: label, path, source })?;
-        Ok(PortNetns { name: name.map(str::to_string), file, id: (meta.dev(), meta.ino()) })
+        let file = File::open(&path).map_err(|source| NetnsError::Open {
+            name: label.clone(),
+            path: path.clone(),
+            source,
+        })?;
+        let meta = file.metadata().map_err(|source| NetnsError::Open {
+            name: label,
+            path,
+            source,
+        })?;
+        Ok(PortNetns {
+            name: name.map(str::to_string),
+            file,
+            id: (meta.dev(), meta.ino()),
+        })
     }
 
     /// The name (`None`: where xdpool started).
@@ -183,7 +220,9 @@ impl PortNetns {
 
     /// For logs and errors: the name, or "the namespace xdpool started in".
     pub fn label(&self) -> &str {
-        self.name.as_deref().unwrap_or("the namespace xdpool started in")
+        self.name
+            .as_deref()
+            .unwrap_or("the namespace xdpool started in")
     }
 
     /// Moves the calling thread into this namespace until the guard drops (nothing
@@ -194,8 +233,15 @@ impl PortNetns {
         }
         let original = File::open("/proc/thread-self/ns/net").map_err(NetnsError::Current)?;
         let name = self.label().to_string();
-        setns(&self.file, CloneFlags::CLONE_NEWNET).map_err(|source| NetnsError::Setns { name: name.clone(), source })?;
-        Ok(Some(NetnsGuard { original, name, _not_send: PhantomData }))
+        setns(&self.file, CloneFlags::CLONE_NEWNET).map_err(|source| NetnsError::Setns {
+            name: name.clone(),
+            source,
+        })?;
+        Ok(Some(NetnsGuard {
+            original,
+            name,
+            _not_send: PhantomData,
+        }))
     }
 
     /// Runs `f` inside this namespace.
@@ -207,7 +253,9 @@ impl PortNetns {
     /// Follows the name to the namespace it names now (after the old one was
     /// replaced); the old one is let go.
     pub fn reopen(&mut self) -> Result<(), NetnsError> {
-        let Some(name) = self.name.clone() else { return Ok(()) };
+        let Some(name) = self.name.clone() else {
+            return Ok(());
+        };
         *self = PortNetns::open(Some(&name))?;
         Ok(())
     }
@@ -244,8 +292,10 @@ pub fn in_netns<T>(name: &str, f: impl FnOnce() -> T) -> Result<T, NetnsError> {
 
 /// Interface index of `dev` in the current thread's namespace.
 pub fn ifindex(dev: &str) -> Result<u32, NetnsError> {
-    nix::net::if_::if_nametoindex(dev)
-        .map_err(|_| NetnsError::NoSuchInterface { dev: dev.to_string(), netns: "current".to_string() })
+    nix::net::if_::if_nametoindex(dev).map_err(|_| NetnsError::NoSuchInterface {
+        dev: dev.to_string(),
+        netns: "current".to_string(),
+    })
 }
 
 /// Interface index of `dev` inside the named namespace (`None`: the current one).
@@ -316,19 +366,29 @@ pub struct RxQueues {
 /// EOPNOTSUPP on devices without channels (one queue, then).
 pub fn rx_queues(dev: &str) -> Result<RxQueues, NetnsError> {
     let ch = channels(dev)?;
-    Ok(RxQueues { now: (ch.combined_count + ch.rx_count).max(1), max: (ch.max_combined + ch.max_rx).max(1) })
+    Ok(RxQueues {
+        now: (ch.combined_count + ch.rx_count).max(1),
+        max: (ch.max_combined + ch.max_rx).max(1),
+    })
 }
 
 /// `dev`'s channels in the current namespace (ETHTOOL_GCHANNELS, `ethtool -l DEV`).
 pub(crate) fn channels(dev: &str) -> Result<EthtoolChannels, NetnsError> {
-    let mut ch = EthtoolChannels { cmd: ETHTOOL_GCHANNELS, ..EthtoolChannels::default() };
+    let mut ch = EthtoolChannels {
+        cmd: ETHTOOL_GCHANNELS,
+        ..EthtoolChannels::default()
+    };
     ethtool_ioctl(dev, &mut ch, "get channels")?;
     Ok(ch)
 }
 
 /// SIOCETHTOOL on `dev` with `value` as the command block (its first u32 is the command).
 fn ethtool_ioctl<T>(dev: &str, value: &mut T, what: &'static str) -> Result<(), NetnsError> {
-    let err = |source| NetnsError::Ethtool { what, dev: dev.to_string(), source };
+    let err = |source| NetnsError::Ethtool {
+        what,
+        dev: dev.to_string(),
+        source,
+    };
     let cname = CString::new(dev).map_err(|_| err(std::io::ErrorKind::InvalidInput.into()))?;
     if cname.as_bytes().len() >= libc::IFNAMSIZ {
         return Err(err(std::io::ErrorKind::InvalidInput.into()));
@@ -352,7 +412,13 @@ fn ethtool_ioctl<T>(dev: &str, value: &mut T, what: &'static str) -> Result<(), 
     // the call; the callers pass the kernel's struct for the command in `value`
     // (EthtoolValue or EthtoolChannels, sizes asserted), and SIOCETHTOOL reads and
     // writes only req and that struct.
-    let rc = unsafe { libc::ioctl(sock.as_raw_fd(), SIOCETHTOOL as _, &mut req as *mut IfreqData) };
+    let rc = unsafe {
+        libc::ioctl(
+            sock.as_raw_fd(),
+            SIOCETHTOOL as _,
+            &mut req as *mut IfreqData,
+        )
+    };
     if rc < 0 {
         return Err(err(std::io::Error::last_os_error()));
     }
@@ -384,8 +450,14 @@ mod tests {
     fn the_started_namespace_is_the_current_one_and_entering_it_changes_nothing() {
         let here = PortNetns::open(None).unwrap();
         assert_eq!(Some(here.id()), current_id().ok());
-        assert_eq!((here.name(), here.label()), (None, "the namespace xdpool started in"));
-        assert!(here.enter().unwrap().is_none(), "no setns into the namespace the thread is in");
+        assert_eq!(
+            (here.name(), here.label()),
+            (None, "the namespace xdpool started in")
+        );
+        assert!(
+            here.enter().unwrap().is_none(),
+            "no setns into the namespace the thread is in"
+        );
         assert_eq!(here.run(|| 7).unwrap(), 7);
         let err = PortNetns::open(Some("xdpool-no-such-namespace-for-test")).unwrap_err();
         assert!(matches!(err, NetnsError::Open { .. }), "{err}");

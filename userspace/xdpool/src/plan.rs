@@ -92,7 +92,12 @@ pub fn plan(cfg: &Config, cores: &[usize]) -> Plan {
     let mut ports: Vec<PortPlan> = defs
         .into_iter()
         .enumerate()
-        .map(|(i, def)| PortPlan { def, rules: rules.iter().filter(|r| r.port == i).cloned().collect(), transmits: false, sockets: Vec::new() })
+        .map(|(i, def)| PortPlan {
+            def,
+            rules: rules.iter().filter(|r| r.port == i).cloned().collect(),
+            transmits: false,
+            sockets: Vec::new(),
+        })
         .collect();
     for r in &rules {
         ports[r.port].transmits |= sends_back(r.action);
@@ -106,17 +111,27 @@ pub fn plan(cfg: &Config, cores: &[usize]) -> Plan {
         for (pos, &queue) in p.def.queues.iter().enumerate() {
             let s = sockets.len();
             let core = cores.get(s).copied();
-            let worker = match core.and_then(|c| workers.iter().position(|w: &WorkerPlan| w.core == Some(c))) {
+            let worker = match core
+                .and_then(|c| workers.iter().position(|w: &WorkerPlan| w.core == Some(c)))
+            {
                 Some(w) => {
                     workers[w].sockets.push(s);
                     w
                 }
                 None => {
-                    workers.push(WorkerPlan { core, sockets: vec![s] });
+                    workers.push(WorkerPlan {
+                        core,
+                        sockets: vec![s],
+                    });
                     workers.len() - 1
                 }
             };
-            sockets.push(SocketPlan { port: pi, queue, queue_pos: pos, worker });
+            sockets.push(SocketPlan {
+                port: pi,
+                queue,
+                queue_pos: pos,
+                worker,
+            });
             p.sockets.push(s);
         }
     }
@@ -139,7 +154,12 @@ pub fn plan(cfg: &Config, cores: &[usize]) -> Plan {
         zero_copy,
         multi_buffer: ports.iter().any(|p| p.def.multi_buffer),
     };
-    Plan { ports, sockets, workers, umem }
+    Plan {
+        ports,
+        sockets,
+        workers,
+        umem,
+    }
 }
 
 /// The workers' cores, one per socket (port by port, queue by queue): `configured`
@@ -149,18 +169,29 @@ pub fn plan(cfg: &Config, cores: &[usize]) -> Plan {
 /// device has no node (veth: -1), or a node without an online core, takes from all
 /// online cores, highest first (socket `i` gets the `i`-th highest, as before).
 /// Pure: `node_of` maps a CPU to its node.
-pub fn choose_cores(configured: &[usize], port_sockets: &[usize], nic_node: &[Option<u32>], online: &[usize], node_of: &dyn Fn(usize) -> u32) -> Vec<usize> {
+pub fn choose_cores(
+    configured: &[usize],
+    port_sockets: &[usize],
+    nic_node: &[Option<u32>],
+    online: &[usize],
+    node_of: &dyn Fn(usize) -> u32,
+) -> Vec<usize> {
     if !configured.is_empty() {
         return configured.to_vec();
     }
     if online.is_empty() {
         return Vec::new();
     }
-    let mut taken_on_node: std::collections::BTreeMap<u32, usize> = std::collections::BTreeMap::new();
+    let mut taken_on_node: std::collections::BTreeMap<u32, usize> =
+        std::collections::BTreeMap::new();
     let mut out = Vec::new();
     for (port, &n) in port_sockets.iter().enumerate() {
         let local: Vec<usize> = match nic_node.get(port).copied().flatten() {
-            Some(node) => online.iter().copied().filter(|&c| node_of(c) == node).collect(),
+            Some(node) => online
+                .iter()
+                .copied()
+                .filter(|&c| node_of(c) == node)
+                .collect(),
             None => Vec::new(),
         };
         for _ in 0..n {
@@ -182,7 +213,10 @@ pub fn choose_cores(configured: &[usize], port_sockets: &[usize], nic_node: &[Op
 
 /// Each port's device's NUMA node as sysfs shows it (`None`: no node, e.g. veth).
 pub fn nic_nodes(cfg: &Config) -> Vec<Option<u32>> {
-    cfg.ports().iter().map(|p| pool::Topology::net_device_node(&p.interface)).collect()
+    cfg.ports()
+        .iter()
+        .map(|p| pool::Topology::net_device_node(&p.interface))
+        .collect()
 }
 
 /// [`choose_cores`] on this machine: `workers.cores`, or cores of each NIC's node
@@ -191,9 +225,25 @@ pub fn machine_cores(cfg: &Config, topo: &pool::Topology) -> Vec<usize> {
     let ports = cfg.ports();
     let port_sockets: Vec<usize> = ports.iter().map(|p| p.queues.len()).collect();
     let nodes = nic_nodes(cfg);
-    let cores = choose_cores(cfg.workers.cores.get_ref(), &port_sockets, &nodes, &crate::config::online_cpus(), &|c| topo.node_of_cpu(c as u32));
+    let cores = choose_cores(
+        cfg.workers.cores.get_ref(),
+        &port_sockets,
+        &nodes,
+        &crate::config::online_cpus(),
+        &|c| topo.node_of_cpu(c as u32),
+    );
     if cfg.workers.cores.get_ref().is_empty() {
-        let devs: Vec<String> = ports.iter().zip(&nodes).map(|(p, n)| format!("{} node {}", p.interface, n.map_or("none".into(), |n| n.to_string()))).collect();
+        let devs: Vec<String> = ports
+            .iter()
+            .zip(&nodes)
+            .map(|(p, n)| {
+                format!(
+                    "{} node {}",
+                    p.interface,
+                    n.map_or("none".into(), |n| n.to_string())
+                )
+            })
+            .collect();
         tracing::info!(?cores, "workers.cores is empty: workers on cores {cores:?}, taken from each NIC's NUMA node ({})", devs.join(", "));
     }
     cores
@@ -206,7 +256,12 @@ pub fn umem_topology(cfg: &Config, plan: &Plan, topo: pool::Topology) -> pool::T
     let nodes = nic_nodes(cfg);
     let mut weights = vec![0u32; topo.nodes() as usize];
     for s in &plan.sockets {
-        if let Some(n) = nodes.get(s.port).copied().flatten().filter(|&n| (n as usize) < weights.len()) {
+        if let Some(n) = nodes
+            .get(s.port)
+            .copied()
+            .flatten()
+            .filter(|&n| (n as usize) < weights.len())
+        {
             weights[n as usize] += 1;
         }
     }
@@ -216,10 +271,21 @@ pub fn umem_topology(cfg: &Config, plan: &Plan, topo: pool::Topology) -> pool::T
 /// One rule in the XDP program's form: the same conditions; the action as the
 /// program sees it (to a worker, to the kernel, or dropped in XDP).
 pub fn steer_rule(r: &ValidRule) -> Rule {
-    let matcher = RuleMatch::Fields { proto: r.proto, dst_port: r.dst_port, dst_prefix: r.dst, src_port: r.src_port, src_prefix: r.src, vlan: r.vlan }
-        .normalized();
+    let matcher = RuleMatch::Fields {
+        proto: r.proto,
+        dst_port: r.dst_port,
+        dst_prefix: r.dst,
+        src_port: r.src_port,
+        src_prefix: r.src,
+        vlan: r.vlan,
+    }
+    .normalized();
     let action = match r.action {
-        Action::Drop | Action::L2fwd | Action::Forward | Action::ReflectTwice | Action::Copybreak => RuleAction::Steer,
+        Action::Drop
+        | Action::L2fwd
+        | Action::Forward
+        | Action::ReflectTwice
+        | Action::Copybreak => RuleAction::Steer,
         Action::Pass => RuleAction::Pass,
         Action::Xdpdrop => RuleAction::Drop,
     };
@@ -251,7 +317,9 @@ impl PortPlan {
     /// Whether some rule of this port uses `mac = "neigh"` or a fixed MAC (the
     /// control thread then reads device MACs and neighbours).
     pub fn needs_macs(&self) -> bool {
-        self.rules.iter().any(|r| r.action == Action::Forward && r.mac != crate::config::MacRewrite::Swap)
+        self.rules
+            .iter()
+            .any(|r| r.action == Action::Forward && r.mac != crate::config::MacRewrite::Swap)
     }
 }
 
@@ -317,10 +385,25 @@ action = "drop"
     #[test]
     fn each_namespace_is_listed_once_and_each_port_points_at_its_own() {
         let one = Config::parse(FWD).unwrap().ports();
-        assert_eq!(namespaces(&one), (vec![Some("ns".to_string())], vec![0, 0, 0]));
-        let split = FWD.replacen("netns = \"ns\"\nzero_copy = false", "netns = \"ns2\"\nzero_copy = false", 1).replacen("netns = \"ns\"\n\n[umem]", "\n[umem]", 1);
+        assert_eq!(
+            namespaces(&one),
+            (vec![Some("ns".to_string())], vec![0, 0, 0])
+        );
+        let split = FWD
+            .replacen(
+                "netns = \"ns\"\nzero_copy = false",
+                "netns = \"ns2\"\nzero_copy = false",
+                1,
+            )
+            .replacen("netns = \"ns\"\n\n[umem]", "\n[umem]", 1);
         let two = Config::parse(&split).unwrap().ports();
-        assert_eq!(namespaces(&two), (vec![Some("ns".to_string()), Some("ns2".to_string()), None], vec![0, 1, 2]));
+        assert_eq!(
+            namespaces(&two),
+            (
+                vec![Some("ns".to_string()), Some("ns2".to_string()), None],
+                vec![0, 1, 2]
+            )
+        );
     }
 
     #[test]
@@ -329,16 +412,40 @@ action = "drop"
         let online = [0, 1, 2, 3];
         let node_of = |c: usize| (c % 2) as u32;
         // Configured cores win.
-        assert_eq!(choose_cores(&[5, 6], &[2], &[Some(1)], &online, &node_of), [5, 6]);
+        assert_eq!(
+            choose_cores(&[5, 6], &[2], &[Some(1)], &online, &node_of),
+            [5, 6]
+        );
         // No node (veth): the highest online cores, as before.
-        assert_eq!(choose_cores(&[], &[3], &[None], &online, &node_of), [3, 2, 1]);
+        assert_eq!(
+            choose_cores(&[], &[3], &[None], &online, &node_of),
+            [3, 2, 1]
+        );
         // The NIC on node 1: node 1's cores, highest first, then round again.
-        assert_eq!(choose_cores(&[], &[3], &[Some(1)], &online, &node_of), [3, 1, 3]);
-        assert_eq!(choose_cores(&[], &[2], &[Some(0)], &online, &node_of), [2, 0]);
+        assert_eq!(
+            choose_cores(&[], &[3], &[Some(1)], &online, &node_of),
+            [3, 1, 3]
+        );
+        assert_eq!(
+            choose_cores(&[], &[2], &[Some(0)], &online, &node_of),
+            [2, 0]
+        );
         // Two ports on two nodes; a port without a node keeps the old choice by index.
-        assert_eq!(choose_cores(&[], &[1, 1, 1], &[Some(0), Some(1), None], &online, &node_of), [2, 3, 1]);
+        assert_eq!(
+            choose_cores(
+                &[],
+                &[1, 1, 1],
+                &[Some(0), Some(1), None],
+                &online,
+                &node_of
+            ),
+            [2, 3, 1]
+        );
         // A node with no online core: all online cores.
-        assert_eq!(choose_cores(&[], &[2], &[Some(7)], &online, &node_of), [3, 2]);
+        assert_eq!(
+            choose_cores(&[], &[2], &[Some(7)], &online, &node_of),
+            [3, 2]
+        );
         // One node machine, NIC on node 0: the same as before.
         assert_eq!(choose_cores(&[], &[2], &[Some(0)], &[0, 1], &|_| 0), [1, 0]);
         assert_eq!(choose_cores(&[], &[2], &[None], &[0, 1], &|_| 0), [1, 0]);
@@ -351,18 +458,35 @@ action = "drop"
         let names: Vec<&str> = p.ports.iter().map(|p| p.def.name.as_str()).collect();
         assert_eq!(names, ["in", "out", "mon"]);
         // One socket per (port, queue), in config order, one worker each, cores in order.
-        let s: Vec<(usize, u32, usize, usize)> = p.sockets.iter().map(|s| (s.port, s.queue, s.queue_pos, s.worker)).collect();
+        let s: Vec<(usize, u32, usize, usize)> = p
+            .sockets
+            .iter()
+            .map(|s| (s.port, s.queue, s.queue_pos, s.worker))
+            .collect();
         assert_eq!(s, [(0, 0, 0, 0), (0, 1, 1, 1), (1, 0, 0, 2), (2, 0, 0, 3)]);
-        assert_eq!(p.workers.iter().map(|w| w.core).collect::<Vec<_>>(), [Some(3), Some(2), Some(1), Some(0)]);
+        assert_eq!(
+            p.workers.iter().map(|w| w.core).collect::<Vec<_>>(),
+            [Some(3), Some(2), Some(1), Some(0)]
+        );
         assert_eq!(p.ports[0].sockets, [0, 1]);
         // Rules go to their port; forward's target and the mirror port transmit,
         // the ingress port (which only forwards) binds no TX ring.
         assert_eq!(p.ports[0].rules.len(), 1);
         assert_eq!(p.ports[1].rules.len(), 1);
         assert!(p.ports[2].rules.is_empty());
-        assert_eq!((p.ports[0].transmits, p.ports[1].transmits, p.ports[2].transmits), (false, true, true));
+        assert_eq!(
+            (
+                p.ports[0].transmits,
+                p.ports[1].transmits,
+                p.ports[2].transmits
+            ),
+            (false, true, true)
+        );
         let r = &p.ports[0].rules[0];
-        assert_eq!((r.to, r.mac, r.mirror_to), (Some(1), MacRewrite::Neigh, Some(2)));
+        assert_eq!(
+            (r.to, r.mac, r.mirror_to),
+            (Some(1), MacRewrite::Neigh, Some(2))
+        );
         assert!(p.ports[0].needs_macs() && !p.ports[1].needs_macs());
         assert_eq!(p.ports[0].steer_rules()[0].action, RuleAction::Steer);
         // "out" says false: the one UMEM is copy mode for all.
@@ -370,11 +494,23 @@ action = "drop"
         assert_eq!(p.umem.frames, 65536);
         // Fewer cores than sockets: the rest run unpinned.
         let p = plan(&cfg, &[5]);
-        assert_eq!(p.workers.iter().map(|w| w.core).collect::<Vec<_>>(), [Some(5), None, None, None]);
+        assert_eq!(
+            p.workers.iter().map(|w| w.core).collect::<Vec<_>>(),
+            [Some(5), None, None, None]
+        );
         // Sockets given the same core share one worker: in/0 and out/0 on core 1.
         let p = plan(&cfg, &[1, 2, 1, 2]);
-        assert_eq!(p.workers.iter().map(|w| (w.core, w.sockets.clone())).collect::<Vec<_>>(), [(Some(1), vec![0, 2]), (Some(2), vec![1, 3])]);
-        assert_eq!(p.sockets.iter().map(|s| s.worker).collect::<Vec<_>>(), [0, 1, 0, 1]);
+        assert_eq!(
+            p.workers
+                .iter()
+                .map(|w| (w.core, w.sockets.clone()))
+                .collect::<Vec<_>>(),
+            [(Some(1), vec![0, 2]), (Some(2), vec![1, 3])]
+        );
+        assert_eq!(
+            p.sockets.iter().map(|s| s.worker).collect::<Vec<_>>(),
+            [0, 1, 0, 1]
+        );
     }
 
     #[test]
@@ -384,10 +520,22 @@ action = "drop"
         assert_eq!(p.ports.len(), 1);
         assert_eq!(p.ports[0].def.name, "main");
         assert!(p.ports[0].transmits);
-        assert_eq!(p.umem.zero_copy, ZeroCopy::Off, "[interface] keeps zero_copy = false by default");
+        assert_eq!(
+            p.umem.zero_copy,
+            ZeroCopy::Off,
+            "[interface] keeps zero_copy = false by default"
+        );
         let auto = FWD.replace("zero_copy = false", "zero_copy = \"auto\"");
-        assert_eq!(plan(&Config::parse(&auto).unwrap(), &[]).umem.zero_copy, ZeroCopy::Auto);
-        let on = FWD.replace("zero_copy = false\n", "").replace("netns = \"ns\"\n", "netns = \"ns\"\nzero_copy = true\n");
-        assert_eq!(plan(&Config::parse(&on).unwrap(), &[]).umem.zero_copy, ZeroCopy::On);
+        assert_eq!(
+            plan(&Config::parse(&auto).unwrap(), &[]).umem.zero_copy,
+            ZeroCopy::Auto
+        );
+        let on = FWD
+            .replace("zero_copy = false\n", "")
+            .replace("netns = \"ns\"\n", "netns = \"ns\"\nzero_copy = true\n");
+        assert_eq!(
+            plan(&Config::parse(&on).unwrap(), &[]).umem.zero_copy,
+            ZeroCopy::On
+        );
     }
 }

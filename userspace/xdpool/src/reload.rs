@@ -100,8 +100,15 @@ struct PortList {
 
 impl PortList {
     fn same_as(&self, p: &PortState) -> bool {
-        let sink_ids = |v: &[Option<Arc<FileSink>>]| v.iter().map(|s| s.as_ref().map(|s| s.id)).collect::<Vec<_>>();
-        self.rules == p.plan.rules && self.names == p.names && self.keys == p.keys && sink_ids(&self.sinks) == sink_ids(&p.sinks)
+        let sink_ids = |v: &[Option<Arc<FileSink>>]| {
+            v.iter()
+                .map(|s| s.as_ref().map(|s| s.id))
+                .collect::<Vec<_>>()
+        };
+        self.rules == p.plan.rules
+            && self.names == p.names
+            && self.keys == p.keys
+            && sink_ids(&self.sinks) == sink_ids(&p.sinks)
     }
 }
 
@@ -147,30 +154,89 @@ pub struct Reloader {
 
 impl Reloader {
     /// The reloader of a started instance.
-    pub fn new(config: Config, config_path: Option<PathBuf>, ports: Vec<(PortPlan, Arc<Mutex<Steering>>)>, slots: Vec<Arc<RuleSlot>>, sockets: Vec<Arc<PortShared>>, taps: RuleTaps) -> Arc<Reloader> {
+    pub fn new(
+        config: Config,
+        config_path: Option<PathBuf>,
+        ports: Vec<(PortPlan, Arc<Mutex<Steering>>)>,
+        slots: Vec<Arc<RuleSlot>>,
+        sockets: Vec<Arc<PortShared>>,
+        taps: RuleTaps,
+    ) -> Arc<Reloader> {
         let names = config.rule_names();
         let valid = config.valid_rules();
         let RuleTaps { live, files, sinks } = taps;
-        let generation = ports.iter().map(|(_, st)| st.lock().unwrap_or_else(|e| e.into_inner()).generation()).max().unwrap_or(0);
+        let generation = ports
+            .iter()
+            .map(|(_, st)| st.lock().unwrap_or_else(|e| e.into_inner()).generation())
+            .max()
+            .unwrap_or(0);
         let ports = ports
             .into_iter()
             .enumerate()
             .map(|(i, (plan, steering))| {
-                let names: Vec<Option<String>> = valid.iter().zip(&names).filter(|(r, _)| r.port == i).map(|(_, n)| n.clone()).collect();
-                let sinks = valid.iter().zip(&sinks).filter(|(r, _)| r.port == i).map(|(_, s)| s.clone()).collect();
+                let names: Vec<Option<String>> = valid
+                    .iter()
+                    .zip(&names)
+                    .filter(|(r, _)| r.port == i)
+                    .map(|(_, n)| n.clone())
+                    .collect();
+                let sinks = valid
+                    .iter()
+                    .zip(&sinks)
+                    .filter(|(r, _)| r.port == i)
+                    .map(|(_, s)| s.clone())
+                    .collect();
                 let keys = (0..names.len() as u32).collect();
-                PortState { plan, steering, names, keys, sinks, untag_after: None }
+                PortState {
+                    plan,
+                    steering,
+                    names,
+                    keys,
+                    sinks,
+                    untag_after: None,
+                }
             })
             .collect();
-        let hold = Duration::from_millis(std::env::var("XDPOOL_RELOAD_HOLD_MS").ok().and_then(|v| v.parse().ok()).unwrap_or(0).min(1000));
-        Arc::new(Reloader { state: Mutex::new(State { config, config_path, ports, slots, sockets, live, files, next_key: FIRST_NEW_KEY, generation, reloads: 0, refused: 0, last: None, hold }) })
+        let hold = Duration::from_millis(
+            std::env::var("XDPOOL_RELOAD_HOLD_MS")
+                .ok()
+                .and_then(|v| v.parse().ok())
+                .unwrap_or(0)
+                .min(1000),
+        );
+        Arc::new(Reloader {
+            state: Mutex::new(State {
+                config,
+                config_path,
+                ports,
+                slots,
+                sockets,
+                live,
+                files,
+                next_key: FIRST_NEW_KEY,
+                generation,
+                reloads: 0,
+                refused: 0,
+                last: None,
+                hold,
+            }),
+        })
     }
 
     /// SIGHUP: the config file again (its `[[rule]]` tables).
     pub fn apply_config_file(&self) -> Result<Applied, ReloadError> {
-        let path = self.lock().config_path.clone().ok_or_else(|| ReloadError::Refused("no config file to read again".into()))?;
+        let path = self
+            .lock()
+            .config_path
+            .clone()
+            .ok_or_else(|| ReloadError::Refused("no config file to read again".into()))?;
         let text = std::fs::read_to_string(&path).map_err(|e| {
-            ReloadError::Invalid(ConfigError { key: "-".into(), line: None, message: format!("cannot read the file: {e}"), file: Some(path.clone()) })
+            ReloadError::Invalid(ConfigError {
+                key: "-".into(),
+                line: None,
+                message: format!("cannot read the file: {e}"),
+                file: Some(path.clone()),
+            })
         })?;
         self.apply(&text).map_err(|e| match e {
             ReloadError::Invalid(mut c) => {
@@ -233,7 +299,12 @@ impl Reloader {
         let st = self.lock();
         let mut rules = Vec::new();
         for p in &st.ports {
-            let counts = p.steering.lock().unwrap_or_else(|e| e.into_inner()).rule_counts().unwrap_or_default();
+            let counts = p
+                .steering
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .rule_counts()
+                .unwrap_or_default();
             for (i, r) in p.plan.rules.iter().enumerate() {
                 let c = counts.get(i).copied().unwrap_or(RuleCounts::default());
                 rules.push(json!({
@@ -255,11 +326,20 @@ impl Reloader {
 impl State {
     fn untag_settled(&mut self) {
         for port in &mut self.ports {
-            let Some(wait) = &port.untag_after else { continue };
+            let Some(wait) = &port.untag_after else {
+                continue;
+            };
             if wait.iter().all(|&(s, v)| self.slots[s].settled(v)) {
-                match port.steering.lock().unwrap_or_else(|e| e.into_inner()).set_tagging(false) {
+                match port
+                    .steering
+                    .lock()
+                    .unwrap_or_else(|e| e.into_inner())
+                    .set_tagging(false)
+                {
                     Ok(()) => port.untag_after = None,
-                    Err(e) => tracing::warn!(port = %port.plan.def.name, error = %e, "could not turn frame tagging off; will retry"),
+                    Err(e) => {
+                        tracing::warn!(port = %port.plan.def.name, error = %e, "could not turn frame tagging off; will retry")
+                    }
                 }
             } else {
                 for &(s, v) in wait {
@@ -273,10 +353,16 @@ impl State {
 
     fn apply(&mut self, text: &str) -> Result<Applied, ReloadError> {
         self.untag_settled();
-        let (valid, names, captures) = self.config.parse_rules(text).map_err(ReloadError::Invalid)?;
+        let (valid, names, captures) = self
+            .config
+            .parse_rules(text)
+            .map_err(ReloadError::Invalid)?;
         check_runnable(&valid, &self.ports)?;
         // Files first: a list is refused before any worker sees it when one cannot be written.
-        let sinks = self.files.prepare(&captures).map_err(ReloadError::Refused)?;
+        let sinks = self
+            .files
+            .prepare(&captures)
+            .map_err(ReloadError::Refused)?;
         let mut changed = Vec::new();
         let mut live = Vec::new();
         let mut next_key = self.next_key;
@@ -285,11 +371,31 @@ impl State {
             let idx: Vec<usize> = (0..valid.len()).filter(of_port).collect();
             let rules: Vec<ValidRule> = idx.iter().map(|&i| valid[i].clone()).collect();
             let n: Vec<Option<String>> = idx.iter().map(|&i| names[i].clone()).collect();
-            let keys = assign_keys(&port.plan.rules, &port.names, &port.keys, &rules, &n, &mut next_key);
+            let keys = assign_keys(
+                &port.plan.rules,
+                &port.names,
+                &port.keys,
+                &rules,
+                &n,
+                &mut next_key,
+            );
             for (k, &i) in idx.iter().enumerate() {
-                live.push((i, LiveRule { port: p, key: keys[k], name: n[k].clone(), action: rules[k].action }));
+                live.push((
+                    i,
+                    LiveRule {
+                        port: p,
+                        key: keys[k],
+                        name: n[k].clone(),
+                        action: rules[k].action,
+                    },
+                ));
             }
-            let list = PortList { rules, names: n, keys, sinks: idx.iter().map(|&i| sinks[i].clone()).collect() };
+            let list = PortList {
+                rules,
+                names: n,
+                keys,
+                sinks: idx.iter().map(|&i| sinks[i].clone()).collect(),
+            };
             if !list.same_as(port) {
                 changed.push((p, list));
             }
@@ -298,17 +404,26 @@ impl State {
         // without a tag was then steered before this reload on every port, and the
         // generation below is written into no frame before that.
         for (p, _) in &changed {
-            let tagging = self.ports[*p].steering.lock().unwrap_or_else(|e| e.into_inner()).set_tagging(true);
+            let tagging = self.ports[*p]
+                .steering
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .set_tagging(true);
             if let Err(e) = tagging {
                 // The files opened for this list: closed again.
                 self.settle_files();
                 let port = &self.ports[*p];
-                return Err(ReloadError::Failed(format!("port `{}`: cannot turn frame tagging on: {e}; the old rules stay", port.plan.def.name)));
+                return Err(ReloadError::Failed(format!(
+                    "port `{}`: cannot turn frame tagging on: {e}; the old rules stay",
+                    port.plan.def.name
+                )));
             }
             // Off again once the workers settle (also if nothing below swaps).
             let port = &mut self.ports[*p];
             let sockets = &port.plan.sockets;
-            port.untag_after.get_or_insert_with(Vec::new).extend(sockets.iter().map(|&s| (s, self.slots[s].version())));
+            port.untag_after
+                .get_or_insert_with(Vec::new)
+                .extend(sockets.iter().map(|&s| (s, self.slots[s].version())));
         }
         let generation = next_generation(self.generation);
         let started = Instant::now();
@@ -347,7 +462,10 @@ impl State {
             }
         }
         let swap_ms = started.elapsed().as_secs_f64() * 1e3;
-        let ports_changed: Vec<String> = done.iter().map(|(p, _)| self.ports[*p].plan.def.name.clone()).collect();
+        let ports_changed: Vec<String> = done
+            .iter()
+            .map(|(p, _)| self.ports[*p].plan.def.name.clone())
+            .collect();
         if !ports_changed.is_empty() {
             self.generation = generation;
         }
@@ -359,12 +477,22 @@ impl State {
         if let Ok(cfg) = self.config_with_rules(text) {
             self.config = cfg;
         }
-        Ok(Applied { generation: self.generation, rules: valid.len(), ports_changed, carried, swap_ms })
+        Ok(Applied {
+            generation: self.generation,
+            rules: valid.len(),
+            ports_changed,
+            carried,
+            swap_ms,
+        })
     }
 
     /// Closes (after a grace) every capture file the running lists no longer write.
     fn settle_files(&self) {
-        let live: Vec<Arc<FileSink>> = self.ports.iter().flat_map(|p| p.sinks.iter().flatten().cloned()).collect();
+        let live: Vec<Arc<FileSink>> = self
+            .ports
+            .iter()
+            .flat_map(|p| p.sinks.iter().flatten().cloned())
+            .collect();
         self.files.settle(&live);
     }
 
@@ -387,13 +515,24 @@ impl State {
     /// Hands port `p`'s workers the new list, waits until each took it, then swaps
     /// the XDP side; on failure the workers get the old list back. Returns the
     /// number of rules that carry counters by name.
-    fn swap_port(&mut self, p: usize, list: &PortList, generation: u32) -> Result<usize, ReloadError> {
+    fn swap_port(
+        &mut self,
+        p: usize,
+        list: &PortList,
+        generation: u32,
+    ) -> Result<usize, ReloadError> {
         let (rules, names) = (&list.rules, &list.names);
         let port = &self.ports[p];
         let name = port.plan.def.name.clone();
         let carry: Vec<Option<usize>> = names
             .iter()
-            .map(|n| n.as_ref().and_then(|n| port.names.iter().position(|o| o.as_deref() == Some(n.as_str()))))
+            .map(|n| {
+                n.as_ref().and_then(|n| {
+                    port.names
+                        .iter()
+                        .position(|o| o.as_deref() == Some(n.as_str()))
+                })
+            })
             .collect();
         let mut next = port.plan.clone();
         next.rules = rules.to_vec();
@@ -404,29 +543,38 @@ impl State {
         let versions: Vec<u64> = sockets
             .iter()
             .map(|&s| {
-                let v = self.slots[s].publish(Arc::new(RuleSet::with_taps(generation, classifier.clone(), list.keys.clone(), list.sinks.clone())));
+                let v = self.slots[s].publish(Arc::new(RuleSet::with_taps(
+                    generation,
+                    classifier.clone(),
+                    list.keys.clone(),
+                    list.sinks.clone(),
+                )));
                 self.sockets[s].wake();
                 v
             })
             .collect();
         let deadline = Instant::now() + TAKE_WAIT;
-        let restore = |slots: &[Arc<RuleSlot>], sockets_shared: &[Arc<PortShared>]| -> Vec<(usize, u64)> {
-            sockets
-                .iter()
-                .enumerate()
-                .map(|(k, &s)| {
-                    let v = slots[s].publish(old[k].clone());
-                    slots[s].mark_live(v);
-                    sockets_shared[s].wake();
-                    (s, v)
-                })
-                .collect()
-        };
+        let restore =
+            |slots: &[Arc<RuleSlot>], sockets_shared: &[Arc<PortShared>]| -> Vec<(usize, u64)> {
+                sockets
+                    .iter()
+                    .enumerate()
+                    .map(|(k, &s)| {
+                        let v = slots[s].publish(old[k].clone());
+                        slots[s].mark_live(v);
+                        sockets_shared[s].wake();
+                        (s, v)
+                    })
+                    .collect()
+            };
         for (k, &s) in sockets.iter().enumerate() {
             while !self.slots[s].taken(versions[k]) {
                 if Instant::now() >= deadline {
                     let back = restore(&self.slots, &self.sockets);
-                    self.ports[p].untag_after.get_or_insert_with(Vec::new).extend(back);
+                    self.ports[p]
+                        .untag_after
+                        .get_or_insert_with(Vec::new)
+                        .extend(back);
                     return Err(ReloadError::Failed(format!(
                         "the worker of port `{name}` queue {} did not take the new rules within {} ms (is it stuck? see `xdpool stats`); the old rules stay",
                         self.sockets[s].queue,
@@ -439,22 +587,35 @@ impl State {
         if !self.hold.is_zero() {
             std::thread::sleep(self.hold);
         }
-        let res = port.steering.lock().unwrap_or_else(|e| e.into_inner()).set_rules_carrying(&steer, &carry, generation);
+        let res = port
+            .steering
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .set_rules_carrying(&steer, &carry, generation);
         if let Err(e) = res {
             let back = restore(&self.slots, &self.sockets);
-            self.ports[p].untag_after.get_or_insert_with(Vec::new).extend(back);
+            self.ports[p]
+                .untag_after
+                .get_or_insert_with(Vec::new)
+                .extend(back);
             return Err(ReloadError::Failed(format!("port `{name}`: the XDP program did not take the new rules: {e}; the old rules stay")));
         }
         for (k, &s) in sockets.iter().enumerate() {
             self.slots[s].mark_live(versions[k]);
         }
-        self.ports[p].untag_after.get_or_insert_with(Vec::new).extend(sockets.iter().copied().zip(versions.iter().copied()));
+        self.ports[p]
+            .untag_after
+            .get_or_insert_with(Vec::new)
+            .extend(sockets.iter().copied().zip(versions.iter().copied()));
         Ok(carry.iter().filter(|c| c.is_some()).count())
     }
 }
 
 /// The snapshot with the `rules` section added.
-pub fn with_rules(inner: crate::stats::SnapshotFn, reloader: Arc<Reloader>) -> crate::stats::SnapshotFn {
+pub fn with_rules(
+    inner: crate::stats::SnapshotFn,
+    reloader: Arc<Reloader>,
+) -> crate::stats::SnapshotFn {
     Arc::new(move || {
         let mut v = inner();
         if let Some(o) = v.as_object_mut() {
@@ -493,7 +654,10 @@ pub fn follow_sighup(reloader: Arc<Reloader>) -> SighupWatch {
         .name("xdpool-reload".into())
         .spawn(move || {
             while !stop2.load(Ordering::Relaxed) {
-                if flag.as_ref().is_some_and(|f| f.swap(false, Ordering::SeqCst)) {
+                if flag
+                    .as_ref()
+                    .is_some_and(|f| f.swap(false, Ordering::SeqCst))
+                {
                     tracing::info!("SIGHUP: reading the config file's rules again");
                     let _ = reloader.apply_config_file();
                 }
@@ -517,15 +681,25 @@ impl Drop for SighupWatch {
 /// The keys of a port's new rules: a rule keeps the key of the old rule of its name,
 /// or, unnamed, of the first old unnamed rule with the same match and action not
 /// taken by an earlier one; every other rule gets the next new key.
-pub fn assign_keys(old_rules: &[ValidRule], old_names: &[Option<String>], old_keys: &[u32], rules: &[ValidRule], names: &[Option<String>], next: &mut u32) -> Vec<u32> {
+pub fn assign_keys(
+    old_rules: &[ValidRule],
+    old_names: &[Option<String>],
+    old_keys: &[u32],
+    rules: &[ValidRule],
+    names: &[Option<String>],
+    next: &mut u32,
+) -> Vec<u32> {
     let mut taken = vec![false; old_rules.len()];
     rules
         .iter()
         .zip(names)
         .map(|(r, n)| {
             let same = match n {
-                Some(n) => (0..old_rules.len()).find(|&i| old_names.get(i).cloned().flatten().as_deref() == Some(n.as_str())),
-                None => (0..old_rules.len()).find(|&i| !taken[i] && old_names.get(i).is_none_or(|o| o.is_none()) && old_rules[i] == *r),
+                Some(n) => (0..old_rules.len())
+                    .find(|&i| old_names.get(i).cloned().flatten().as_deref() == Some(n.as_str())),
+                None => (0..old_rules.len()).find(|&i| {
+                    !taken[i] && old_names.get(i).is_none_or(|o| o.is_none()) && old_rules[i] == *r
+                }),
             };
             match same.and_then(|i| old_keys.get(i).map(|k| (i, *k))) {
                 Some((i, k)) if !taken[i] => {
@@ -559,7 +733,11 @@ fn check_runnable(rules: &[ValidRule], ports: &[PortState]) -> Result<(), Reload
     for (i, r) in rules.iter().enumerate() {
         for q in sends_out_of(r) {
             if !ports[q].plan.transmits {
-                let what = if r.mirror_to == Some(q) { "mirror_to".to_string() } else { format!("`{}`", r.action.name()) };
+                let what = if r.mirror_to == Some(q) {
+                    "mirror_to".to_string()
+                } else {
+                    format!("`{}`", r.action.name())
+                };
                 return Err(ReloadError::Refused(format!(
                     "rule[{i}] ({what} on port `{}`) sends frames out of port `{}`, whose sockets have no TX ring (no rule sent frames out of it when xdpool started); \
                      restart xdpool with this rule, or start it with a rule that sends out of `{}`",
@@ -587,13 +765,21 @@ pub fn describe(r: &ValidRule) -> String {
         });
     }
     if let Some((lo, hi)) = r.dst_port {
-        parts.push(if lo == hi { format!("dst_port {lo}") } else { format!("dst_port {lo}-{hi}") });
+        parts.push(if lo == hi {
+            format!("dst_port {lo}")
+        } else {
+            format!("dst_port {lo}-{hi}")
+        });
     }
     if let Some((a, l)) = r.src {
         parts.push(format!("src {a}/{l}"));
     }
     if let Some((lo, hi)) = r.src_port {
-        parts.push(if lo == hi { format!("src_port {lo}") } else { format!("src_port {lo}-{hi}") });
+        parts.push(if lo == hi {
+            format!("src_port {lo}")
+        } else {
+            format!("src_port {lo}-{hi}")
+        });
     }
     if let Some((a, l)) = r.dst {
         parts.push(format!("dst {a}/{l}"));
@@ -611,12 +797,30 @@ mod tests {
     use crate::config::MacRewrite;
 
     fn rule(action: Action, port: usize, to: Option<usize>, mirror_to: Option<usize>) -> ValidRule {
-        ValidRule { proto: Some(17), dst_port: Some((9, 9)), dst: None, src_port: None, src: None, vlan: None, action, port, to, mac: MacRewrite::Swap, mirror_to }
+        ValidRule {
+            proto: Some(17),
+            dst_port: Some((9, 9)),
+            dst: None,
+            src_port: None,
+            src: None,
+            vlan: None,
+            action,
+            port,
+            to,
+            mac: MacRewrite::Swap,
+            mirror_to,
+        }
     }
 
     #[test]
     fn a_rule_keeps_its_key_by_name_or_by_match_and_the_rest_get_new_ones() {
-        let (udp9, udp10) = (rule(Action::Drop, 0, None, None), ValidRule { dst_port: Some((10, 10)), ..rule(Action::Drop, 0, None, None) });
+        let (udp9, udp10) = (
+            rule(Action::Drop, 0, None, None),
+            ValidRule {
+                dst_port: Some((10, 10)),
+                ..rule(Action::Drop, 0, None, None)
+            },
+        );
         let old = [udp9.clone(), udp10.clone(), udp9.clone()];
         let old_names = [None, Some("ten".to_string()), None];
         let old_keys = [0, 1, 2];
@@ -624,25 +828,64 @@ mod tests {
         // Renumbered: a new rule first, `ten` changed its match (a name keeps the key),
         // the unnamed udp9 rules keep theirs in order, a new unnamed one gets a new key.
         let l2 = rule(Action::L2fwd, 0, None, None);
-        let new = [l2.clone(), udp9.clone(), udp9.clone(), ValidRule { dst_port: Some((11, 11)), ..udp10.clone() }, udp9.clone()];
+        let new = [
+            l2.clone(),
+            udp9.clone(),
+            udp9.clone(),
+            ValidRule {
+                dst_port: Some((11, 11)),
+                ..udp10.clone()
+            },
+            udp9.clone(),
+        ];
         let names = [None, None, None, Some("ten".to_string()), None];
-        assert_eq!(assign_keys(&old, &old_names, &old_keys, &new, &names, &mut next), vec![64, 0, 2, 1, 65]);
+        assert_eq!(
+            assign_keys(&old, &old_names, &old_keys, &new, &names, &mut next),
+            vec![64, 0, 2, 1, 65]
+        );
         assert_eq!(next, 66);
         // Unnamed with another action is another rule; a name no old rule had is new.
         let new = [l2, udp10.clone()];
-        assert_eq!(assign_keys(&old, &old_names, &old_keys, &new, &[None, Some("eleven".into())], &mut next), vec![66, 67]);
+        assert_eq!(
+            assign_keys(
+                &old,
+                &old_names,
+                &old_keys,
+                &new,
+                &[None, Some("eleven".into())],
+                &mut next
+            ),
+            vec![66, 67]
+        );
         // Unnamed udp10 is not the named `ten`.
-        assert_eq!(assign_keys(&old, &old_names, &old_keys, &[udp10], &[None], &mut next), vec![68]);
+        assert_eq!(
+            assign_keys(&old, &old_names, &old_keys, &[udp10], &[None], &mut next),
+            vec![68]
+        );
     }
 
     #[test]
     fn rules_name_the_ports_they_send_out_of() {
         assert_eq!(sends_out_of(&rule(Action::L2fwd, 1, None, None)), vec![1]);
-        assert_eq!(sends_out_of(&rule(Action::Forward, 0, Some(2), Some(1))), vec![2, 1]);
+        assert_eq!(
+            sends_out_of(&rule(Action::Forward, 0, Some(2), Some(1))),
+            vec![2, 1]
+        );
         assert!(sends_out_of(&rule(Action::Drop, 0, None, None)).is_empty());
         assert!(sends_out_of(&rule(Action::Pass, 0, None, None)).is_empty());
-        assert_eq!(describe(&rule(Action::Drop, 0, None, None)), "udp dst_port 9");
-        let src = ValidRule { vlan: Some(5), src: Some(("2001:2::".parse().unwrap(), 48)), src_port: Some((1024, 2047)), ..rule(Action::Drop, 0, None, None) };
-        assert_eq!(describe(&src), "vlan 5 udp dst_port 9 src 2001:2::/48 src_port 1024-2047");
+        assert_eq!(
+            describe(&rule(Action::Drop, 0, None, None)),
+            "udp dst_port 9"
+        );
+        let src = ValidRule {
+            vlan: Some(5),
+            src: Some(("2001:2::".parse().unwrap(), 48)),
+            src_port: Some((1024, 2047)),
+            ..rule(Action::Drop, 0, None, None)
+        };
+        assert_eq!(
+            describe(&src),
+            "vlan 5 udp dst_port 9 src 2001:2::/48 src_port 1024-2047"
+        );
     }
 }

@@ -13,7 +13,10 @@ use crate::plan::{plan, Plan};
 use crate::steer::Steering;
 use crate::worker::handoff::Remotes;
 use crate::worker::rules::{RuleSet, RuleSlot};
-use crate::worker::{self, classify::Classifier, Fabric, LaneSpec, PortRings, PortShared, Waker, WorkerCountersSnapshot, WorkerExit, WorkerSpec};
+use crate::worker::{
+    self, classify::Classifier, Fabric, LaneSpec, PortRings, PortShared, Waker,
+    WorkerCountersSnapshot, WorkerExit, WorkerSpec,
+};
 use crate::xsk::XskError;
 use pool::{Region, RegionConfig, Topology};
 use std::io::Write;
@@ -23,8 +26,10 @@ use std::sync::Arc;
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
+pub use crate::summary::{
+    live_line, other_rx_drops, single_buffer_room, summary_text, Drops, Summary,
+};
 pub use crate::worker::fill_target;
-pub use crate::summary::{live_line, other_rx_drops, single_buffer_room, summary_text, Drops, Summary};
 
 /// Options from the command line.
 #[derive(Debug, Clone, Default)]
@@ -73,7 +78,9 @@ fn up_fatal(e: UpError, iface: &str) -> Fatal {
         UpError::Xsk(e) => xsk_fatal(e, iface),
         UpError::Steer(e) => steer_fatal(e, iface),
         UpError::WorkersSlow => Fatal::new(ExitCode::Failure, UpError::WorkersSlow.to_string()),
-        UpError::Netns(e) => Fatal::new(ExitCode::InterfaceMissing, format!("port on {iface}: {e}")),
+        UpError::Netns(e) => {
+            Fatal::new(ExitCode::InterfaceMissing, format!("port on {iface}: {e}"))
+        }
     }
 }
 
@@ -87,7 +94,12 @@ fn warn_if_mtu_needs_multi_buffer(plan: &Plan, spaces: &Spaces) {
     }
     let room = single_buffer_room(plan.umem.chunk_size);
     for (i, p) in plan.ports.iter().enumerate() {
-        let Ok(Ok(Some(mtu))) = spaces.of(i).run(|| crate::device::link_mtu(&p.def.interface)) else { continue };
+        let Ok(Ok(Some(mtu))) = spaces
+            .of(i)
+            .run(|| crate::device::link_mtu(&p.def.interface))
+        else {
+            continue;
+        };
         // Ethernet header.
         let frame = mtu + 14;
         if frame > room {
@@ -98,11 +110,16 @@ fn warn_if_mtu_needs_multi_buffer(plan: &Plan, spaces: &Spaces) {
                  (counted in rx_dropped); set multi_buffer = true for jumbo frames",
                 plan.umem.chunk_size
             );
-        } else if let Some((driver, limit)) = port_zero_copy_limit(p, room).filter(|&(_, limit)| frame > limit) {
+        } else if let Some((driver, limit)) =
+            port_zero_copy_limit(p, room).filter(|&(_, limit)| frame > limit)
+        {
             let bigger = single_buffer_room(4096);
             let fix = if plan.umem.chunk_size < 4096 {
                 let whole = crate::device::zero_copy_rx_limit(&driver, bigger).unwrap_or(bigger);
-                format!("set umem.chunk_size = 4096 (frames up to {whole} B) or an MTU of {} or less", limit - 14)
+                format!(
+                    "set umem.chunk_size = 4096 (frames up to {whole} B) or an MTU of {} or less",
+                    limit - 14
+                )
             } else {
                 format!("set an MTU of {} or less", limit - 14)
             };
@@ -167,7 +184,12 @@ fn find_devices(plan: &Plan, spaces: &Spaces) -> Result<Vec<u32>, Fatal> {
 }
 
 /// The workers' specs from the plan.
-fn worker_specs(plan: &Plan, cfg: &Config, opts: &RunOptions, slots: &[Arc<RuleSlot>]) -> Vec<WorkerSpec> {
+fn worker_specs(
+    plan: &Plan,
+    cfg: &Config,
+    opts: &RunOptions,
+    slots: &[Arc<RuleSlot>],
+) -> Vec<WorkerSpec> {
     plan.workers
         .iter()
         .map(|w| WorkerSpec {
@@ -179,14 +201,25 @@ fn worker_specs(plan: &Plan, cfg: &Config, opts: &RunOptions, slots: &[Arc<RuleS
                 .iter()
                 .map(|&s| {
                     let sp = &plan.sockets[s];
-                    LaneSpec { socket: s, port: sp.port, queue_pos: sp.queue_pos, rules: slots[s].clone(), rings: PortRings { fill: plan.umem.fill, rx: plan.umem.rx } }
+                    LaneSpec {
+                        socket: s,
+                        port: sp.port,
+                        queue_pos: sp.queue_pos,
+                        rules: slots[s].clone(),
+                        rings: PortRings {
+                            fill: plan.umem.fill,
+                            rx: plan.umem.rx,
+                        },
+                    }
                 })
                 .collect(),
             hold_frames: opts.hold_frames as usize,
             copybreak_bytes: *cfg.workers.copybreak_bytes.get_ref(),
             // Validated to 1..=1024.
             busy_poll_budget: *cfg.workers.busy_poll_budget.get_ref() as u16,
-            poll_coalesce: Duration::from_micros(u64::from(*cfg.workers.poll_coalesce_us.get_ref())),
+            poll_coalesce: Duration::from_micros(u64::from(
+                *cfg.workers.poll_coalesce_us.get_ref(),
+            )),
             shed: cfg.workers.tx_bottleneck == crate::config::TxBottleneck::Shed,
         })
         .collect()
@@ -196,7 +229,12 @@ fn worker_specs(plan: &Plan, cfg: &Config, opts: &RunOptions, slots: &[Arc<RuleS
 fn build_fabric(plan: &Plan, neighbours: Arc<Neighbours>) -> Result<Arc<Fabric>, Fatal> {
     let mut wakers = Vec::new();
     for _ in &plan.workers {
-        wakers.push(Waker::new().map_err(|e| Fatal::new(ExitCode::Failure, format!("cannot make a worker's eventfd: {e} (raise ulimit -n)")))?);
+        wakers.push(Waker::new().map_err(|e| {
+            Fatal::new(
+                ExitCode::Failure,
+                format!("cannot make a worker's eventfd: {e} (raise ulimit -n)"),
+            )
+        })?);
     }
     let sockets = plan
         .sockets
@@ -205,7 +243,15 @@ fn build_fabric(plan: &Plan, neighbours: Arc<Neighbours>) -> Result<Arc<Fabric>,
         .map(|(i, s)| {
             let p = &plan.ports[s.port].def;
             // A TX ring's worth of frames may wait for this socket.
-            PortShared::new(i, &p.name, &p.interface, s.queue, plan.workers[s.worker].core, plan.umem.tx as usize, wakers[s.worker].clone())
+            PortShared::new(
+                i,
+                &p.name,
+                &p.interface,
+                s.queue,
+                plan.workers[s.worker].core,
+                plan.umem.tx as usize,
+                wakers[s.worker].clone(),
+            )
         })
         .collect();
     Ok(Arc::new(Fabric {
@@ -219,18 +265,29 @@ fn build_fabric(plan: &Plan, neighbours: Arc<Neighbours>) -> Result<Arc<Fabric>,
 }
 
 /// Starts every worker thread; on failure stops those started.
-fn start_workers(specs: Vec<WorkerSpec>, region: &Arc<Region>, fabric: &Arc<Fabric>, stop: &Arc<AtomicBool>) -> Result<Vec<JoinHandle<Vec<WorkerExit>>>, Fatal> {
+fn start_workers(
+    specs: Vec<WorkerSpec>,
+    region: &Arc<Region>,
+    fabric: &Arc<Fabric>,
+    stop: &Arc<AtomicBool>,
+) -> Result<Vec<JoinHandle<Vec<WorkerExit>>>, Fatal> {
     let mut handles = Vec::new();
     for (i, spec) in specs.into_iter().enumerate() {
         let (region, fabric2, worker_stop) = (region.clone(), fabric.clone(), stop.clone());
-        match std::thread::Builder::new().name(format!("xdpool-w{i}")).spawn(move || worker::run(region, spec, fabric2, worker_stop)) {
+        match std::thread::Builder::new()
+            .name(format!("xdpool-w{i}"))
+            .spawn(move || worker::run(region, spec, fabric2, worker_stop))
+        {
             Ok(h) => handles.push(h),
             Err(e) => {
                 stop_workers(stop, fabric);
                 for h in handles {
                     let _ = h.join();
                 }
-                return Err(Fatal::new(ExitCode::Failure, format!("cannot start a worker thread: {e}")));
+                return Err(Fatal::new(
+                    ExitCode::Failure,
+                    format!("cannot start a worker thread: {e}"),
+                ));
             }
         }
     }
@@ -308,7 +365,10 @@ pub enum NetnsChange {
 }
 
 /// Compares what `/run/netns/NAME` names now (`named`) with the namespace we are in.
-pub fn netns_change(named: Option<crate::netns::NetnsId>, inside: crate::netns::NetnsId) -> NetnsChange {
+pub fn netns_change(
+    named: Option<crate::netns::NetnsId>,
+    inside: crate::netns::NetnsId,
+) -> NetnsChange {
     match named {
         None => NetnsChange::Deleted,
         Some(id) if id == inside => NetnsChange::Same,
@@ -335,7 +395,9 @@ pub fn run(cfg: &Config, opts: &RunOptions) -> Result<Summary, Fatal> {
     let mut cfg = cfg.clone();
     cfg.resolve_all_queues(|dev, ns| {
         let g = names.iter().position(|n| n.as_deref() == ns).unwrap_or(0);
-        spaces.list[g].run(|| crate::netns::rx_queues(dev).map(|q| q.max).unwrap_or(1)).unwrap_or(1)
+        spaces.list[g]
+            .run(|| crate::netns::rx_queues(dev).map(|q| q.max).unwrap_or(1))
+            .unwrap_or(1)
     })
     .map_err(|e| Fatal::new(ExitCode::Usage, e))?;
     let cfg = &cfg;
@@ -349,14 +411,22 @@ pub fn run(cfg: &Config, opts: &RunOptions) -> Result<Summary, Fatal> {
     let plan = plan(cfg, &crate::plan::machine_cores(cfg, &Topology::detect()));
     let ifindexes = find_devices(&plan, &spaces)?;
     warn_if_mtu_needs_multi_buffer(&plan, &spaces);
-    let stop_signal: &'static AtomicBool = crate::signal::install_stop_flag()
-        .map_err(|e| Fatal::new(ExitCode::Failure, format!("cannot install the SIGINT/SIGTERM handler: {e}")))?;
+    let stop_signal: &'static AtomicBool = crate::signal::install_stop_flag().map_err(|e| {
+        Fatal::new(
+            ExitCode::Failure,
+            format!("cannot install the SIGINT/SIGTERM handler: {e}"),
+        )
+    })?;
     // Subscribed before anything is attached, so no event of our devices is missed;
     // one watcher in each namespace.
     let mut watchers = Vec::new();
     for ns in &spaces.list {
-        let w = ns.run(LinkWatcher::start).map_err(|e| Fatal::new(ExitCode::Failure, e.to_string()))?;
-        watchers.push(w.map_err(|e| Fatal::new(ExitCode::Failure, format!("{e} (in {})", ns.label())))?);
+        let w = ns
+            .run(LinkWatcher::start)
+            .map_err(|e| Fatal::new(ExitCode::Failure, e.to_string()))?;
+        watchers.push(
+            w.map_err(|e| Fatal::new(ExitCode::Failure, format!("{e} (in {})", ns.label())))?,
+        );
     }
     let mut rt = start(cfg, opts, plan, &ifindexes, watchers, spaces)?;
     tracing::info!(ports = ?rt.lc.ports.iter().map(|p| (&p.name, &p.iface, p.attached)).collect::<Vec<_>>(), "attached; workers running");
@@ -365,41 +435,89 @@ pub fn run(cfg: &Config, opts: &RunOptions) -> Result<Summary, Fatal> {
     let snapshot_fn = crate::summary::make_snapshot_fn(
         plan_iface(&rt.plan),
         rt.fabric.sockets.clone(),
-        rt.lc.ports.iter().map(|p| (p.name.clone(), p.steering.clone())).collect(),
+        rt.lc
+            .ports
+            .iter()
+            .map(|p| (p.name.clone(), p.steering.clone()))
+            .collect(),
         rt.region.clone(),
         rt.device.clone(),
         started,
     );
-    let live = Arc::new(crate::capture::live::LiveRules::at_start(&cfg.valid_rules(), &cfg.rule_names()));
+    let live = Arc::new(crate::capture::live::LiveRules::at_start(
+        &cfg.valid_rules(),
+        &cfg.rule_names(),
+    ));
     let reloader = crate::reload::Reloader::new(
         cfg.clone(),
         opts.config_path.clone(),
-        rt.plan.ports.iter().cloned().zip(rt.lc.ports.iter().map(|p| p.steering.clone())).collect(),
+        rt.plan
+            .ports
+            .iter()
+            .cloned()
+            .zip(rt.lc.ports.iter().map(|p| p.steering.clone()))
+            .collect(),
         rt.slots.clone(),
         rt.fabric.sockets.clone(),
-        crate::reload::RuleTaps { live: live.clone(), files: rt.files.clone(), sinks: rt.sinks.clone() },
+        crate::reload::RuleTaps {
+            live: live.clone(),
+            files: rt.files.clone(),
+            sinks: rt.sinks.clone(),
+        },
     );
     let snapshot_fn = crate::reload::with_rules(snapshot_fn, reloader.clone());
-    let _servers = crate::stats::start_servers(cfg, &snapshot_fn, Some(crate::reload::control_handler(reloader.clone())));
+    let _servers = crate::stats::start_servers(
+        cfg,
+        &snapshot_fn,
+        Some(crate::reload::control_handler(reloader.clone())),
+    );
     let _sighup = crate::reload::follow_sighup(reloader);
     crate::capture::session::enable(&_servers, live, &rt.plan, &rt.fabric);
-    let seen = control_loop(&mut rt, opts, stop_signal, &snapshot_fn, started, cfg.stats.live && !opts.quiet, &mut service);
-    service.stopping(if seen.device_gone { "a device went away: draining" } else { "stopping: draining and detaching" });
+    let seen = control_loop(
+        &mut rt,
+        opts,
+        stop_signal,
+        &snapshot_fn,
+        started,
+        cfg.stats.live && !opts.quiet,
+        &mut service,
+    );
+    service.stopping(if seen.device_gone {
+        "a device went away: draining"
+    } else {
+        "stopping: draining and detaching"
+    });
     finish(rt, opts, seen, started)
 }
 
 fn plan_iface(plan: &Plan) -> String {
-    plan.ports.first().map(|p| p.def.interface.clone()).unwrap_or_default()
+    plan.ports
+        .first()
+        .map(|p| p.def.interface.clone())
+        .unwrap_or_default()
 }
 
 /// Builds the UMEM, the workers and the programs, and brings every port up.
-fn start(cfg: &Config, opts: &RunOptions, plan: Plan, ifindexes: &[u32], watchers: Vec<LinkWatcher>, spaces: Spaces) -> Result<Running, Fatal> {
-    let region = Region::new(RegionConfig { frames: plan.umem.frames, chunk_size: plan.umem.chunk_size, hugepages: plan.umem.hugepages, topology: crate::plan::umem_topology(cfg, &plan, Topology::detect()) })
-        .map_err(|e| Fatal::new(ExitCode::Failure, format!("cannot build the UMEM: {e}")))?;
+fn start(
+    cfg: &Config,
+    opts: &RunOptions,
+    plan: Plan,
+    ifindexes: &[u32],
+    watchers: Vec<LinkWatcher>,
+    spaces: Spaces,
+) -> Result<Running, Fatal> {
+    let region = Region::new(RegionConfig {
+        frames: plan.umem.frames,
+        chunk_size: plan.umem.chunk_size,
+        hugepages: plan.umem.hugepages,
+        topology: crate::plan::umem_topology(cfg, &plan, Topology::detect()),
+    })
+    .map_err(|e| Fatal::new(ExitCode::Failure, format!("cannot build the UMEM: {e}")))?;
     let mut steerings = Vec::new();
     for p in &plan.ports {
         let mut st = Steering::load().map_err(|e| steer_fatal(e, &p.def.interface))?;
-        st.set_rules(&p.steer_rules()).map_err(|e| steer_fatal(e, &p.def.interface))?;
+        st.set_rules(&p.steer_rules())
+            .map_err(|e| steer_fatal(e, &p.def.interface))?;
         // Multi-buffer sockets take frames longer than a buffer: the xdp.frags program.
         st.require_frags(plan.umem.multi_buffer);
         steerings.push(st);
@@ -408,30 +526,88 @@ fn start(cfg: &Config, opts: &RunOptions, plan: Plan, ifindexes: &[u32], watcher
     let fabric = build_fabric(&plan, neighbours)?;
     let stop = Arc::new(AtomicBool::new(false));
     // The rules' capture files, created before any frame flows.
-    let files = crate::capture::file::FileCaptures::start(fabric.file_capture.clone(), crate::capture::session::interfaces(&plan).into_iter().flat_map(|(_, i)| i).collect());
-    let sinks = files.prepare(&cfg.rule_captures()).map_err(|e| Fatal::new(ExitCode::Usage, e))?;
+    let files = crate::capture::file::FileCaptures::start(
+        fabric.file_capture.clone(),
+        crate::capture::session::interfaces(&plan)
+            .into_iter()
+            .flat_map(|(_, i)| i)
+            .collect(),
+    );
+    let sinks = files
+        .prepare(&cfg.rule_captures())
+        .map_err(|e| Fatal::new(ExitCode::Usage, e))?;
     files.settle(&sinks.iter().flatten().cloned().collect::<Vec<_>>());
     let valid = cfg.valid_rules();
-    let port_sinks = |p: usize| valid.iter().zip(&sinks).filter(|(r, _)| r.port == p).map(|(_, s)| s.clone()).collect::<Vec<_>>();
+    let port_sinks = |p: usize| {
+        valid
+            .iter()
+            .zip(&sinks)
+            .filter(|(r, _)| r.port == p)
+            .map(|(_, s)| s.clone())
+            .collect::<Vec<_>>()
+    };
     // The workers' side of each port's rules, under the generation its program tags with.
     let slots: Vec<Arc<RuleSlot>> = plan
         .sockets
         .iter()
-        .map(|sp| RuleSlot::with_set(RuleSet::with_taps(steerings[sp.port].generation(), Classifier::new(plan.ports[sp.port].rules.clone()), Vec::new(), port_sinks(sp.port))))
+        .map(|sp| {
+            RuleSlot::with_set(RuleSet::with_taps(
+                steerings[sp.port].generation(),
+                Classifier::new(plan.ports[sp.port].rules.clone()),
+                Vec::new(),
+                port_sinks(sp.port),
+            ))
+        })
         .collect();
-    let handles = start_workers(worker_specs(&plan, cfg, opts, &slots), &region, &fabric, &stop)?;
+    let handles = start_workers(
+        worker_specs(&plan, cfg, opts, &slots),
+        &region,
+        &fabric,
+        &stop,
+    )?;
     let device = DeviceStats::new(ifindexes.first().copied().unwrap_or(0));
     let netns = spaces
         .list
         .iter()
         .enumerate()
-        .filter_map(|(group, ns)| ns.name().map(|name| NetnsFollow { name: name.to_string(), group, home: group == spaces.of_port[0], gone_logged: false, left: false }))
+        .filter_map(|(group, ns)| {
+            ns.name().map(|name| NetnsFollow {
+                name: name.to_string(),
+                group,
+                home: group == spaces.of_port[0],
+                gone_logged: false,
+                left: false,
+            })
+        })
         .collect();
-    let mut lc = Lifecycle::new(&plan, region.clone(), fabric.sockets.clone(), steerings, opts.xdp_mode, device.clone(), spaces.list, &spaces.of_port);
+    let mut lc = Lifecycle::new(
+        &plan,
+        region.clone(),
+        fabric.sockets.clone(),
+        steerings,
+        opts.xdp_mode,
+        device.clone(),
+        spaces.list,
+        &spaces.of_port,
+    );
     if plan.ports.iter().any(|p| p.needs_macs()) {
         lc.follow_macs(fabric.neighbours.clone());
     }
-    let mut rt = Running { plan, region, fabric, lc, handles, stop, watchers, device, netns, netns_gone: false, slots, files, sinks };
+    let mut rt = Running {
+        plan,
+        region,
+        fabric,
+        lc,
+        handles,
+        stop,
+        watchers,
+        device,
+        netns,
+        netns_gone: false,
+        slots,
+        files,
+        sinks,
+    };
     if let Err((p, e)) = rt.lc.start(ifindexes) {
         let iface = rt.plan.ports[p].def.interface.clone();
         rt.lc.bring_down_all();
@@ -459,9 +635,18 @@ struct Seen {
 
 /// The control loop: link events as they come (at most 20 ms late), each program
 /// checked every 100 ms, rates sampled every 100 ms, the live line every second.
-fn control_loop(rt: &mut Running, opts: &RunOptions, stop_signal: &AtomicBool, snapshot_fn: &crate::stats::SnapshotFn, started: Instant, live: bool, service: &mut crate::service::Service) -> Seen {
+fn control_loop(
+    rt: &mut Running,
+    opts: &RunOptions,
+    stop_signal: &AtomicBool,
+    snapshot_fn: &crate::stats::SnapshotFn,
+    started: Instant,
+    live: bool,
+    service: &mut crate::service::Service,
+) -> Seen {
     let mut seen = Seen::default();
-    let (mut last_line, mut last_sample, mut last_prog_check) = (Instant::now(), Instant::now(), Instant::now());
+    let (mut last_line, mut last_sample, mut last_prog_check) =
+        (Instant::now(), Instant::now(), Instant::now());
     let (mut last_rx, mut sample_rx) = (0u64, 0u64);
     let mut recheck = Backoff::new();
     let needs_macs = rt.plan.ports.iter().any(|p| p.needs_macs());
@@ -493,7 +678,12 @@ fn control_loop(rt: &mut Running, opts: &RunOptions, stop_signal: &AtomicBool, s
         }
         if last_sample.elapsed() >= Duration::from_millis(100) {
             last_sample = Instant::now();
-            let rx: u64 = rt.fabric.sockets.iter().map(|w| w.counters.rx_packets.load(Ordering::Relaxed)).sum();
+            let rx: u64 = rt
+                .fabric
+                .sockets
+                .iter()
+                .map(|w| w.counters.rx_packets.load(Ordering::Relaxed))
+                .sum();
             if rx != sample_rx {
                 let now = Instant::now();
                 seen.first.get_or_insert(now);
@@ -506,7 +696,10 @@ fn control_loop(rt: &mut Running, opts: &RunOptions, stop_signal: &AtomicBool, s
                 last_line = Instant::now();
                 last_rx = rx;
                 if live {
-                    eprintln!("{}", live_line(&snapshot_fn(), started.elapsed().as_secs_f64(), pps));
+                    eprintln!(
+                        "{}",
+                        live_line(&snapshot_fn(), started.elapsed().as_secs_f64(), pps)
+                    );
                 }
             }
         }
@@ -538,13 +731,23 @@ struct Readiness {
 
 impl Readiness {
     fn new() -> Readiness {
-        Readiness { said: false, since: Instant::now(), logged: None, warned: false, last_check: None }
+        Readiness {
+            said: false,
+            since: Instant::now(),
+            logged: None,
+            warned: false,
+            last_check: None,
+        }
     }
 
     /// Checks every 10 ms until ready; says what it waits for when that changes,
     /// and warns once when the wait passes CARRIER_WARN_AFTER (it keeps waiting).
     fn check(&mut self, rt: &Running, opts: &RunOptions, service: &mut crate::service::Service) {
-        if self.said || self.last_check.is_some_and(|t| t.elapsed() < Duration::from_millis(10)) {
+        if self.said
+            || self
+                .last_check
+                .is_some_and(|t| t.elapsed() < Duration::from_millis(10))
+        {
             return;
         }
         self.last_check = Some(Instant::now());
@@ -552,8 +755,17 @@ impl Readiness {
         match waiting {
             None => {
                 self.said = true;
-                let ports = rt.lc.ports.iter().map(|p| format!("{} ({} queues {:?})", p.name, p.iface, p.served)).collect::<Vec<_>>().join(", ");
-                tracing::info!(waited_ms = self.since.elapsed().as_secs_f64() * 1e3, "ready: every port attached with carrier up: {ports}");
+                let ports = rt
+                    .lc
+                    .ports
+                    .iter()
+                    .map(|p| format!("{} ({} queues {:?})", p.name, p.iface, p.served))
+                    .collect::<Vec<_>>()
+                    .join(", ");
+                tracing::info!(
+                    waited_ms = self.since.elapsed().as_secs_f64() * 1e3,
+                    "ready: every port attached with carrier up: {ports}"
+                );
                 if opts.ready_line {
                     println!("ready");
                     let _ = std::io::stdout().flush();
@@ -586,7 +798,12 @@ fn refresh_macs(rt: &mut Running) {
 }
 
 /// Link events, socket errors, program checks and re-attach attempts, port by port.
-fn follow_devices(rt: &mut Running, opts: &RunOptions, recheck: &mut Backoff, last_prog_check: &mut Instant) {
+fn follow_devices(
+    rt: &mut Running,
+    opts: &RunOptions,
+    recheck: &mut Backoff,
+    last_prog_check: &mut Instant,
+) {
     // Each namespace's events go to its own ports only: an ifindex (and a name)
     // means a device within one namespace.
     let mut events: Vec<(usize, LinkEvent)> = Vec::new();
@@ -601,20 +818,35 @@ fn follow_devices(rt: &mut Running, opts: &RunOptions, recheck: &mut Backoff, la
             if rt.lc.ports[p].ns != *g {
                 continue;
             }
-            match decide(ev, rt.lc.ports[p].attached, rt.lc.ports[p].lost, &rt.lc.ports[p].iface.clone()) {
+            match decide(
+                ev,
+                rt.lc.ports[p].attached,
+                rt.lc.ports[p].lost,
+                &rt.lc.ports[p].iface.clone(),
+            ) {
                 Decision::Lost(kind) => {
                     rt.lc.lose(p, kind);
                     recheck.reset();
                 }
                 Decision::Reclassified(kind) => rt.lc.reclassify(p, kind),
-                Decision::Appeared { ifindex } if !opts.no_reattach => rt.lc.attach_early(p, ifindex),
-                Decision::Returned { ifindex } if !opts.no_reattach && !rt.lc.try_reattach(p, ifindex, Instant::now()) => recheck.reset(),
+                Decision::Appeared { ifindex } if !opts.no_reattach => {
+                    rt.lc.attach_early(p, ifindex)
+                }
+                Decision::Returned { ifindex }
+                    if !opts.no_reattach && !rt.lc.try_reattach(p, ifindex, Instant::now()) =>
+                {
+                    recheck.reset()
+                }
                 _ => {}
             }
         }
     }
     for p in 0..rt.lc.ports.len() {
-        let gone = rt.lc.ports[p].attached.is_some() && rt.plan.ports[p].sockets.iter().any(|&s| rt.fabric.sockets[s].device_gone.load(Ordering::Relaxed));
+        let gone = rt.lc.ports[p].attached.is_some()
+            && rt.plan.ports[p]
+                .sockets
+                .iter()
+                .any(|&s| rt.fabric.sockets[s].device_gone.load(Ordering::Relaxed));
         if gone {
             rt.lc.lose(p, LossKind::SocketError);
             recheck.reset();
@@ -638,7 +870,10 @@ fn follow_devices(rt: &mut Running, opts: &RunOptions, recheck: &mut Backoff, la
         // Netlink events can be lost on overrun: look for the devices directly.
         for p in 0..rt.lc.ports.len() {
             if rt.lc.ports[p].attached.is_none() {
-                if let Ok(Ok(Some(link))) = rt.lc.in_netns(p, || crate::device::find_link(&rt.lc.ports[p].iface)) {
+                if let Ok(Ok(Some(link))) = rt
+                    .lc
+                    .in_netns(p, || crate::device::find_link(&rt.lc.ports[p].iface))
+                {
                     if link.up {
                         rt.lc.try_reattach(p, link.ifindex, Instant::now());
                     }
@@ -686,7 +921,9 @@ fn follow_one_netns(rt: &mut Running, opts: &RunOptions, i: usize) -> bool {
     }
     let (name, home) = (ns.name.clone(), ns.home);
     let was_left = std::mem::replace(&mut ns.left, true);
-    let ports: Vec<usize> = (0..rt.lc.ports.len()).filter(|&p| rt.lc.ports[p].ns == group).collect();
+    let ports: Vec<usize> = (0..rt.lc.ports.len())
+        .filter(|&p| rt.lc.ports[p].ns == group)
+        .collect();
     if opts.no_reattach {
         tracing::error!(netns = %name, ?change, "network namespace `{name}` was {}; exiting (--no-reattach)", if change == NetnsChange::Deleted { "deleted" } else { "replaced by a new one of that name" });
         rt.lc.device.lost(LossKind::NetnsReplaced);
@@ -716,8 +953,12 @@ fn follow_one_netns(rt: &mut Running, opts: &RunOptions, i: usize) -> bool {
     rt.netns[i].left = false;
     match rt.lc.netns[group].run(LinkWatcher::start) {
         Ok(Ok(w)) => rt.watchers[group] = w,
-        Ok(Err(e)) => tracing::error!(error = %e, "cannot watch link events in the new namespace; devices are looked for every 200 ms"),
-        Err(e) => tracing::error!(error = %e, "cannot enter the new namespace to watch its links; devices are looked for every 200 ms"),
+        Ok(Err(e)) => {
+            tracing::error!(error = %e, "cannot watch link events in the new namespace; devices are looked for every 200 ms")
+        }
+        Err(e) => {
+            tracing::error!(error = %e, "cannot enter the new namespace to watch its links; devices are looked for every 200 ms")
+        }
     }
     tracing::info!(netns = %name, "following the new namespace `{name}`; waiting for the devices there");
     true
@@ -726,7 +967,9 @@ fn follow_one_netns(rt: &mut Running, opts: &RunOptions, i: usize) -> bool {
 /// Each attached port's program still on its device? Re-attach it if not.
 fn check_programs(rt: &mut Running, opts: &RunOptions, recheck: &mut Backoff) {
     for p in 0..rt.lc.ports.len() {
-        let Some(ifx) = rt.lc.ports[p].attached else { continue };
+        let Some(ifx) = rt.lc.ports[p].attached else {
+            continue;
+        };
         match rt.lc.program_present(p, ifx) {
             Some(true) => {}
             Some(false) => {
@@ -747,17 +990,36 @@ fn check_programs(rt: &mut Running, opts: &RunOptions, recheck: &mut Backoff) {
 }
 
 /// Teardown (detach first, then drain, reclaim, close), workers joined, summary.
-fn finish(mut rt: Running, opts: &RunOptions, seen: Seen, started: Instant) -> Result<Summary, Fatal> {
+fn finish(
+    mut rt: Running,
+    opts: &RunOptions,
+    seen: Seen,
+    started: Instant,
+) -> Result<Summary, Fatal> {
     let duration_s = started.elapsed().as_secs_f64();
-    let rt_netns = Some(rt.netns.iter().map(|n| n.name.clone()).collect::<Vec<_>>().join(", ")).filter(|n| !n.is_empty());
+    let rt_netns = Some(
+        rt.netns
+            .iter()
+            .map(|n| n.name.clone())
+            .collect::<Vec<_>>()
+            .join(", "),
+    )
+    .filter(|n| !n.is_empty());
     rt.lc.bring_down_all();
-    let xdp = crate::summary::sum_xdp((0..rt.lc.ports.len()).map(|p| rt.lc.steering(p).counters().unwrap_or_default()));
+    let xdp = crate::summary::sum_xdp(
+        (0..rt.lc.ports.len()).map(|p| rt.lc.steering(p).counters().unwrap_or_default()),
+    );
     stop_workers(&rt.stop, &rt.fabric);
     let mut exits = Vec::new();
     for h in rt.handles.drain(..) {
         match h.join() {
             Ok(e) => exits.extend(e),
-            Err(_) => return Err(Fatal::new(ExitCode::Failure, "a worker thread panicked; see the message above")),
+            Err(_) => {
+                return Err(Fatal::new(
+                    ExitCode::Failure,
+                    "a worker thread panicked; see the message above",
+                ))
+            }
         }
     }
     // Every copy the workers made is written; each capture file flushed and closed.
@@ -767,7 +1029,10 @@ fn finish(mut rt: Running, opts: &RunOptions, seen: Seen, started: Instant) -> R
         rt.lc
             .in_netns(i, || match crate::device::find_link(&p.iface) {
                 Ok(Some(link)) => matches!(crate::steer::xdp_program_on(link.ifindex), Ok(Some(_))),
-                _ => p.last_ifindex != 0 && matches!(crate::steer::xdp_program_on(p.last_ifindex), Ok(Some(_))),
+                _ => {
+                    p.last_ifindex != 0
+                        && matches!(crate::steer::xdp_program_on(p.last_ifindex), Ok(Some(_)))
+                }
             })
             .unwrap_or(false)
     });
@@ -786,7 +1051,12 @@ fn finish(mut rt: Running, opts: &RunOptions, seen: Seen, started: Instant) -> R
     drop(rt);
     if let Some(path) = &opts.summary_json {
         let text = serde_json::to_string_pretty(&summary).expect("summary serializes");
-        std::fs::write(path, text).map_err(|e| Fatal::new(ExitCode::Failure, format!("cannot write {}: {e}", path.display())))?;
+        std::fs::write(path, text).map_err(|e| {
+            Fatal::new(
+                ExitCode::Failure,
+                format!("cannot write {}: {e}", path.display()),
+            )
+        })?;
     }
     if seen.netns_gone {
         return Err(Fatal::new(
@@ -834,6 +1104,9 @@ mod tests {
     fn a_namespace_is_followed_by_its_inode() {
         assert_eq!(netns_change(Some((4, 100)), (4, 100)), NetnsChange::Same);
         assert_eq!(netns_change(None, (4, 100)), NetnsChange::Deleted);
-        assert_eq!(netns_change(Some((4, 101)), (4, 100)), NetnsChange::Replaced);
+        assert_eq!(
+            netns_change(Some((4, 101)), (4, 100)),
+            NetnsChange::Replaced
+        );
     }
 }

@@ -19,11 +19,23 @@ impl Service {
     /// Reads `NOTIFY_SOCKET`, `WATCHDOG_USEC` and `WATCHDOG_PID` from the environment.
     pub fn from_env() -> Service {
         let enabled = std::env::var_os("NOTIFY_SOCKET").is_some();
-        let watchdog_every = if enabled { sd_notify::watchdog_enabled().map(|t| t / 2) } else { None };
+        let watchdog_every = if enabled {
+            sd_notify::watchdog_enabled().map(|t| t / 2)
+        } else {
+            None
+        };
         if let Some(every) = watchdog_every {
-            tracing::info!(ping_every_ms = every.as_millis() as u64, "systemd watchdog enabled");
+            tracing::info!(
+                ping_every_ms = every.as_millis() as u64,
+                "systemd watchdog enabled"
+            );
         }
-        Service { enabled, watchdog_every, last_ping: Instant::now(), warned: false }
+        Service {
+            enabled,
+            watchdog_every,
+            last_ping: Instant::now(),
+            warned: false,
+        }
     }
 
     /// Whether a service manager listens.
@@ -33,7 +45,10 @@ impl Service {
 
     /// Every port attached and its workers running.
     pub fn ready(&mut self, status: &str) {
-        self.send(&[sd_notify::NotifyState::Ready, sd_notify::NotifyState::Status(status)]);
+        self.send(&[
+            sd_notify::NotifyState::Ready,
+            sd_notify::NotifyState::Status(status),
+        ]);
         self.last_ping = Instant::now();
     }
 
@@ -54,7 +69,10 @@ impl Service {
 
     /// Shutdown started (signal, --duration, or a fatal device loss).
     pub fn stopping(&mut self, status: &str) {
-        self.send(&[sd_notify::NotifyState::Stopping, sd_notify::NotifyState::Status(status)]);
+        self.send(&[
+            sd_notify::NotifyState::Stopping,
+            sd_notify::NotifyState::Status(status),
+        ]);
     }
 
     fn send(&mut self, state: &[sd_notify::NotifyState]) {
@@ -104,7 +122,10 @@ mod tests {
         svc.stopping("signal received");
         assert_eq!(next(), "STOPPING=1\nSTATUS=signal received\n");
         sock.set_nonblocking(true).unwrap();
-        assert!(sock.recv(&mut buf).is_err(), "the watchdog must not be pinged before it is due");
+        assert!(
+            sock.recv(&mut buf).is_err(),
+            "the watchdog must not be pinged before it is due"
+        );
         // SAFETY: as above.
         unsafe {
             std::env::remove_var("NOTIFY_SOCKET");

@@ -13,7 +13,11 @@ extern "C" fn on_stop_signal(_: libc::c_int) {
 /// Blocking calls are restarted, so a measurement in progress finishes (it is bounded).
 pub fn install_stop_flag() -> Result<&'static AtomicBool, nix::Error> {
     use nix::sys::signal::{sigaction, SaFlags, SigAction, SigHandler, SigSet, Signal};
-    let action = SigAction::new(SigHandler::Handler(on_stop_signal), SaFlags::SA_RESTART, SigSet::empty());
+    let action = SigAction::new(
+        SigHandler::Handler(on_stop_signal),
+        SaFlags::SA_RESTART,
+        SigSet::empty(),
+    );
     for sig in [Signal::SIGINT, Signal::SIGTERM] {
         // SAFETY: the handler only stores to a static atomic, which is async-signal-safe.
         unsafe { sigaction(sig, &action) }?;
@@ -30,7 +34,11 @@ extern "C" fn on_reload_signal(_: libc::c_int) {
 /// Installs a SIGHUP handler that sets the returned flag (and nothing else).
 pub fn install_reload_flag() -> Result<&'static AtomicBool, nix::Error> {
     use nix::sys::signal::{sigaction, SaFlags, SigAction, SigHandler, SigSet, Signal};
-    let action = SigAction::new(SigHandler::Handler(on_reload_signal), SaFlags::SA_RESTART, SigSet::empty());
+    let action = SigAction::new(
+        SigHandler::Handler(on_reload_signal),
+        SaFlags::SA_RESTART,
+        SigSet::empty(),
+    );
     // SAFETY: the handler only stores to a static atomic, which is async-signal-safe.
     unsafe { sigaction(Signal::SIGHUP, &action) }?;
     Ok(&RELOAD)

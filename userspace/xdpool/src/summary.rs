@@ -89,7 +89,6 @@ pub struct Drops {
     pub xdp_no_socket: u64,
 }
 
-
 /// What the summary is made of.
 pub struct Parts<'a> {
     /// The plan run.
@@ -122,7 +121,11 @@ pub fn build(p: Parts<'_>) -> Summary {
         tracing::error!("frame accounting failed: {e}");
     }
     let mut counters = WorkerCountersSnapshot::default();
-    let mut drops = Drops { xdp_malformed: p.xdp.malformed, xdp_no_socket: p.xdp.no_socket, ..Drops::default() };
+    let mut drops = Drops {
+        xdp_malformed: p.xdp.malformed,
+        xdp_no_socket: p.xdp.no_socket,
+        ..Drops::default()
+    };
     for e in &p.exits {
         counters += e.counters;
         drops.rx_ring_full += e.xsk.rx_ring_full;
@@ -132,7 +135,9 @@ pub fn build(p: Parts<'_>) -> Summary {
     }
     // A teardown whose accounting or pool audit failed (a frame lost or doubled then)
     // fails the run too, even if the end adds up.
-    let accounting_ok = accounting_ok && p.device.teardown_accounting_failures == 0 && counters.teardown_audit_failures == 0;
+    let accounting_ok = accounting_ok
+        && p.device.teardown_accounting_failures == 0
+        && counters.teardown_audit_failures == 0;
     drops.action_drop = counters.action_drop;
     drops.rejected_descs = counters.rx_rejected + counters.completion_rejected;
     drops.tx_ring_full = counters.tx_ring_full_drop;
@@ -145,15 +150,29 @@ pub fn build(p: Parts<'_>) -> Summary {
         _ => 0.0,
     };
     Summary {
-        interface: p.plan.ports.first().map(|x| x.def.interface.clone()).unwrap_or_default(),
-        ports: p.plan.ports.iter().map(|x| (x.def.name.clone(), x.def.interface.clone())).collect(),
+        interface: p
+            .plan
+            .ports
+            .first()
+            .map(|x| x.def.interface.clone())
+            .unwrap_or_default(),
+        ports: p
+            .plan
+            .ports
+            .iter()
+            .map(|x| (x.def.name.clone(), x.def.interface.clone()))
+            .collect(),
         queues: p.plan.sockets.iter().map(|s| s.queue).collect(),
         cores: p.plan.workers.iter().filter_map(|w| w.core).collect(),
         packets: counters.rx_packets,
         bytes: counters.rx_bytes,
         duration_s: p.duration_s,
         active_s,
-        mpps: if active_s > 0.0 { counters.rx_packets as f64 / active_s / 1e6 } else { 0.0 },
+        mpps: if active_s > 0.0 {
+            counters.rx_packets as f64 / active_s / 1e6
+        } else {
+            0.0
+        },
         peak_mpps: p.peak_pps / 1e6,
         drops,
         counters,
@@ -202,9 +221,14 @@ pub fn make_snapshot_fn(
                 q["queue"] = json!(w.queue);
                 q["port"] = json!(w.port);
                 q["zero_copy"] = json!(w.zero_copy.load(std::sync::atomic::Ordering::Relaxed));
-                q["pool"] = serde_json::to_value(w.pool_stats().unwrap_or_default()).expect("serializes");
-                q["xsk"] = serde_json::to_value(*w.xsk_stats.lock().unwrap_or_else(|p| p.into_inner())).expect("serializes");
-                q["ring_errors"] = serde_json::to_value(*w.ring_errors.lock().unwrap_or_else(|p| p.into_inner())).expect("serializes");
+                q["pool"] =
+                    serde_json::to_value(w.pool_stats().unwrap_or_default()).expect("serializes");
+                q["xsk"] =
+                    serde_json::to_value(*w.xsk_stats.lock().unwrap_or_else(|p| p.into_inner()))
+                        .expect("serializes");
+                q["ring_errors"] =
+                    serde_json::to_value(*w.ring_errors.lock().unwrap_or_else(|p| p.into_inner()))
+                        .expect("serializes");
                 q
             })
             .collect();
@@ -215,7 +239,18 @@ pub fn make_snapshot_fn(
         if let Some(obj) = total.as_object_mut() {
             obj.remove("queue");
         }
-        let per_port: Vec<(String, XdpCounters)> = steerings.iter().map(|(n, st)| (n.clone(), st.lock().unwrap_or_else(|p| p.into_inner()).counters().unwrap_or_default())).collect();
+        let per_port: Vec<(String, XdpCounters)> = steerings
+            .iter()
+            .map(|(n, st)| {
+                (
+                    n.clone(),
+                    st.lock()
+                        .unwrap_or_else(|p| p.into_inner())
+                        .counters()
+                        .unwrap_or_default(),
+                )
+            })
+            .collect();
         let xdp = sum_xdp(per_port.iter().map(|(_, c)| *c));
         json!({
             "interface": iface,
@@ -248,7 +283,13 @@ pub fn add_numbers(dst: &mut Value, src: &Value) {
             for (k, v) in s {
                 match v {
                     Value::Number(_) | Value::Object(_) => {
-                        let slot = d.entry(k.clone()).or_insert_with(|| if v.is_object() { json!({}) } else { json!(0u64) });
+                        let slot = d.entry(k.clone()).or_insert_with(|| {
+                            if v.is_object() {
+                                json!({})
+                            } else {
+                                json!(0u64)
+                            }
+                        });
                         add_numbers(slot, v);
                     }
                     _ => {}
@@ -256,7 +297,10 @@ pub fn add_numbers(dst: &mut Value, src: &Value) {
             }
         }
         (d @ Value::Number(_), Value::Number(s)) => {
-            let sum = d.as_u64().unwrap_or(0).saturating_add(s.as_u64().unwrap_or(0));
+            let sum = d
+                .as_u64()
+                .unwrap_or(0)
+                .saturating_add(s.as_u64().unwrap_or(0));
             *d = json!(sum);
         }
         _ => {}
@@ -298,10 +342,19 @@ pub fn live_line(snap: &Value, t: f64, pps: f64) -> String {
 
 /// The human summary.
 pub fn summary_text(s: &Summary) -> String {
-    let unserved: Vec<String> = s.device.queues.iter().filter(|q| !q.unserved.is_empty()).map(|q| format!("{}/{} {:?}", q.port, q.interface, q.unserved)).collect();
+    let unserved: Vec<String> = s
+        .device
+        .queues
+        .iter()
+        .filter(|q| !q.unserved.is_empty())
+        .map(|q| format!("{}/{} {:?}", q.port, q.interface, q.unserved))
+        .collect();
     let mut text = summary_body(s);
     if !unserved.is_empty() {
-        text.push_str(&format!("\nUNSERVED     RX queues without a socket (their frames went to the kernel): {}", unserved.join(", ")));
+        text.push_str(&format!(
+            "\nUNSERVED     RX queues without a socket (their frames went to the kernel): {}",
+            unserved.join(", ")
+        ));
     }
     text
 }
@@ -385,10 +438,18 @@ mod tests {
     fn fill_ring_empty_drops_are_not_counted_twice_in_copy_mode() {
         // As the kernel reported them in a copy-mode overload run: 716996 frames
         // found the fill ring empty, and rx_dropped counted the same frames.
-        let x = XdpStatistics { rx_dropped: 716_996 + 3, rx_fill_ring_empty_descs: 716_996, ..Default::default() };
+        let x = XdpStatistics {
+            rx_dropped: 716_996 + 3,
+            rx_fill_ring_empty_descs: 716_996,
+            ..Default::default()
+        };
         assert_eq!(other_rx_drops(&x, false), 3);
         assert_eq!(other_rx_drops(&x, true), 716_999);
-        let odd = XdpStatistics { rx_dropped: 1, rx_fill_ring_empty_descs: 5, ..Default::default() };
+        let odd = XdpStatistics {
+            rx_dropped: 1,
+            rx_fill_ring_empty_descs: 5,
+            ..Default::default()
+        };
         assert_eq!(other_rx_drops(&odd, false), 0);
     }
 

@@ -6,12 +6,24 @@ use std::sync::Arc;
 
 /// A region of `frames` chunks of `chunk` bytes on a fake `nodes`-node layout.
 pub fn region(frames: u32, chunk: u32, nodes: u32) -> Arc<Region> {
-    Region::new(RegionConfig { frames, chunk_size: chunk, hugepages: false, topology: Topology::fake(nodes) }).unwrap()
+    Region::new(RegionConfig {
+        frames,
+        chunk_size: chunk,
+        hugepages: false,
+        topology: Topology::fake(nodes),
+    })
+    .unwrap()
 }
 
 /// A pool with default settings and this id.
 pub fn pool(r: &Arc<Region>, id: u32) -> PoolOwner {
-    PoolOwner::new(r, PoolConfig { id, ..Default::default() })
+    PoolOwner::new(
+        r,
+        PoolConfig {
+            id,
+            ..Default::default()
+        },
+    )
 }
 
 /// The region's accounting, after checking the invariant.

@@ -5,7 +5,9 @@ use libfuzzer_sys::fuzz_target;
 use xdpool::config::Config;
 
 fuzz_target!(|data: &[u8]| {
-    let Ok(text) = std::str::from_utf8(data) else { return };
+    let Ok(text) = std::str::from_utf8(data) else {
+        return;
+    };
     if let Ok(cfg) = Config::parse(text) {
         let _ = cfg.valid_rules();
         let _ = cfg.worker_cores();

@@ -7,10 +7,18 @@ use xdpool::device::parse_link_events;
 fuzz_target!(|datagram: &[u8]| {
     let events = parse_link_events(datagram);
     // An nlmsghdr is 16 bytes: more events than headers would be invented ones.
-    assert!(events.len() <= datagram.len() / 16, "{} events from {} bytes", events.len(), datagram.len());
+    assert!(
+        events.len() <= datagram.len() / 16,
+        "{} events from {} bytes",
+        events.len(),
+        datagram.len()
+    );
     for e in &events {
         if let Some(name) = &e.name {
-            assert!(name.len() < datagram.len(), "a name longer than the datagram");
+            assert!(
+                name.len() < datagram.len(),
+                "a name longer than the datagram"
+            );
         }
     }
 });

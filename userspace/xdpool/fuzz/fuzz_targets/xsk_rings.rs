@@ -10,7 +10,9 @@ struct Bytes<'a>(&'a [u8]);
 
 impl Bytes<'_> {
     fn u8(&mut self) -> u8 {
-        let Some((&b, rest)) = self.0.split_first() else { return 0 };
+        let Some((&b, rest)) = self.0.split_first() else {
+            return 0;
+        };
         self.0 = rest;
         b
     }
@@ -41,7 +43,8 @@ fuzz_target!(|data: &[u8]| {
     let skew = b.u32() % (size + 2);
     let (mut rx, krx) = RxRing::new_heap_at(size, layout, start, start.wrapping_sub(skew));
     let rx_start = krx.consumer();
-    let (mut comp, kcomp) = CompletionRing::new_heap_at(size, layout, start, start.wrapping_sub(skew));
+    let (mut comp, kcomp) =
+        CompletionRing::new_heap_at(size, layout, start, start.wrapping_sub(skew));
     let comp_start = kcomp.consumer();
     let (mut fill, kfill) = FillRing::new_heap_at(size, start.wrapping_sub(skew), start);
     let fill_start = kfill.producer();
@@ -59,25 +62,47 @@ fuzz_target!(|data: &[u8]| {
         match b.u8() % 7 {
             0 => {
                 let at = krx.producer().wrapping_add(u32::from(b.u8() % 4));
-                krx.write(at, XdpDesc { addr: b.u64() % (umem * 2 + 64), len: b.u32() % (2 * chunk + 2), options: b.u32() });
+                krx.write(
+                    at,
+                    XdpDesc {
+                        addr: b.u64() % (umem * 2 + 64),
+                        len: b.u32() % (2 * chunk + 2),
+                        options: b.u32(),
+                    },
+                );
             }
             1 => krx.set_producer(b.index_near(krx.producer())),
             2 => {
                 let want = 1 + usize::from(b.u8() % 8);
                 let got = rx.consume_counted(&mut out[..want]);
-                assert!(got.kept <= got.taken && got.taken <= want, "{got:?} of {want}");
+                assert!(
+                    got.kept <= got.taken && got.taken <= want,
+                    "{got:?} of {want}"
+                );
                 for d in &out[..got.kept] {
-                    let base = if unaligned { d.addr & ((1 << 48) - 1) } else { d.addr };
+                    let base = if unaligned {
+                        d.addr & ((1 << 48) - 1)
+                    } else {
+                        d.addr
+                    };
                     let off = if unaligned { d.addr >> 48 } else { 0 };
                     let start = u128::from(base) + u128::from(off);
                     let end = start + u128::from(d.len);
                     assert!(d.len > 0 && d.len <= chunk && end <= u128::from(umem), "bad RX descriptor let through: {d:?} (umem {umem}, chunk {chunk}, unaligned {unaligned})");
                     if !unaligned {
-                        assert_eq!(start / u128::from(chunk), (end - 1) / u128::from(chunk), "crosses a chunk: {d:?}");
+                        assert_eq!(
+                            start / u128::from(chunk),
+                            (end - 1) / u128::from(chunk),
+                            "crosses a chunk: {d:?}"
+                        );
                     }
                 }
                 rx_taken = rx_taken.wrapping_add(got.taken as u32);
-                assert_eq!(krx.consumer().wrapping_sub(rx_start), rx_taken, "consumer moved other than by what was taken");
+                assert_eq!(
+                    krx.consumer().wrapping_sub(rx_start),
+                    rx_taken,
+                    "consumer moved other than by what was taken"
+                );
                 assert_eq!(rx.taken(), rx_taken);
             }
             3 => {
@@ -92,8 +117,15 @@ fuzz_target!(|data: &[u8]| {
                 let taken = kcomp.consumer().wrapping_sub(before);
                 assert!(kept <= want && taken as usize <= want);
                 for &a in &addrs[..kept] {
-                    let base = if unaligned { (a & ((1 << 48) - 1)) + (a >> 48) } else { a };
-                    assert!(base < umem, "completion outside the UMEM let through: {a:#x} (umem {umem})");
+                    let base = if unaligned {
+                        (a & ((1 << 48) - 1)) + (a >> 48)
+                    } else {
+                        a
+                    };
+                    assert!(
+                        base < umem,
+                        "completion outside the UMEM let through: {a:#x} (umem {umem})"
+                    );
                 }
                 comp_taken = comp_taken.wrapping_add(taken);
                 assert_eq!(comp.taken(), comp_taken);
@@ -112,7 +144,10 @@ fuzz_target!(|data: &[u8]| {
                 assert_eq!(kfill.producer().wrapping_sub(prod_before), put as u32);
                 assert_eq!(kfill.producer().wrapping_sub(fill_start), fill.submitted());
                 // Never a slot the kernel has not released by a valid advance.
-                assert!(kfill.producer().wrapping_sub(fill_trusted) <= size, "fill ring overfilled");
+                assert!(
+                    kfill.producer().wrapping_sub(fill_trusted) <= size,
+                    "fill ring overfilled"
+                );
             }
         }
     }

@@ -60,7 +60,10 @@ pub struct CaptureSample {
 }
 
 fn total(sock: &Path, key: &str) -> u64 {
-    crate::stats::control::query(sock).ok().and_then(|s| s["total"][key].as_u64()).unwrap_or(0)
+    crate::stats::control::query(sock)
+        .ok()
+        .and_then(|s| s["total"][key].as_u64())
+        .unwrap_or(0)
 }
 
 /// Polls until `rx_packets` stops moving (100 ms quiet, 3 s at most).
@@ -85,7 +88,13 @@ struct Running {
 
 impl Running {
     fn start(sock: &Path, file: &Path) -> Running {
-        let opts = CaptureOptions { socket: sock.to_path_buf(), rule: crate::capture::live::RuleRef::Index(0), count: 0, snaplen: 2048, file: file.to_path_buf() };
+        let opts = CaptureOptions {
+            socket: sock.to_path_buf(),
+            rule: crate::capture::live::RuleRef::Index(0),
+            count: 0,
+            snaplen: 2048,
+            file: file.to_path_buf(),
+        };
         let stop = Arc::new(AtomicBool::new(false));
         let s2 = stop.clone();
         let thread = std::thread::spawn(move || capture(&opts, &s2));
@@ -96,11 +105,21 @@ impl Running {
 
     fn finish(self) -> Result<CaptureReport, BenchError> {
         self.stop.store(true, Ordering::SeqCst);
-        self.thread.join().map_err(|_| BenchError::Config("the capture thread panicked".into()))?.map_err(|e| BenchError::Config(format!("capture: {e}")))
+        self.thread
+            .join()
+            .map_err(|_| BenchError::Config("the capture thread panicked".into()))?
+            .map_err(|e| BenchError::Config(format!("capture: {e}")))
     }
 }
 
-fn measure(cfg: &CaptureBenchConfig, lab: &LabStatus, sock: &Path, file: &Path, with_capture: bool, pps: Option<u64>) -> Result<CaptureSample, BenchError> {
+fn measure(
+    cfg: &CaptureBenchConfig,
+    lab: &LabStatus,
+    sock: &Path,
+    file: &Path,
+    with_capture: bool,
+    pps: Option<u64>,
+) -> Result<CaptureSample, BenchError> {
     let g = GenConfig {
         count: Some(cfg.count),
         duration: Some(Duration::from_secs(30)),
@@ -130,15 +149,40 @@ fn measure(cfg: &CaptureBenchConfig, lab: &LabStatus, sock: &Path, file: &Path, 
 }
 
 /// Runs both parts; `stop` (Ctrl-C) ends it early. The lab is removed at the end.
-pub fn run(cfg: &CaptureBenchConfig, stop: &AtomicBool) -> Result<(Vec<CaptureSample>, Vec<CaptureSample>), BenchError> {
+pub fn run(
+    cfg: &CaptureBenchConfig,
+    stop: &AtomicBool,
+) -> Result<(Vec<CaptureSample>, Vec<CaptureSample>), BenchError> {
     let lab = LabGuard::up(&LabConfig::with_prefix(cfg.prefix.clone()))?;
     let st = lab.status().clone();
-    let dir = tempfile::Builder::new().prefix("xdpool-capbench-").tempdir().map_err(|source| BenchError::Io { path: std::env::temp_dir(), source })?;
+    let dir = tempfile::Builder::new()
+        .prefix("xdpool-capbench-")
+        .tempdir()
+        .map_err(|source| BenchError::Io {
+            path: std::env::temp_dir(),
+            source,
+        })?;
     let sock = dir.path().join("control.sock");
     let config = dir.path().join("run.toml");
-    let text = super::sweep::child_config(&st, cfg.worker_core, WaitMode::Poll, super::Subject::Rxdrop, &sock);
-    std::fs::write(&config, text).map_err(|source| BenchError::Io { path: config.clone(), source })?;
-    let child = RunChild::start(&cfg.xdpool_exe, &config, &dir.path().join("summary.json"), &dir.path().join("run.log"), Duration::from_secs(3600), "bench capture")?;
+    let text = super::sweep::child_config(
+        &st,
+        cfg.worker_core,
+        WaitMode::Poll,
+        super::Subject::Rxdrop,
+        &sock,
+    );
+    std::fs::write(&config, text).map_err(|source| BenchError::Io {
+        path: config.clone(),
+        source,
+    })?;
+    let child = RunChild::start(
+        &cfg.xdpool_exe,
+        &config,
+        &dir.path().join("summary.json"),
+        &dir.path().join("run.log"),
+        Duration::from_secs(3600),
+        "bench capture",
+    )?;
     let file = dir.path().join("bench.pcapng");
     let mut pairs = Vec::new();
     for _ in 0..cfg.reps {
@@ -165,18 +209,46 @@ pub fn table(cfg: &CaptureBenchConfig, pairs: &[CaptureSample], paced: &[Capture
     let mut t = format!("data path (rule 0 drop, {} B frames, {} per run, live generator at full speed), without and with a capture, alternating:\n\n", cfg.size, cfg.count);
     t += "| capture | sent | received | rx Mpps | written | not captured |\n|---|---|---|---|---|---|\n";
     for s in pairs {
-        t += &format!("| {} | {} | {} | {:.3} | {} | {} |\n", if s.capture { "on" } else { "off" }, s.sent, s.received, s.rx_pps / 1e6, s.written, s.not_captured);
+        t += &format!(
+            "| {} | {} | {} | {:.3} | {} | {} |\n",
+            if s.capture { "on" } else { "off" },
+            s.sent,
+            s.received,
+            s.rx_pps / 1e6,
+            s.written,
+            s.not_captured
+        );
     }
     let median = |on: bool| {
-        let mut v: Vec<f64> = pairs.iter().filter(|s| s.capture == on).map(|s| s.rx_pps).collect();
+        let mut v: Vec<f64> = pairs
+            .iter()
+            .filter(|s| s.capture == on)
+            .map(|s| s.rx_pps)
+            .collect();
         v.sort_by(f64::total_cmp);
         v.get(v.len() / 2).copied().unwrap_or(0.0)
     };
     let (off, on) = (median(false), median(true));
-    t += &format!("\nmedian: off {:.3} Mpps, on {:.3} Mpps, on/off {:.3}\n\n", off / 1e6, on / 1e6, if off > 0.0 { on / off } else { 0.0 });
+    t += &format!(
+        "\nmedian: off {:.3} Mpps, on {:.3} Mpps, on/off {:.3}\n\n",
+        off / 1e6,
+        on / 1e6,
+        if off > 0.0 { on / off } else { 0.0 }
+    );
     t += "capture at paced rates:\n\n| offered pps | received | written | not captured | every frame captured |\n|---|---|---|---|---|\n";
     for s in paced {
-        t += &format!("| {} | {} | {} | {} | {} |\n", s.offered_pps.unwrap_or(0), s.received, s.written, s.not_captured, if s.not_captured == 0 && s.written == s.received { "yes" } else { "no" });
+        t += &format!(
+            "| {} | {} | {} | {} | {} |\n",
+            s.offered_pps.unwrap_or(0),
+            s.received,
+            s.written,
+            s.not_captured,
+            if s.not_captured == 0 && s.written == s.received {
+                "yes"
+            } else {
+                "no"
+            }
+        );
     }
     t
 }

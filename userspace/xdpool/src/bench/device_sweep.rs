@@ -13,7 +13,10 @@ use std::time::{Duration, Instant};
 use serde::{Deserialize, Serialize};
 
 use super::report::{Subject, SIZE_NOTE};
-use super::sweep::{child_config_on, eta, kernel_release, settle, wait_mode_name, ChildDevice, Progress, RunChild, SweepConfig, WorkDir};
+use super::sweep::{
+    child_config_on, eta, kernel_release, settle, wait_mode_name, ChildDevice, Progress, RunChild,
+    SweepConfig, WorkDir,
+};
 use super::BenchError;
 use crate::gen::{self, Engine, GenConfig};
 
@@ -52,11 +55,15 @@ impl DeviceSweepConfig {
         if self.devices.rx_dev.is_empty() || self.devices.gen_dev.is_empty() {
             return bad("give both devices: --iface (the receiver) and --gen-dev (the sender)");
         }
-        if self.devices.rx_dev == self.devices.gen_dev && self.devices.rx_netns == self.devices.gen_netns {
+        if self.devices.rx_dev == self.devices.gen_dev
+            && self.devices.rx_netns == self.devices.gen_netns
+        {
             return bad("--iface and --gen-dev name the same device: the generator must send from another NIC to it");
         }
         if self.rate_pps == Some(0) {
-            return bad("--rate 0 sends nothing: give a positive rate, or leave it out for flat out");
+            return bad(
+                "--rate 0 sends nothing: give a positive rate, or leave it out for flat out",
+            );
         }
         Ok(())
     }
@@ -160,7 +167,9 @@ impl DeviceSweepReport {
     pub fn table(&self) -> String {
         let mut out = String::from("| size (B) | rep | sent | received by xdpool | lost | generator Mpps | rxdrop Mpps | zero-copy | worker cores | accounting |\n");
         out.push_str("|---:|---:|---:|---:|---:|---:|---:|:---:|---:|:---:|\n");
-        let yes_no = |b: Option<bool>, y: &str, n: &str| b.map_or("?".to_string(), |b| if b { y.into() } else { n.into() });
+        let yes_no = |b: Option<bool>, y: &str, n: &str| {
+            b.map_or("?".to_string(), |b| if b { y.into() } else { n.into() })
+        };
         for p in &self.points {
             out.push_str(&format!(
                 "| {} | {} | {} | {} | {} | {:.4} | {:.4} | {} | {:?} | {} |\n",
@@ -201,7 +210,8 @@ fn device_mac(dev: &str, netns: Option<&str>) -> Result<[u8; 6], BenchError> {
     use netlink_packet_route::link::LinkAttribute;
     let ask = || -> Result<Option<[u8; 6]>, BenchError> {
         let ifx = crate::netns::ifindex(dev)?;
-        let link = crate::steer::netlink::get_link(ifx).map_err(|e| BenchError::Config(format!("cannot read the link of {dev}: {e}")))?;
+        let link = crate::steer::netlink::get_link(ifx)
+            .map_err(|e| BenchError::Config(format!("cannot read the link of {dev}: {e}")))?;
         Ok(link.and_then(|l| {
             l.attributes.iter().find_map(|a| match a {
                 LinkAttribute::Address(m) => <[u8; 6]>::try_from(m.as_slice()).ok(),
@@ -213,12 +223,20 @@ fn device_mac(dev: &str, netns: Option<&str>) -> Result<[u8; 6], BenchError> {
         Some(ns) => crate::netns::in_netns(ns, ask)??,
         None => ask()?,
     };
-    mac.ok_or_else(|| BenchError::Config(format!("{dev} has no Ethernet address; --iface must name an Ethernet NIC")))
+    mac.ok_or_else(|| {
+        BenchError::Config(format!(
+            "{dev} has no Ethernet address; --iface must name an Ethernet NIC"
+        ))
+    })
 }
 
 /// RX queues `dev` has now (1 when the driver does not say).
 fn rx_queues(dev: &str, netns: Option<&str>) -> Result<u32, BenchError> {
-    let ask = || crate::netns::rx_queues(dev).map(|q| q.now.max(1)).unwrap_or(1);
+    let ask = || {
+        crate::netns::rx_queues(dev)
+            .map(|q| q.now.max(1))
+            .unwrap_or(1)
+    };
     Ok(match netns {
         Some(ns) => crate::netns::in_netns(ns, ask)?,
         None => ask(),
@@ -230,12 +248,22 @@ fn rx_queues(dev: &str, netns: Option<&str>) -> Result<u32, BenchError> {
 /// 2 048 + 256 cached per queue).
 fn child_device(d: &Devices, queues: u32) -> ChildDevice<'_> {
     let list: Vec<u32> = (0..queues).collect();
-    ChildDevice { dev: &d.rx_dev, netns: d.rx_netns.as_deref(), zero_copy: "\"auto\"", queues: format!("{list:?}"), frames: (queues as usize * 6400).max(8192).next_power_of_two() }
+    ChildDevice {
+        dev: &d.rx_dev,
+        netns: d.rx_netns.as_deref(),
+        zero_copy: "\"auto\"",
+        queues: format!("{list:?}"),
+        frames: (queues as usize * 6400).max(8192).next_power_of_two(),
+    }
 }
 
 /// Runs the sweep on the devices (see the module docs). `stop` is checked between
 /// measurements.
-pub fn run_device_sweep(cfg: &DeviceSweepConfig, stop: &AtomicBool, on_progress: &mut dyn FnMut(&Progress)) -> Result<DeviceSweepReport, BenchError> {
+pub fn run_device_sweep(
+    cfg: &DeviceSweepConfig,
+    stop: &AtomicBool,
+    on_progress: &mut dyn FnMut(&Progress),
+) -> Result<DeviceSweepReport, BenchError> {
     cfg.validate()?;
     let d = &cfg.devices;
     let dst_mac = device_mac(&d.rx_dev, d.rx_netns.as_deref())?;
@@ -247,7 +275,10 @@ pub fn run_device_sweep(cfg: &DeviceSweepConfig, stop: &AtomicBool, on_progress:
     // Every RX queue the device has now (RSS may put the one flow on any of them),
     // with xdpool's core choice (the NIC's NUMA node): --worker-core is not used here.
     let text = child_config_on(&on, None, cfg.sweep.worker_mode, Subject::Rxdrop, &control);
-    std::fs::write(&config, text).map_err(|source| BenchError::Io { path: config.clone(), source })?;
+    std::fs::write(&config, text).map_err(|source| BenchError::Io {
+        path: config.clone(),
+        source,
+    })?;
     let started = Instant::now();
     let total = cfg.total_measurements();
     let mut points = Vec::with_capacity(total);
@@ -305,28 +336,76 @@ pub fn run_device_sweep(cfg: &DeviceSweepConfig, stop: &AtomicBool, on_progress:
 
 /// One point: `xdpool run` up (ready: program attached, carrier up), the generator
 /// run, the count settled, the child stopped and its summary read.
-fn measure(cfg: &DeviceSweepConfig, dir: &Path, config: &Path, control: &Path, size: usize, rep: u32, dst_mac: [u8; 6]) -> Result<DevicePoint, BenchError> {
+fn measure(
+    cfg: &DeviceSweepConfig,
+    dir: &Path,
+    config: &Path,
+    control: &Path,
+    size: usize,
+    rep: u32,
+    dst_mac: [u8; 6],
+) -> Result<DevicePoint, BenchError> {
     let summary = dir.join("rxdrop-summary.json");
     let log = dir.join(format!("rxdrop-{size}-{rep}.log"));
     let _ = std::fs::remove_file(&summary);
     let what = format!("rxdrop at {size} B on {}", cfg.devices.rx_dev);
     let run_for = cfg.sweep.time_limit + Duration::from_secs(30);
-    let child = RunChild::start(&cfg.sweep.xdpool_exe, config, &summary, &log, run_for, &what)?;
+    let child = RunChild::start(
+        &cfg.sweep.xdpool_exe,
+        config,
+        &summary,
+        &log,
+        run_for,
+        &what,
+    )?;
     let sent = gen::run(&cfg.gen_config(size, dst_mac))?;
     // Frames still in the NIC's ring or the socket: counted before the child stops.
-    let counted = || crate::stats::control::query(control).map(|v| v["total"]["rx_packets"].as_u64().unwrap_or(0)).map_err(|e| BenchError::Config(format!("cannot read the child's stats at {}: {e}", control.display())));
+    let counted = || {
+        crate::stats::control::query(control)
+            .map(|v| v["total"]["rx_packets"].as_u64().unwrap_or(0))
+            .map_err(|e| {
+                BenchError::Config(format!(
+                    "cannot read the child's stats at {}: {e}",
+                    control.display()
+                ))
+            })
+    };
     settle(counted)?;
     child.finish()?;
-    let child_err = |detail: String| BenchError::Child { what: what.clone(), detail, config: config.to_path_buf(), log: log.clone() };
-    let text = std::fs::read_to_string(&summary).map_err(|e| child_err(format!("no summary at {}: {e}", summary.display())))?;
-    let json: serde_json::Value = serde_json::from_str(&text).map_err(|e| child_err(format!("bad summary JSON: {e}")))?;
-    let received = json["packets"].as_u64().ok_or_else(|| child_err("summary has no `packets`".into()))?;
+    let child_err = |detail: String| BenchError::Child {
+        what: what.clone(),
+        detail,
+        config: config.to_path_buf(),
+        log: log.clone(),
+    };
+    let text = std::fs::read_to_string(&summary)
+        .map_err(|e| child_err(format!("no summary at {}: {e}", summary.display())))?;
+    let json: serde_json::Value =
+        serde_json::from_str(&text).map_err(|e| child_err(format!("bad summary JSON: {e}")))?;
+    let received = json["packets"]
+        .as_u64()
+        .ok_or_else(|| child_err("summary has no `packets`".into()))?;
     let accounting_ok = json["accounting_ok"].as_bool();
-    let cores = json["cores"].as_array().map(|c| c.iter().filter_map(|c| c.as_u64().map(|c| c as usize)).collect()).unwrap_or_default();
-    let zero_copy = json["workers"].as_array().map(|w| !w.is_empty() && w.iter().all(|w| w["zero_copy"] == true));
+    let cores = json["cores"]
+        .as_array()
+        .map(|c| {
+            c.iter()
+                .filter_map(|c| c.as_u64().map(|c| c as usize))
+                .collect()
+        })
+        .unwrap_or_default();
+    let zero_copy = json["workers"]
+        .as_array()
+        .map(|w| !w.is_empty() && w.iter().all(|w| w["zero_copy"] == true));
     let _ = std::fs::remove_file(&log);
     let secs = sent.elapsed.as_secs_f64();
-    let rate = |n: u64| if secs > 0.0 { n as f64 / secs / 1e6 } else { 0.0 };
+    let rate = |n: u64| {
+        if secs > 0.0 {
+            n as f64 / secs / 1e6
+        } else {
+            0.0
+        }
+    };
     Ok(DevicePoint {
         size,
         rep,
@@ -350,10 +429,22 @@ mod tests {
     use crate::config::{Config, WaitMode};
 
     fn cfg() -> DeviceSweepConfig {
-        let sweep = SweepConfig { sizes: vec![64, 1500], reps: 1, count: 10_000, gen_core: 0, worker_core: 0, ..SweepConfig::new(std::env::current_exe().unwrap()) };
+        let sweep = SweepConfig {
+            sizes: vec![64, 1500],
+            reps: 1,
+            count: 10_000,
+            gen_core: 0,
+            worker_core: 0,
+            ..SweepConfig::new(std::env::current_exe().unwrap())
+        };
         DeviceSweepConfig {
             sweep,
-            devices: Devices { rx_dev: "eth0".into(), rx_netns: None, gen_dev: "src0".into(), gen_netns: Some("src".into()) },
+            devices: Devices {
+                rx_dev: "eth0".into(),
+                rx_netns: None,
+                gen_dev: "src0".into(),
+                gen_netns: Some("src".into()),
+            },
             engine: Engine::Pktgen,
             rate_pps: Some(5000),
         }
@@ -364,14 +455,39 @@ mod tests {
         let ok = cfg();
         ok.validate().unwrap();
         assert_eq!(ok.total_measurements(), 2);
-        let same = Devices { gen_dev: "eth0".into(), gen_netns: None, ..ok.devices.clone() };
+        let same = Devices {
+            gen_dev: "eth0".into(),
+            gen_netns: None,
+            ..ok.devices.clone()
+        };
         for bad in [
-            DeviceSweepConfig { devices: Devices { rx_dev: String::new(), ..ok.devices.clone() }, ..ok.clone() },
-            DeviceSweepConfig { devices: same, ..ok.clone() },
-            DeviceSweepConfig { rate_pps: Some(0), ..ok.clone() },
-            DeviceSweepConfig { sweep: SweepConfig { reps: 0, ..ok.sweep.clone() }, ..ok.clone() },
+            DeviceSweepConfig {
+                devices: Devices {
+                    rx_dev: String::new(),
+                    ..ok.devices.clone()
+                },
+                ..ok.clone()
+            },
+            DeviceSweepConfig {
+                devices: same,
+                ..ok.clone()
+            },
+            DeviceSweepConfig {
+                rate_pps: Some(0),
+                ..ok.clone()
+            },
+            DeviceSweepConfig {
+                sweep: SweepConfig {
+                    reps: 0,
+                    ..ok.sweep.clone()
+                },
+                ..ok.clone()
+            },
         ] {
-            assert!(matches!(bad.validate(), Err(BenchError::Config(_))), "{bad:?}");
+            assert!(
+                matches!(bad.validate(), Err(BenchError::Config(_))),
+                "{bad:?}"
+            );
         }
     }
 
@@ -379,8 +495,20 @@ mod tests {
     fn the_generator_sends_from_its_device_to_the_receivers_mac() {
         let c = cfg();
         let g = c.gen_config(1500, [2, 0x78, 0x64, 0x70, 0, 0x0b]);
-        assert_eq!((g.netns.as_deref(), g.dev.as_str(), g.size, g.count, g.rate_pps), (Some("src"), "src0", 1500, Some(10_000), Some(5000)));
-        assert_eq!((g.engine, g.dst_mac, g.cores.as_slice()), (Engine::Pktgen, [2, 0x78, 0x64, 0x70, 0, 0x0b], &[0][..]));
+        assert_eq!(
+            (
+                g.netns.as_deref(),
+                g.dev.as_str(),
+                g.size,
+                g.count,
+                g.rate_pps
+            ),
+            (Some("src"), "src0", 1500, Some(10_000), Some(5000))
+        );
+        assert_eq!(
+            (g.engine, g.dst_mac, g.cores.as_slice()),
+            (Engine::Pktgen, [2, 0x78, 0x64, 0x70, 0, 0x0b], &[0][..])
+        );
         g.validate().unwrap();
     }
 
@@ -389,20 +517,46 @@ mod tests {
         let c = cfg();
         for (queues, frames) in [(1, 8192), (2, 16384), (8, 65536)] {
             let on = child_device(&c.devices, queues);
-            let text = child_config_on(&on, None, WaitMode::Poll, Subject::Rxdrop, Path::new("/tmp/x/c.sock"));
+            let text = child_config_on(
+                &on,
+                None,
+                WaitMode::Poll,
+                Subject::Rxdrop,
+                Path::new("/tmp/x/c.sock"),
+            );
             let cfg = Config::parse(&text).unwrap_or_else(|e| panic!("{e}\n{text}"));
             let port = &cfg.ports()[0];
-            assert_eq!((port.interface.as_str(), port.netns.as_deref()), ("eth0", None));
+            assert_eq!(
+                (port.interface.as_str(), port.netns.as_deref()),
+                ("eth0", None)
+            );
             assert_eq!(port.queues, (0..queues).collect::<Vec<_>>());
             assert_eq!(*cfg.umem.frames.get_ref() as usize, frames);
             assert_eq!(port.zero_copy, crate::config::ZeroCopy::Auto);
-            assert!(cfg.workers.cores.get_ref().is_empty(), "xdpool's core choice");
+            assert!(
+                cfg.workers.cores.get_ref().is_empty(),
+                "xdpool's core choice"
+            );
         }
     }
 
     #[test]
     fn the_table_shows_every_point() {
-        let p = |size, sent, received| DevicePoint { size, rep: 1, sent, received, lost: sent as i64 - received as i64, gen_elapsed_s: 2.0, gen_mpps: 0.005, mpps: 0.005, accounting_ok: Some(true), zero_copy: Some(true), cores: vec![1], xdp: serde_json::Value::Null, drops: serde_json::Value::Null };
+        let p = |size, sent, received| DevicePoint {
+            size,
+            rep: 1,
+            sent,
+            received,
+            lost: sent as i64 - received as i64,
+            gen_elapsed_s: 2.0,
+            gen_mpps: 0.005,
+            mpps: 0.005,
+            accounting_ok: Some(true),
+            zero_copy: Some(true),
+            cores: vec![1],
+            xdp: serde_json::Value::Null,
+            drops: serde_json::Value::Null,
+        };
         let rep = DeviceSweepReport {
             kernel: "7.3".into(),
             receiver: "eth0".into(),
@@ -422,7 +576,10 @@ mod tests {
         assert!(t.contains("| 64 | 1 | 10000 | 10000 | 0 |"), "{t}");
         assert!(t.contains("| yes | [1] | ok |"), "{t}");
         assert!(t.contains("| 1500 | 1 | 10000 | 9990 | 10 |"), "{t}");
-        assert!(t.contains("Pktgen out of src0 (netns src)") && t.contains("5000 frames/s"), "{t}");
+        assert!(
+            t.contains("Pktgen out of src0 (netns src)") && t.contains("5000 frames/s"),
+            "{t}"
+        );
         let json = serde_json::to_value(&rep).unwrap();
         assert_eq!(json["points"][1]["lost"], 10);
         assert_eq!(json["engine"], "pktgen");

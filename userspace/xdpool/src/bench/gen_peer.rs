@@ -86,14 +86,19 @@ impl PeerConfig {
             )));
         }
         if self.pairs == 0 || self.window.is_zero() {
-            return Err(BenchError::Config("--peer: give at least one pair (--reps) and a window above 0".into()));
+            return Err(BenchError::Config(
+                "--peer: give at least one pair (--reps) and a window above 0".into(),
+            ));
         }
         let meta = std::fs::metadata(&self.path).map_err(|e| {
             BenchError::Config(format!("--peer {}: {e}; build xdp-trafficgen outside the tree as tools/bench/README.md says (Peers)", self.path.display()))
         })?;
         use std::os::unix::fs::PermissionsExt;
         if !meta.is_file() || meta.permissions().mode() & 0o111 == 0 {
-            return Err(BenchError::Config(format!("--peer {}: not an executable file", self.path.display())));
+            return Err(BenchError::Config(format!(
+                "--peer {}: not an executable file",
+                self.path.display()
+            )));
         }
         Ok(())
     }
@@ -121,10 +126,19 @@ pub struct PeerRow {
 impl PeerRow {
     /// A row from the per-pair rates (pairs where either rate is 0 give no ratio).
     pub fn from_pairs(receiver: Receiver, xdpool_mpps: Vec<f64>, peer_mpps: Vec<f64>) -> PeerRow {
-        let ratios: Vec<f64> = xdpool_mpps.iter().zip(&peer_mpps).filter(|(_, &p)| p > 0.0).map(|(x, p)| x / p).collect();
+        let ratios: Vec<f64> = xdpool_mpps
+            .iter()
+            .zip(&peer_mpps)
+            .filter(|(_, &p)| p > 0.0)
+            .map(|(x, p)| x / p)
+            .collect();
         PeerRow {
             receiver,
-            counted: if receiver == Receiver::Refused { "handed" } else { "arrived" },
+            counted: if receiver == Receiver::Refused {
+                "handed"
+            } else {
+                "arrived"
+            },
             xdpool: spread(&xdpool_mpps),
             peer: spread(&peer_mpps),
             ratio: spread(&ratios),
@@ -153,8 +167,16 @@ impl PeerResult {
     /// The Markdown table and its notes.
     pub fn table(&self) -> String {
         let mut out = String::from("| receiver | counted | xdpool gen Mpps | xdp-trafficgen Mpps | xdpool / xdp-trafficgen | pairs |\n|---|---|---:|---:|---:|---:|\n");
-        let med = |s: &Option<Spread>| s.map_or("-".to_string(), |s| format!("{:.3} ({:.3}-{:.3})", s.median, s.min, s.max));
-        let ratio = |s: &Option<Spread>| s.map_or("-".to_string(), |s| format!("{:.2} ({:.2}-{:.2})", s.median, s.min, s.max));
+        let med = |s: &Option<Spread>| {
+            s.map_or("-".to_string(), |s| {
+                format!("{:.3} ({:.3}-{:.3})", s.median, s.min, s.max)
+            })
+        };
+        let ratio = |s: &Option<Spread>| {
+            s.map_or("-".to_string(), |s| {
+                format!("{:.2} ({:.2}-{:.2})", s.median, s.min, s.max)
+            })
+        };
         for r in &self.rows {
             out.push_str(&format!(
                 "| {} | {} | {} | {} | {} | {} |\n",
@@ -182,7 +204,10 @@ impl PeerResult {
 /// What a run counts.
 enum Meter<'a> {
     /// Runs of XDP programs loaded after `before` whose name starts with the tool's.
-    Runs { before: HashSet<u32>, prefix: &'static str },
+    Runs {
+        before: HashSet<u32>,
+        prefix: &'static str,
+    },
     /// The receiver's XDP_DROP counter.
     Arrived(&'a RxCounter),
 }
@@ -205,7 +230,13 @@ fn xdp_programs() -> Vec<(u32, String, u64)> {
     loaded_programs()
         .filter_map(Result::ok)
         .filter(|p| p.program_type() as u32 == BPF_PROG_TYPE_XDP)
-        .map(|p| (p.id(), p.name_as_str().unwrap_or("").to_string(), p.run_count()))
+        .map(|p| {
+            (
+                p.id(),
+                p.name_as_str().unwrap_or("").to_string(),
+                p.run_count(),
+            )
+        })
         .collect()
 }
 
@@ -216,7 +247,13 @@ enum Running {
 }
 
 impl Running {
-    fn start(tool: Tool, cfg: &PeerConfig, st: &LabStatus, size: usize, run_for: Duration) -> Result<Running, BenchError> {
+    fn start(
+        tool: Tool,
+        cfg: &PeerConfig,
+        st: &LabStatus,
+        size: usize,
+        run_for: Duration,
+    ) -> Result<Running, BenchError> {
         match tool {
             Tool::Xdpool => {
                 let gcfg = GenConfig {
@@ -232,7 +269,11 @@ impl Running {
                 gcfg.validate()?;
                 Ok(Running::Xdpool(std::thread::spawn(move || gen::run(&gcfg))))
             }
-            Tool::Peer => Ok(Running::Peer(peer_command(&cfg.path, st, size).spawn().map_err(|e| BenchError::Peer(format!("cannot start {}: {e}", cfg.path.display())))?)),
+            Tool::Peer => Ok(Running::Peer(
+                peer_command(&cfg.path, st, size).spawn().map_err(|e| {
+                    BenchError::Peer(format!("cannot start {}: {e}", cfg.path.display()))
+                })?,
+            )),
         }
     }
 
@@ -249,7 +290,8 @@ impl Running {
     fn stop(self) -> Result<(), BenchError> {
         match self {
             Running::Xdpool(h) => {
-                h.join().map_err(|_| BenchError::Peer("xdpool gen's thread panicked".into()))??;
+                h.join()
+                    .map_err(|_| BenchError::Peer("xdpool gen's thread panicked".into()))??;
                 Ok(())
             }
             Running::Peer(mut child) => {
@@ -264,7 +306,9 @@ impl Running {
                 }
                 let _ = child.kill();
                 let _ = child.wait();
-                Err(BenchError::Peer("xdp-trafficgen did not end 10 s after SIGINT; killed".into()))
+                Err(BenchError::Peer(
+                    "xdp-trafficgen did not end 10 s after SIGINT; killed".into(),
+                ))
             }
         }
     }
@@ -276,8 +320,19 @@ pub fn peer_command(path: &Path, st: &LabStatus, size: usize) -> Command {
     let mut c = Command::new("ip");
     c.args(["netns", "exec", &st.a.netns])
         .arg(path)
-        .args(["udp", "--dst-mac", &lab::format_mac(&st.b.mac), "--src-mac", &lab::format_mac(&st.a.mac)])
-        .args(["--src-addr", &st.a.ipv6.to_string(), "--dst-addr", &st.b.ipv6.to_string()])
+        .args([
+            "udp",
+            "--dst-mac",
+            &lab::format_mac(&st.b.mac),
+            "--src-mac",
+            &lab::format_mac(&st.a.mac),
+        ])
+        .args([
+            "--src-addr",
+            &st.a.ipv6.to_string(),
+            "--dst-addr",
+            &st.b.ipv6.to_string(),
+        ])
         .args(["--dst-port", "9", "--src-port", "9", "--threads", "1"])
         .args(["--pkt-size", &(size + super::math::FCS_BYTES).to_string()])
         .arg(&st.a.dev)
@@ -290,10 +345,19 @@ pub fn peer_command(path: &Path, st: &LabStatus, size: usize) -> Command {
 }
 
 /// One windowed run: Mpps over the window.
-fn windowed(tool: Tool, cfg: &PeerConfig, st: &LabStatus, size: usize, counter: Option<&RxCounter>) -> Result<f64, BenchError> {
+fn windowed(
+    tool: Tool,
+    cfg: &PeerConfig,
+    st: &LabStatus,
+    size: usize,
+    counter: Option<&RxCounter>,
+) -> Result<f64, BenchError> {
     let meter = match counter {
         Some(c) => Meter::Arrived(c),
-        None => Meter::Runs { before: xdp_programs().into_iter().map(|(id, _, _)| id).collect(), prefix: tool.program_prefix() },
+        None => Meter::Runs {
+            before: xdp_programs().into_iter().map(|(id, _, _)| id).collect(),
+            prefix: tool.program_prefix(),
+        },
     };
     let base = meter.read()?;
     // xdpool's generator has no stop but its duration: long enough for a start of up
@@ -305,7 +369,10 @@ fn windowed(tool: Tool, cfg: &PeerConfig, st: &LabStatus, size: usize, counter: 
         let t0 = Instant::now();
         while meter.read()? == base {
             if t0.elapsed() > START_LIMIT {
-                return Err(BenchError::Peer(format!("{tool:?}: no frames {} s after start", START_LIMIT.as_secs())));
+                return Err(BenchError::Peer(format!(
+                    "{tool:?}: no frames {} s after start",
+                    START_LIMIT.as_secs()
+                )));
             }
             std::thread::sleep(Duration::from_millis(20));
         }
@@ -338,7 +405,13 @@ pub fn run_peer_pairs(
     stop: &AtomicBool,
     on_progress: &mut dyn FnMut(&str),
 ) -> Result<(PeerResult, bool), BenchError> {
-    let mut result = PeerResult { path: cfg.path.clone(), size, lead_s: cfg.lead.as_secs_f64(), window_s: cfg.window.as_secs_f64(), rows: Vec::new() };
+    let mut result = PeerResult {
+        path: cfg.path.clone(),
+        size,
+        lead_s: cfg.lead.as_secs_f64(),
+        window_s: cfg.window.as_secs_f64(),
+        rows: Vec::new(),
+    };
     for receiver in Receiver::ALL {
         let counter = match receiver {
             Receiver::Refused => None,
@@ -346,7 +419,10 @@ pub fn run_peer_pairs(
         };
         // Program run counts need the kernel's statistics on: held for this receiver.
         let _stats = match receiver {
-            Receiver::Refused => Some(aya::sys::enable_stats(aya::sys::Stats::RunTime).map_err(|e| BenchError::Peer(format!("BPF_ENABLE_STATS: {e}")))?),
+            Receiver::Refused => Some(
+                aya::sys::enable_stats(aya::sys::Stats::RunTime)
+                    .map_err(|e| BenchError::Peer(format!("BPF_ENABLE_STATS: {e}")))?,
+            ),
             _ => None,
         };
         if receiver == Receiver::DropThreaded {
@@ -355,12 +431,20 @@ pub fn run_peer_pairs(
         }
         let (mut xs, mut ps) = (Vec::new(), Vec::new());
         for pair in 1..=cfg.pairs {
-            let order = if pair % 2 == 1 { [Tool::Xdpool, Tool::Peer] } else { [Tool::Peer, Tool::Xdpool] };
+            let order = if pair % 2 == 1 {
+                [Tool::Xdpool, Tool::Peer]
+            } else {
+                [Tool::Peer, Tool::Xdpool]
+            };
             for tool in order {
                 if stop.load(Ordering::SeqCst) {
                     return Ok((result, true));
                 }
-                on_progress(&format!("--peer: {} pair {pair}/{}: {tool:?}", receiver.name(), cfg.pairs));
+                on_progress(&format!(
+                    "--peer: {} pair {pair}/{}: {tool:?}",
+                    receiver.name(),
+                    cfg.pairs
+                ));
                 let mpps = windowed(tool, cfg, st, size, counter.as_ref())?;
                 match tool {
                     Tool::Xdpool => xs.push(mpps),
@@ -382,32 +466,67 @@ mod tests {
 
     #[test]
     fn ratios_are_per_pair_and_skip_a_dead_peer_run() {
-        let row = PeerRow::from_pairs(Receiver::DropSoftirq, vec![2.0, 3.0, 4.0], vec![1.0, 3.0, 0.0]);
+        let row = PeerRow::from_pairs(
+            Receiver::DropSoftirq,
+            vec![2.0, 3.0, 4.0],
+            vec![1.0, 3.0, 0.0],
+        );
         let r = row.ratio.unwrap();
         assert_eq!((r.n, r.min, r.max, r.median), (2, 1.0, 2.0, 1.5));
         assert_eq!(row.xdpool.unwrap().median, 3.0);
         assert_eq!(row.counted, "arrived");
-        assert_eq!(PeerRow::from_pairs(Receiver::Refused, vec![1.0], vec![1.0]).counted, "handed");
+        assert_eq!(
+            PeerRow::from_pairs(Receiver::Refused, vec![1.0], vec![1.0]).counted,
+            "handed"
+        );
     }
 
     #[test]
     fn table_names_both_tools_and_the_ratio() {
-        let rows = vec![PeerRow::from_pairs(Receiver::Refused, vec![3.0, 3.3], vec![2.0, 3.0])];
-        let t = PeerResult { path: "/opt/xdp-trafficgen".into(), size: 64, lead_s: 1.0, window_s: 3.0, rows }.table();
+        let rows = vec![PeerRow::from_pairs(
+            Receiver::Refused,
+            vec![3.0, 3.3],
+            vec![2.0, 3.0],
+        )];
+        let t = PeerResult {
+            path: "/opt/xdp-trafficgen".into(),
+            size: 64,
+            lead_s: 1.0,
+            window_s: 3.0,
+            rows,
+        }
+        .table();
         assert!(t.contains("| refused (no NAPI) | handed | 3.150 (3.000-3.300) | 2.500 (2.000-3.000) | 1.30 (1.10-1.50) | 2 |"), "{t}");
         assert!(t.contains("peer: /opt/xdp-trafficgen"), "{t}");
     }
 
     #[test]
     fn settings_are_checked() {
-        let ok = PeerConfig { path: "/bin/sh".into(), pairs: 1, lead: Duration::from_secs(1), window: Duration::from_secs(1) };
+        let ok = PeerConfig {
+            path: "/bin/sh".into(),
+            pairs: 1,
+            lead: Duration::from_secs(1),
+            window: Duration::from_secs(1),
+        };
         ok.validate(0).unwrap();
         let err = ok.validate(1).unwrap_err().to_string();
         assert!(err.contains("--gen-core 0"), "{err}");
-        let err = PeerConfig { path: "/nonexistent/xdp-trafficgen".into(), ..ok.clone() }.validate(0).unwrap_err().to_string();
+        let err = PeerConfig {
+            path: "/nonexistent/xdp-trafficgen".into(),
+            ..ok.clone()
+        }
+        .validate(0)
+        .unwrap_err()
+        .to_string();
         assert!(err.contains("tools/bench/README.md"), "{err}");
         let plain = tempfile::NamedTempFile::new().unwrap();
-        let err = PeerConfig { path: plain.path().into(), ..ok.clone() }.validate(0).unwrap_err().to_string();
+        let err = PeerConfig {
+            path: plain.path().into(),
+            ..ok.clone()
+        }
+        .validate(0)
+        .unwrap_err()
+        .to_string();
         assert!(err.contains("not an executable"), "{err}");
         assert!(PeerConfig { pairs: 0, ..ok }.validate(0).is_err());
     }

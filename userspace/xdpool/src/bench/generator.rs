@@ -52,7 +52,10 @@ impl GenBenchConfig {
     pub fn validate(&self) -> Result<(), BenchError> {
         let bad = |m: String| Err(BenchError::Config(m));
         if self.batches.is_empty() || self.batches.iter().any(|&b| !(1..=256).contains(&b)) {
-            return bad(format!("--batches {:?}: give one or more values in 1..=256", self.batches));
+            return bad(format!(
+                "--batches {:?}: give one or more values in 1..=256",
+                self.batches
+            ));
         }
         if self.reps == 0 || self.count == 0 {
             return bad("--reps and --count must be at least 1".into());
@@ -61,9 +64,14 @@ impl GenBenchConfig {
             return bad(format!("--size {}: 60..=1514", self.size));
         }
         let online = crate::config::online_cpus();
-        for (what, core) in [("--gen-core", self.gen_core), ("--napi-core", self.napi_core)] {
+        for (what, core) in [
+            ("--gen-core", self.gen_core),
+            ("--napi-core", self.napi_core),
+        ] {
             if !online.contains(&core) {
-                return bad(format!("{what} {core} is not an online CPU (online: {online:?})"));
+                return bad(format!(
+                    "{what} {core} is not an online CPU (online: {online:?})"
+                ));
             }
         }
         if let Some(peer) = &self.peer {
@@ -87,7 +95,11 @@ pub enum Receiver {
 
 impl Receiver {
     /// All set-ups, in the order they are measured.
-    pub const ALL: [Receiver; 3] = [Receiver::Refused, Receiver::DropSoftirq, Receiver::DropThreaded];
+    pub const ALL: [Receiver; 3] = [
+        Receiver::Refused,
+        Receiver::DropSoftirq,
+        Receiver::DropThreaded,
+    ];
 
     /// Name in the table.
     pub fn name(self) -> &'static str {
@@ -142,7 +154,9 @@ impl GenBenchReport {
     /// The Markdown table and its notes.
     pub fn table(&self) -> String {
         let mut out = String::new();
-        out.push_str("| receiver | NAPI core | batch | handed Mpps | arrived Mpps | arrived / handed |\n");
+        out.push_str(
+            "| receiver | NAPI core | batch | handed Mpps | arrived Mpps | arrived / handed |\n",
+        );
         out.push_str("|---|---:|---:|---:|---:|---:|\n");
         let fmt = |s: &Spread| format!("{:.3} ±{:.1}%", s.median, s.spread_pct);
         for r in &self.rows {
@@ -153,7 +167,8 @@ impl GenBenchReport {
                 r.batch,
                 fmt(&r.handed_mpps),
                 r.arrived_mpps.as_ref().map_or("-".to_string(), fmt),
-                r.arrived_fraction.map_or("-".to_string(), |f| format!("{:.1}%", f * 100.0)),
+                r.arrived_fraction
+                    .map_or("-".to_string(), |f| format!("{:.1}%", f * 100.0)),
             ));
         }
         out.push_str(&format!(
@@ -188,7 +203,12 @@ pub fn run_gen_bench(
         )));
     }
     // GRO off on both ends: without an XDP program the receiver then has no NAPI.
-    let lab_cfg = LabConfig { queues: Some(1), gro: false, threaded_napi: false, ..LabConfig::with_prefix(cfg.prefix.clone()) };
+    let lab_cfg = LabConfig {
+        queues: Some(1),
+        gro: false,
+        threaded_napi: false,
+        ..LabConfig::with_prefix(cfg.prefix.clone())
+    };
     let guard = LabGuard::up(&lab_cfg)?;
     let st = guard.status().clone();
     let total = Receiver::ALL.len() * cfg.batches.len() * cfg.reps as usize;
@@ -224,7 +244,8 @@ pub fn run_gen_bench(
                     receiver.name(),
                     cfg.reps,
                     done + 1,
-                    eta.map(|e| format!(", about {:.0} s left", e.as_secs_f64())).unwrap_or_default()
+                    eta.map(|e| format!(", about {:.0} s left", e.as_secs_f64()))
+                        .unwrap_or_default()
                 ));
                 let before = counter.as_ref().map(RxCounter::packets).transpose()?;
                 let report = gen::run(&gen_config(cfg, &st, batch))?;
@@ -232,7 +253,9 @@ pub fn run_gen_bench(
                 handed.push(report.sent as f64 / secs / 1e6);
                 sent_all += report.sent;
                 if let (Some(c), Some(before)) = (&counter, before) {
-                    let after = c.settle(Duration::from_millis(200), Duration::from_secs(3))?.packets;
+                    let after = c
+                        .settle(Duration::from_millis(200), Duration::from_secs(3))?
+                        .packets;
                     let got = after.saturating_sub(before);
                     counted_all += got;
                     arrived.push(got as f64 / secs / 1e6);
@@ -245,7 +268,9 @@ pub fn run_gen_bench(
                 napi_core,
                 handed_mpps: spread(&handed).ok_or_else(|| BenchError::Config("no runs".into()))?,
                 arrived_mpps: spread(&arrived),
-                arrived_fraction: counter.as_ref().and_then(|_| super::math::fraction(counted_all as f64, sent_all as f64)),
+                arrived_fraction: counter
+                    .as_ref()
+                    .and_then(|_| super::math::fraction(counted_all as f64, sent_all as f64)),
             });
         }
         if receiver == Receiver::DropThreaded {
@@ -256,7 +281,8 @@ pub fn run_gen_bench(
     // The lab is back to `refused` (no program on side "b", GRO off, NAPI in softirq).
     let mut peer = None;
     if let (Some(pcfg), false) = (&cfg.peer, interrupted) {
-        let (result, stopped) = run_peer_pairs(pcfg, &st, cfg.size, cfg.napi_core, stop, on_progress)?;
+        let (result, stopped) =
+            run_peer_pairs(pcfg, &st, cfg.size, cfg.napi_core, stop, on_progress)?;
         interrupted = stopped;
         peer = Some(result);
     }
@@ -305,13 +331,43 @@ mod tests {
     #[test]
     fn settings_out_of_range_are_named() {
         for (bad, key) in [
-            (GenBenchConfig { batches: vec![0], ..cfg() }, "--batches"),
-            (GenBenchConfig { batches: vec![], ..cfg() }, "--batches"),
-            (GenBenchConfig { batches: vec![257], ..cfg() }, "--batches"),
+            (
+                GenBenchConfig {
+                    batches: vec![0],
+                    ..cfg()
+                },
+                "--batches",
+            ),
+            (
+                GenBenchConfig {
+                    batches: vec![],
+                    ..cfg()
+                },
+                "--batches",
+            ),
+            (
+                GenBenchConfig {
+                    batches: vec![257],
+                    ..cfg()
+                },
+                "--batches",
+            ),
             (GenBenchConfig { size: 59, ..cfg() }, "--size"),
             (GenBenchConfig { reps: 0, ..cfg() }, "--reps"),
-            (GenBenchConfig { gen_core: 4096, ..cfg() }, "--gen-core"),
-            (GenBenchConfig { napi_core: 4096, ..cfg() }, "--napi-core"),
+            (
+                GenBenchConfig {
+                    gen_core: 4096,
+                    ..cfg()
+                },
+                "--gen-core",
+            ),
+            (
+                GenBenchConfig {
+                    napi_core: 4096,
+                    ..cfg()
+                },
+                "--napi-core",
+            ),
         ] {
             let err = bad.validate().unwrap_err().to_string();
             assert!(err.contains(key), "{err} should name {key}");
@@ -329,7 +385,14 @@ mod tests {
             reps: 1,
             gen_core: 0,
             rows: vec![
-                GenRow { receiver: Receiver::Refused, batch: 64, napi_core: None, handed_mpps: s(7.5), arrived_mpps: None, arrived_fraction: None },
+                GenRow {
+                    receiver: Receiver::Refused,
+                    batch: 64,
+                    napi_core: None,
+                    handed_mpps: s(7.5),
+                    arrived_mpps: None,
+                    arrived_fraction: None,
+                },
                 GenRow {
                     receiver: Receiver::DropThreaded,
                     batch: 256,
@@ -343,7 +406,13 @@ mod tests {
             interrupted: false,
         };
         let t = report.table();
-        assert!(t.contains("| refused (no NAPI) | - | 64 | 7.500 ±0.0% | - | - |"), "{t}");
-        assert!(t.contains("| XDP_DROP, NAPI threaded | 1 | 256 | 6.000 ±0.0% | 4.500 ±0.0% | 75.0% |"), "{t}");
+        assert!(
+            t.contains("| refused (no NAPI) | - | 64 | 7.500 ±0.0% | - | - |"),
+            "{t}"
+        );
+        assert!(
+            t.contains("| XDP_DROP, NAPI threaded | 1 | 256 | 6.000 ±0.0% | 4.500 ±0.0% | 75.0% |"),
+            "{t}"
+        );
     }
 }

@@ -41,10 +41,24 @@ pub fn spread(values: &[f64]) -> Option<Spread> {
     let mut v = values.to_vec();
     v.sort_by(f64::total_cmp);
     let n = v.len();
-    let median = if n % 2 == 1 { v[n / 2] } else { (v[n / 2 - 1] + v[n / 2]) / 2.0 };
+    let median = if n % 2 == 1 {
+        v[n / 2]
+    } else {
+        (v[n / 2 - 1] + v[n / 2]) / 2.0
+    };
     let (min, max) = (v[0], v[n - 1]);
-    let spread_pct = if median > 0.0 { (max - min) / median * 100.0 } else { 0.0 };
-    Some(Spread { median, min, max, spread_pct, n })
+    let spread_pct = if median > 0.0 {
+        (max - min) / median * 100.0
+    } else {
+        0.0
+    };
+    Some(Spread {
+        median,
+        min,
+        max,
+        spread_pct,
+        n,
+    })
 }
 
 /// `part / whole`, or `None` when `whole` is not positive.
@@ -63,7 +77,10 @@ mod tests {
         assert_eq!(on_wire_bits(1500), 1524 * 8);
         // 10 GbE line rate for 60+4 byte (minimum) frames is 14.88 Mpps.
         let line_rate_pps = 10e9 / on_wire_bits(60) as f64;
-        assert!((line_rate_pps - 14_880_952.38).abs() < 1.0, "{line_rate_pps}");
+        assert!(
+            (line_rate_pps - 14_880_952.38).abs() < 1.0,
+            "{line_rate_pps}"
+        );
         assert!((on_wire_gbps(line_rate_pps, 60) - 10.0).abs() < 1e-9);
         assert!((on_wire_gbps(1e6, 1000) - 8.192).abs() < 1e-12);
     }

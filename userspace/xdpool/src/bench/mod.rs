@@ -74,7 +74,10 @@ pub enum BenchError {
 
 /// Writes `bytes` to `path`, creating missing parent directories (`out/` for `make pktgen`).
 pub fn write_creating_dirs(path: &Path, bytes: &[u8]) -> Result<(), BenchError> {
-    let io = |source| BenchError::Io { path: path.to_path_buf(), source };
+    let io = |source| BenchError::Io {
+        path: path.to_path_buf(),
+        source,
+    };
     if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
         std::fs::create_dir_all(dir).map_err(io)?;
     }
@@ -82,7 +85,10 @@ pub fn write_creating_dirs(path: &Path, bytes: &[u8]) -> Result<(), BenchError> 
 }
 
 /// Writes a device sweep's report as pretty JSON.
-pub fn write_device_json(report: &device_sweep::DeviceSweepReport, path: &Path) -> Result<(), BenchError> {
+pub fn write_device_json(
+    report: &device_sweep::DeviceSweepReport,
+    path: &Path,
+) -> Result<(), BenchError> {
     let text = serde_json::to_string_pretty(report).expect("the report serializes");
     write_creating_dirs(path, text.as_bytes())
 }
@@ -103,7 +109,8 @@ mod tests {
         let path = dir.path().join("out/sub/t.json");
         let rep = report::tests::report(&report::tests::three_reps());
         write_json(&rep, &path).unwrap();
-        let back: serde_json::Value = serde_json::from_slice(&std::fs::read(&path).unwrap()).unwrap();
+        let back: serde_json::Value =
+            serde_json::from_slice(&std::fs::read(&path).unwrap()).unwrap();
         assert_eq!(back["rows"].as_array().unwrap().len(), 2);
     }
 }

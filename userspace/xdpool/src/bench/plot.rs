@@ -21,7 +21,13 @@ struct Series {
 }
 
 fn series(rows: &[SizeRow], gbps: bool) -> Vec<Series> {
-    let scale = |r: &SizeRow| if gbps { r.on_wire_bits as f64 / 1e3 } else { 1.0 };
+    let scale = |r: &SizeRow| {
+        if gbps {
+            r.on_wire_bits as f64 / 1e3
+        } else {
+            1.0
+        }
+    };
     let of = |pick: &dyn Fn(&SizeRow) -> &Point| -> Vec<(f64, f64, f64, f64)> {
         rows.iter()
             .map(|r| {
@@ -40,10 +46,30 @@ fn series(rows: &[SizeRow], gbps: bool) -> Vec<Series> {
         })
         .collect();
     vec![
-        Series { label: "ceiling (XDP_DROP)", color: CEILING, dashed: true, points: of(&|r| &r.ceiling) },
-        Series { label: "generator (ceiling runs)", color: GENERATOR, dashed: false, points: gen },
-        Series { label: "xdpool rxdrop", color: RXDROP, dashed: false, points: of(&|r| &r.rxdrop) },
-        Series { label: "xdpool l2fwd", color: L2FWD, dashed: false, points: of(&|r| &r.l2fwd) },
+        Series {
+            label: "ceiling (XDP_DROP)",
+            color: CEILING,
+            dashed: true,
+            points: of(&|r| &r.ceiling),
+        },
+        Series {
+            label: "generator (ceiling runs)",
+            color: GENERATOR,
+            dashed: false,
+            points: gen,
+        },
+        Series {
+            label: "xdpool rxdrop",
+            color: RXDROP,
+            dashed: false,
+            points: of(&|r| &r.rxdrop),
+        },
+        Series {
+            label: "xdpool l2fwd",
+            color: L2FWD,
+            dashed: false,
+            points: of(&|r| &r.l2fwd),
+        },
     ]
 }
 
@@ -54,10 +80,16 @@ fn draw_panel<DB: DrawingBackend>(
 ) -> Result<(), DrawingAreaErrorKind<DB::ErrorType>> {
     let all = series(rows, gbps);
     let x_max = rows.iter().map(|r| r.size).max().unwrap_or(1500) as f64;
-    let y_max = all.iter().flat_map(|s| s.points.iter().map(|p| p.3)).fold(0.0f64, f64::max);
+    let y_max = all
+        .iter()
+        .flat_map(|s| s.points.iter().map(|p| p.3))
+        .fold(0.0f64, f64::max);
     let y_max = if y_max > 0.0 { y_max * 1.15 } else { 1.0 };
-    let (title, y_desc) =
-        if gbps { ("Gbit/s on the wire", "Gbit/s (incl. FCS, preamble, gap)") } else { ("Mpps", "Mpps") };
+    let (title, y_desc) = if gbps {
+        ("Gbit/s on the wire", "Gbit/s (incl. FCS, preamble, gap)")
+    } else {
+        ("Mpps", "Mpps")
+    };
     let mut chart = ChartBuilder::on(area)
         .caption(title, ("sans-serif", 20))
         .margin(12)
@@ -80,11 +112,16 @@ fn draw_panel<DB: DrawingBackend>(
             chart.draw_series(LineSeries::new(line.clone(), style))?
         };
         let color = s.color;
-        anno.label(s.label).legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 18, y)], color.stroke_width(2)));
-        chart.draw_series(line.iter().map(|&(x, y)| Circle::new((x, y), 3, s.color.filled())))?;
+        anno.label(s.label).legend(move |(x, y)| {
+            PathElement::new(vec![(x, y), (x + 18, y)], color.stroke_width(2))
+        });
         chart.draw_series(
-            s.points.iter().map(|&(x, _, lo, hi)| PathElement::new(vec![(x, lo), (x, hi)], s.color.stroke_width(1))),
+            line.iter()
+                .map(|&(x, y)| Circle::new((x, y), 3, s.color.filled())),
         )?;
+        chart.draw_series(s.points.iter().map(|&(x, _, lo, hi)| {
+            PathElement::new(vec![(x, lo), (x, hi)], s.color.stroke_width(1))
+        }))?;
     }
     chart
         .configure_series_labels()
@@ -106,7 +143,9 @@ pub fn render_svg(report: &SweepReport) -> Result<String, BenchError> {
             "xdpool throughput on veth (generator core {}, worker core {}, kernel {})",
             report.placement.generator_core, report.placement.worker_core, report.kernel
         );
-        let root = root.titled(&title, ("sans-serif", 18)).map_err(|e| err(&e))?;
+        let root = root
+            .titled(&title, ("sans-serif", 18))
+            .map_err(|e| err(&e))?;
         let (left, right) = root.split_horizontally(600);
         draw_panel(&left, &report.rows, false).map_err(|e| err(&e))?;
         draw_panel(&right, &report.rows, true).map_err(|e| err(&e))?;
@@ -131,7 +170,13 @@ mod tests {
         let svg = render_svg(&report(&three_reps())).unwrap();
         assert!(svg.starts_with("<svg"), "{}", &svg[..80]);
         assert!(svg.trim_end().ends_with("</svg>"));
-        for label in ["ceiling (XDP_DROP)", "xdpool rxdrop", "xdpool l2fwd", "generator (ceiling runs)", "Gbit/s on the wire"] {
+        for label in [
+            "ceiling (XDP_DROP)",
+            "xdpool rxdrop",
+            "xdpool l2fwd",
+            "generator (ceiling runs)",
+            "Gbit/s on the wire",
+        ] {
             assert!(svg.contains(label), "missing {label}");
         }
         // Two panels, four lines each (polylines), dashed ceiling as many segments.

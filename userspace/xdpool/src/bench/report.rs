@@ -170,17 +170,34 @@ pub fn build_rows(samples: &[Sample]) -> Vec<SizeRow> {
         }
     }
     let of = |size: usize, subject: Subject| -> Vec<Sample> {
-        samples.iter().filter(|s| s.size == size && s.subject == subject).cloned().collect()
+        samples
+            .iter()
+            .filter(|s| s.size == size && s.subject == subject)
+            .cloned()
+            .collect()
     };
     sizes
         .into_iter()
         .filter_map(|size| {
             let ceiling = point(of(size, Subject::Ceiling), size, None)?;
-            let generator_mpps = math::spread(&ceiling.samples.iter().map(|s| s.gen_mpps).collect::<Vec<_>>())?;
+            let generator_mpps = math::spread(
+                &ceiling
+                    .samples
+                    .iter()
+                    .map(|s| s.gen_mpps)
+                    .collect::<Vec<_>>(),
+            )?;
             let cm = Some(ceiling.mpps.median);
             let rxdrop = point(of(size, Subject::Rxdrop), size, cm)?;
             let l2fwd = point(of(size, Subject::L2fwd), size, cm)?;
-            Some(SizeRow { size, on_wire_bits: math::on_wire_bits(size), generator_mpps, ceiling, rxdrop, l2fwd })
+            Some(SizeRow {
+                size,
+                on_wire_bits: math::on_wire_bits(size),
+                generator_mpps,
+                ceiling,
+                rxdrop,
+                l2fwd,
+            })
         })
         .collect()
 }
@@ -227,7 +244,11 @@ impl SweepReport {
                 mpps_cell(&r.l2fwd.mpps),
                 format!("{:.3}", r.l2fwd.gbps),
                 pct(r.l2fwd.fraction_of_ceiling),
-                format!("{} / {}", pct(Some(r.rxdrop.delivered_fraction)), pct(Some(r.l2fwd.delivered_fraction))),
+                format!(
+                    "{} / {}",
+                    pct(Some(r.rxdrop.delivered_fraction)),
+                    pct(Some(r.l2fwd.delivered_fraction))
+                ),
             ];
             out.push_str(&format!("| {} |\n", cells.join(" | ")));
         }
@@ -265,7 +286,13 @@ impl SweepReport {
 /// equal to the table's precision. Returns the rows compared, or what differs.
 pub fn table_matches_json(table: &str, json: &serde_json::Value) -> Result<usize, String> {
     let mut lines = table.lines();
-    let header: Vec<&str> = lines.next().ok_or("no header line")?.trim_matches('|').split('|').map(str::trim).collect();
+    let header: Vec<&str> = lines
+        .next()
+        .ok_or("no header line")?
+        .trim_matches('|')
+        .split('|')
+        .map(str::trim)
+        .collect();
     if header != TABLE_HEADER {
         return Err(format!("header {header:?}"));
     }
@@ -275,18 +302,28 @@ pub fn table_matches_json(table: &str, json: &serde_json::Value) -> Result<usize
     let rows = json["rows"].as_array().ok_or("no rows in the JSON")?;
     let table_rows: Vec<&str> = lines.take_while(|l| l.starts_with('|')).collect();
     if table_rows.len() != rows.len() {
-        return Err(format!("{} table rows, {} JSON rows", table_rows.len(), rows.len()));
+        return Err(format!(
+            "{} table rows, {} JSON rows",
+            table_rows.len(),
+            rows.len()
+        ));
     }
     for (line, row) in table_rows.iter().zip(rows) {
         let cells: Vec<&str> = line.trim_matches('|').split('|').map(str::trim).collect();
         if cells.len() != TABLE_HEADER.len() {
             return Err(format!("{} cells in {line}", cells.len()));
         }
-        let size: u64 = cells[0].parse().map_err(|e| format!("size {:?}: {e}", cells[0]))?;
+        let size: u64 = cells[0]
+            .parse()
+            .map_err(|e| format!("size {:?}: {e}", cells[0]))?;
         if Some(size) != row["size"].as_u64() {
             return Err(format!("size {size} against {}", row["size"]));
         }
-        let f = |p: &str| row.pointer(p).and_then(|v| v.as_f64()).ok_or_else(|| format!("{p} missing in {row}"));
+        let f = |p: &str| {
+            row.pointer(p)
+                .and_then(|v| v.as_f64())
+                .ok_or_else(|| format!("{p} missing in {row}"))
+        };
         let want = [
             f("/generator_mpps/median")?,
             f("/ceiling/mpps/median")?,
@@ -300,9 +337,17 @@ pub fn table_matches_json(table: &str, json: &serde_json::Value) -> Result<usize
             f("/rxdrop/delivered_fraction")? * 100.0,
         ];
         for (i, (cell, want)) in cells[1..].iter().zip(want).enumerate() {
-            let got: f64 = cell.split([' ', '%']).next().unwrap_or("").parse().map_err(|e| format!("cell {cell:?}: {e}"))?;
+            let got: f64 = cell
+                .split([' ', '%'])
+                .next()
+                .unwrap_or("")
+                .parse()
+                .map_err(|e| format!("cell {cell:?}: {e}"))?;
             if (got - want).abs() > 0.051 {
-                return Err(format!("size {size}, column {}: table {got}, JSON {want}", TABLE_HEADER[i + 1]));
+                return Err(format!(
+                    "size {size}, column {}: table {got}, JSON {want}",
+                    TABLE_HEADER[i + 1]
+                ));
             }
         }
     }
@@ -313,7 +358,13 @@ pub fn table_matches_json(table: &str, json: &serde_json::Value) -> Result<usize
 pub(crate) mod tests {
     use super::*;
 
-    pub(crate) fn sample(subject: Subject, size: usize, rep: u32, received: u64, secs: f64) -> Sample {
+    pub(crate) fn sample(
+        subject: Subject,
+        size: usize,
+        rep: u32,
+        received: u64,
+        secs: f64,
+    ) -> Sample {
         let sent = 1_000_000;
         Sample {
             subject,
@@ -354,7 +405,13 @@ pub(crate) mod tests {
         for (size, secs) in [(64usize, 1.0f64), (1500, 2.0)] {
             for rep in 1..=3 {
                 v.push(sample(Subject::Ceiling, size, rep, 1_000_000, secs));
-                v.push(sample(Subject::Rxdrop, size, rep, 400_000 + 100_000 * rep as u64, secs));
+                v.push(sample(
+                    Subject::Rxdrop,
+                    size,
+                    rep,
+                    400_000 + 100_000 * rep as u64,
+                    secs,
+                ));
                 v.push(sample(Subject::L2fwd, size, rep, 250_000, secs));
             }
         }
@@ -364,7 +421,10 @@ pub(crate) mod tests {
     #[test]
     fn rows_summarize_reps_against_the_ceiling() {
         let rows = build_rows(&three_reps());
-        assert_eq!(rows.iter().map(|r| r.size).collect::<Vec<_>>(), vec![64, 1500]);
+        assert_eq!(
+            rows.iter().map(|r| r.size).collect::<Vec<_>>(),
+            vec![64, 1500]
+        );
         let r = &rows[0];
         assert_eq!(r.ceiling.mpps.median, 1.0);
         assert_eq!(r.ceiling.fraction_of_ceiling, Some(1.0));
@@ -395,14 +455,25 @@ pub(crate) mod tests {
     fn table_and_json_agree() {
         let rep = report(&three_reps());
         let table = rep.table();
-        let json: serde_json::Value = serde_json::from_str(&serde_json::to_string(&rep).unwrap()).unwrap();
+        let json: serde_json::Value =
+            serde_json::from_str(&serde_json::to_string(&rep).unwrap()).unwrap();
         assert_eq!(table_matches_json(&table, &json), Ok(2));
         let tampered = table.replacen("| 64 |", "| 65 |", 1);
         assert_ne!(tampered, table);
-        assert!(table_matches_json(&tampered, &json).is_err(), "a changed size is caught");
+        assert!(
+            table_matches_json(&tampered, &json).is_err(),
+            "a changed size is caught"
+        );
         assert!(table.contains("20 B preamble"), "{table}");
-        assert!(table.contains("generator core 0") && table.contains("worker core 1"), "{table}");
+        assert!(
+            table.contains("generator core 0") && table.contains("worker core 1"),
+            "{table}"
+        );
         let back: SweepReport = serde_json::from_value(json).unwrap();
-        assert_eq!(back.table(), table, "the JSON holds everything the table shows");
+        assert_eq!(
+            back.table(),
+            table,
+            "the JSON holds everything the table shows"
+        );
     }
 }

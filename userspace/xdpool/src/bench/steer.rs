@@ -33,7 +33,10 @@ pub struct SteerBenchConfig {
 
 impl Default for SteerBenchConfig {
     fn default() -> Self {
-        SteerBenchConfig { rounds: 11, repeat: 2_000_000 }
+        SteerBenchConfig {
+            rounds: 11,
+            repeat: 2_000_000,
+        }
     }
 }
 
@@ -54,8 +57,15 @@ pub struct Subject {
     pub frags: bool,
 }
 
-fn steer(proto: Option<u8>, dst_port: Option<(u16, u16)>, dst_prefix: Option<(IpAddr, u8)>) -> Rule {
-    Rule { matcher: RuleMatch::dst(proto, dst_port, dst_prefix), action: RuleAction::Steer }
+fn steer(
+    proto: Option<u8>,
+    dst_port: Option<(u16, u16)>,
+    dst_prefix: Option<(IpAddr, u8)>,
+) -> Rule {
+    Rule {
+        matcher: RuleMatch::dst(proto, dst_port, dst_prefix),
+        action: RuleAction::Steer,
+    }
 }
 
 const UDP: u8 = 17;
@@ -68,19 +78,30 @@ pub fn mixed_rules() -> Vec<Rule> {
     let v6 = |s: &str, len| Some((IpAddr::V6(s.parse::<Ipv6Addr>().expect("prefix")), len));
     vec![
         steer(Some(TCP), Some((80, 80)), None),
-        Rule { action: RuleAction::Drop, ..steer(None, None, v4(198, 19, 0, 0, 16)) },
+        Rule {
+            action: RuleAction::Drop,
+            ..steer(None, None, v4(198, 19, 0, 0, 16))
+        },
         steer(Some(UDP), Some((4789, 4789)), v4(198, 18, 0, 0, 15)),
-        Rule { action: RuleAction::Pass, ..steer(None, None, v6("2001:2:0:1::", 64)) },
+        Rule {
+            action: RuleAction::Pass,
+            ..steer(None, None, v6("2001:2:0:1::", 64))
+        },
         steer(Some(TCP), None, None),
         steer(None, Some((5000, 5999)), None),
-        Rule { action: RuleAction::Drop, ..steer(Some(1), None, None) },
+        Rule {
+            action: RuleAction::Drop,
+            ..steer(Some(1), None, None)
+        },
         steer(Some(UDP), Some((LAB_PORT, LAB_PORT)), None),
     ]
 }
 
 /// 64 rules (the most a list holds), the frame matching only the last.
 pub fn sixty_four_rules() -> Vec<Rule> {
-    let mut rules: Vec<Rule> = (0..63u16).map(|i| steer(Some(UDP), Some((100 + i, 100 + i)), None)).collect();
+    let mut rules: Vec<Rule> = (0..63u16)
+        .map(|i| steer(Some(UDP), Some((100 + i, 100 + i)), None))
+        .collect();
     rules.push(steer(Some(UDP), Some((LAB_PORT, LAB_PORT)), None));
     rules
 }
@@ -88,7 +109,12 @@ pub fn sixty_four_rules() -> Vec<Rule> {
 /// The subjects, reference first.
 pub fn subjects() -> Vec<Subject> {
     vec![
-        Subject { name: "redirect-only", about: "xdpool_redirect_ref: bpf_redirect_map, nothing else", rules: None, frags: true },
+        Subject {
+            name: "redirect-only",
+            about: "xdpool_redirect_ref: bpf_redirect_map, nothing else",
+            rules: None,
+            frags: true,
+        },
         Subject {
             name: "match-all",
             about: "one rule without condition, steer (no parse)",
@@ -107,8 +133,18 @@ pub fn subjects() -> Vec<Subject> {
             rules: Some(vec![steer(Some(UDP), Some((LAB_PORT, LAB_PORT)), None)]),
             frags: true,
         },
-        Subject { name: "8 mixed", about: "proto/port/prefix rules, v4 and v6; the 8th matches", rules: Some(mixed_rules()), frags: false },
-        Subject { name: "64 rules", about: "udp port rules; the 64th matches", rules: Some(sixty_four_rules()), frags: false },
+        Subject {
+            name: "8 mixed",
+            about: "proto/port/prefix rules, v4 and v6; the 8th matches",
+            rules: Some(mixed_rules()),
+            frags: false,
+        },
+        Subject {
+            name: "64 rules",
+            about: "udp port rules; the 64th matches",
+            rules: Some(sixty_four_rules()),
+            frags: false,
+        },
     ]
 }
 
@@ -190,13 +226,24 @@ impl SteerReport {
             self.rounds, self.repeat
         );
         let _ = writeln!(t);
-        let _ = writeln!(t, "| frame | program | shape | ns per frame, median [range] | ratio to redirect-only |");
+        let _ = writeln!(
+            t,
+            "| frame | program | shape | ns per frame, median [range] | ratio to redirect-only |"
+        );
         let _ = writeln!(t, "|---|---|---|---|---|");
         for r in &self.rows {
             let _ = writeln!(
                 t,
                 "| {} | {} | {} | {:.1} [{:.1}-{:.1}] | {:.3} [{:.3}-{:.3}] |",
-                r.frame, r.subject, r.shape, r.ns.median, r.ns.min, r.ns.max, r.ratio.median, r.ratio.min, r.ratio.max
+                r.frame,
+                r.subject,
+                r.shape,
+                r.ns.median,
+                r.ns.min,
+                r.ns.max,
+                r.ratio.median,
+                r.ratio.min,
+                r.ratio.max
             );
         }
         t
@@ -204,7 +251,12 @@ impl SteerReport {
 }
 
 /// Per-round times of every subject on one frame kind, in subject order.
-fn rows_for(frame: &'static str, subjects: &[Subject], shapes: &[String], ns: &[Vec<f64>]) -> Vec<SteerRow> {
+fn rows_for(
+    frame: &'static str,
+    subjects: &[Subject],
+    shapes: &[String],
+    ns: &[Vec<f64>],
+) -> Vec<SteerRow> {
     let reference = &ns[0];
     subjects
         .iter()
@@ -216,8 +268,20 @@ fn rows_for(frame: &'static str, subjects: &[Subject], shapes: &[String], ns: &[
                 subject: s.name.to_string(),
                 frame,
                 shape: shape.clone(),
-                ns: spread(times).unwrap_or(Spread { median: f64::NAN, min: f64::NAN, max: f64::NAN, spread_pct: 0.0, n: 0 }),
-                ratio: spread(&ratios).unwrap_or(Spread { median: f64::NAN, min: f64::NAN, max: f64::NAN, spread_pct: 0.0, n: 0 }),
+                ns: spread(times).unwrap_or(Spread {
+                    median: f64::NAN,
+                    min: f64::NAN,
+                    max: f64::NAN,
+                    spread_pct: 0.0,
+                    n: 0,
+                }),
+                ratio: spread(&ratios).unwrap_or(Spread {
+                    median: f64::NAN,
+                    min: f64::NAN,
+                    max: f64::NAN,
+                    spread_pct: 0.0,
+                    n: 0,
+                }),
             }
         })
         .collect()
@@ -238,7 +302,10 @@ impl Loaded {
 }
 
 /// Runs the benchmark. Needs root (BPF_PROG_TEST_RUN); `progress` gets a line per round.
-pub fn run_steer_bench(cfg: &SteerBenchConfig, progress: &mut dyn FnMut(&str)) -> Result<SteerReport, SteerError> {
+pub fn run_steer_bench(
+    cfg: &SteerBenchConfig,
+    progress: &mut dyn FnMut(&str),
+) -> Result<SteerReport, SteerError> {
     let subjects = subjects();
     let mut loaded = Vec::new();
     let mut shapes = Vec::new();
@@ -252,7 +319,11 @@ pub fn run_steer_bench(cfg: &SteerBenchConfig, progress: &mut dyn FnMut(&str)) -
                 let mut st = Steering::load()?;
                 st.set_rules(rules)?;
                 st.use_frags(s.frags)?;
-                shapes.push(format!("{}{}", st.shape(), if s.frags { ", multi-buffer" } else { "" }));
+                shapes.push(format!(
+                    "{}{}",
+                    st.shape(),
+                    if s.frags { ", multi-buffer" } else { "" }
+                ));
                 loaded.push(Loaded::Steer(Box::new(st)));
             }
         }
@@ -264,7 +335,11 @@ pub fn run_steer_bench(cfg: &SteerBenchConfig, progress: &mut dyn FnMut(&str)) -
         for (s, l) in subjects.iter().zip(&loaded) {
             let (action, _) = l.run(f, 1)?;
             if action != 2 {
-                return Err(SteerError::BenchVerdict { subject: s.name, frame: name, action });
+                return Err(SteerError::BenchVerdict {
+                    subject: s.name,
+                    frame: name,
+                    action,
+                });
             }
         }
     }
@@ -283,8 +358,16 @@ pub fn run_steer_bench(cfg: &SteerBenchConfig, progress: &mut dyn FnMut(&str)) -
     }
     // The kernel reports whole nanoseconds per run: fine enough for ~10-100 ns only
     // with a long repeat, which is why the default is 2 000 000.
-    let rows = frames.iter().zip(&ns).flat_map(|((name, _), times)| rows_for(name, &subjects, &shapes, times)).collect();
-    Ok(SteerReport { rounds: cfg.rounds, repeat: cfg.repeat, rows })
+    let rows = frames
+        .iter()
+        .zip(&ns)
+        .flat_map(|((name, _), times)| rows_for(name, &subjects, &shapes, times))
+        .collect();
+    Ok(SteerReport {
+        rounds: cfg.rounds,
+        repeat: cfg.repeat,
+        rows,
+    })
 }
 
 #[cfg(test)]
@@ -308,7 +391,17 @@ mod tests {
         assert_eq!(sixty_four_rules().len(), 64);
         let s = subjects();
         assert!(s[0].rules.is_none(), "reference first");
-        assert_eq!(s.iter().map(|s| s.name).collect::<Vec<_>>(), ["redirect-only", "match-all", "lab", "lab, multi-buffer", "8 mixed", "64 rules"]);
+        assert_eq!(
+            s.iter().map(|s| s.name).collect::<Vec<_>>(),
+            [
+                "redirect-only",
+                "match-all",
+                "lab",
+                "lab, multi-buffer",
+                "8 mixed",
+                "64 rules"
+            ]
+        );
     }
 
     #[test]
@@ -319,10 +412,20 @@ mod tests {
         let ns = vec![vec![10.0, 20.0, 10.0], vec![15.0, 30.0, 15.0]];
         let rows = rows_for("IPv4", subjects, &shapes, &ns);
         assert_eq!(rows[0].ratio.median, 1.0);
-        assert_eq!((rows[1].ratio.median, rows[1].ratio.min, rows[1].ratio.max), (1.5, 1.5, 1.5));
+        assert_eq!(
+            (rows[1].ratio.median, rows[1].ratio.min, rows[1].ratio.max),
+            (1.5, 1.5, 1.5)
+        );
         assert_eq!(rows[1].ns.median, 15.0);
-        let report = SteerReport { rounds: 3, repeat: 1, rows };
+        let report = SteerReport {
+            rounds: 3,
+            repeat: 1,
+            rows,
+        };
         let table = report.table();
-        assert!(table.contains("| IPv4 | match-all | x | 15.0 [15.0-30.0] | 1.500 [1.500-1.500] |"), "{table}");
+        assert!(
+            table.contains("| IPv4 | match-all | x | 15.0 [15.0-30.0] | 1.500 [1.500-1.500] |"),
+            "{table}"
+        );
     }
 }

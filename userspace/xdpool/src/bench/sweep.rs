@@ -97,18 +97,28 @@ impl SweepConfig {
             return bad("a time limit of 0 s sends nothing: give a positive --time-limit".into());
         }
         let online = crate::config::online_cpus();
-        for (what, core) in
-            [("--gen-core", Some(self.gen_core)), ("--worker-core", Some(self.worker_core)), ("--napi-core", self.napi_core)]
-        {
+        for (what, core) in [
+            ("--gen-core", Some(self.gen_core)),
+            ("--worker-core", Some(self.worker_core)),
+            ("--napi-core", self.napi_core),
+        ] {
             if let Some(core) = core.filter(|c| !online.contains(c)) {
-                return bad(format!("{what} {core} is not an online CPU (online: {online:?})"));
+                return bad(format!(
+                    "{what} {core} is not an online CPU (online: {online:?})"
+                ));
             }
         }
         if self.napi_core.is_some() && self.napi != NapiMode::Threaded {
-            return bad("--napi-core needs --napi threaded (softirq NAPI runs on the core that sends)".into());
+            return bad(
+                "--napi-core needs --napi threaded (softirq NAPI runs on the core that sends)"
+                    .into(),
+            );
         }
         if !self.xdpool_exe.exists() {
-            return bad(format!("xdpool binary {} not found: build it with `make build`", self.xdpool_exe.display()));
+            return bad(format!(
+                "xdpool binary {} not found: build it with `make build`",
+                self.xdpool_exe.display()
+            ));
         }
         Ok(())
     }
@@ -212,7 +222,10 @@ impl WorkDir {
             .prefix("xdpool-tput-")
             .permissions(std::fs::Permissions::from_mode(0o700))
             .tempdir_in(&parent)
-            .map_err(|source| BenchError::Io { path: parent, source })?;
+            .map_err(|source| BenchError::Io {
+                path: parent,
+                source,
+            })?;
         Ok(Self(Some(dir)))
     }
 
@@ -242,8 +255,20 @@ impl Drop for WorkDir {
 
 /// The config of the `xdpool run` child: the lab's receiving veth, one queue, one
 /// worker on `worker_core`, UDP to [`PORT`] steered with `action`.
-pub fn child_config(lab: &LabStatus, worker_core: usize, mode: WaitMode, action: Subject, control: &Path) -> String {
-    let on = ChildDevice { dev: &lab.b.dev, netns: Some(&lab.b.netns), zero_copy: "false", queues: "[0]".into(), frames: 8192 };
+pub fn child_config(
+    lab: &LabStatus,
+    worker_core: usize,
+    mode: WaitMode,
+    action: Subject,
+    control: &Path,
+) -> String {
+    let on = ChildDevice {
+        dev: &lab.b.dev,
+        netns: Some(&lab.b.netns),
+        zero_copy: "false",
+        queues: "[0]".into(),
+        frames: 8192,
+    };
     child_config_on(&on, Some(worker_core), mode, action, control)
 }
 
@@ -264,12 +289,21 @@ pub struct ChildDevice<'a> {
 
 /// The config of an `xdpool run` child on `on`: one worker on `worker_core` (`None`:
 /// `workers.cores` empty, xdpool's choice), UDP to [`PORT`] steered with `action`.
-pub fn child_config_on(on: &ChildDevice, worker_core: Option<usize>, mode: WaitMode, action: Subject, control: &Path) -> String {
+pub fn child_config_on(
+    on: &ChildDevice,
+    worker_core: Option<usize>,
+    mode: WaitMode,
+    action: Subject,
+    control: &Path,
+) -> String {
     let action = match action {
         Subject::L2fwd => "l2fwd",
         _ => "drop",
     };
-    let netns = on.netns.map(|ns| format!("netns = \"{ns}\"\n")).unwrap_or_default();
+    let netns = on
+        .netns
+        .map(|ns| format!("netns = \"{ns}\"\n"))
+        .unwrap_or_default();
     format!(
         "# written by `xdpool bench throughput`\n\
          [interface]\nname = \"{dev}\"\n{netns}xdp_mode = \"native\"\nzero_copy = {zc}\nqueues = {queues}\n\n\
@@ -298,16 +332,33 @@ pub(super) struct RunChild {
 
 impl RunChild {
     /// Starts `xdpool run` and waits for its `ready` line.
-    pub(super) fn start(exe: &Path, config: &Path, summary: &Path, log: &Path, run_for: Duration, what: &str) -> Result<Self, BenchError> {
+    pub(super) fn start(
+        exe: &Path,
+        config: &Path,
+        summary: &Path,
+        log: &Path,
+        run_for: Duration,
+        what: &str,
+    ) -> Result<Self, BenchError> {
         let child_err = |detail: String| BenchError::Child {
             what: what.to_string(),
             detail,
             config: config.to_path_buf(),
             log: log.to_path_buf(),
         };
-        let log_file = std::fs::File::create(log).map_err(|source| BenchError::Io { path: log.to_path_buf(), source })?;
+        let log_file = std::fs::File::create(log).map_err(|source| BenchError::Io {
+            path: log.to_path_buf(),
+            source,
+        })?;
         let mut child = Command::new(exe)
-            .args(["--log", "warn", "run", "--quiet", "--ready-line", "--duration"])
+            .args([
+                "--log",
+                "warn",
+                "run",
+                "--quiet",
+                "--ready-line",
+                "--duration",
+            ])
             .arg(format!("{:.1}", run_for.as_secs_f64()))
             .arg("--config")
             .arg(config)
@@ -319,7 +370,12 @@ impl RunChild {
             .spawn()
             .map_err(|e| child_err(format!("cannot start {}: {e}", exe.display())))?;
         let stdout = child.stdout.take().expect("stdout is piped");
-        let mut me = RunChild { child, what: what.to_string(), config: config.to_path_buf(), log: log.to_path_buf() };
+        let mut me = RunChild {
+            child,
+            what: what.to_string(),
+            config: config.to_path_buf(),
+            log: log.to_path_buf(),
+        };
         // The read blocks; a thread lets us give up after READY_TIMEOUT (the child then
         // gets stopped, its stdout closes and the thread ends).
         let (tx, rx) = std::sync::mpsc::channel();
@@ -335,11 +391,17 @@ impl RunChild {
             Ok(true) => Ok(me),
             Ok(false) => {
                 let status = me.stop();
-                Err(child_err(format!("it exited before attaching ({status}): {}", log_tail(log))))
+                Err(child_err(format!(
+                    "it exited before attaching ({status}): {}",
+                    log_tail(log)
+                )))
             }
             Err(_) => {
                 let status = me.stop();
-                Err(child_err(format!("not attached after {READY_TIMEOUT:?} ({status}): {}", log_tail(log))))
+                Err(child_err(format!(
+                    "not attached after {READY_TIMEOUT:?} ({status}): {}",
+                    log_tail(log)
+                )))
             }
         }
     }
@@ -364,7 +426,10 @@ impl RunChild {
         }
         tracing::warn!(pid = self.child.id(), what = %self.what, "xdpool run did not exit after SIGINT; killing it");
         let _ = self.child.kill();
-        self.child.wait().map(|s| format!("killed after {EXIT_TIMEOUT:?}: {s}")).unwrap_or_else(|e| e.to_string())
+        self.child
+            .wait()
+            .map(|s| format!("killed after {EXIT_TIMEOUT:?}: {s}"))
+            .unwrap_or_else(|e| e.to_string())
     }
 
     /// Stops the child and checks it ended well.
@@ -446,9 +511,23 @@ impl Bench<'_> {
         }
     }
 
-    fn sample(&self, subject: Subject, size: usize, rep: u32, sent: &GenReport, received: u64, acc: Option<bool>) -> Sample {
+    fn sample(
+        &self,
+        subject: Subject,
+        size: usize,
+        rep: u32,
+        sent: &GenReport,
+        received: u64,
+        acc: Option<bool>,
+    ) -> Sample {
         let secs = sent.elapsed.as_secs_f64();
-        let rate = |n: u64| if secs > 0.0 { n as f64 / secs / 1e6 } else { 0.0 };
+        let rate = |n: u64| {
+            if secs > 0.0 {
+                n as f64 / secs / 1e6
+            } else {
+                0.0
+            }
+        };
         Sample {
             subject,
             size,
@@ -474,33 +553,63 @@ impl Bench<'_> {
         Ok(self.sample(Subject::Ceiling, size, rep, &sent, after - before, None))
     }
 
-    fn measure_xdpool(&self, subject: Subject, size: usize, rep: u32) -> Result<Sample, BenchError> {
+    fn measure_xdpool(
+        &self,
+        subject: Subject,
+        size: usize,
+        rep: u32,
+    ) -> Result<Sample, BenchError> {
         let name = subject.name();
         let config = self.dir.join(format!("{name}.toml"));
         let summary = self.dir.join(format!("{name}-summary.json"));
         let log = self.dir.join(format!("{name}-{size}-{rep}.log"));
-        let text = child_config(&self.lab, self.cfg.worker_core, self.cfg.worker_mode, subject, &self.dir.join("control.sock"));
-        std::fs::write(&config, text).map_err(|source| BenchError::Io { path: config.clone(), source })?;
+        let text = child_config(
+            &self.lab,
+            self.cfg.worker_core,
+            self.cfg.worker_mode,
+            subject,
+            &self.dir.join("control.sock"),
+        );
+        std::fs::write(&config, text).map_err(|source| BenchError::Io {
+            path: config.clone(),
+            source,
+        })?;
         let _ = std::fs::remove_file(&summary);
         let what = format!("{name} at {size} B");
         let run_for = self.cfg.time_limit + Duration::from_secs(30);
-        let child = RunChild::start(&self.cfg.xdpool_exe, &config, &summary, &log, run_for, &what)?;
+        let child = RunChild::start(
+            &self.cfg.xdpool_exe,
+            &config,
+            &summary,
+            &log,
+            run_for,
+            &what,
+        )?;
         self.pin_napi();
         let back_before = self.back.packets()?;
         let sent = gen::run(&self.gen_config(size))?;
         // l2fwd: let the frames still in rings come back before stopping the worker.
         let back_after = settle(|| Ok(self.back.packets()?))?;
         child.finish()?;
-        let child_err = |detail: String| BenchError::Child { what: what.clone(), detail, config: config.clone(), log: log.clone() };
-        let text = std::fs::read_to_string(&summary).map_err(|e| child_err(format!("no summary at {}: {e}", summary.display())))?;
-        let json: serde_json::Value = serde_json::from_str(&text).map_err(|e| child_err(format!("bad summary JSON: {e}")))?;
+        let child_err = |detail: String| BenchError::Child {
+            what: what.clone(),
+            detail,
+            config: config.clone(),
+            log: log.clone(),
+        };
+        let text = std::fs::read_to_string(&summary)
+            .map_err(|e| child_err(format!("no summary at {}: {e}", summary.display())))?;
+        let json: serde_json::Value =
+            serde_json::from_str(&text).map_err(|e| child_err(format!("bad summary JSON: {e}")))?;
         let accounting_ok = json["accounting_ok"].as_bool();
         if accounting_ok != Some(true) {
             tracing::warn!(%what, "xdpool run reported a frame accounting mismatch");
         }
         let received = match subject {
             Subject::L2fwd => back_after - back_before,
-            _ => json["packets"].as_u64().ok_or_else(|| child_err("summary has no `packets`".into()))?,
+            _ => json["packets"]
+                .as_u64()
+                .ok_or_else(|| child_err("summary has no `packets`".into()))?,
         };
         let _ = std::fs::remove_file(&log);
         Ok(self.sample(subject, size, rep, &sent, received, accounting_ok))
@@ -509,7 +618,9 @@ impl Bench<'_> {
 
 /// The running kernel's release (`uname -r`), or "unknown".
 pub(crate) fn kernel_release() -> String {
-    std::fs::read_to_string("/proc/sys/kernel/osrelease").map(|s| s.trim().to_string()).unwrap_or_else(|_| "unknown".into())
+    std::fs::read_to_string("/proc/sys/kernel/osrelease")
+        .map(|s| s.trim().to_string())
+        .unwrap_or_else(|_| "unknown".into())
 }
 
 /// Runs the sweep (see the module docs). `stop` is checked between measurements
@@ -535,7 +646,12 @@ pub fn run_sweep(
     }
     let st = lab.status().clone();
     let back = RxCounter::attach_in(Some(&st.a.netns), &st.a.dev)?;
-    let bench = Bench { cfg, lab: st, dir: workdir.path().to_path_buf(), back };
+    let bench = Bench {
+        cfg,
+        lab: st,
+        dir: workdir.path().to_path_buf(),
+        back,
+    };
     let started = Instant::now();
     let total = cfg.total_measurements();
     let mut samples = Vec::with_capacity(total);
@@ -615,7 +731,11 @@ mod tests {
             rx_queues: 1,
             tx_queues: 1,
         };
-        LabStatus { already_up: false, a: side("xdptput-a", "xdptputa0"), b: side("xdptput-b", "xdptputb0") }
+        LabStatus {
+            already_up: false,
+            a: side("xdptput-a", "xdptputa0"),
+            b: side("xdptput-b", "xdptputb0"),
+        }
     }
 
     #[test]
@@ -624,8 +744,15 @@ mod tests {
         let (a, b) = (WorkDir::new().unwrap(), WorkDir::new().unwrap());
         assert_ne!(a.path(), b.path());
         let name = a.path().file_name().unwrap().to_str().unwrap();
-        assert!(name.starts_with("xdpool-tput-") && name != format!("xdpool-tput-{}", std::process::id()), "{name}");
-        assert_eq!(std::fs::metadata(a.path()).unwrap().permissions().mode() & 0o777, 0o700);
+        assert!(
+            name.starts_with("xdpool-tput-")
+                && name != format!("xdpool-tput-{}", std::process::id()),
+            "{name}"
+        );
+        assert_eq!(
+            std::fs::metadata(a.path()).unwrap().permissions().mode() & 0o777,
+            0o700
+        );
         // What a measurement leaves there: config, summary, log, the child's socket.
         let path = a.path().to_path_buf();
         for f in ["rxdrop.toml", "rxdrop-summary.json", "rxdrop-64-1.log"] {
@@ -641,8 +768,17 @@ mod tests {
 
     #[test]
     fn child_config_parses_with_the_right_action() {
-        for (subject, action) in [(Subject::Rxdrop, Action::Drop), (Subject::L2fwd, Action::L2fwd)] {
-            let text = child_config(&lab(), 1, WaitMode::BusyPoll, subject, Path::new("/tmp/x/control.sock"));
+        for (subject, action) in [
+            (Subject::Rxdrop, Action::Drop),
+            (Subject::L2fwd, Action::L2fwd),
+        ] {
+            let text = child_config(
+                &lab(),
+                1,
+                WaitMode::BusyPoll,
+                subject,
+                Path::new("/tmp/x/control.sock"),
+            );
             let cfg = Config::parse(&text).unwrap_or_else(|e| panic!("{e}\n{text}"));
             let port = &cfg.ports()[0];
             assert_eq!(port.interface, "xdptputb0");
@@ -651,7 +787,10 @@ mod tests {
             assert_eq!(cfg.workers.mode, WaitMode::BusyPoll);
             let rules = cfg.valid_rules();
             assert_eq!(rules.len(), 1);
-            assert_eq!((rules[0].proto, rules[0].dst_port, rules[0].action), (Some(17), Some((PORT, PORT)), action));
+            assert_eq!(
+                (rules[0].proto, rules[0].dst_port, rules[0].action),
+                (Some(17), Some((PORT, PORT)), action)
+            );
             assert!(!cfg.stats.live);
             assert_eq!(cfg.stats.control_socket, Path::new("/tmp/x/control.sock"));
         }
@@ -660,28 +799,65 @@ mod tests {
     #[test]
     fn settings_are_checked() {
         let exe = std::env::current_exe().unwrap();
-        let ok = SweepConfig { gen_core: 0, worker_core: 0, ..SweepConfig::new(exe) };
+        let ok = SweepConfig {
+            gen_core: 0,
+            worker_core: 0,
+            ..SweepConfig::new(exe)
+        };
         ok.validate().unwrap();
         assert_eq!(ok.total_measurements(), 6 * 3 * 3);
         for bad in [
-            SweepConfig { sizes: vec![], ..ok.clone() },
-            SweepConfig { sizes: vec![64, 59], ..ok.clone() },
-            SweepConfig { sizes: vec![1515], ..ok.clone() },
-            SweepConfig { reps: 0, ..ok.clone() },
-            SweepConfig { count: 0, ..ok.clone() },
-            SweepConfig { time_limit: Duration::ZERO, ..ok.clone() },
-            SweepConfig { gen_core: 4096, ..ok.clone() },
-            SweepConfig { napi_core: Some(0), ..ok.clone() },
-            SweepConfig { xdpool_exe: "/nonexistent/xdpool".into(), ..ok.clone() },
+            SweepConfig {
+                sizes: vec![],
+                ..ok.clone()
+            },
+            SweepConfig {
+                sizes: vec![64, 59],
+                ..ok.clone()
+            },
+            SweepConfig {
+                sizes: vec![1515],
+                ..ok.clone()
+            },
+            SweepConfig {
+                reps: 0,
+                ..ok.clone()
+            },
+            SweepConfig {
+                count: 0,
+                ..ok.clone()
+            },
+            SweepConfig {
+                time_limit: Duration::ZERO,
+                ..ok.clone()
+            },
+            SweepConfig {
+                gen_core: 4096,
+                ..ok.clone()
+            },
+            SweepConfig {
+                napi_core: Some(0),
+                ..ok.clone()
+            },
+            SweepConfig {
+                xdpool_exe: "/nonexistent/xdpool".into(),
+                ..ok.clone()
+            },
         ] {
-            assert!(matches!(bad.validate(), Err(BenchError::Config(_))), "{bad:?}");
+            assert!(
+                matches!(bad.validate(), Err(BenchError::Config(_))),
+                "{bad:?}"
+            );
         }
     }
 
     #[test]
     fn eta_and_progress_line() {
         assert_eq!(eta(Duration::from_secs(10), 0, 54), None);
-        assert_eq!(eta(Duration::from_secs(10), 5, 54), Some(Duration::from_secs(98)));
+        assert_eq!(
+            eta(Duration::from_secs(10), 5, 54),
+            Some(Duration::from_secs(98))
+        );
         assert_eq!(eta(Duration::from_secs(10), 54, 54), Some(Duration::ZERO));
         let p = Progress {
             size: 64,
@@ -695,16 +871,31 @@ mod tests {
             elapsed: Duration::from_secs(12),
             eta: Some(Duration::from_secs(150)),
         };
-        assert_eq!(p.line(), "size 64 B (1/6), rep 2/3, rxdrop: 4/54 done, 0:12 elapsed, ETA 2:30");
+        assert_eq!(
+            p.line(),
+            "size 64 B (1/6), rep 2/3, rxdrop: 4/54 done, 0:12 elapsed, ETA 2:30"
+        );
     }
 
     #[test]
     fn placement_names_the_cores() {
         let cfg = SweepConfig::new("/bin/true".into());
         let p = cfg.placement();
-        assert_eq!((p.generator_core, p.worker_core, p.napi_mode), (0, 1, NapiMode::Softirq));
-        assert!(p.napi_core.contains("core 0") && p.napi_core.contains("core 1"), "{}", p.napi_core);
-        let t = SweepConfig { napi: NapiMode::Threaded, napi_core: Some(1), ..cfg }.placement();
+        assert_eq!(
+            (p.generator_core, p.worker_core, p.napi_mode),
+            (0, 1, NapiMode::Softirq)
+        );
+        assert!(
+            p.napi_core.contains("core 0") && p.napi_core.contains("core 1"),
+            "{}",
+            p.napi_core
+        );
+        let t = SweepConfig {
+            napi: NapiMode::Threaded,
+            napi_core: Some(1),
+            ..cfg
+        }
+        .placement();
         assert!(t.napi_core.contains("pinned to core 1"));
     }
 }

@@ -4,7 +4,9 @@
 
 use super::wire::{self, Decoder, Ended, Next, Request, Started};
 use pcap_file::pcapng::blocks::enhanced_packet::EnhancedPacketBlock;
-use pcap_file::pcapng::blocks::interface_description::{InterfaceDescriptionBlock, InterfaceDescriptionOption};
+use pcap_file::pcapng::blocks::interface_description::{
+    InterfaceDescriptionBlock, InterfaceDescriptionOption,
+};
 use pcap_file::pcapng::PcapNgWriter;
 use pcap_file::DataLink;
 use std::borrow::Cow;
@@ -77,22 +79,54 @@ pub enum CaptureError {
 /// Runs one capture until `count` frames are written, `stop` is set (Ctrl-C), or the
 /// instance ends the stream.
 pub fn capture(opts: &CaptureOptions, stop: &AtomicBool) -> Result<CaptureReport, CaptureError> {
-    let file = File::create(&opts.file).map_err(|source| CaptureError::File { path: opts.file.clone(), source })?;
+    let file = File::create(&opts.file).map_err(|source| CaptureError::File {
+        path: opts.file.clone(),
+        source,
+    })?;
     let result = capture_into(opts, file, stop);
-    if matches!(result, Err(CaptureError::NotRunning(_) | CaptureError::Refused(_))) {
+    if matches!(
+        result,
+        Err(CaptureError::NotRunning(_) | CaptureError::Refused(_))
+    ) {
         // Nothing was captured: leave no empty file behind.
         let _ = std::fs::remove_file(&opts.file);
     }
     result
 }
 
-fn capture_into(opts: &CaptureOptions, file: File, stop: &AtomicBool) -> Result<CaptureReport, CaptureError> {
-    let io = |source| CaptureError::Io { path: opts.socket.clone(), source };
-    let mut stream = UnixStream::connect(&opts.socket)
-        .map_err(|source| CaptureError::NotRunning(crate::stats::control::ControlError::NotRunning { path: opts.socket.clone(), source }))?;
-    let req = Request { rule: opts.rule.clone(), count: opts.count, snaplen: opts.snaplen };
-    stream.write_all(format!("{} {}\n", wire::COMMAND, serde_json::to_string(&req).expect("serializes")).as_bytes()).map_err(io)?;
-    stream.set_read_timeout(Some(Duration::from_secs(5))).map_err(io)?;
+fn capture_into(
+    opts: &CaptureOptions,
+    file: File,
+    stop: &AtomicBool,
+) -> Result<CaptureReport, CaptureError> {
+    let io = |source| CaptureError::Io {
+        path: opts.socket.clone(),
+        source,
+    };
+    let mut stream = UnixStream::connect(&opts.socket).map_err(|source| {
+        CaptureError::NotRunning(crate::stats::control::ControlError::NotRunning {
+            path: opts.socket.clone(),
+            source,
+        })
+    })?;
+    let req = Request {
+        rule: opts.rule.clone(),
+        count: opts.count,
+        snaplen: opts.snaplen,
+    };
+    stream
+        .write_all(
+            format!(
+                "{} {}\n",
+                wire::COMMAND,
+                serde_json::to_string(&req).expect("serializes")
+            )
+            .as_bytes(),
+        )
+        .map_err(io)?;
+    stream
+        .set_read_timeout(Some(Duration::from_secs(5)))
+        .map_err(io)?;
     let mut first = String::new();
     let mut reader = BufReader::new(stream.try_clone().map_err(io)?);
     reader.read_line(&mut first).map_err(io)?;
@@ -105,14 +139,19 @@ fn capture_into(opts: &CaptureOptions, file: File, stop: &AtomicBool) -> Result<
         pcap.write_pcapng_block(InterfaceDescriptionBlock {
             linktype: DataLink::ETHERNET,
             snaplen: started.snaplen,
-            options: vec![InterfaceDescriptionOption::IfName(Cow::Borrowed(&itf.name)), InterfaceDescriptionOption::IfTsResol(9)],
+            options: vec![
+                InterfaceDescriptionOption::IfName(Cow::Borrowed(&itf.name)),
+                InterfaceDescriptionOption::IfTsResol(9),
+            ],
         })?;
     }
     // What the BufReader read beyond the first line belongs to the records.
     let mut dec = Decoder::default();
     dec.push(reader.buffer());
     drop(reader);
-    stream.set_read_timeout(Some(Duration::from_millis(100))).map_err(io)?;
+    stream
+        .set_read_timeout(Some(Duration::from_millis(100)))
+        .map_err(io)?;
     let mut buf = vec![0u8; 1 << 16];
     let mut written = 0u64;
     let mut ended = None;
@@ -142,7 +181,9 @@ fn capture_into(opts: &CaptureOptions, file: File, stop: &AtomicBool) -> Result<
                 Next::More => break,
             }
         }
-        if closing.is_none() && (stop.load(Ordering::Relaxed) || (opts.count > 0 && written >= opts.count)) {
+        if closing.is_none()
+            && (stop.load(Ordering::Relaxed) || (opts.count > 0 && written >= opts.count))
+        {
             // Tell the instance we are done: it switches the workers off and ends.
             let _ = stream.shutdown(std::net::Shutdown::Write);
             closing = Some(Instant::now());
@@ -153,35 +194,65 @@ fn capture_into(opts: &CaptureOptions, file: File, stop: &AtomicBool) -> Result<
         match stream.read(&mut buf) {
             Ok(0) => break,
             Ok(n) => dec.push(&buf[..n]),
-            Err(e) if matches!(e.kind(), std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut | std::io::ErrorKind::Interrupted) => {}
+            Err(e)
+                if matches!(
+                    e.kind(),
+                    std::io::ErrorKind::WouldBlock
+                        | std::io::ErrorKind::TimedOut
+                        | std::io::ErrorKind::Interrupted
+                ) => {}
             Err(e) => return Err(io(e)),
         }
     }
-    pcap.get_mut().flush().map_err(|source| CaptureError::File { path: opts.file.clone(), source })?;
-    Ok(CaptureReport { started, written, ended })
+    pcap.get_mut()
+        .flush()
+        .map_err(|source| CaptureError::File {
+            path: opts.file.clone(),
+            source,
+        })?;
+    Ok(CaptureReport {
+        started,
+        written,
+        ended,
+    })
 }
 
 /// The instance's first line: the capture's description, or its refusal.
 fn parse_answer(line: &str) -> Result<Started, CaptureError> {
-    let v: serde_json::Value = serde_json::from_str(line.trim())
-        .map_err(|e| CaptureError::Refused(format!("the instance answered `{}` ({e}): is it an older xdpool without capture?", line.trim())))?;
+    let v: serde_json::Value = serde_json::from_str(line.trim()).map_err(|e| {
+        CaptureError::Refused(format!(
+            "the instance answered `{}` ({e}): is it an older xdpool without capture?",
+            line.trim()
+        ))
+    })?;
     if let Some(msg) = v.get("error").and_then(|m| m.as_str()) {
         return Err(CaptureError::Refused(msg.to_string()));
     }
-    serde_json::from_value(v).map_err(|e| CaptureError::Refused(format!("unexpected capture answer `{}`: {e}", line.trim())))
+    serde_json::from_value(v).map_err(|e| {
+        CaptureError::Refused(format!("unexpected capture answer `{}`: {e}", line.trim()))
+    })
 }
 
 /// One line for the user.
 pub fn report_line(r: &CaptureReport, file: &Path) -> String {
     let end = match &r.ended {
-        Some(e) => format!("{} frames not captured (the capture queue was full); ended: {}", e.dropped, e.reason),
+        Some(e) => format!(
+            "{} frames not captured (the capture queue was full); ended: {}",
+            e.dropped, e.reason
+        ),
         None => "the instance closed the stream without its closing line (did it stop?)".into(),
     };
     let rule = match &r.started.name {
         Some(n) => format!("rule {} `{n}`", r.started.rule),
         None => format!("rule {}", r.started.rule),
     };
-    format!("{rule} ({} on port {}): {} frames written to {}; {end}", r.started.action, r.started.port, r.written, file.display())
+    format!(
+        "{rule} ({} on port {}): {} frames written to {}; {end}",
+        r.started.action,
+        r.started.port,
+        r.written,
+        file.display()
+    )
 }
 
 #[cfg(test)]
@@ -194,18 +265,33 @@ mod tests {
             Err(CaptureError::Refused(m)) => assert_eq!(m, "no rule 7: pass --rule"),
             other => panic!("{other:?}"),
         }
-        assert!(matches!(parse_answer("garbage"), Err(CaptureError::Refused(_))));
+        assert!(matches!(
+            parse_answer("garbage"),
+            Err(CaptureError::Refused(_))
+        ));
     }
 
     #[test]
     fn no_instance_and_an_unwritable_file_say_what_to_do() {
         let dir = tempfile::tempdir().unwrap();
         let stop = AtomicBool::new(false);
-        let opts = CaptureOptions { socket: dir.path().join("none.sock"), rule: super::super::live::RuleRef::Index(0), count: 1, snaplen: 64, file: dir.path().join("out.pcapng") };
+        let opts = CaptureOptions {
+            socket: dir.path().join("none.sock"),
+            rule: super::super::live::RuleRef::Index(0),
+            count: 1,
+            snaplen: 64,
+            file: dir.path().join("out.pcapng"),
+        };
         let e = capture(&opts, &stop).unwrap_err().to_string();
-        assert!(e.contains("no xdpool is running") && e.contains("--socket"), "{e}");
+        assert!(
+            e.contains("no xdpool is running") && e.contains("--socket"),
+            "{e}"
+        );
         assert!(!opts.file.exists(), "no empty file left behind");
-        let bad = CaptureOptions { file: dir.path().join("no/such/dir/out.pcapng"), ..opts };
+        let bad = CaptureOptions {
+            file: dir.path().join("no/such/dir/out.pcapng"),
+            ..opts
+        };
         let e = capture(&bad, &stop).unwrap_err().to_string();
         assert!(e.contains("cannot write") && e.contains("-w"), "{e}");
     }

@@ -16,7 +16,9 @@ use super::wire::Interface;
 use super::{CaptureTap, Record, RECORDS};
 use crate::config::CaptureSpec;
 use pcap_file::pcapng::blocks::enhanced_packet::EnhancedPacketBlock;
-use pcap_file::pcapng::blocks::interface_description::{InterfaceDescriptionBlock, InterfaceDescriptionOption};
+use pcap_file::pcapng::blocks::interface_description::{
+    InterfaceDescriptionBlock, InterfaceDescriptionOption,
+};
 use pcap_file::pcapng::PcapNgWriter;
 use pcap_file::DataLink;
 use std::borrow::Cow;
@@ -58,7 +60,12 @@ impl FileSink {
     /// the workers together copy exactly `count` frames. Context: any worker.
     #[inline]
     pub fn take_one(&self) -> bool {
-        !self.done() && (self.spec.count == 0 || self.left.fetch_update(Ordering::Relaxed, Ordering::Relaxed, |n| n.checked_sub(1)).is_ok())
+        !self.done()
+            && (self.spec.count == 0
+                || self
+                    .left
+                    .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |n| n.checked_sub(1))
+                    .is_ok())
     }
 
     /// A copy for this file found the tap full: counted, and its budget given back.
@@ -123,17 +130,33 @@ impl FileCaptures {
     /// The writer for `tap` (the workers' file-capture tap); `interfaces` are every
     /// socket of the instance (one interface description each, in socket order).
     pub fn start(tap: Arc<CaptureTap>, interfaces: Vec<Interface>) -> Arc<FileCaptures> {
-        let inner = Arc::new(Mutex::new(Inner { next_id: 1, open: Vec::new(), ended: Vec::new(), room: 0 }));
+        let inner = Arc::new(Mutex::new(Inner {
+            next_id: 1,
+            open: Vec::new(),
+            ended: Vec::new(),
+            room: 0,
+        }));
         let stop = Arc::new(AtomicBool::new(false));
-        let fc = Arc::new(FileCaptures { tap, interfaces, inner, stop, thread: Mutex::new(None), writer: std::sync::OnceLock::new() });
+        let fc = Arc::new(FileCaptures {
+            tap,
+            interfaces,
+            inner,
+            stop,
+            thread: Mutex::new(None),
+            writer: std::sync::OnceLock::new(),
+        });
         let (tap, inner, stop) = (fc.tap.clone(), fc.inner.clone(), fc.stop.clone());
-        let thread = std::thread::Builder::new().name("xdpool-capfile".into()).spawn(move || write_loop(&tap, &inner, &stop));
+        let thread = std::thread::Builder::new()
+            .name("xdpool-capfile".into())
+            .spawn(move || write_loop(&tap, &inner, &stop));
         match thread {
             Ok(t) => {
                 let _ = fc.writer.set(t.thread().clone());
                 *fc.thread.lock().unwrap_or_else(|e| e.into_inner()) = Some(t);
             }
-            Err(e) => tracing::error!(error = %e, "cannot start the capture file writer: rule captures write nothing"),
+            Err(e) => {
+                tracing::error!(error = %e, "cannot start the capture file writer: rule captures write nothing")
+            }
         }
         fc
     }
@@ -145,7 +168,10 @@ impl FileCaptures {
     /// The sinks for a rule list's captures (by rule): a file already open continues
     /// (same snaplen and count), a new one is created. On an error (naming the rule,
     /// the path and what to do) files this call created are closed and removed.
-    pub fn prepare(&self, specs: &[Option<CaptureSpec>]) -> Result<Vec<Option<Arc<FileSink>>>, String> {
+    pub fn prepare(
+        &self,
+        specs: &[Option<CaptureSpec>],
+    ) -> Result<Vec<Option<Arc<FileSink>>>, String> {
         let mut inner = self.lock();
         let mut created = Vec::new();
         let mut out = Vec::new();
@@ -155,7 +181,11 @@ impl FileCaptures {
                 out.push(None);
                 continue;
             };
-            if let Some(o) = inner.open.iter_mut().find(|o| o.sink.spec.file == spec.file) {
+            if let Some(o) = inner
+                .open
+                .iter_mut()
+                .find(|o| o.sink.spec.file == spec.file)
+            {
                 if o.sink.spec != *spec {
                     result = Err(format!(
                         "rule[{i}].capture: {} is being written with snaplen {} and count {}; a reload cannot change them: name another file (or reload without this capture first, which closes it)",
@@ -181,9 +211,22 @@ impl FileCaptures {
             };
             let id = inner.next_id;
             inner.next_id = inner.next_id.wrapping_add(1).max(1);
-            let sink = Arc::new(FileSink { id, spec: spec.clone(), done: AtomicBool::new(false), left: AtomicU64::new(spec.count), dropped: AtomicU64::new(0) });
+            let sink = Arc::new(FileSink {
+                id,
+                spec: spec.clone(),
+                done: AtomicBool::new(false),
+                left: AtomicU64::new(spec.count),
+                dropped: AtomicU64::new(0),
+            });
             inner.room = inner.room.max(spec.snaplen as usize);
-            inner.open.push(Open { sink: sink.clone(), writer: Some(writer), written: 0, dirty: false, was_live: false, retire_at: None });
+            inner.open.push(Open {
+                sink: sink.clone(),
+                writer: Some(writer),
+                written: 0,
+                dirty: false,
+                was_live: false,
+                retire_at: None,
+            });
             created.push(id);
             if let Some(w) = self.writer.get() {
                 w.unpark();
@@ -217,7 +260,10 @@ impl FileCaptures {
             w.write_pcapng_block(InterfaceDescriptionBlock {
                 linktype: DataLink::ETHERNET,
                 snaplen: spec.snaplen,
-                options: vec![InterfaceDescriptionOption::IfName(Cow::Borrowed(&itf.name)), InterfaceDescriptionOption::IfTsResol(9)],
+                options: vec![
+                    InterfaceDescriptionOption::IfName(Cow::Borrowed(&itf.name)),
+                    InterfaceDescriptionOption::IfTsResol(9),
+                ],
             })
             .map_err(|e| e.to_string())?;
         }
@@ -300,7 +346,11 @@ fn write_loop(tap: &CaptureTap, inner: &Mutex<Inner>, stop: &AtomicBool) {
             while k < inner.open.len() {
                 let o = &inner.open[k];
                 if stopping || o.retire_at.is_some_and(|t| now >= t) {
-                    let reason = if stopping { "xdpool stopped" } else { "no rule list captures to it any more" };
+                    let reason = if stopping {
+                        "xdpool stopped"
+                    } else {
+                        "no rule list captures to it any more"
+                    };
                     let o = inner.open.remove(k);
                     let report = close(o, reason);
                     inner.ended.push(report);
@@ -328,7 +378,9 @@ fn write_loop(tap: &CaptureTap, inner: &Mutex<Inner>, stop: &AtomicBool) {
 }
 
 fn write_record(inner: &mut Inner, rec: &Record) {
-    let Some(o) = inner.open.iter_mut().find(|o| o.sink.id == rec.sink) else { return };
+    let Some(o) = inner.open.iter_mut().find(|o| o.sink.id == rec.sink) else {
+        return;
+    };
     let Some(w) = &mut o.writer else { return };
     let res = w.write_pcapng_block(EnhancedPacketBlock {
         interface_id: rec.socket,
@@ -376,7 +428,12 @@ fn close(mut o: Open, reason: &str) -> FileReport {
         // Opened for a reload that did not happen.
         let _ = std::fs::remove_file(&o.sink.spec.file);
     }
-    let report = FileReport { file: o.sink.spec.file.clone(), written: o.written, dropped: o.sink.dropped(), reason: reason.to_string() };
+    let report = FileReport {
+        file: o.sink.spec.file.clone(),
+        written: o.written,
+        dropped: o.sink.dropped(),
+        reason: reason.to_string(),
+    };
     tracing::info!(file = %report.file.display(), written = report.written, not_captured = report.dropped, reason, "rule capture file closed");
     report
 }
@@ -386,7 +443,16 @@ mod tests {
     use super::*;
 
     fn itfs() -> Vec<Interface> {
-        vec![Interface { socket: 0, name: "main/veth0/q0".into() }, Interface { socket: 1, name: "main/veth0/q1".into() }]
+        vec![
+            Interface {
+                socket: 0,
+                name: "main/veth0/q0".into(),
+            },
+            Interface {
+                socket: 1,
+                name: "main/veth0/q1".into(),
+            },
+        ]
     }
 
     fn read(file: &std::path::Path) -> Vec<(u32, u32, Vec<u8>)> {
@@ -402,7 +468,11 @@ mod tests {
     }
 
     fn spec(dir: &std::path::Path, name: &str, snaplen: u32, count: u64) -> CaptureSpec {
-        CaptureSpec { file: dir.join(name), snaplen, count }
+        CaptureSpec {
+            file: dir.join(name),
+            snaplen,
+            count,
+        }
     }
 
     fn wait_until(f: impl Fn() -> bool) -> bool {
@@ -423,34 +493,79 @@ mod tests {
         let fc = FileCaptures::start(tap.clone(), itfs());
         let a = spec(dir.path(), "a.pcapng", 8, 3);
         let b = spec(dir.path(), "b.pcapng", 64, 0);
-        let sinks = fc.prepare(&[Some(a.clone()), None, Some(b.clone())]).unwrap();
+        let sinks = fc
+            .prepare(&[Some(a.clone()), None, Some(b.clone())])
+            .unwrap();
         fc.settle(&[sinks[0].clone().unwrap(), sinks[2].clone().unwrap()]);
         let (sa, sb) = (sinks[0].clone().unwrap(), sinks[2].clone().unwrap());
         assert!(sinks[1].is_none() && sa.id != sb.id && sa.id != 0);
         let frame: Vec<u8> = (0..100).collect();
         for i in 0..5u32 {
             if sa.take_one() {
-                assert_eq!(tap.offer_to(sa.id, i % 2, &frame, 8, 1), super::super::Offer::Queued);
+                assert_eq!(
+                    tap.offer_to(sa.id, i % 2, &frame, 8, 1),
+                    super::super::Offer::Queued
+                );
             }
-            assert_eq!(tap.offer_to(sb.id, 1, &frame[..50], 64, 2), super::super::Offer::Queued);
+            assert_eq!(
+                tap.offer_to(sb.id, 1, &frame[..50], 64, 2),
+                super::super::Offer::Queued
+            );
         }
         assert!(wait_until(|| sa.done()), "count 3 reached");
-        assert!(!sa.take_one() && sb.take_one(), "a has its 3 copies; b has no count");
+        assert!(
+            !sa.take_one() && sb.take_one(),
+            "a has its 3 copies; b has no count"
+        );
         // A reload keeps b (same spec) and drops a; a different spec for b is refused.
         let again = fc.prepare(&[None, Some(b.clone())]).unwrap();
-        assert_eq!(again[1].as_ref().unwrap().id, sb.id, "an open file continues");
-        let e = fc.prepare(&[Some(CaptureSpec { snaplen: 32, ..b.clone() })]).unwrap_err();
-        assert!(e.contains("rule[0].capture") && e.contains("snaplen 64") && e.contains("another file"), "{e}");
-        let e = fc.prepare(&[Some(spec(dir.path(), "c.pcapng", 8, 0)), Some(spec(&dir.path().join("none"), "d.pcapng", 8, 0))]).unwrap_err();
-        assert!(e.contains("rule[1].capture") && e.contains("none/d.pcapng") && e.contains("create its directory"), "{e}");
-        assert!(!dir.path().join("c.pcapng").exists(), "a refused list leaves no file it created");
+        assert_eq!(
+            again[1].as_ref().unwrap().id,
+            sb.id,
+            "an open file continues"
+        );
+        let e = fc
+            .prepare(&[Some(CaptureSpec {
+                snaplen: 32,
+                ..b.clone()
+            })])
+            .unwrap_err();
+        assert!(
+            e.contains("rule[0].capture") && e.contains("snaplen 64") && e.contains("another file"),
+            "{e}"
+        );
+        let e = fc
+            .prepare(&[
+                Some(spec(dir.path(), "c.pcapng", 8, 0)),
+                Some(spec(&dir.path().join("none"), "d.pcapng", 8, 0)),
+            ])
+            .unwrap_err();
+        assert!(
+            e.contains("rule[1].capture")
+                && e.contains("none/d.pcapng")
+                && e.contains("create its directory"),
+            "{e}"
+        );
+        assert!(
+            !dir.path().join("c.pcapng").exists(),
+            "a refused list leaves no file it created"
+        );
         let ended = fc.finish();
         assert_eq!(read(&a.file).len(), 3, "a: its count");
-        assert_eq!(read(&a.file)[1], (1, 100, frame[..8].to_vec()), "socket as interface, snaplen cut, length kept");
+        assert_eq!(
+            read(&a.file)[1],
+            (1, 100, frame[..8].to_vec()),
+            "socket as interface, snaplen cut, length kept"
+        );
         let rb = read(&b.file);
         assert_eq!(rb.len(), 5, "b: flushed at the end");
         assert_eq!(rb[0], (1, 50, frame[..50].to_vec()));
-        assert!(ended.iter().any(|r| r.file == b.file && r.written == 5 && r.reason == "xdpool stopped"), "{ended:?}");
+        assert!(
+            ended
+                .iter()
+                .any(|r| r.file == b.file && r.written == 5 && r.reason == "xdpool stopped"),
+            "{ended:?}"
+        );
     }
 
     #[test]
@@ -458,15 +573,27 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let tap = Arc::new(CaptureTap::with_capacity(RECORDS));
         let fc = FileCaptures::start(tap.clone(), itfs());
-        let s = fc.prepare(&[Some(spec(dir.path(), "a.pcapng", 16, 0))]).unwrap()[0].clone().unwrap();
+        let s = fc
+            .prepare(&[Some(spec(dir.path(), "a.pcapng", 16, 0))])
+            .unwrap()[0]
+            .clone()
+            .unwrap();
         // Hold the writer so that the whole burst waits in the tap at the stop.
         let held = fc.inner.lock().unwrap();
-        let queued = (0..3000u32).filter(|i| tap.offer_to(s.id, 0, &i.to_le_bytes(), 16, 0) == super::super::Offer::Queued).count();
+        let queued = (0..3000u32)
+            .filter(|i| {
+                tap.offer_to(s.id, 0, &i.to_le_bytes(), 16, 0) == super::super::Offer::Queued
+            })
+            .count();
         assert_eq!(queued, 3000);
         fc.stop.store(true, Ordering::SeqCst);
         drop(held);
         let ended = fc.finish();
-        assert_eq!(read(&dir.path().join("a.pcapng")).len(), 3000, "every record written at the stop: {ended:?}");
+        assert_eq!(
+            read(&dir.path().join("a.pcapng")).len(),
+            3000,
+            "every record written at the stop: {ended:?}"
+        );
     }
 
     #[test]
@@ -474,14 +601,27 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let tap = Arc::new(CaptureTap::with_capacity(16));
         let fc = FileCaptures::start(tap.clone(), itfs());
-        let s = fc.prepare(&[Some(spec(dir.path(), "a.pcapng", 16, 0))]).unwrap()[0].clone().unwrap();
+        let s = fc
+            .prepare(&[Some(spec(dir.path(), "a.pcapng", 16, 0))])
+            .unwrap()[0]
+            .clone()
+            .unwrap();
         fc.settle(std::slice::from_ref(&s));
-        assert_eq!(tap.offer_to(s.id, 0, &[7; 20], 16, 0), super::super::Offer::Queued);
+        assert_eq!(
+            tap.offer_to(s.id, 0, &[7; 20], 16, 0),
+            super::super::Offer::Queued
+        );
         fc.settle(&[]);
-        assert!(wait_until(|| !fc.ended().is_empty()), "closed after the grace");
+        assert!(
+            wait_until(|| !fc.ended().is_empty()),
+            "closed after the grace"
+        );
         assert_eq!(fc.ended()[0].written, 1);
         assert_eq!(read(&dir.path().join("a.pcapng")).len(), 1);
-        assert!(wait_until(|| tap.offer_to(s.id, 0, &[7; 20], 16, 0) == super::super::Offer::Full), "no file: no records");
+        assert!(
+            wait_until(|| tap.offer_to(s.id, 0, &[7; 20], 16, 0) == super::super::Offer::Full),
+            "no file: no records"
+        );
         fc.finish();
     }
 }

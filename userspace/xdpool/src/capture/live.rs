@@ -34,7 +34,9 @@ pub enum RuleRef {
 impl RuleRef {
     /// `3` is an index, anything else a name.
     pub fn parse(s: &str) -> RuleRef {
-        s.parse().map(RuleRef::Index).unwrap_or_else(|_| RuleRef::Name(s.to_string()))
+        s.parse()
+            .map(RuleRef::Index)
+            .unwrap_or_else(|_| RuleRef::Name(s.to_string()))
     }
 }
 
@@ -66,10 +68,18 @@ impl LiveRules {
                 let local = seen.entry(r.port).or_insert(0u32);
                 let key = *local;
                 *local += 1;
-                LiveRule { port: r.port, key, name: n.clone(), action: r.action }
+                LiveRule {
+                    port: r.port,
+                    key,
+                    name: n.clone(),
+                    action: r.action,
+                }
             })
             .collect();
-        LiveRules { list: Mutex::new(list), version: AtomicU64::new(0) }
+        LiveRules {
+            list: Mutex::new(list),
+            version: AtomicU64::new(0),
+        }
     }
 
     /// Replaces the list (after a reload).
@@ -115,7 +125,10 @@ impl LiveRules {
 
     /// Where the rule of `key` on `port` is now (its index and entry), if it still runs.
     pub fn by_key(&self, port: usize, key: u32) -> Option<(usize, LiveRule)> {
-        self.list().into_iter().enumerate().find(|(_, e)| e.port == port && e.key == key)
+        self.list()
+            .into_iter()
+            .enumerate()
+            .find(|(_, e)| e.port == port && e.key == key)
     }
 }
 
@@ -125,23 +138,56 @@ mod tests {
     use crate::config::MacRewrite;
 
     fn rule(port: usize) -> ValidRule {
-        ValidRule { proto: Some(17), dst_port: Some((9, 9)), dst: None, src_port: None, src: None, vlan: None, action: Action::Drop, port, to: None, mac: MacRewrite::Swap, mirror_to: None }
+        ValidRule {
+            proto: Some(17),
+            dst_port: Some((9, 9)),
+            dst: None,
+            src_port: None,
+            src: None,
+            vlan: None,
+            action: Action::Drop,
+            port,
+            to: None,
+            mac: MacRewrite::Swap,
+            mirror_to: None,
+        }
     }
 
     #[test]
     fn rules_are_found_by_index_or_name_with_a_reason_otherwise() {
-        let live = LiveRules::at_start(&[rule(0), rule(1), rule(0)], &[Some("a".into()), Some("a".into()), Some("b".into())]);
-        assert_eq!(live.list().iter().map(|e| (e.port, e.key)).collect::<Vec<_>>(), [(0, 0), (1, 0), (0, 1)], "keys: position on the port");
-        assert_eq!(live.find(&RuleRef::parse("2")).unwrap().1.name.as_deref(), Some("b"));
+        let live = LiveRules::at_start(
+            &[rule(0), rule(1), rule(0)],
+            &[Some("a".into()), Some("a".into()), Some("b".into())],
+        );
+        assert_eq!(
+            live.list()
+                .iter()
+                .map(|e| (e.port, e.key))
+                .collect::<Vec<_>>(),
+            [(0, 0), (1, 0), (0, 1)],
+            "keys: position on the port"
+        );
+        assert_eq!(
+            live.find(&RuleRef::parse("2")).unwrap().1.name.as_deref(),
+            Some("b")
+        );
         assert_eq!(live.find(&RuleRef::parse("b")).unwrap().0, 2);
         let e = live.find(&RuleRef::parse("a")).unwrap_err();
         assert!(e.contains("several ports") && e.contains("[0, 1]"), "{e}");
         let e = live.find(&RuleRef::Index(3)).unwrap_err();
         assert!(e.contains("no rule 3") && e.contains("0..2"), "{e}");
         let e = live.find(&RuleRef::parse("zz")).unwrap_err();
-        assert!(e.contains("no rule named `zz`") && e.contains("a, a, b"), "{e}");
+        assert!(
+            e.contains("no rule named `zz`") && e.contains("a, a, b"),
+            "{e}"
+        );
         let v = live.version();
-        live.set(vec![LiveRule { port: 0, key: 7, name: None, action: Action::Drop }]);
+        live.set(vec![LiveRule {
+            port: 0,
+            key: 7,
+            name: None,
+            action: Action::Drop,
+        }]);
         assert!(live.version() > v);
         assert_eq!(live.by_key(0, 7).map(|(i, _)| i), Some(0));
         assert_eq!(live.by_key(0, 1), None);

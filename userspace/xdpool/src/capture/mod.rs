@@ -50,7 +50,14 @@ pub struct Record {
 impl Record {
     /// An empty record with room for `room` bytes (the control thread allocates).
     pub fn with_room(room: usize) -> Box<Record> {
-        Box::new(Record { socket: 0, sink: 0, orig_len: 0, len: 0, ts_ns: 0, data: vec![0; room].into_boxed_slice() })
+        Box::new(Record {
+            socket: 0,
+            sink: 0,
+            orig_len: 0,
+            len: 0,
+            ts_ns: 0,
+            data: vec![0; room].into_boxed_slice(),
+        })
     }
 
     /// The captured bytes.
@@ -76,14 +83,21 @@ impl Target {
     /// Packs the target in one word: bit 63 on, port in bits 48..63, rule key in
     /// 16..48, snaplen in 0..16.
     fn pack(self) -> u64 {
-        1 << 63 | (self.port as u64 & 0x7fff) << 48 | (self.rule_key as u64) << 16 | (self.snaplen as u64 & 0xffff)
+        1 << 63
+            | (self.port as u64 & 0x7fff) << 48
+            | (self.rule_key as u64) << 16
+            | (self.snaplen as u64 & 0xffff)
     }
 
     fn unpack(w: u64) -> Option<Target> {
         if w >> 63 == 0 {
             return None;
         }
-        Some(Target { port: (w >> 48 & 0x7fff) as usize, rule_key: (w >> 16) as u32, snaplen: (w & 0xffff) as u32 })
+        Some(Target {
+            port: (w >> 48 & 0x7fff) as usize,
+            rule_key: (w >> 16) as u32,
+            snaplen: (w & 0xffff) as u32,
+        })
     }
 }
 
@@ -117,7 +131,12 @@ impl CaptureTap {
     /// A tap holding at most `records` records (no record is allocated here).
     pub fn with_capacity(records: usize) -> CaptureTap {
         let records = records.max(1);
-        CaptureTap { target: AtomicU64::new(0), free: ArrayQueue::new(records), filled: ArrayQueue::new(records), dropped: AtomicU64::new(0) }
+        CaptureTap {
+            target: AtomicU64::new(0),
+            free: ArrayQueue::new(records),
+            filled: ArrayQueue::new(records),
+            dropped: AtomicU64::new(0),
+        }
     }
 
     /// Most records in flight.
@@ -140,7 +159,14 @@ impl CaptureTap {
 
     /// [`CaptureTap::offer`] for the file `sink` (a rule's `capture`).
     #[inline(never)]
-    pub fn offer_to(&self, sink: u32, socket: u32, frame: &[u8], snaplen: u32, ts_ns: u64) -> Offer {
+    pub fn offer_to(
+        &self,
+        sink: u32,
+        socket: u32,
+        frame: &[u8],
+        snaplen: u32,
+        ts_ns: u64,
+    ) -> Offer {
         let Some(mut rec) = self.free.pop() else {
             self.dropped.fetch_add(1, Ordering::Relaxed);
             return Offer::Full;
@@ -222,7 +248,10 @@ impl CaptureTap {
 /// Nanoseconds since the Unix epoch (vDSO clock, no system call).
 #[inline]
 pub fn now_ns() -> u64 {
-    std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_nanos() as u64).unwrap_or(0)
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_nanos() as u64)
+        .unwrap_or(0)
 }
 
 #[cfg(test)]
@@ -230,12 +259,20 @@ mod tests {
     use super::*;
 
     fn target(snaplen: u32) -> Target {
-        Target { port: 3, rule_key: 5, snaplen }
+        Target {
+            port: 3,
+            rule_key: 5,
+            snaplen,
+        }
     }
 
     #[test]
     fn target_packs_into_one_word() {
-        let t = Target { port: 0x7ffe, rule_key: 0xffff_fffe, snaplen: 4096 };
+        let t = Target {
+            port: 0x7ffe,
+            rule_key: 0xffff_fffe,
+            snaplen: 4096,
+        };
         assert_eq!(Target::unpack(t.pack()), Some(t));
         assert_eq!(Target::unpack(0), None);
         let tap = CaptureTap::with_capacity(4);
@@ -255,7 +292,10 @@ mod tests {
         // each offer returning at once.
         let started = std::time::Instant::now();
         let results: Vec<Offer> = (0..1000).map(|i| tap.offer(i, &frame, 16, 7)).collect();
-        assert!(started.elapsed() < std::time::Duration::from_secs(1), "offers returned at once");
+        assert!(
+            started.elapsed() < std::time::Duration::from_secs(1),
+            "offers returned at once"
+        );
         assert_eq!(results.iter().filter(|r| **r == Offer::Queued).count(), 8);
         assert!(results[..8].iter().all(|r| *r == Offer::Queued));
         assert_eq!(tap.dropped(), 992);
@@ -268,8 +308,14 @@ mod tests {
         assert_eq!(tap.offer(1000, &frame[..10], 16, 8), Offer::Queued);
         assert_eq!(tap.offer(1001, &frame, 16, 9), Offer::Full);
         assert_eq!(tap.dropped(), 993);
-        let got: Vec<u32> = std::iter::from_fn(|| tap.take()).map(|r| r.socket).collect();
-        assert_eq!(got, vec![1, 2, 3, 4, 5, 6, 7, 1000], "in order, the short frame whole");
+        let got: Vec<u32> = std::iter::from_fn(|| tap.take())
+            .map(|r| r.socket)
+            .collect();
+        assert_eq!(
+            got,
+            vec![1, 2, 3, 4, 5, 6, 7, 1000],
+            "in order, the short frame whole"
+        );
     }
 
     #[test]
@@ -277,7 +323,12 @@ mod tests {
         let tap = CaptureTap::with_capacity(8);
         assert_eq!(tap.provision(8, 16), 8);
         assert_eq!(tap.provision(8, 16), 0, "full already");
-        assert_eq!((0..9).filter(|i| tap.offer_to(1, *i, &[0; 20], 16, 0) == Offer::Queued).count(), 8);
+        assert_eq!(
+            (0..9)
+                .filter(|i| tap.offer_to(1, *i, &[0; 20], 16, 0) == Offer::Queued)
+                .count(),
+            8
+        );
         assert_eq!(tap.provision(8, 16), 0, "8 in flight");
     }
 
@@ -295,11 +346,19 @@ mod tests {
         assert!(tap.take().is_none(), "records of the last capture are gone");
         assert_eq!(tap.offer(9, &[2; 40], 32, 0), Offer::Queued);
         assert_eq!(tap.offer(10, &[2; 40], 32, 0), Offer::Queued);
-        assert_eq!(tap.offer(11, &[2; 40], 32, 0), Offer::Full, "two records this time");
+        assert_eq!(
+            tap.offer(11, &[2; 40], 32, 0),
+            Offer::Full,
+            "two records this time"
+        );
         assert_eq!(tap.take().unwrap().len, 32);
         tap.clear();
         assert!(tap.take().is_none());
-        assert_eq!(tap.offer(12, &[2; 40], 32, 0), Offer::Full, "cleared: no free record");
+        assert_eq!(
+            tap.offer(12, &[2; 40], 32, 0),
+            Offer::Full,
+            "cleared: no free record"
+        );
     }
 
     #[test]
@@ -326,13 +385,21 @@ mod tests {
         let writers: Vec<_> = (0..3)
             .map(|w| {
                 let tap = tap.clone();
-                std::thread::spawn(move || (0..20_000).filter(|i| tap.offer(w * 100_000 + i, &[0; 9], 4, 0) == Offer::Queued).count() as u64)
+                std::thread::spawn(move || {
+                    (0..20_000)
+                        .filter(|i| tap.offer(w * 100_000 + i, &[0; 9], 4, 0) == Offer::Queued)
+                        .count() as u64
+                })
             })
             .collect();
         let queued: u64 = writers.into_iter().map(|h| h.join().unwrap()).sum();
         stop.store(true, Ordering::SeqCst);
         let read = reader.join().unwrap();
         assert_eq!(read, queued, "every queued record reached the reader");
-        assert_eq!(queued + tap.dropped(), 60_000, "every offer queued or counted");
+        assert_eq!(
+            queued + tap.dropped(),
+            60_000,
+            "every offer queued or counted"
+        );
     }
 }

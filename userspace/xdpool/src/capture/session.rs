@@ -37,9 +37,21 @@ pub struct CaptureService {
 }
 
 /// Gives the instance's control socket (if it has one) the `capture` command.
-pub fn enable(servers: &(Option<crate::stats::control::ControlServer>, Option<crate::stats::prom::PromServer>), rules: Arc<LiveRules>, plan: &Plan, fabric: &Fabric) {
+pub fn enable(
+    servers: &(
+        Option<crate::stats::control::ControlServer>,
+        Option<crate::stats::prom::PromServer>,
+    ),
+    rules: Arc<LiveRules>,
+    plan: &Plan,
+    fabric: &Fabric,
+) {
     if let Some(control) = &servers.0 {
-        control.enable_capture(Arc::new(CaptureService::new(rules, plan, fabric.capture.clone())));
+        control.enable_capture(Arc::new(CaptureService::new(
+            rules,
+            plan,
+            fabric.capture.clone(),
+        )));
     }
 }
 
@@ -48,7 +60,17 @@ pub fn interfaces(plan: &Plan) -> Vec<(String, Vec<Interface>)> {
     plan.ports
         .iter()
         .map(|p| {
-            let ifs = p.sockets.iter().map(|&s| Interface { socket: s as u32, name: format!("{}/{}/q{}", p.def.name, p.def.interface, plan.sockets[s].queue) }).collect();
+            let ifs = p
+                .sockets
+                .iter()
+                .map(|&s| Interface {
+                    socket: s as u32,
+                    name: format!(
+                        "{}/{}/q{}",
+                        p.def.name, p.def.interface, plan.sockets[s].queue
+                    ),
+                })
+                .collect();
             (p.def.name.clone(), ifs)
         })
         .collect()
@@ -60,7 +82,13 @@ impl CaptureService {
         let ports = interfaces(plan);
         // A copy never exceeds a single-buffer frame.
         let snaplen_max = MAX_SNAPLEN.min(plan.umem.chunk_size);
-        CaptureService { tap, rules, ports, running: AtomicBool::new(false), snaplen_max }
+        CaptureService {
+            tap,
+            rules,
+            ports,
+            running: AtomicBool::new(false),
+            snaplen_max,
+        }
     }
 
     /// Checks a request against the rules running now; the answer to send, or the
@@ -75,20 +103,51 @@ impl CaptureService {
             ));
         }
         if req.snaplen == 0 || req.snaplen > self.snaplen_max {
-            return Err(format!("--snaplen {} is out of range: use 1..={} (one chunk of this instance's UMEM)", req.snaplen, self.snaplen_max));
+            return Err(format!(
+                "--snaplen {} is out of range: use 1..={} (one chunk of this instance's UMEM)",
+                req.snaplen, self.snaplen_max
+            ));
         }
         let (port, interfaces) = &self.ports[rule.port];
-        let started = Started { rule: index, name: rule.name.clone(), port: port.clone(), action: rule.action.name().to_string(), snaplen: req.snaplen, interfaces: interfaces.clone() };
-        Ok((Target { port: rule.port, rule_key: rule.key, snaplen: req.snaplen }, started))
+        let started = Started {
+            rule: index,
+            name: rule.name.clone(),
+            port: port.clone(),
+            action: rule.action.name().to_string(),
+            snaplen: req.snaplen,
+            interfaces: interfaces.clone(),
+        };
+        Ok((
+            Target {
+                port: rule.port,
+                rule_key: rule.key,
+                snaplen: req.snaplen,
+            },
+            started,
+        ))
     }
 
     /// Serves one `capture {...}` line: refuses it with a JSON error, or starts the
     /// capture and streams it from a thread of its own. Context: the control thread.
-    pub fn serve(self: &Arc<Self>, mut stream: UnixStream, args: &str, stop: Arc<AtomicBool>) -> std::io::Result<()> {
-        let refuse = |stream: &mut UnixStream, msg: String| stream.write_all(serde_json::json!({ "error": msg }).to_string().as_bytes());
+    pub fn serve(
+        self: &Arc<Self>,
+        mut stream: UnixStream,
+        args: &str,
+        stop: Arc<AtomicBool>,
+    ) -> std::io::Result<()> {
+        let refuse = |stream: &mut UnixStream, msg: String| {
+            stream.write_all(serde_json::json!({ "error": msg }).to_string().as_bytes())
+        };
         let req: Request = match serde_json::from_str(args) {
             Ok(r) => r,
-            Err(e) => return refuse(&mut stream, format!("bad capture request `{args}`: {e}; use `xdpool capture --rule N -w FILE`")),
+            Err(e) => {
+                return refuse(
+                    &mut stream,
+                    format!(
+                        "bad capture request `{args}`: {e}; use `xdpool capture --rule N -w FILE`"
+                    ),
+                )
+            }
         };
         let (target, started) = match self.check(&req) {
             Ok(v) => v,
@@ -111,14 +170,30 @@ impl CaptureService {
     }
 
     /// Arms the tap, sends records until done, switches it off, sends the end.
-    fn stream(&self, stream: UnixStream, target: Target, count: u64, started: &Started, stop: &AtomicBool) -> Ended {
-        let mut ended = Ended { sent: 0, dropped: 0, reason: String::new() };
-        let setup = stream.set_nonblocking(false).and_then(|_| stream.set_write_timeout(Some(WRITE_TIMEOUT)));
+    fn stream(
+        &self,
+        stream: UnixStream,
+        target: Target,
+        count: u64,
+        started: &Started,
+        stop: &AtomicBool,
+    ) -> Ended {
+        let mut ended = Ended {
+            sent: 0,
+            dropped: 0,
+            reason: String::new(),
+        };
+        let setup = stream
+            .set_nonblocking(false)
+            .and_then(|_| stream.set_write_timeout(Some(WRITE_TIMEOUT)));
         let mut out = BufWriter::with_capacity(1 << 16, &stream);
         let hello = serde_json::to_string(started).expect("serializes") + "\n";
         // Armed before the client hears it started: every frame after that is seen.
         self.tap.arm(target, self.tap.capacity());
-        if let Err(e) = setup.and_then(|_| out.write_all(hello.as_bytes())).and_then(|_| out.flush()) {
+        if let Err(e) = setup
+            .and_then(|_| out.write_all(hello.as_bytes()))
+            .and_then(|_| out.flush())
+        {
             self.tap.disarm();
             std::thread::sleep(DISARM_GRACE);
             self.tap.clear();
@@ -141,7 +216,9 @@ impl CaptureService {
             let mut failed = None;
             while count == 0 || ended.sent < count {
                 let Some(rec) = self.tap.take() else { break };
-                let res = out.write_all(&wire::header(rec.len, rec.orig_len, rec.ts_ns, rec.socket)).and_then(|_| out.write_all(rec.bytes()));
+                let res = out
+                    .write_all(&wire::header(rec.len, rec.orig_len, rec.ts_ns, rec.socket))
+                    .and_then(|_| out.write_all(rec.bytes()));
                 self.tap.give_back(rec);
                 if let Err(e) = res {
                     failed = Some(e);
@@ -179,7 +256,10 @@ impl CaptureService {
         std::thread::sleep(DISARM_GRACE);
         self.tap.clear();
         let bye = serde_json::to_string(&ended).expect("serializes") + "\n";
-        let _ = out.write_all(&wire::header(wire::END, 0, 0, 0)).and_then(|_| out.write_all(bye.as_bytes())).and_then(|_| out.flush());
+        let _ = out
+            .write_all(&wire::header(wire::END, 0, 0, 0))
+            .and_then(|_| out.write_all(bye.as_bytes()))
+            .and_then(|_| out.flush());
         ended
     }
 }
@@ -189,7 +269,10 @@ impl CaptureService {
     /// workers follow its key; a new index is logged), else the reason to end.
     fn follow(&self, target: Target, started: &Started) -> Option<String> {
         let what = match &started.name {
-            Some(n) => format!("rule `{n}` (rule {} when the capture started)", started.rule),
+            Some(n) => format!(
+                "rule `{n}` (rule {} when the capture started)",
+                started.rule
+            ),
             None => format!("rule {} (unnamed)", started.rule),
         };
         match self.rules.by_key(target.port, target.rule_key) {
@@ -257,38 +340,90 @@ action = "pass"
     }
 
     fn req(rule: &str, count: u64, snaplen: u32) -> Request {
-        Request { rule: RuleRef::parse(rule), count, snaplen }
+        Request {
+            rule: RuleRef::parse(rule),
+            count,
+            snaplen,
+        }
     }
 
     #[test]
     fn requests_are_checked_with_a_reason() {
         let s = service();
         let (t, started) = s.check(&req("0", 5, 128)).unwrap();
-        assert_eq!(t, Target { port: 0, rule_key: 0, snaplen: 128 });
+        assert_eq!(
+            t,
+            Target {
+                port: 0,
+                rule_key: 0,
+                snaplen: 128
+            }
+        );
         assert_eq!(started.action, "l2fwd");
         assert_eq!(started.interfaces.len(), 1);
-        assert!(started.interfaces[0].name.starts_with(&format!("{}/veth0/q", started.port)), "{started:?}");
+        assert!(
+            started.interfaces[0]
+                .name
+                .starts_with(&format!("{}/veth0/q", started.port)),
+            "{started:?}"
+        );
         let no_rule = s.check(&req("2", 0, 128)).unwrap_err();
-        assert!(no_rule.contains("no rule 2") && no_rule.contains("0..1"), "{no_rule}");
+        assert!(
+            no_rule.contains("no rule 2") && no_rule.contains("0..1"),
+            "{no_rule}"
+        );
         let pass = s.check(&req("1", 0, 128)).unwrap_err();
-        assert!(pass.contains("`pass`") && pass.contains("no worker sees"), "{pass}");
+        assert!(
+            pass.contains("`pass`") && pass.contains("no worker sees"),
+            "{pass}"
+        );
         let snap = s.check(&req("0", 0, 0)).unwrap_err();
         assert!(snap.contains("--snaplen 0"), "{snap}");
         // By name; and the list that runs now, not the config's.
         let (t, started) = s.check(&req("nine", 0, 64)).unwrap();
-        assert_eq!((t.rule_key, started.rule, started.name.as_deref()), (0, 0, Some("nine")));
+        assert_eq!(
+            (t.rule_key, started.rule, started.name.as_deref()),
+            (0, 0, Some("nine"))
+        );
         let moved = vec![
-            LiveRule { port: 0, key: 70, name: None, action: crate::config::Action::Drop },
-            LiveRule { port: 0, key: 0, name: Some("nine".into()), action: crate::config::Action::L2fwd },
+            LiveRule {
+                port: 0,
+                key: 70,
+                name: None,
+                action: crate::config::Action::Drop,
+            },
+            LiveRule {
+                port: 0,
+                key: 0,
+                name: Some("nine".into()),
+                action: crate::config::Action::L2fwd,
+            },
         ];
         s.rules.set(moved);
         let (t, started) = s.check(&req("nine", 0, 64)).unwrap();
-        assert_eq!((t.rule_key, started.rule), (0, 1), "the live list's index, the same key");
-        assert_eq!(s.check(&req("0", 0, 64)).unwrap().0.rule_key, 70, "index 0 is the new rule now");
+        assert_eq!(
+            (t.rule_key, started.rule),
+            (0, 1),
+            "the live list's index, the same key"
+        );
+        assert_eq!(
+            s.check(&req("0", 0, 64)).unwrap().0.rule_key,
+            70,
+            "index 0 is the new rule now"
+        );
         // A running capture follows its key, or ends naming the rule.
         assert_eq!(s.follow(t, &started), None);
-        s.rules.set(vec![LiveRule { port: 0, key: 70, name: None, action: crate::config::Action::Drop }]);
+        s.rules.set(vec![LiveRule {
+            port: 0,
+            key: 70,
+            name: None,
+            action: crate::config::Action::Drop,
+        }]);
         let why = s.follow(t, &started).unwrap();
-        assert!(why.contains("rule `nine` (rule 1 when the capture started) is gone") && why.contains("named `nine`"), "{why}");
+        assert!(
+            why.contains("rule `nine` (rule 1 when the capture started) is gone")
+                && why.contains("named `nine`"),
+            "{why}"
+        );
     }
 }

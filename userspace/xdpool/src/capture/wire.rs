@@ -138,8 +138,11 @@ impl Decoder {
         let u32_at = |i: usize| u32::from_le_bytes(buf[i..i + 4].try_into().expect("4 bytes"));
         let len = u32_at(0);
         if len == END {
-            let Some(nl) = buf[HEADER..].iter().position(|b| *b == b'\n') else { return Ok(Next::More) };
-            let end = serde_json::from_slice(&buf[HEADER..HEADER + nl]).map_err(StreamError::BadEnd)?;
+            let Some(nl) = buf[HEADER..].iter().position(|b| *b == b'\n') else {
+                return Ok(Next::More);
+            };
+            let end =
+                serde_json::from_slice(&buf[HEADER..HEADER + nl]).map_err(StreamError::BadEnd)?;
             self.start += HEADER + nl + 1;
             return Ok(Next::End(end));
         }
@@ -173,7 +176,11 @@ mod tests {
             stream.extend_from_slice(&data);
         }
         stream.extend_from_slice(&header(END, 0, 0, 0));
-        let end = Ended { sent: 5, dropped: 1, reason: "count reached".into() };
+        let end = Ended {
+            sent: 5,
+            dropped: 1,
+            reason: "count reached".into(),
+        };
         stream.extend_from_slice(serde_json::to_string(&end).unwrap().as_bytes());
         stream.push(b'\n');
         for piece in [1, 3, 24, 25, 1000] {
@@ -190,7 +197,15 @@ mod tests {
                 }
             }
             assert_eq!(recs.len(), 5, "pieces of {piece}");
-            assert_eq!(recs[3], Received { socket: 3, orig_len: 1003, ts_ns: 45, data: (0..21).collect() });
+            assert_eq!(
+                recs[3],
+                Received {
+                    socket: 3,
+                    orig_len: 1003,
+                    ts_ns: 45,
+                    data: (0..21).collect()
+                }
+            );
             assert_eq!(ended.as_ref(), Some(&end));
         }
     }

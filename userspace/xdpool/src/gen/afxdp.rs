@@ -20,10 +20,13 @@ use pool::{Accounting, PoolConfig, PoolOwner, Region, RegionConfig, Topology};
 
 use super::{GenConfig, GenError, GenReport, ThreadReport};
 use crate::netns;
-use crate::xsk::{SocketConfig, Umem, UmemConfig, Wakeup, XdpDesc, XskError, XskSocket, XDP_PKT_CONTD};
+use crate::xsk::{
+    SocketConfig, Umem, UmemConfig, Wakeup, XdpDesc, XskError, XskSocket, XDP_PKT_CONTD,
+};
 
 /// What the AF_XDP engine's `sent` means.
-pub const AFXDP_NOTE: &str = "handed to the kernel (TX completions); count on the receiver for what arrived";
+pub const AFXDP_NOTE: &str =
+    "handed to the kernel (TX completions); count on the receiver for what arrived";
 
 /// Chunks in the engine's region.
 pub const REGION_FRAMES: u32 = 4096;
@@ -109,10 +112,16 @@ pub fn run_afxdp_detailed(cfg: &GenConfig) -> Result<AfxdpReport, GenError> {
         )));
     }
     let templates = cfg.templates()?;
-    let mtu = crate::lab::link_mtu(cfg.netns.as_deref(), &cfg.dev).map_err(|e| GenError::Config(e.to_string()))?;
+    let mtu = crate::lab::link_mtu(cfg.netns.as_deref(), &cfg.dev)
+        .map_err(|e| GenError::Config(e.to_string()))?;
     let max = mtu as usize + super::packet::ETH_HLEN;
     if cfg.size > max {
-        return Err(GenError::TooBigForDevice { size: cfg.size, dev: cfg.dev.clone(), mtu, max });
+        return Err(GenError::TooBigForDevice {
+            size: cfg.size,
+            dev: cfg.dev.clone(),
+            mtu,
+            max,
+        });
     }
     let core = cfg.cores.first().copied();
     let result = std::thread::scope(|s| {
@@ -123,16 +132,26 @@ pub fn run_afxdp_detailed(cfg: &GenConfig) -> Result<AfxdpReport, GenError> {
             .join()
             .unwrap_or_else(|p| Err(GenError::ThreadPanicked(panic_text(&p))))
     })?;
-    tracing::info!(sent = result.gen.sent, pps = result.gen.pps, "afxdp generator done");
+    tracing::info!(
+        sent = result.gen.sent,
+        pps = result.gen.pps,
+        "afxdp generator done"
+    );
     Ok(result)
 }
 
 fn panic_text(p: &Box<dyn std::any::Any + Send>) -> String {
-    p.downcast_ref::<&str>().map(|s| s.to_string()).or_else(|| p.downcast_ref::<String>().cloned()).unwrap_or_default()
+    p.downcast_ref::<&str>()
+        .map(|s| s.to_string())
+        .or_else(|| p.downcast_ref::<String>().cloned())
+        .unwrap_or_default()
 }
 
 fn xsk_err(cfg: &GenConfig, source: XskError) -> GenError {
-    GenError::Afxdp(AfxdpError::Xsk { dev: cfg.dev.clone(), source })
+    GenError::Afxdp(AfxdpError::Xsk {
+        dev: cfg.dev.clone(),
+        source,
+    })
 }
 
 /// Kicks TX; transient refusals are fine (the next step kicks again).
@@ -140,15 +159,24 @@ fn kick(cfg: &GenConfig, sock: &XskSocket, wakeups: &mut u64) -> Result<(), GenE
     *wakeups += 1;
     match sock.wakeup_tx().map_err(|e| xsk_err(cfg, e))? {
         Wakeup::Done | Wakeup::Retry { .. } => Ok(()),
-        Wakeup::DeviceGone { errno } => Err(GenError::Afxdp(AfxdpError::DeviceGone { dev: cfg.dev.clone(), errno })),
+        Wakeup::DeviceGone { errno } => Err(GenError::Afxdp(AfxdpError::DeviceGone {
+            dev: cfg.dev.clone(),
+            errno,
+        })),
     }
 }
 
-fn sender(cfg: &GenConfig, core: Option<usize>, templates: &[Vec<u8>]) -> Result<AfxdpReport, GenError> {
+fn sender(
+    cfg: &GenConfig,
+    core: Option<usize>,
+    templates: &[Vec<u8>],
+) -> Result<AfxdpReport, GenError> {
     if let Some(core) = core {
         let mut set = CpuSet::new();
-        set.set(core).map_err(|source| GenError::Affinity { core, source })?;
-        sched_setaffinity(Pid::from_raw(0), &set).map_err(|source| GenError::Affinity { core, source })?;
+        set.set(core)
+            .map_err(|source| GenError::Affinity { core, source })?;
+        sched_setaffinity(Pid::from_raw(0), &set)
+            .map_err(|source| GenError::Affinity { core, source })?;
     }
     let _netns = cfg.netns.as_deref().map(netns::enter).transpose()?;
     let ifindex = netns::ifindex(&cfg.dev)?;
@@ -159,21 +187,36 @@ fn sender(cfg: &GenConfig, core: Option<usize>, templates: &[Vec<u8>]) -> Result
         topology: Topology::single_node(),
     })
     .map_err(|e| GenError::Afxdp(e.into()))?;
-    let ucfg = UmemConfig { chunk_size: CHUNK_SIZE, headroom: 0, fill_size: TX_SLOTS, comp_size: TX_SLOTS, unaligned: false };
+    let ucfg = UmemConfig {
+        chunk_size: CHUNK_SIZE,
+        headroom: 0,
+        fill_size: TX_SLOTS,
+        comp_size: TX_SLOTS,
+        unaligned: false,
+    };
     // SAFETY: the region is page-aligned mmap'd memory of region.len() bytes, held by
     // the Arc `region`, which is declared before `umem` and `sock` in this function
     // and so dropped after both: the memory stays mapped while the kernel may use it.
     // Only the recycler decides which chunk the kernel reads (TX only, no fill ring).
-    let umem = unsafe { Umem::register(region.as_ptr(), region.len(), ucfg) }.map_err(|e| xsk_err(cfg, e))?;
+    let umem = unsafe { Umem::register(region.as_ptr(), region.len(), ucfg) }
+        .map_err(|e| xsk_err(cfg, e))?;
     // Frames longer than a chunk go out as chains of chunks (multi-buffer TX).
     let multi_buffer = cfg.size > CHUNK_SIZE as usize;
-    let scfg = SocketConfig { rx_size: TX_SLOTS, tx_size: TX_SLOTS, zero_copy: false, need_wakeup: true, multi_buffer };
+    let scfg = SocketConfig {
+        rx_size: TX_SLOTS,
+        tx_size: TX_SLOTS,
+        zero_copy: false,
+        need_wakeup: true,
+        multi_buffer,
+    };
     // A socket closed just before (the previous run of the generator) keeps its queue
     // busy until the kernel's deferred teardown ends: retry EBUSY for up to 2 s.
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs(2);
     let mut sock = loop {
         match XskSocket::bind(&umem, ifindex, cfg.queue, &scfg) {
-            Err(e) if e.is_retryable() && std::time::Instant::now() < deadline => std::thread::sleep(std::time::Duration::from_millis(10)),
+            Err(e) if e.is_retryable() && std::time::Instant::now() < deadline => {
+                std::thread::sleep(std::time::Duration::from_millis(10))
+            }
             r => break r.map_err(|e| xsk_err(cfg, e))?,
         }
     };
@@ -201,19 +244,25 @@ fn sender(cfg: &GenConfig, core: Option<usize>, templates: &[Vec<u8>]) -> Result
     for i in 0..slots as usize {
         let data = &templates[i % templates.len()];
         let addr = if packed {
-            let frag = pool.alloc_frag(len).ok_or(GenError::Afxdp(AfxdpError::OutOfFrames))?;
+            let frag = pool
+                .alloc_frag(len)
+                .ok_or(GenError::Afxdp(AfxdpError::OutOfFrames))?;
             if let Err(e) = region.write_frag(&frag, data) {
                 pool.release_frag(frag);
                 return Err(GenError::Afxdp(e.into()));
             }
-            pool.give_tx_frag(frag).map_err(|e| GenError::Afxdp(e.into()))?
+            pool.give_tx_frag(frag)
+                .map_err(|e| GenError::Afxdp(e.into()))?
         } else {
-            let mut frame = pool.alloc().ok_or(GenError::Afxdp(AfxdpError::OutOfFrames))?;
+            let mut frame = pool
+                .alloc()
+                .ok_or(GenError::Afxdp(AfxdpError::OutOfFrames))?;
             if let Err(e) = region.write_frame(&mut frame, 0, data) {
                 pool.recycle(frame);
                 return Err(GenError::Afxdp(e.into()));
             }
-            pool.give_tx(frame, 0).map_err(|e| GenError::Afxdp(e.into()))?
+            pool.give_tx(frame, 0)
+                .map_err(|e| GenError::Afxdp(e.into()))?
         };
         chunks.insert(addr / u64::from(CHUNK_SIZE));
         ready.push(addr);
@@ -230,7 +279,14 @@ fn sender(cfg: &GenConfig, core: Option<usize>, templates: &[Vec<u8>]) -> Result
     drop(sock);
     drop(umem);
     let chunks_used = chunks.len() as u32;
-    let sent = outcome.map(|(produced, completed, wakeups, elapsed)| Sent { produced, completed, wakeups, elapsed, slots, chunks: chunks_used });
+    let sent = outcome.map(|(produced, completed, wakeups, elapsed)| Sent {
+        produced,
+        completed,
+        wakeups,
+        elapsed,
+        slots,
+        chunks: chunks_used,
+    });
     finish(cfg, core, pool, &region, sent)
 }
 
@@ -246,7 +302,13 @@ struct Sent {
 
 /// Checks the end of a run (socket and UMEM closed by now): completions all back,
 /// pool destroyed, accounting exact.
-fn finish(cfg: &GenConfig, core: Option<usize>, mut pool: PoolOwner, region: &Region, sent: Result<Sent, GenError>) -> Result<AfxdpReport, GenError> {
+fn finish(
+    cfg: &GenConfig,
+    core: Option<usize>,
+    mut pool: PoolOwner,
+    region: &Region,
+    sent: Result<Sent, GenError>,
+) -> Result<AfxdpReport, GenError> {
     let sent = match sent {
         Ok(s) => s,
         Err(e) => {
@@ -259,25 +321,60 @@ fn finish(cfg: &GenConfig, core: Option<usize>, mut pool: PoolOwner, region: &Re
     if missing > 0 {
         pool.reclaim_kernel();
         drop(pool.destroy());
-        return Err(GenError::Afxdp(AfxdpError::Stuck { missing, limit: DRAIN_LIMIT }));
+        return Err(GenError::Afxdp(AfxdpError::Stuck {
+            missing,
+            limit: DRAIN_LIMIT,
+        }));
     }
     let destroyed = pool.destroy();
-    destroyed.wait(Duration::from_secs(1)).map_err(|e| GenError::Afxdp(e.into()))?;
+    destroyed
+        .wait(Duration::from_secs(1))
+        .map_err(|e| GenError::Afxdp(e.into()))?;
     let accounting = region.accounting();
-    accounting.check().map_err(|e| GenError::Afxdp(AfxdpError::Accounting(e)))?;
+    accounting
+        .check()
+        .map_err(|e| GenError::Afxdp(AfxdpError::Accounting(e)))?;
     if accounting.free != accounting.total {
-        return Err(GenError::Afxdp(AfxdpError::Accounting(format!("{} of {} frames free: {accounting:?}", accounting.free, accounting.total))));
+        return Err(GenError::Afxdp(AfxdpError::Accounting(format!(
+            "{} of {} frames free: {accounting:?}",
+            accounting.free, accounting.total
+        ))));
     }
-    let thread = ThreadReport { core, sent: sent.completed, elapsed: sent.elapsed, pps: super::rate(sent.completed, sent.elapsed), calls: sent.wakeups };
-    let gen = GenReport::new(super::Engine::Afxdp, cfg.size, sent.elapsed, vec![thread], AFXDP_NOTE);
-    Ok(AfxdpReport { gen, produced: sent.produced, slots: sent.slots, chunks_used: sent.chunks, wakeups: sent.wakeups, accounting })
+    let thread = ThreadReport {
+        core,
+        sent: sent.completed,
+        elapsed: sent.elapsed,
+        pps: super::rate(sent.completed, sent.elapsed),
+        calls: sent.wakeups,
+    };
+    let gen = GenReport::new(
+        super::Engine::Afxdp,
+        cfg.size,
+        sent.elapsed,
+        vec![thread],
+        AFXDP_NOTE,
+    );
+    Ok(AfxdpReport {
+        gen,
+        produced: sent.produced,
+        slots: sent.slots,
+        chunks_used: sent.chunks,
+        wakeups: sent.wakeups,
+        accounting,
+    })
 }
 
 /// Multi-buffer frames: each template is a chain of whole chunks, sent as one
 /// descriptor per chunk, `XDP_PKT_CONTD` on all but the last. A chain is re-sent
 /// once all its descriptors have completed. Returns with every buffer given back to
 /// the pool (or, on error, still counted in TX for `reclaim_kernel`).
-fn send_chains(cfg: &GenConfig, sock: &mut XskSocket, pool: &mut PoolOwner, region: &Region, templates: &[Vec<u8>]) -> Result<Sent, GenError> {
+fn send_chains(
+    cfg: &GenConfig,
+    sock: &mut XskSocket,
+    pool: &mut PoolOwner,
+    region: &Region,
+    templates: &[Vec<u8>],
+) -> Result<Sent, GenError> {
     let quota = cfg.count.unwrap_or(u64::MAX);
     let per_frame = cfg.size.div_ceil(CHUNK_SIZE as usize);
     // Enough chains to keep the TX ring busy, within the region.
@@ -288,15 +385,23 @@ fn send_chains(cfg: &GenConfig, sock: &mut XskSocket, pool: &mut PoolOwner, regi
         let data = &templates[slot % templates.len()];
         let mut chain = Vec::with_capacity(per_frame);
         for (i, piece) in data.chunks(CHUNK_SIZE as usize).enumerate() {
-            let mut frame = pool.alloc().ok_or(GenError::Afxdp(AfxdpError::OutOfFrames))?;
+            let mut frame = pool
+                .alloc()
+                .ok_or(GenError::Afxdp(AfxdpError::OutOfFrames))?;
             if let Err(e) = region.write_frame(&mut frame, 0, piece) {
                 pool.recycle(frame);
                 return Err(GenError::Afxdp(e.into()));
             }
-            let addr = pool.give_tx(frame, 0).map_err(|e| GenError::Afxdp(e.into()))?;
+            let addr = pool
+                .give_tx(frame, 0)
+                .map_err(|e| GenError::Afxdp(e.into()))?;
             slot_of_chunk[(addr / u64::from(CHUNK_SIZE)) as usize] = slot as u32;
             let options = if i + 1 < per_frame { XDP_PKT_CONTD } else { 0 };
-            chain.push(XdpDesc { addr, len: piece.len() as u32, options });
+            chain.push(XdpDesc {
+                addr,
+                len: piece.len() as u32,
+                options,
+            });
         }
         chains.push(chain);
     }
@@ -309,8 +414,13 @@ fn send_chains(cfg: &GenConfig, sock: &mut XskSocket, pool: &mut PoolOwner, regi
     let mut comp = [0u64; BATCH * 4];
     let mut on_completions = |got: &[u64], ready: &mut Vec<u32>, completed: &mut u64| {
         for &addr in got {
-            let slot = slot_of_chunk.get((addr / u64::from(CHUNK_SIZE)) as usize).copied().unwrap_or(u32::MAX);
-            let Some(d) = done.get_mut(slot as usize) else { continue };
+            let slot = slot_of_chunk
+                .get((addr / u64::from(CHUNK_SIZE)) as usize)
+                .copied()
+                .unwrap_or(u32::MAX);
+            let Some(d) = done.get_mut(slot as usize) else {
+                continue;
+            };
             *d += 1;
             if *d == per_frame {
                 *d = 0;
@@ -324,7 +434,9 @@ fn send_chains(cfg: &GenConfig, sock: &mut XskSocket, pool: &mut PoolOwner, regi
         if produced >= quota || deadline.is_some_and(|d| now >= d) {
             break Ok(());
         }
-        let n = (allowed_now(quota, produced, cfg.rate_pps, now - start) as usize).min(ready.len()).min(BATCH);
+        let n = (allowed_now(quota, produced, cfg.rate_pps, now - start) as usize)
+            .min(ready.len())
+            .min(BATCH);
         if n > 0 {
             descs.clear();
             for &slot in &ready[ready.len() - n..] {
@@ -372,16 +484,39 @@ fn send_chains(cfg: &GenConfig, sock: &mut XskSocket, pool: &mut PoolOwner, regi
         }
     }
     result?;
-    let elapsed = if completed == produced { start.elapsed() } else { elapsed_send };
-    tracing::debug!(produced, completed, wakeups, per_frame, "afxdp multi-buffer thread done");
-    Ok(Sent { produced, completed, wakeups, elapsed, slots: slots as u32, chunks: (slots * per_frame) as u32 })
+    let elapsed = if completed == produced {
+        start.elapsed()
+    } else {
+        elapsed_send
+    };
+    tracing::debug!(
+        produced,
+        completed,
+        wakeups,
+        per_frame,
+        "afxdp multi-buffer thread done"
+    );
+    Ok(Sent {
+        produced,
+        completed,
+        wakeups,
+        elapsed,
+        slots: slots as u32,
+        chunks: (slots * per_frame) as u32,
+    })
 }
 
 /// Sequenced payloads: each frame is written for its number just before it goes on
 /// the TX ring, in a buffer taken from the pool (a frag packed with others when it
 /// fits in half a chunk), and given back to the pool at its completion. Frame `i`
 /// (from 0) is template `i % templates`, numbered `seq_first + i`.
-fn send_sequenced(cfg: &GenConfig, sock: &mut XskSocket, pool: &mut PoolOwner, region: &Region, templates: &[Vec<u8>]) -> Result<Sent, GenError> {
+fn send_sequenced(
+    cfg: &GenConfig,
+    sock: &mut XskSocket,
+    pool: &mut PoolOwner,
+    region: &Region,
+    templates: &[Vec<u8>],
+) -> Result<Sent, GenError> {
     let quota = cfg.count.unwrap_or(u64::MAX);
     let len = cfg.size as u32;
     let packed = len * 2 <= CHUNK_SIZE;
@@ -392,10 +527,14 @@ fn send_sequenced(cfg: &GenConfig, sock: &mut XskSocket, pool: &mut PoolOwner, r
     let mut descs = Vec::with_capacity(BATCH);
     let mut comp = [0u64; BATCH * 4];
     let mut frame = vec![0u8; cfg.size];
-    let mut reap = |sock: &mut XskSocket, pool: &mut PoolOwner, completed: &mut u64| -> Result<usize, GenError> {
+    let mut reap = |sock: &mut XskSocket,
+                    pool: &mut PoolOwner,
+                    completed: &mut u64|
+     -> Result<usize, GenError> {
         let got = sock.completion().consume(&mut comp);
         for &addr in &comp[..got] {
-            pool.take_completion(addr).map_err(|e| GenError::Afxdp(e.into()))?;
+            pool.take_completion(addr)
+                .map_err(|e| GenError::Afxdp(e.into()))?;
         }
         *completed += got as u64;
         Ok(got)
@@ -411,14 +550,18 @@ fn send_sequenced(cfg: &GenConfig, sock: &mut XskSocket, pool: &mut PoolOwner, r
         for i in 0..n as u64 {
             let index = produced + i;
             frame.copy_from_slice(&templates[(index % templates.len() as u64) as usize]);
-            super::seq::stamp_frame(&mut frame, cfg.seq_first + index).map_err(|e| GenError::Config(e.to_string()))?;
+            super::seq::stamp_frame(&mut frame, cfg.seq_first + index)
+                .map_err(|e| GenError::Config(e.to_string()))?;
             let addr = if packed {
-                let Some(frag) = pool.alloc_frag(len) else { break };
+                let Some(frag) = pool.alloc_frag(len) else {
+                    break;
+                };
                 if let Err(e) = region.write_frag(&frag, &frame) {
                     pool.release_frag(frag);
                     return Err(GenError::Afxdp(e.into()));
                 }
-                pool.give_tx_frag(frag).map_err(|e| GenError::Afxdp(e.into()))?
+                pool.give_tx_frag(frag)
+                    .map_err(|e| GenError::Afxdp(e.into()))?
             } else {
                 let Some(mut f) = pool.alloc() else { break };
                 if let Err(e) = region.write_frame(&mut f, 0, &frame) {
@@ -428,12 +571,17 @@ fn send_sequenced(cfg: &GenConfig, sock: &mut XskSocket, pool: &mut PoolOwner, r
                 pool.give_tx(f, 0).map_err(|e| GenError::Afxdp(e.into()))?
             };
             chunks.insert(addr / u64::from(CHUNK_SIZE));
-            descs.push(XdpDesc { addr, len, options: 0 });
+            descs.push(XdpDesc {
+                addr,
+                len,
+                options: 0,
+            });
         }
         // `writable` said there is room for all of them.
         let put = sock.tx().produce(&descs);
         for d in &descs[put..] {
-            pool.take_completion(d.addr).map_err(|e| GenError::Afxdp(e.into()))?;
+            pool.take_completion(d.addr)
+                .map_err(|e| GenError::Afxdp(e.into()))?;
         }
         produced += put as u64;
         if produced > completed {
@@ -463,9 +611,20 @@ fn send_sequenced(cfg: &GenConfig, sock: &mut XskSocket, pool: &mut PoolOwner, r
     }
     pool.frag_drain();
     result?;
-    let elapsed = if completed == produced { start.elapsed() } else { elapsed_send };
+    let elapsed = if completed == produced {
+        start.elapsed()
+    } else {
+        elapsed_send
+    };
     tracing::debug!(produced, completed, wakeups, "afxdp sequenced thread done");
-    Ok(Sent { produced, completed, wakeups, elapsed, slots: 0, chunks: chunks.len() as u32 })
+    Ok(Sent {
+        produced,
+        completed,
+        wakeups,
+        elapsed,
+        slots: 0,
+        chunks: chunks.len() as u32,
+    })
 }
 
 /// Nothing moved this step: under a rate with frames ready, the rate is what holds
@@ -509,10 +668,16 @@ fn send_loop(
         if stop {
             break;
         }
-        let n = (allowed_now(quota, produced, cfg.rate_pps, now - start) as usize).min(ready.len()).min(BATCH);
+        let n = (allowed_now(quota, produced, cfg.rate_pps, now - start) as usize)
+            .min(ready.len())
+            .min(BATCH);
         if n > 0 {
             for (d, &addr) in descs.iter_mut().zip(&ready[ready.len() - n..]) {
-                *d = XdpDesc { addr, len, options: 0 };
+                *d = XdpDesc {
+                    addr,
+                    len,
+                    options: 0,
+                };
             }
             let put = sock.tx().produce(&descs[..n]);
             // `produce` takes a prefix: the rest goes back to `ready`.
@@ -541,7 +706,11 @@ fn send_loop(
             std::thread::sleep(Duration::from_micros(100));
         }
     }
-    let elapsed = if completed == produced { start.elapsed() } else { elapsed_send };
+    let elapsed = if completed == produced {
+        start.elapsed()
+    } else {
+        elapsed_send
+    };
     tracing::debug!(produced, completed, wakeups, "afxdp thread done");
     Ok((produced, completed, wakeups, elapsed))
 }
@@ -555,8 +724,14 @@ mod tests {
         assert_eq!(allowed_now(100, 0, None, Duration::ZERO), 100);
         assert_eq!(allowed_now(100, 60, None, Duration::from_secs(9)), 40);
         // 1000 pps: 0.5 s in, 501 may have been produced (one up front).
-        assert_eq!(allowed_now(u64::MAX, 0, Some(1000), Duration::from_millis(500)), 501);
-        assert_eq!(allowed_now(u64::MAX, 501, Some(1000), Duration::from_millis(500)), 0);
+        assert_eq!(
+            allowed_now(u64::MAX, 0, Some(1000), Duration::from_millis(500)),
+            501
+        );
+        assert_eq!(
+            allowed_now(u64::MAX, 501, Some(1000), Duration::from_millis(500)),
+            0
+        );
         assert_eq!(allowed_now(10, 5, Some(1000), Duration::from_secs(1)), 5);
     }
 }

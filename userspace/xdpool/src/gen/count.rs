@@ -60,7 +60,9 @@ pub struct RxCounter {
 
 impl std::fmt::Debug for RxCounter {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("RxCounter").field("ifindex", &self.ifindex).finish()
+        f.debug_struct("RxCounter")
+            .field("ifindex", &self.ifindex)
+            .finish()
     }
 }
 
@@ -76,7 +78,10 @@ impl RxCounter {
             .map_err(|e: aya::programs::ProgramError| CountError::Load(e.to_string()))?;
         prog.load().map_err(|e| CountError::Load(e.to_string()))?;
         prog.attach_to_if_index(ifindex, XdpMode::default())
-            .map_err(|e| CountError::Attach { ifindex, detail: e.to_string() })?;
+            .map_err(|e| CountError::Attach {
+                ifindex,
+                detail: e.to_string(),
+            })?;
         tracing::debug!(ifindex, "rx counter attached");
         Ok(Self { ebpf, ifindex })
     }
@@ -97,16 +102,27 @@ impl RxCounter {
 
     /// Current totals.
     pub fn counts(&self) -> Result<RxCounts, CountError> {
-        let map = self.ebpf.map(COUNT_MAP).ok_or_else(|| CountError::Read(format!("no map {COUNT_MAP}")))?;
+        let map = self
+            .ebpf
+            .map(COUNT_MAP)
+            .ok_or_else(|| CountError::Read(format!("no map {COUNT_MAP}")))?;
         let array: PerCpuArray<_, [u64; 2]> =
             PerCpuArray::try_from(map).map_err(|e| CountError::Read(e.to_string()))?;
         let sum = |key: u32| -> Result<[u64; 2], CountError> {
-            let per_cpu = array.get(&key, 0).map_err(|e| CountError::Read(e.to_string()))?;
-            Ok(per_cpu.iter().fold([0, 0], |acc, slot| [acc[0] + slot[0], acc[1] + slot[1]]))
+            let per_cpu = array
+                .get(&key, 0)
+                .map_err(|e| CountError::Read(e.to_string()))?;
+            Ok(per_cpu
+                .iter()
+                .fold([0, 0], |acc, slot| [acc[0] + slot[0], acc[1] + slot[1]]))
         };
         let [packets, bytes] = sum(SLOT_UDP)?;
         let [other_packets, _] = sum(SLOT_OTHER)?;
-        Ok(RxCounts { packets, bytes, other_packets })
+        Ok(RxCounts {
+            packets,
+            bytes,
+            other_packets,
+        })
     }
 
     /// UDP frames counted so far.
@@ -121,7 +137,11 @@ impl RxCounter {
 
     /// Polls until the packet count stops changing for `quiet`, or `limit` passes;
     /// returns the last counts. For tests: frames still in a NAPI ring settle fast.
-    pub fn settle(&self, quiet: std::time::Duration, limit: std::time::Duration) -> Result<RxCounts, CountError> {
+    pub fn settle(
+        &self,
+        quiet: std::time::Duration,
+        limit: std::time::Duration,
+    ) -> Result<RxCounts, CountError> {
         let start = std::time::Instant::now();
         let mut last = self.counts()?;
         let mut stable_since = std::time::Instant::now();

@@ -45,21 +45,35 @@ pub fn xdp_md_ctx(frame_len: usize, ingress_ifindex: u32, rx_queue_index: u32) -
 /// Splits `total` into `parts` shares that differ by at most one.
 pub fn split_evenly(total: u64, parts: usize) -> Vec<u64> {
     let parts = parts.max(1) as u64;
-    (0..parts).map(|i| total / parts + u64::from(i < total % parts)).collect()
+    (0..parts)
+        .map(|i| total / parts + u64::from(i < total % parts))
+        .collect()
 }
 
 /// Runs the live engine (see the module docs). `cfg` must be validated.
 pub fn run_live(cfg: &GenConfig) -> Result<GenReport, GenError> {
     let templates = cfg.templates()?;
-    let mtu = crate::lab::link_mtu(cfg.netns.as_deref(), &cfg.dev).map_err(|e| GenError::Config(e.to_string()))?;
+    let mtu = crate::lab::link_mtu(cfg.netns.as_deref(), &cfg.dev)
+        .map_err(|e| GenError::Config(e.to_string()))?;
     let max = mtu as usize + super::packet::ETH_HLEN;
     if cfg.size > max {
-        return Err(GenError::TooBigForDevice { size: cfg.size, dev: cfg.dev.clone(), mtu, max });
+        return Err(GenError::TooBigForDevice {
+            size: cfg.size,
+            dev: cfg.dev.clone(),
+            mtu,
+            max,
+        });
     }
-    let cores: Vec<Option<usize>> =
-        if cfg.cores.is_empty() { vec![None] } else { cfg.cores.iter().copied().map(Some).collect() };
+    let cores: Vec<Option<usize>> = if cfg.cores.is_empty() {
+        vec![None]
+    } else {
+        cfg.cores.iter().copied().map(Some).collect()
+    };
     let quotas: Vec<Option<u64>> = match cfg.count {
-        Some(total) => split_evenly(total, cores.len()).into_iter().map(Some).collect(),
+        Some(total) => split_evenly(total, cores.len())
+            .into_iter()
+            .map(Some)
+            .collect(),
         None => vec![None; cores.len()],
     };
     let rate = cfg.rate_pps.map(|r| r as f64 / cores.len() as f64);
@@ -74,26 +88,44 @@ pub fn run_live(cfg: &GenConfig) -> Result<GenReport, GenError> {
                 let (templates, barrier) = (&templates, &barrier);
                 std::thread::Builder::new()
                     .name(format!("xdpool-gen-{i}"))
-                    .spawn_scoped(s, move || sender(cfg, core, quota, rate, i, templates, barrier))
+                    .spawn_scoped(s, move || {
+                        sender(cfg, core, quota, rate, i, templates, barrier)
+                    })
                     .expect("spawning a generator thread")
             })
             .collect();
         handles
             .into_iter()
-            .map(|h| h.join().unwrap_or_else(|p| Err(GenError::ThreadPanicked(panic_text(&p)))))
+            .map(|h| {
+                h.join()
+                    .unwrap_or_else(|p| Err(GenError::ThreadPanicked(panic_text(&p))))
+            })
             .collect()
     });
     let elapsed = started.elapsed();
     let per_thread = results.into_iter().collect::<Result<Vec<_>, _>>()?;
     // Elapsed from the common start to the slowest thread's end, not counting loading.
-    let elapsed = per_thread.iter().map(|t| t.elapsed).max().unwrap_or(elapsed);
-    let report = GenReport::new(super::Engine::Live, cfg.size, elapsed, per_thread, LIVE_NOTE);
+    let elapsed = per_thread
+        .iter()
+        .map(|t| t.elapsed)
+        .max()
+        .unwrap_or(elapsed);
+    let report = GenReport::new(
+        super::Engine::Live,
+        cfg.size,
+        elapsed,
+        per_thread,
+        LIVE_NOTE,
+    );
     tracing::info!(sent = report.sent, pps = report.pps, "live generator done");
     Ok(report)
 }
 
 fn panic_text(p: &Box<dyn std::any::Any + Send>) -> String {
-    p.downcast_ref::<&str>().map(|s| s.to_string()).or_else(|| p.downcast_ref::<String>().cloned()).unwrap_or_default()
+    p.downcast_ref::<&str>()
+        .map(|s| s.to_string())
+        .or_else(|| p.downcast_ref::<String>().cloned())
+        .unwrap_or_default()
 }
 
 struct Sender {
@@ -105,8 +137,10 @@ struct Sender {
 fn prepare(cfg: &GenConfig, core: Option<usize>) -> Result<Sender, GenError> {
     if let Some(core) = core {
         let mut set = CpuSet::new();
-        set.set(core).map_err(|source| GenError::Affinity { core, source })?;
-        sched_setaffinity(Pid::from_raw(0), &set).map_err(|source| GenError::Affinity { core, source })?;
+        set.set(core)
+            .map_err(|source| GenError::Affinity { core, source })?;
+        sched_setaffinity(Pid::from_raw(0), &set)
+            .map_err(|source| GenError::Affinity { core, source })?;
     }
     let guard = cfg.netns.as_deref().map(netns::enter).transpose()?;
     let ifindex = netns::ifindex(&cfg.dev)?;
@@ -117,7 +151,11 @@ fn prepare(cfg: &GenConfig, core: Option<usize>) -> Result<Sender, GenError> {
         .try_into()
         .map_err(|e: ProgramError| GenError::Load(e.to_string()))?;
     prog.load().map_err(|e| GenError::Load(e.to_string()))?;
-    Ok(Sender { ebpf, ifindex, _netns: guard })
+    Ok(Sender {
+        ebpf,
+        ifindex,
+        _netns: guard,
+    })
 }
 
 fn sender(
@@ -164,7 +202,9 @@ fn sender(
             ..TestRunOptions::new()
         };
         let call_start = Instant::now();
-        ebpf_prog.test_run(opts).map_err(|e| test_run_error(&cfg.dev, e))?;
+        ebpf_prog
+            .test_run(opts)
+            .map_err(|e| test_run_error(&cfg.dev, e))?;
         sent += u64::from(n);
         calls += 1;
         measured_pps = rate_of(n, call_start.elapsed());
@@ -182,7 +222,13 @@ fn sender(
     }
     let elapsed = start.elapsed();
     tracing::debug!(?core, sent, calls, "generator thread done");
-    Ok(ThreadReport { core, sent, elapsed, pps: super::rate(sent, elapsed), calls })
+    Ok(ThreadReport {
+        core,
+        sent,
+        elapsed,
+        pps: super::rate(sent, elapsed),
+        calls,
+    })
 }
 
 /// Time one call should take when a rate must be kept (the pacing granularity: a call
@@ -222,9 +268,17 @@ pub fn frames_for_next_call(
         n = n.min((r * slice.as_secs_f64()).ceil() as u64);
     }
     if let Some(left) = left {
-        let cap = if rate.is_some() { CALL_SLICE } else { DURATION_SLICE };
+        let cap = if rate.is_some() {
+            CALL_SLICE
+        } else {
+            DURATION_SLICE
+        };
         let slice = left.min(cap).as_secs_f64();
-        let guess = if measured_pps > 0.0 { measured_pps * slice } else { 1024.0 };
+        let guess = if measured_pps > 0.0 {
+            measured_pps * slice
+        } else {
+            1024.0
+        };
         n = n.min(guess as u64);
     }
     n.min(remaining).max(1) as u32
@@ -244,7 +298,11 @@ fn test_run_error(dev: &str, e: ProgramError) -> GenError {
         Some(libc::EINTR) => "interrupted by a signal; the count of frames sent in that call is unknown",
         _ => "check `dmesg` and that the device is up",
     };
-    GenError::TestRun { dev: dev.to_string(), detail: e.to_string(), hint }
+    GenError::TestRun {
+        dev: dev.to_string(),
+        detail: e.to_string(),
+        hint,
+    }
 }
 
 #[cfg(test)]
@@ -254,29 +312,65 @@ mod tests {
     #[test]
     fn ctx_layout() {
         let ctx = xdp_md_ctx(64, 7, 2);
-        let words: Vec<u32> = ctx.chunks_exact(4).map(|c| u32::from_ne_bytes(c.try_into().unwrap())).collect();
+        let words: Vec<u32> = ctx
+            .chunks_exact(4)
+            .map(|c| u32::from_ne_bytes(c.try_into().unwrap()))
+            .collect();
         assert_eq!(words, vec![0, 64, 0, 7, 2, 0]);
     }
 
     #[test]
     fn call_sizes_follow_the_limits() {
         // Plain count: as big as allowed, never more than what is left.
-        assert_eq!(frames_for_next_call(1 << 22, u64::MAX, None, None, 0.0), 1 << 22);
+        assert_eq!(
+            frames_for_next_call(1 << 22, u64::MAX, None, None, 0.0),
+            1 << 22
+        );
         assert_eq!(frames_for_next_call(1 << 22, 5, None, None, 0.0), 5);
         // Rate: 100 ms worth per call.
-        assert_eq!(frames_for_next_call(1 << 22, u64::MAX, Some(20_000.0), None, 0.0), 2_000);
-        assert_eq!(frames_for_next_call(1 << 22, u64::MAX, Some(1.0), None, 0.0), 1);
+        assert_eq!(
+            frames_for_next_call(1 << 22, u64::MAX, Some(20_000.0), None, 0.0),
+            2_000
+        );
+        assert_eq!(
+            frames_for_next_call(1 << 22, u64::MAX, Some(1.0), None, 0.0),
+            1
+        );
         let near_end = Some(Duration::from_millis(49));
-        assert_eq!(frames_for_next_call(1 << 22, u64::MAX, Some(20_000.0), near_end, 1e6), 980);
+        assert_eq!(
+            frames_for_next_call(1 << 22, u64::MAX, Some(20_000.0), near_end, 1e6),
+            980
+        );
         // Duration alone: a small first probe, then 1 s at the measured rate, or less
         // near the end; never more than `chunk`.
         let left = Some(Duration::from_secs(5));
-        assert_eq!(frames_for_next_call(1 << 22, u64::MAX, None, left, 0.0), 1024);
-        assert_eq!(frames_for_next_call(1 << 22, u64::MAX, None, left, 2e6), 2_000_000);
-        assert_eq!(frames_for_next_call(1 << 20, u64::MAX, None, left, 2e6), 1 << 20);
-        assert_eq!(frames_for_next_call(1 << 22, u64::MAX, None, Some(Duration::from_millis(10)), 2e6), 20_000);
+        assert_eq!(
+            frames_for_next_call(1 << 22, u64::MAX, None, left, 0.0),
+            1024
+        );
+        assert_eq!(
+            frames_for_next_call(1 << 22, u64::MAX, None, left, 2e6),
+            2_000_000
+        );
+        assert_eq!(
+            frames_for_next_call(1 << 20, u64::MAX, None, left, 2e6),
+            1 << 20
+        );
+        assert_eq!(
+            frames_for_next_call(
+                1 << 22,
+                u64::MAX,
+                None,
+                Some(Duration::from_millis(10)),
+                2e6
+            ),
+            20_000
+        );
         // Rate and duration: the rate's 100 ms slices.
-        assert_eq!(frames_for_next_call(1 << 22, u64::MAX, Some(2e6), left, 2e6), 200_000);
+        assert_eq!(
+            frames_for_next_call(1 << 22, u64::MAX, Some(2e6), left, 2e6),
+            200_000
+        );
     }
 
     #[test]

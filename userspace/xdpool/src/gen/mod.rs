@@ -145,7 +145,11 @@ impl GenConfig {
     pub fn for_forward_lab(prefix: &str) -> Result<Self, lab::LabError> {
         use lab::forward::{outer_end, port_end, ForwardNames, Link, Role};
         let names = ForwardNames::from_prefix(prefix)?;
-        let (src, via, dst) = (outer_end(Link::In), port_end(Link::In), outer_end(Link::Out));
+        let (src, via, dst) = (
+            outer_end(Link::In),
+            port_end(Link::In),
+            outer_end(Link::Out),
+        );
         Ok(Self {
             netns: Some(names.netns(Role::Src).to_string()),
             dev: src.dev.to_string(),
@@ -164,7 +168,8 @@ impl GenConfig {
 
     /// The default lab's addresses, without looking the lab up.
     pub fn default_lab() -> Self {
-        let names = lab::LabNames::from_prefix(lab::DEFAULT_PREFIX).expect("default prefix is valid");
+        let names =
+            lab::LabNames::from_prefix(lab::DEFAULT_PREFIX).expect("default prefix is valid");
         let side = |netns: String, dev: String, mac, ipv4, ipv6| lab::LabSide {
             netns,
             dev,
@@ -177,8 +182,20 @@ impl GenConfig {
         };
         Self::for_lab(&LabStatus {
             already_up: false,
-            a: side(names.netns_a, names.dev_a, lab::MAC_A, lab::IPV4_A, lab::IPV6_A),
-            b: side(names.netns_b, names.dev_b, lab::MAC_B, lab::IPV4_B, lab::IPV6_B),
+            a: side(
+                names.netns_a,
+                names.dev_a,
+                lab::MAC_A,
+                lab::IPV4_A,
+                lab::IPV6_A,
+            ),
+            b: side(
+                names.netns_b,
+                names.dev_b,
+                lab::MAC_B,
+                lab::IPV4_B,
+                lab::IPV6_B,
+            ),
         })
     }
 
@@ -213,19 +230,30 @@ impl GenConfig {
     /// Checks what can be checked without the kernel.
     pub fn validate(&self) -> Result<(), GenError> {
         if self.count.is_none() && self.duration.is_none() {
-            return Err(GenError::Config("no limit: give --count or --duration (traffic is always bounded)".into()));
+            return Err(GenError::Config(
+                "no limit: give --count or --duration (traffic is always bounded)".into(),
+            ));
         }
         if self.count == Some(0) {
-            return Err(GenError::Config("--count 0 sends nothing: give a positive count".into()));
+            return Err(GenError::Config(
+                "--count 0 sends nothing: give a positive count".into(),
+            ));
         }
         if self.rate_pps == Some(0) {
-            return Err(GenError::Config("--rate 0 sends nothing: give a positive rate or leave it out".into()));
+            return Err(GenError::Config(
+                "--rate 0 sends nothing: give a positive rate or leave it out".into(),
+            ));
         }
         if self.batch > 256 {
-            return Err(GenError::Config(format!("batch {} too large: the kernel takes at most 256", self.batch)));
+            return Err(GenError::Config(format!(
+                "batch {} too large: the kernel takes at most 256",
+                self.batch
+            )));
         }
         if self.chunk == 0 {
-            return Err(GenError::Config("chunk 0: give at least 1 frame per call".into()));
+            return Err(GenError::Config(
+                "chunk 0: give at least 1 frame per call".into(),
+            ));
         }
         if self.queue != 0 && self.engine != Engine::Afxdp {
             return Err(GenError::Config(format!(
@@ -253,7 +281,9 @@ impl GenConfig {
             }
             Some(_) => {}
         }
-        let v4_ok = |a: std::net::Ipv4Addr| (u32::from(a) & 0xfffe_0000) == u32::from(std::net::Ipv4Addr::new(198, 18, 0, 0));
+        let v4_ok = |a: std::net::Ipv4Addr| {
+            (u32::from(a) & 0xfffe_0000) == u32::from(std::net::Ipv4Addr::new(198, 18, 0, 0))
+        };
         let v6_ok = |a: std::net::Ipv6Addr| a.segments()[..3] == [0x2001, 0x0002, 0x0000];
         if !v4_ok(self.ipv4.0) || !v4_ok(self.ipv4.1) {
             return Err(GenError::Config(format!("IPv4 {} -> {} is outside 198.18.0.0/15, the benchmarking range the generator is limited to", self.ipv4.0, self.ipv4.1)));
@@ -265,7 +295,10 @@ impl GenConfig {
         cores.sort_unstable();
         cores.dedup();
         if cores.len() != self.cores.len() {
-            return Err(GenError::Config(format!("cores {:?} repeat a core: give each core once", self.cores)));
+            return Err(GenError::Config(format!(
+                "cores {:?} repeat a core: give each core once",
+                self.cores
+            )));
         }
         Ok(())
     }
@@ -309,10 +342,25 @@ pub struct GenReport {
 }
 
 impl GenReport {
-    fn new(engine: Engine, size: usize, elapsed: Duration, per_thread: Vec<ThreadReport>, note: &'static str) -> Self {
+    fn new(
+        engine: Engine,
+        size: usize,
+        elapsed: Duration,
+        per_thread: Vec<ThreadReport>,
+        note: &'static str,
+    ) -> Self {
         let sent = per_thread.iter().map(|t| t.sent).sum();
         let pps = rate(sent, elapsed);
-        Self { engine, size, sent, elapsed, pps, gbps: pps * size as f64 * 8.0 / 1e9, per_thread, note }
+        Self {
+            engine,
+            size,
+            sent,
+            elapsed,
+            pps,
+            gbps: pps * size as f64 * 8.0 / 1e9,
+            per_thread,
+            note,
+        }
     }
 
     /// One line for humans: `sent 1000000 frames of 64 B in 0.21 s: 4.76 Mpps, 2.44 Gbit/s (handed to the kernel)`.
@@ -423,27 +471,89 @@ mod tests {
 
     #[test]
     fn settings_are_checked() {
-        let ok = GenConfig { count: Some(10), ..GenConfig::default_lab() };
+        let ok = GenConfig {
+            count: Some(10),
+            ..GenConfig::default_lab()
+        };
         ok.validate().unwrap();
         for bad in [
-            GenConfig { batch: 257, ..ok.clone() },
-            GenConfig { chunk: 0, ..ok.clone() },
-            GenConfig { queue: 1, ..ok.clone() },
-            GenConfig { netns: None, ..ok.clone() },
+            GenConfig {
+                batch: 257,
+                ..ok.clone()
+            },
+            GenConfig {
+                chunk: 0,
+                ..ok.clone()
+            },
+            GenConfig {
+                queue: 1,
+                ..ok.clone()
+            },
+            GenConfig {
+                netns: None,
+                ..ok.clone()
+            },
             // Just past 198.18.0.0/15: refused by validate(), never sent.
-            GenConfig { ipv4: ("198.20.0.1".parse().unwrap(), ok.ipv4.1), ..ok.clone() },
-            GenConfig { ipv6_addrs: (ok.ipv6_addrs.0, "2001:db8::1".parse().unwrap()), ..ok.clone() },
-            GenConfig { count: Some(0), ..ok.clone() },
-            GenConfig { rate_pps: Some(0), ..ok.clone() },
-            GenConfig { cores: vec![0, 0], ..ok.clone() },
-            GenConfig { payload: Payload::Sequenced, ..ok.clone() },
-            GenConfig { payload: Payload::Sequenced, engine: Engine::Afxdp, size: 2049, ..ok.clone() },
-            GenConfig { payload: Payload::Sequenced, engine: Engine::Afxdp, size: 64, ipv6: true, ..ok.clone() },
+            GenConfig {
+                ipv4: ("198.20.0.1".parse().unwrap(), ok.ipv4.1),
+                ..ok.clone()
+            },
+            GenConfig {
+                ipv6_addrs: (ok.ipv6_addrs.0, "2001:db8::1".parse().unwrap()),
+                ..ok.clone()
+            },
+            GenConfig {
+                count: Some(0),
+                ..ok.clone()
+            },
+            GenConfig {
+                rate_pps: Some(0),
+                ..ok.clone()
+            },
+            GenConfig {
+                cores: vec![0, 0],
+                ..ok.clone()
+            },
+            GenConfig {
+                payload: Payload::Sequenced,
+                ..ok.clone()
+            },
+            GenConfig {
+                payload: Payload::Sequenced,
+                engine: Engine::Afxdp,
+                size: 2049,
+                ..ok.clone()
+            },
+            GenConfig {
+                payload: Payload::Sequenced,
+                engine: Engine::Afxdp,
+                size: 64,
+                ipv6: true,
+                ..ok.clone()
+            },
         ] {
-            assert!(matches!(bad.validate(), Err(GenError::Config(_))), "{bad:?}");
+            assert!(
+                matches!(bad.validate(), Err(GenError::Config(_))),
+                "{bad:?}"
+            );
         }
-        assert!(matches!(GenConfig { size: 59, ..ok.clone() }.validate(), Err(GenError::Packet(_))));
-        assert!(matches!(GenConfig { size: 61, ipv6: true, ..ok }.validate(), Err(GenError::Packet(_))));
+        assert!(matches!(
+            GenConfig {
+                size: 59,
+                ..ok.clone()
+            }
+            .validate(),
+            Err(GenError::Packet(_))
+        ));
+        assert!(matches!(
+            GenConfig {
+                size: 61,
+                ipv6: true,
+                ..ok
+            }
+            .validate(),
+            Err(GenError::Packet(_))
+        ));
     }
 
     #[test]
@@ -456,15 +566,25 @@ mod tests {
         };
         let t = cfg.templates().unwrap();
         assert_eq!(t.len(), 4);
-        assert!(t.iter().all(|f| f.len() == 64 && f[0..6] == lab::MAC_B && f[6..12] == lab::MAC_A));
-        assert!(t.iter().all(|f| f[22 + 16..22 + 32] == lab::IPV6_B.octets()));
+        assert!(t
+            .iter()
+            .all(|f| f.len() == 64 && f[0..6] == lab::MAC_B && f[6..12] == lab::MAC_A));
+        assert!(t
+            .iter()
+            .all(|f| f[22 + 16..22 + 32] == lab::IPV6_B.octets()));
     }
 
     #[test]
     fn forward_lab_frames_go_to_the_receiver_through_port_in() {
-        let cfg = GenConfig { count: Some(10), ..GenConfig::for_forward_lab("xdpool").unwrap() };
+        let cfg = GenConfig {
+            count: Some(10),
+            ..GenConfig::for_forward_lab("xdpool").unwrap()
+        };
         cfg.validate().unwrap();
-        assert_eq!((cfg.netns.as_deref(), cfg.dev.as_str()), (Some("xdpool-src"), "xdps0"));
+        assert_eq!(
+            (cfg.netns.as_deref(), cfg.dev.as_str()),
+            (Some("xdpool-src"), "xdps0")
+        );
         let t = cfg.templates().unwrap();
         assert_eq!(t.len(), 1);
         let f = &t[0];
@@ -478,8 +598,20 @@ mod tests {
 
     #[test]
     fn report_arithmetic() {
-        let t = |sent| ThreadReport { core: Some(0), sent, elapsed: Duration::from_millis(500), pps: 0.0, calls: 1 };
-        let r = GenReport::new(Engine::Live, 100, Duration::from_secs(2), vec![t(3_000_000), t(1_000_000)], "x");
+        let t = |sent| ThreadReport {
+            core: Some(0),
+            sent,
+            elapsed: Duration::from_millis(500),
+            pps: 0.0,
+            calls: 1,
+        };
+        let r = GenReport::new(
+            Engine::Live,
+            100,
+            Duration::from_secs(2),
+            vec![t(3_000_000), t(1_000_000)],
+            "x",
+        );
         assert_eq!(r.sent, 4_000_000);
         assert_eq!(r.pps, 2_000_000.0);
         assert!((r.gbps - 1.6).abs() < 1e-9);

@@ -74,7 +74,10 @@ impl PortRange {
 
     /// A single port.
     pub const fn single(port: u16) -> Self {
-        Self { first: port, last: port }
+        Self {
+            first: port,
+            last: port,
+        }
     }
 
     /// Number of ports in the range.
@@ -149,7 +152,11 @@ pub fn min_frame_size(ipv6: bool) -> usize {
 pub fn check_frame_size(size: usize, ipv6: bool) -> Result<(), PacketError> {
     let min = min_frame_size(ipv6);
     if size < min || size > MAX_FRAME {
-        return Err(PacketError::BadSize { size, min, max: MAX_FRAME });
+        return Err(PacketError::BadSize {
+            size,
+            min,
+            max: MAX_FRAME,
+        });
     }
     Ok(())
 }
@@ -287,11 +294,25 @@ mod tests {
 
     fn spec(ipv6: bool, size: usize) -> UdpFrameSpec {
         let (src_ip, dst_ip) = if ipv6 {
-            (IpAddr::V6(Ipv6Addr::new(0x2001, 2, 0, 0, 0, 0, 0, 1)), IpAddr::V6(Ipv6Addr::new(0x2001, 2, 0, 0, 0, 0, 0, 2)))
+            (
+                IpAddr::V6(Ipv6Addr::new(0x2001, 2, 0, 0, 0, 0, 0, 1)),
+                IpAddr::V6(Ipv6Addr::new(0x2001, 2, 0, 0, 0, 0, 0, 2)),
+            )
         } else {
-            (IpAddr::V4(Ipv4Addr::new(198, 18, 0, 1)), IpAddr::V4(Ipv4Addr::new(198, 18, 0, 2)))
+            (
+                IpAddr::V4(Ipv4Addr::new(198, 18, 0, 1)),
+                IpAddr::V4(Ipv4Addr::new(198, 18, 0, 2)),
+            )
         };
-        UdpFrameSpec { src_mac: SRC_MAC, dst_mac: DST_MAC, src_ip, dst_ip, src_port: 4321, dst_port: 9, frame_size: size }
+        UdpFrameSpec {
+            src_mac: SRC_MAC,
+            dst_mac: DST_MAC,
+            src_ip,
+            dst_ip,
+            src_port: 4321,
+            dst_port: 9,
+            frame_size: size,
+        }
     }
 
     /// One's-complement sum written out independently of `internet_checksum`:
@@ -312,7 +333,11 @@ mod tests {
     fn check(frame: &[u8], ipv6: bool, size: usize) {
         assert_eq!(frame.len(), size);
         let p = SlicedPacket::from_ethernet(frame).expect("frame parses");
-        let eth = p.link.as_ref().and_then(|l| l.to_header()).expect("ethernet");
+        let eth = p
+            .link
+            .as_ref()
+            .and_then(|l| l.to_header())
+            .expect("ethernet");
         let eth = match eth {
             etherparse::LinkHeader::Ethernet2(e) => e,
             other => panic!("not ethernet: {other:?}"),
@@ -333,7 +358,11 @@ mod tests {
                 assert_eq!(h.source_addr(), Ipv4Addr::new(198, 18, 0, 1));
                 assert_eq!(h.destination_addr(), Ipv4Addr::new(198, 18, 0, 2));
                 assert_eq!(h.total_len() as usize, size - ETH_HLEN);
-                assert_eq!(ones_complement_sum(&frame[ETH_HLEN..l4]), 0xffff, "IPv4 header checksum");
+                assert_eq!(
+                    ones_complement_sum(&frame[ETH_HLEN..l4]),
+                    0xffff,
+                    "IPv4 header checksum"
+                );
                 let mut v = h.source().to_vec();
                 v.extend_from_slice(&h.destination());
                 v.extend_from_slice(&[0, 17]);
@@ -344,7 +373,10 @@ mod tests {
                 assert!(ipv6);
                 let h = ip.header();
                 assert_eq!(h.source_addr(), Ipv6Addr::new(0x2001, 2, 0, 0, 0, 0, 0, 1));
-                assert_eq!(h.destination_addr(), Ipv6Addr::new(0x2001, 2, 0, 0, 0, 0, 0, 2));
+                assert_eq!(
+                    h.destination_addr(),
+                    Ipv6Addr::new(0x2001, 2, 0, 0, 0, 0, 0, 2)
+                );
                 assert_eq!(h.payload_length() as usize, size - l4);
                 let mut v = h.source().to_vec();
                 v.extend_from_slice(&h.destination());
@@ -359,12 +391,14 @@ mod tests {
         // And etherparse agrees.
         let headers = etherparse::PacketHeaders::from_ethernet_slice(frame).unwrap();
         let expected = match (&headers.net, &headers.transport) {
-            (Some(etherparse::NetHeaders::Ipv4(ip, _)), Some(etherparse::TransportHeader::Udp(u))) => {
-                u.calc_checksum_ipv4(ip, headers.payload.slice()).unwrap()
-            }
-            (Some(etherparse::NetHeaders::Ipv6(ip, _)), Some(etherparse::TransportHeader::Udp(u))) => {
-                u.calc_checksum_ipv6(ip, headers.payload.slice()).unwrap()
-            }
+            (
+                Some(etherparse::NetHeaders::Ipv4(ip, _)),
+                Some(etherparse::TransportHeader::Udp(u)),
+            ) => u.calc_checksum_ipv4(ip, headers.payload.slice()).unwrap(),
+            (
+                Some(etherparse::NetHeaders::Ipv6(ip, _)),
+                Some(etherparse::TransportHeader::Udp(u)),
+            ) => u.calc_checksum_ipv6(ip, headers.payload.slice()).unwrap(),
             other => panic!("unexpected {other:?}"),
         };
         assert_eq!(expected, udp.checksum());
@@ -388,16 +422,30 @@ mod tests {
     fn sizes_out_of_range_are_named_errors() {
         assert_eq!(
             build_udp_frame(&spec(false, 59)).unwrap_err(),
-            PacketError::BadSize { size: 59, min: 60, max: MAX_FRAME }
+            PacketError::BadSize {
+                size: 59,
+                min: 60,
+                max: MAX_FRAME
+            }
         );
         assert_eq!(
             build_udp_frame(&spec(true, 61)).unwrap_err(),
-            PacketError::BadSize { size: 61, min: 62, max: MAX_FRAME }
+            PacketError::BadSize {
+                size: 61,
+                min: 62,
+                max: MAX_FRAME
+            }
         );
-        assert!(matches!(build_udp_frame(&spec(false, MAX_FRAME + 1)), Err(PacketError::BadSize { .. })));
+        assert!(matches!(
+            build_udp_frame(&spec(false, MAX_FRAME + 1)),
+            Err(PacketError::BadSize { .. })
+        ));
         let mut mixed = spec(false, 100);
         mixed.dst_ip = IpAddr::V6(Ipv6Addr::LOCALHOST);
-        assert!(matches!(build_udp_frame(&mixed), Err(PacketError::MixedFamilies { .. })));
+        assert!(matches!(
+            build_udp_frame(&mixed),
+            Err(PacketError::MixedFamilies { .. })
+        ));
     }
 
     #[test]
@@ -410,7 +458,10 @@ mod tests {
     fn port_ranges_parse() {
         assert_eq!("9".parse::<PortRange>().unwrap(), PortRange::single(9));
         let r: PortRange = "1000-1003".parse().unwrap();
-        assert_eq!((r.len(), r.nth(0), r.nth(3), r.nth(4)), (4, 1000, 1003, 1000));
+        assert_eq!(
+            (r.len(), r.nth(0), r.nth(3), r.nth(4)),
+            (4, 1000, 1003, 1000)
+        );
         assert_eq!(r.to_string(), "1000-1003");
         for bad in ["", "x", "5-3", "1-70000", "1-2-3"] {
             assert!(bad.parse::<PortRange>().is_err(), "{bad:?}");
@@ -431,7 +482,10 @@ mod tests {
             .iter()
             .map(|f| {
                 check_ports_valid(f);
-                (u16::from_be_bytes([f[34], f[35]]), u16::from_be_bytes([f[36], f[37]]))
+                (
+                    u16::from_be_bytes([f[34], f[35]]),
+                    u16::from_be_bytes([f[36], f[37]]),
+                )
             })
             .collect();
         pairs.sort();
@@ -443,9 +497,14 @@ mod tests {
 
     fn check_ports_valid(f: &[u8]) {
         let p = etherparse::PacketHeaders::from_ethernet_slice(f).unwrap();
-        let (Some(etherparse::NetHeaders::Ipv4(ip, _)), Some(etherparse::TransportHeader::Udp(u))) = (&p.net, &p.transport) else {
+        let (Some(etherparse::NetHeaders::Ipv4(ip, _)), Some(etherparse::TransportHeader::Udp(u))) =
+            (&p.net, &p.transport)
+        else {
             panic!("not udp/ipv4");
         };
-        assert_eq!(u.calc_checksum_ipv4(ip, p.payload.slice()).unwrap(), u.checksum);
+        assert_eq!(
+            u.calc_checksum_ipv4(ip, p.payload.slice()).unwrap(),
+            u.checksum
+        );
     }
 }

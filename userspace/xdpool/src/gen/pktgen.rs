@@ -22,7 +22,8 @@ use crate::netns;
 pub const PKTGEN_THREAD_ROOT: &str = "/proc/thread-self/net/pktgen";
 
 /// What the pktgen engine's `sent` means.
-pub const PKTGEN_NOTE: &str = "transmitted by pktgen (pkts-sofar); count on the receiver for what arrived";
+pub const PKTGEN_NOTE: &str =
+    "transmitted by pktgen (pkts-sofar); count on the receiver for what arrived";
 
 /// Errors talking to pktgen.
 #[derive(Debug, thiserror::Error)]
@@ -157,8 +158,16 @@ impl Pktgen {
     pub fn write(&self, file: &str, command: &str) -> Result<(), PktgenError> {
         let path = self.root.join(file);
         tracing::debug!(file = %path.display(), command, "pktgen");
-        let err = |source| PktgenError::Write { path: path.clone(), command: command.to_string(), source };
-        let mut f = OpenOptions::new().append(true).create(true).open(&path).map_err(err)?;
+        let err = |source| PktgenError::Write {
+            path: path.clone(),
+            command: command.to_string(),
+            source,
+        };
+        let mut f = OpenOptions::new()
+            .append(true)
+            .create(true)
+            .open(&path)
+            .map_err(err)?;
         f.write_all(format!("{command}\n").as_bytes()).map_err(err)
     }
 
@@ -190,7 +199,8 @@ impl Pktgen {
     /// Reads and parses a device entry's file.
     pub fn device(&self, entry: &str) -> Result<PktgenDevice, PktgenError> {
         let path = self.root.join(entry);
-        let text = std::fs::read_to_string(&path).map_err(|source| PktgenError::Read { path, source })?;
+        let text =
+            std::fs::read_to_string(&path).map_err(|source| PktgenError::Read { path, source })?;
         parse_device(&text)
     }
 }
@@ -250,7 +260,8 @@ fn field_after<'a>(text: &'a str, key: &str) -> Option<&'a str> {
 }
 
 fn num(text: &str, what: &str) -> Result<u64, PktgenError> {
-    text.parse().map_err(|_| PktgenError::Parse(format!("{what}: {text:?} is not a number")))
+    text.parse()
+        .map_err(|_| PktgenError::Parse(format!("{what}: {text:?} is not a number")))
 }
 
 /// Parses a pktgen device file (the text of `/proc/net/pktgen/DEV`).
@@ -260,18 +271,24 @@ pub fn parse_device(text: &str) -> Result<PktgenDevice, PktgenError> {
         .map(|i| &text[i..])
         .ok_or_else(|| PktgenError::Parse("no Current: block".into()))?;
     let pkts_sofar = num(
-        field_after(current, "pkts-sofar:").ok_or_else(|| PktgenError::Parse("no pkts-sofar".into()))?,
+        field_after(current, "pkts-sofar:")
+            .ok_or_else(|| PktgenError::Parse("no pkts-sofar".into()))?,
         "pkts-sofar",
     )?;
     let errors = num(
-        field_after(current, "errors:").ok_or_else(|| PktgenError::Parse("no errors in Current:".into()))?,
+        field_after(current, "errors:")
+            .ok_or_else(|| PktgenError::Parse("no errors in Current:".into()))?,
         "errors",
     )?;
     let result = text
         .find("Result: ")
         .map(|i| &text[i + "Result: ".len()..])
         .ok_or_else(|| PktgenError::Parse("no Result: line".into()))?;
-    Ok(PktgenDevice { pkts_sofar, errors, result: parse_result(result)? })
+    Ok(PktgenDevice {
+        pkts_sofar,
+        errors,
+        result: parse_result(result)?,
+    })
 }
 
 /// Parses what follows `Result: ` (one or two lines).
@@ -281,10 +298,14 @@ pub fn parse_result(text: &str) -> Result<PktgenResult, PktgenError> {
         return Ok(PktgenResult::Idle);
     }
     let Some(ok) = text.strip_prefix("OK: ") else {
-        return Ok(PktgenResult::Error(text.lines().next().unwrap_or("").to_string()));
+        return Ok(PktgenResult::Error(
+            text.lines().next().unwrap_or("").to_string(),
+        ));
     };
     if !ok.starts_with(|c: char| c.is_ascii_digit()) || !ok.contains("usec") {
-        return Ok(PktgenResult::Ack(ok.lines().next().unwrap_or("").to_string()));
+        return Ok(PktgenResult::Ack(
+            ok.lines().next().unwrap_or("").to_string(),
+        ));
     }
     // OK: 1234(c1000+d234) usec, 1000000 (60byte,0frags)
     //   810372pps 388Mb/sec (388978560bps) errors: 0
@@ -292,13 +313,25 @@ pub fn parse_result(text: &str) -> Result<PktgenResult, PktgenError> {
     let (usec, rest) = ok.split_once("(c").ok_or_else(|| bad("no (c"))?;
     let (busy, rest) = rest.split_once("+d").ok_or_else(|| bad("no +d"))?;
     let (idle, rest) = rest.split_once(')').ok_or_else(|| bad("no )"))?;
-    let rest = rest.trim_start().strip_prefix("usec,").ok_or_else(|| bad("no usec,"))?;
-    let (packets, rest) = rest.trim_start().split_once(" (").ok_or_else(|| bad("no packet count"))?;
+    let rest = rest
+        .trim_start()
+        .strip_prefix("usec,")
+        .ok_or_else(|| bad("no usec,"))?;
+    let (packets, rest) = rest
+        .trim_start()
+        .split_once(" (")
+        .ok_or_else(|| bad("no packet count"))?;
     let (size, rest) = rest.split_once("byte,").ok_or_else(|| bad("no byte,"))?;
     let (frags, rest) = rest.split_once("frags)").ok_or_else(|| bad("no frags)"))?;
     let mut words = rest.split_whitespace();
-    let pps = words.next().and_then(|w| w.strip_suffix("pps")).ok_or_else(|| bad("no pps"))?;
-    let mbps = words.next().and_then(|w| w.strip_suffix("Mb/sec")).ok_or_else(|| bad("no Mb/sec"))?;
+    let pps = words
+        .next()
+        .and_then(|w| w.strip_suffix("pps"))
+        .ok_or_else(|| bad("no pps"))?;
+    let mbps = words
+        .next()
+        .and_then(|w| w.strip_suffix("Mb/sec"))
+        .ok_or_else(|| bad("no Mb/sec"))?;
     let bps = words
         .next()
         .and_then(|w| w.strip_prefix('(')?.strip_suffix("bps)"))
@@ -320,7 +353,11 @@ pub fn parse_result(text: &str) -> Result<PktgenResult, PktgenError> {
 
 /// Builds the pktgen setup for a generator configuration.
 pub fn setup_for(cfg: &GenConfig) -> PktgenSetup {
-    let threads = if cfg.cores.is_empty() { vec![0] } else { cfg.cores.clone() };
+    let threads = if cfg.cores.is_empty() {
+        vec![0]
+    } else {
+        cfg.cores.clone()
+    };
     let count_per_thread = match cfg.count {
         Some(total) => super::live::split_evenly(total, threads.len()),
         None => vec![0; threads.len()],
@@ -344,7 +381,10 @@ pub fn setup_for(cfg: &GenConfig) -> PktgenSetup {
 /// Runs kernel pktgen for a generator configuration.
 pub fn run_pktgen(cfg: &GenConfig) -> Result<GenReport, GenError> {
     let _guard = cfg.netns.as_deref().map(netns::enter).transpose()?;
-    let root = cfg.pktgen_root.clone().unwrap_or_else(|| PathBuf::from(PKTGEN_THREAD_ROOT));
+    let root = cfg
+        .pktgen_root
+        .clone()
+        .unwrap_or_else(|| PathBuf::from(PKTGEN_THREAD_ROOT));
     let pg = Pktgen::open(root)?;
     let setup = setup_for(cfg);
     pg.configure(&setup)?;
@@ -372,7 +412,11 @@ pub fn run_pktgen(cfg: &GenConfig) -> Result<GenReport, GenError> {
     for &thread in &setup.threads {
         let dev = pg.device(&setup.device_entry(thread))?;
         if dev.errors > 0 {
-            tracing::warn!(thread, errors = dev.errors, "pktgen reported transmit errors");
+            tracing::warn!(
+                thread,
+                errors = dev.errors,
+                "pktgen reported transmit errors"
+            );
         }
         let elapsed = match dev.result {
             PktgenResult::Run(r) => Duration::from_micros(r.usec),
@@ -387,7 +431,13 @@ pub fn run_pktgen(cfg: &GenConfig) -> Result<GenReport, GenError> {
         });
     }
     let elapsed = per_thread.iter().map(|t| t.elapsed).max().unwrap_or(wall);
-    Ok(GenReport::new(super::Engine::Pktgen, cfg.size, elapsed, per_thread, PKTGEN_NOTE))
+    Ok(GenReport::new(
+        super::Engine::Pktgen,
+        cfg.size,
+        elapsed,
+        per_thread,
+        PKTGEN_NOTE,
+    ))
 }
 
 #[cfg(test)]
@@ -396,7 +446,9 @@ mod tests {
     use std::net::{Ipv4Addr, Ipv6Addr};
 
     fn sample(name: &str) -> String {
-        let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data/pktgen").join(name);
+        let path = Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("tests/data/pktgen")
+            .join(name);
         std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()))
     }
 
@@ -420,7 +472,11 @@ mod tests {
         }
 
         fn lines(&self, file: &str) -> Vec<String> {
-            std::fs::read_to_string(self.path().join(file)).unwrap().lines().map(String::from).collect()
+            std::fs::read_to_string(self.path().join(file))
+                .unwrap()
+                .lines()
+                .map(String::from)
+                .collect()
         }
     }
 
@@ -449,18 +505,31 @@ mod tests {
     fn parses_a_run_with_errors() {
         let d = parse_device(&sample("ok_ipv6_multi_errors.txt")).unwrap();
         assert_eq!((d.pkts_sofar, d.errors), (249_873, 127));
-        let PktgenResult::Run(r) = d.result else { panic!("{:?}", d.result) };
-        assert_eq!((r.packets, r.pkt_size, r.pps, r.errors, r.usec), (249_873, 1500, 800_875, 127, 312_000));
+        let PktgenResult::Run(r) = d.result else {
+            panic!("{:?}", d.result)
+        };
+        assert_eq!(
+            (r.packets, r.pkt_size, r.pps, r.errors, r.usec),
+            (249_873, 1500, 800_875, 127, 312_000)
+        );
         // The kernel's own arithmetic: bps = pps * 8 * size.
         assert_eq!(r.bps, r.pps * 8 * u64::from(r.pkt_size));
     }
 
     #[test]
     fn parses_idle_ack_and_error_results() {
-        assert_eq!(parse_device(&sample("idle.txt")).unwrap().result, PktgenResult::Idle);
-        assert_eq!(parse_device(&sample("ack_count.txt")).unwrap().result, PktgenResult::Ack("count=5000".into()));
         assert_eq!(
-            parse_device(&sample("error_no_such_parameter.txt")).unwrap().result,
+            parse_device(&sample("idle.txt")).unwrap().result,
+            PktgenResult::Idle
+        );
+        assert_eq!(
+            parse_device(&sample("ack_count.txt")).unwrap().result,
+            PktgenResult::Ack("count=5000".into())
+        );
+        assert_eq!(
+            parse_device(&sample("error_no_such_parameter.txt"))
+                .unwrap()
+                .result,
             PktgenResult::Error("No such parameter \"pkt_sise\"".into())
         );
     }
@@ -469,14 +538,23 @@ mod tests {
     fn truncated_output_is_a_parse_error() {
         let err = parse_device(&sample("truncated.txt")).unwrap_err();
         assert!(matches!(err, PktgenError::Parse(_)), "{err}");
-        assert!(matches!(parse_device("Result: Idle\n"), Err(PktgenError::Parse(_))));
+        assert!(matches!(
+            parse_device("Result: Idle\n"),
+            Err(PktgenError::Parse(_))
+        ));
     }
 
     fn setup(threads: Vec<usize>, ipv6: bool) -> PktgenSetup {
         let (src, dst): (IpAddr, IpAddr) = if ipv6 {
-            (Ipv6Addr::new(0x2001, 2, 0, 0, 0, 0, 0, 1).into(), Ipv6Addr::new(0x2001, 2, 0, 0, 0, 0, 0, 2).into())
+            (
+                Ipv6Addr::new(0x2001, 2, 0, 0, 0, 0, 0, 1).into(),
+                Ipv6Addr::new(0x2001, 2, 0, 0, 0, 0, 0, 2).into(),
+            )
         } else {
-            (Ipv4Addr::new(198, 18, 0, 1).into(), Ipv4Addr::new(198, 18, 0, 2).into())
+            (
+                Ipv4Addr::new(198, 18, 0, 1).into(),
+                Ipv4Addr::new(198, 18, 0, 2).into(),
+            )
         };
         PktgenSetup {
             dev: "xdpa0".into(),
@@ -499,7 +577,10 @@ mod tests {
         let pg = Pktgen::open(fake.path()).unwrap();
         pg.configure(&setup(vec![0], false)).unwrap();
         pg.start().unwrap();
-        assert_eq!(fake.lines("kpktgend_0"), vec!["rem_device_all", "add_device xdpa0"]);
+        assert_eq!(
+            fake.lines("kpktgend_0"),
+            vec!["rem_device_all", "add_device xdpa0"]
+        );
         assert_eq!(
             fake.lines("xdpa0"),
             vec![
@@ -531,13 +612,20 @@ mod tests {
         s.ratep_per_thread = Some(100_000);
         s.udp_src = PortRange::single(9);
         pg.configure(&s).unwrap();
-        assert_eq!(fake.lines("kpktgend_1"), vec!["rem_device_all", "add_device xdpa0@1"]);
+        assert_eq!(
+            fake.lines("kpktgend_1"),
+            vec!["rem_device_all", "add_device xdpa0@1"]
+        );
         let dev = fake.lines("xdpa0@1");
         assert_eq!(dev[0], "flag QUEUE_MAP_CPU");
         assert!(dev.contains(&"ratep 100000".to_string()), "{dev:?}");
         assert!(dev.contains(&"dst6 2001:2::2".to_string()), "{dev:?}");
         assert!(dev.contains(&"src6 2001:2::1".to_string()), "{dev:?}");
-        assert!(!dev.iter().any(|l| l.contains("RAND") || l.starts_with("delay")), "{dev:?}");
+        assert!(
+            !dev.iter()
+                .any(|l| l.contains("RAND") || l.starts_with("delay")),
+            "{dev:?}"
+        );
         assert!(fake.path().join("xdpa0@0").exists());
     }
 
@@ -551,7 +639,12 @@ mod tests {
 
     #[test]
     fn generator_config_maps_to_pktgen() {
-        let cfg = GenConfig { count: Some(1001), cores: vec![2, 3], rate_pps: Some(1000), ..GenConfig::default_lab() };
+        let cfg = GenConfig {
+            count: Some(1001),
+            cores: vec![2, 3],
+            rate_pps: Some(1000),
+            ..GenConfig::default_lab()
+        };
         let s = setup_for(&cfg);
         assert_eq!(s.threads, vec![2, 3]);
         assert_eq!(s.count_per_thread, vec![501, 500]);

@@ -92,12 +92,21 @@ pub fn check_payload(payload: &[u8]) -> Result<u64, PayloadError> {
     if &payload[..SEQ_TAG.len()] != SEQ_TAG {
         return Err(PayloadError::BadTag);
     }
-    let seq = u64::from_be_bytes(payload[SEQ_TAG.len()..SEQ_HEADER].try_into().expect("8 bytes"));
+    let seq = u64::from_be_bytes(
+        payload[SEQ_TAG.len()..SEQ_HEADER]
+            .try_into()
+            .expect("8 bytes"),
+    );
     let mut p = Pattern::new(seq);
     for (i, &got) in payload[SEQ_HEADER..].iter().enumerate() {
         let want = p.next_byte();
         if got != want {
-            return Err(PayloadError::Corrupt { seq, offset: SEQ_HEADER + i, got, want });
+            return Err(PayloadError::Corrupt {
+                seq,
+                offset: SEQ_HEADER + i,
+                got,
+                want,
+            });
         }
     }
     Ok(seq)
@@ -111,7 +120,9 @@ fn udp_of(frame: &[u8]) -> Result<(usize, Vec<u8>), PayloadError> {
     let mut pseudo = Vec::with_capacity(40);
     let l4 = match u16::from_be_bytes([frame[12], frame[13]]) {
         0x0800 => {
-            let ip = frame.get(ETH_HLEN..ETH_HLEN + IPV4_HLEN).ok_or(PayloadError::NotUdp("short IPv4 header"))?;
+            let ip = frame
+                .get(ETH_HLEN..ETH_HLEN + IPV4_HLEN)
+                .ok_or(PayloadError::NotUdp("short IPv4 header"))?;
             if ip[0] != 0x45 || ip[9] != 17 {
                 return Err(PayloadError::NotUdp("IPv4 with options, or not UDP"));
             }
@@ -123,7 +134,9 @@ fn udp_of(frame: &[u8]) -> Result<(usize, Vec<u8>), PayloadError> {
             ETH_HLEN + IPV4_HLEN
         }
         0x86dd => {
-            let ip = frame.get(ETH_HLEN..ETH_HLEN + IPV6_HLEN).ok_or(PayloadError::NotUdp("short IPv6 header"))?;
+            let ip = frame
+                .get(ETH_HLEN..ETH_HLEN + IPV6_HLEN)
+                .ok_or(PayloadError::NotUdp("short IPv6 header"))?;
             if ip[6] != 17 {
                 return Err(PayloadError::NotUdp("IPv6 next header is not UDP"));
             }
@@ -137,7 +150,9 @@ fn udp_of(frame: &[u8]) -> Result<(usize, Vec<u8>), PayloadError> {
         }
         _ => return Err(PayloadError::NotUdp("neither IPv4 nor IPv6")),
     };
-    let udp = frame.get(l4..l4 + UDP_HLEN).ok_or(PayloadError::NotUdp("short UDP header"))?;
+    let udp = frame
+        .get(l4..l4 + UDP_HLEN)
+        .ok_or(PayloadError::NotUdp("short UDP header"))?;
     let udp_len = u16::from_be_bytes([udp[4], udp[5]]) as usize;
     if udp_len < UDP_HLEN || l4 + udp_len > frame.len() {
         return Err(PayloadError::NotUdp("UDP length outside the frame"));
@@ -175,7 +190,9 @@ pub fn check_frame(frame: &[u8]) -> Result<u64, PayloadError> {
     let (l4, pseudo) = udp_of(frame)?;
     let udp_len = u16::from_be_bytes([frame[l4 + 4], frame[l4 + 5]]) as usize;
     let segment = &frame[l4..l4 + udp_len];
-    if u16::from_be_bytes([segment[6], segment[7]]) != 0 && internet_checksum(&[&pseudo, segment]) != 0 {
+    if u16::from_be_bytes([segment[6], segment[7]]) != 0
+        && internet_checksum(&[&pseudo, segment]) != 0
+    {
         return Err(PayloadError::Checksum);
     }
     check_payload(&segment[UDP_HLEN..])
@@ -189,30 +206,60 @@ mod tests {
 
     fn frame(ipv6: bool, size: usize) -> Vec<u8> {
         let (src_ip, dst_ip) = if ipv6 {
-            ("2001:2:0:1::1".parse().unwrap(), "2001:2:0:2::1".parse().unwrap())
+            (
+                "2001:2:0:1::1".parse().unwrap(),
+                "2001:2:0:2::1".parse().unwrap(),
+            )
         } else {
             ("198.18.1.1".parse().unwrap(), "198.18.2.1".parse().unwrap())
         };
-        build_udp_frame(&UdpFrameSpec { src_mac: [2, 0, 0, 0, 0, 1], dst_mac: [2, 0, 0, 0, 0, 2], src_ip, dst_ip, src_port: 1024, dst_port: 9, frame_size: size }).unwrap()
+        build_udp_frame(&UdpFrameSpec {
+            src_mac: [2, 0, 0, 0, 0, 1],
+            dst_mac: [2, 0, 0, 0, 0, 2],
+            src_ip,
+            dst_ip,
+            src_port: 1024,
+            dst_port: 9,
+            frame_size: size,
+        })
+        .unwrap()
     }
 
     #[test]
     fn stamped_frames_verify_and_carry_their_number() {
-        for (ipv6, size) in [(false, 60), (false, 64), (false, 1500), (true, 76), (true, 1500)] {
+        for (ipv6, size) in [
+            (false, 60),
+            (false, 64),
+            (false, 1500),
+            (true, 76),
+            (true, 1500),
+        ] {
             let mut f = frame(ipv6, size);
             let before = f.clone();
             for seq in [0, 1, 255, 1 << 40, u64::MAX] {
                 stamp_frame(&mut f, seq).unwrap();
-                assert_eq!(check_frame(&f), Ok(seq), "ipv6 {ipv6} size {size} seq {seq}");
+                assert_eq!(
+                    check_frame(&f),
+                    Ok(seq),
+                    "ipv6 {ipv6} size {size} seq {seq}"
+                );
                 // Headers other than the UDP checksum are untouched.
                 let l4 = if ipv6 { 54 } else { 34 };
                 assert_eq!(f[..l4 + 6], before[..l4 + 6]);
                 // An independent parser agrees on the checksum.
                 let p = SlicedPacket::from_ethernet(&f).unwrap();
-                let Some(TransportSlice::Udp(u)) = p.transport else { panic!("udp") };
+                let Some(TransportSlice::Udp(u)) = p.transport else {
+                    panic!("udp")
+                };
                 let ok = match p.net.unwrap() {
-                    etherparse::NetSlice::Ipv4(ip) => u.to_header().calc_checksum_ipv4(&ip.header().to_header(), u.payload()).unwrap(),
-                    etherparse::NetSlice::Ipv6(ip) => u.to_header().calc_checksum_ipv6(&ip.header().to_header(), u.payload()).unwrap(),
+                    etherparse::NetSlice::Ipv4(ip) => u
+                        .to_header()
+                        .calc_checksum_ipv4(&ip.header().to_header(), u.payload())
+                        .unwrap(),
+                    etherparse::NetSlice::Ipv6(ip) => u
+                        .to_header()
+                        .calc_checksum_ipv6(&ip.header().to_header(), u.payload())
+                        .unwrap(),
                 };
                 assert_eq!(ok, u.checksum());
             }
@@ -231,7 +278,10 @@ mod tests {
             // Without the checksum (the kernel checked it), the payload check alone
             // still catches any change past the UDP header.
             if i >= l4 + UDP_HLEN {
-                assert!(check_payload(&bad[l4 + UDP_HLEN..]).is_err(), "payload flip at {i} not caught");
+                assert!(
+                    check_payload(&bad[l4 + UDP_HLEN..]).is_err(),
+                    "payload flip at {i} not caught"
+                );
             }
         }
     }
@@ -244,18 +294,30 @@ mod tests {
         assert_ne!(a[SEQ_HEADER..], b[SEQ_HEADER..]);
         // A payload moved to another frame's number is refused.
         a[SEQ_TAG.len()..SEQ_HEADER].copy_from_slice(&2u64.to_be_bytes());
-        assert!(matches!(check_payload(&a), Err(PayloadError::Corrupt { seq: 2, .. })));
+        assert!(matches!(
+            check_payload(&a),
+            Err(PayloadError::Corrupt { seq: 2, .. })
+        ));
     }
 
     #[test]
     fn short_and_foreign_payloads_are_named() {
-        assert_eq!(check_payload(&[0; 5]), Err(PayloadError::TooShort { len: 5 }));
+        assert_eq!(
+            check_payload(&[0; 5]),
+            Err(PayloadError::TooShort { len: 5 })
+        );
         assert_eq!(check_payload(&[0; 20]), Err(PayloadError::BadTag));
         assert_eq!(min_frame_size(false), 60);
         assert_eq!(min_frame_size(true), 76);
         let mut small = frame(true, 62);
-        assert_eq!(stamp_frame(&mut small, 1), Err(PayloadError::TooShort { len: 0 }));
+        assert_eq!(
+            stamp_frame(&mut small, 1),
+            Err(PayloadError::TooShort { len: 0 })
+        );
         assert_eq!(udp_dst_port(&frame(false, 60)), Some(9));
-        assert_eq!(check_frame(&[0; 10]), Err(PayloadError::NotUdp("shorter than an Ethernet header")));
+        assert_eq!(
+            check_frame(&[0; 10]),
+            Err(PayloadError::NotUdp("shorter than an Ethernet header"))
+        );
     }
 }

@@ -40,7 +40,9 @@ pub enum SinkError {
         detail: String,
     },
     /// The receiving thread ended without saying it was ready.
-    #[error("the receiver thread in {0} ended before it was ready; this is a bug, please report it")]
+    #[error(
+        "the receiver thread in {0} ended before it was ready; this is a bug, please report it"
+    )]
     NotReady(String),
 }
 
@@ -72,7 +74,11 @@ pub struct SinkReport {
 impl SinkReport {
     /// Every expected frame exactly once, correct, and nothing else.
     pub fn exact(&self) -> bool {
-        self.unique == self.expected && self.missing == 0 && self.duplicates == 0 && self.out_of_range == 0 && self.corrupt == 0
+        self.unique == self.expected
+            && self.missing == 0
+            && self.duplicates == 0
+            && self.out_of_range == 0
+            && self.corrupt == 0
     }
 
     /// One line for people.
@@ -97,7 +103,17 @@ impl SeqLedger {
     /// Expects numbers `first..first + expected`.
     pub fn new(first: u64, expected: u64) -> Self {
         let words = usize::try_from(expected.div_ceil(64)).expect("expected count fits memory");
-        Self { first, expected, seen: vec![0; words], report: SinkReport { first, expected, missing: expected, ..SinkReport::default() } }
+        Self {
+            first,
+            expected,
+            seen: vec![0; words],
+            report: SinkReport {
+                first,
+                expected,
+                missing: expected,
+                ..SinkReport::default()
+            },
+        }
     }
 
     /// Records one received frame: its length and what checking it gave.
@@ -134,7 +150,11 @@ impl SeqLedger {
 
     /// The first `limit` expected numbers not seen (for a failure message).
     pub fn missing_sample(&self, limit: usize) -> Vec<u64> {
-        (0..self.expected).filter(|&i| self.seen[(i / 64) as usize] & (1 << (i % 64)) == 0).take(limit).map(|i| self.first + i).collect()
+        (0..self.expected)
+            .filter(|&i| self.seen[(i / 64) as usize] & (1 << (i % 64)) == 0)
+            .take(limit)
+            .map(|i| self.first + i)
+            .collect()
     }
 }
 
@@ -154,36 +174,88 @@ impl std::fmt::Debug for SeqSink {
 
 enum Source {
     Udp(UdpSocket),
-    Packet { fd: OwnedFd, ifindex: usize, dst_port: u16 },
+    Packet {
+        fd: OwnedFd,
+        ifindex: usize,
+        dst_port: u16,
+    },
 }
 
 impl SeqSink {
     /// A UDP socket bound to `addr` inside `netns`, expecting `first..first+expected`.
-    pub fn udp(netns: &str, addr: SocketAddr, first: u64, expected: u64) -> Result<Self, SinkError> {
+    pub fn udp(
+        netns: &str,
+        addr: SocketAddr,
+        first: u64,
+        expected: u64,
+    ) -> Result<Self, SinkError> {
         let ns = netns.to_string();
-        Self::start(format!("udp {addr} in {netns}"), netns, first, expected, move || {
-            let err = |what, e: std::io::Error| SinkError::Socket { what, netns: ns.clone(), detail: e.to_string() };
-            let sock = UdpSocket::bind(addr).map_err(|e| err("bind", e))?;
-            sock.set_read_timeout(Some(Duration::from_millis(20))).map_err(|e| err("SO_RCVTIMEO", e))?;
-            force_rcvbuf(&sock).map_err(|e| err("SO_RCVBUFFORCE", e))?;
-            Ok(Source::Udp(sock))
-        })
+        Self::start(
+            format!("udp {addr} in {netns}"),
+            netns,
+            first,
+            expected,
+            move || {
+                let err = |what, e: std::io::Error| SinkError::Socket {
+                    what,
+                    netns: ns.clone(),
+                    detail: e.to_string(),
+                };
+                let sock = UdpSocket::bind(addr).map_err(|e| err("bind", e))?;
+                sock.set_read_timeout(Some(Duration::from_millis(20)))
+                    .map_err(|e| err("SO_RCVTIMEO", e))?;
+                force_rcvbuf(&sock).map_err(|e| err("SO_RCVBUFFORCE", e))?;
+                Ok(Source::Udp(sock))
+            },
+        )
     }
 
     /// A packet socket seeing every frame that arrives on `dev` inside `netns`; it
     /// counts the UDP frames to `dst_port` (others, such as IPv6 chatter, are ignored).
-    pub fn packet(netns: &str, dev: &str, dst_port: u16, first: u64, expected: u64) -> Result<Self, SinkError> {
+    pub fn packet(
+        netns: &str,
+        dev: &str,
+        dst_port: u16,
+        first: u64,
+        expected: u64,
+    ) -> Result<Self, SinkError> {
         let (ns, dev) = (netns.to_string(), dev.to_string());
-        Self::start(format!("packets on {dev} in {netns}"), netns, first, expected, move || {
-            use nix::sys::socket::{socket, AddressFamily, SockFlag, SockProtocol, SockType};
-            let err = |what, e: nix::Error| SinkError::Socket { what, netns: ns.clone(), detail: e.to_string() };
-            let ifindex = netns::ifindex(&dev)? as usize;
-            let fd = socket(AddressFamily::Packet, SockType::Raw, SockFlag::SOCK_CLOEXEC, SockProtocol::EthAll).map_err(|e| err("socket(AF_PACKET)", e))?;
-            let tv = nix::sys::time::TimeVal::new(0, 20_000);
-            nix::sys::socket::setsockopt(&fd, nix::sys::socket::sockopt::ReceiveTimeout, &tv).map_err(|e| err("SO_RCVTIMEO", e))?;
-            nix::sys::socket::setsockopt(&fd, nix::sys::socket::sockopt::RcvBufForce, &RCVBUF_BYTES).map_err(|e| err("SO_RCVBUFFORCE", e))?;
-            Ok(Source::Packet { fd, ifindex, dst_port })
-        })
+        Self::start(
+            format!("packets on {dev} in {netns}"),
+            netns,
+            first,
+            expected,
+            move || {
+                use nix::sys::socket::{socket, AddressFamily, SockFlag, SockProtocol, SockType};
+                let err = |what, e: nix::Error| SinkError::Socket {
+                    what,
+                    netns: ns.clone(),
+                    detail: e.to_string(),
+                };
+                let ifindex = netns::ifindex(&dev)? as usize;
+                let fd = socket(
+                    AddressFamily::Packet,
+                    SockType::Raw,
+                    SockFlag::SOCK_CLOEXEC,
+                    SockProtocol::EthAll,
+                )
+                .map_err(|e| err("socket(AF_PACKET)", e))?;
+                let tv = nix::sys::time::TimeVal::new(0, 20_000);
+                nix::sys::socket::setsockopt(&fd, nix::sys::socket::sockopt::ReceiveTimeout, &tv)
+                    .map_err(|e| err("SO_RCVTIMEO", e))?;
+                nix::sys::socket::setsockopt(
+                    &fd,
+                    nix::sys::socket::sockopt::RcvBufForce,
+                    &RCVBUF_BYTES,
+                )
+                .map_err(|e| err("SO_RCVBUFFORCE", e))?;
+                Ok(Source::Packet {
+                    fd,
+                    ifindex,
+                    dst_port,
+                })
+            },
+        )
     }
 
     fn start(
@@ -200,7 +272,9 @@ impl SeqSink {
         let thread = std::thread::Builder::new()
             .name("xdpool-sink".into())
             .spawn(move || {
-                let source = netns::enter(&ns).map_err(SinkError::from).and_then(|guard| open().map(|src| (guard, src)));
+                let source = netns::enter(&ns)
+                    .map_err(SinkError::from)
+                    .and_then(|guard| open().map(|src| (guard, src)));
                 let (_guard, source) = match source {
                     Ok(x) => x,
                     Err(e) => {
@@ -211,9 +285,18 @@ impl SeqSink {
                 let _ = ready_tx.send(Ok(()));
                 receive(source, &l, &s);
             })
-            .map_err(|e| SinkError::Socket { what: "thread", netns: netns.to_string(), detail: e.to_string() })?;
+            .map_err(|e| SinkError::Socket {
+                what: "thread",
+                netns: netns.to_string(),
+                detail: e.to_string(),
+            })?;
         match ready_rx.recv() {
-            Ok(Ok(())) => Ok(Self { ledger, stop, thread: Some(thread), what }),
+            Ok(Ok(())) => Ok(Self {
+                ledger,
+                stop,
+                thread: Some(thread),
+                what,
+            }),
             Ok(Err(e)) => {
                 let _ = thread.join();
                 Err(e)
@@ -256,7 +339,10 @@ impl SeqSink {
 
     /// The first `limit` numbers not seen.
     pub fn missing_sample(&self, limit: usize) -> Vec<u64> {
-        self.ledger.lock().expect("sink ledger").missing_sample(limit)
+        self.ledger
+            .lock()
+            .expect("sink ledger")
+            .missing_sample(limit)
     }
 
     /// What it listens on (for messages).
@@ -285,7 +371,8 @@ impl Drop for SeqSink {
 }
 
 fn force_rcvbuf(sock: &UdpSocket) -> std::io::Result<()> {
-    nix::sys::socket::setsockopt(sock, nix::sys::socket::sockopt::RcvBufForce, &RCVBUF_BYTES).map_err(std::io::Error::from)
+    nix::sys::socket::setsockopt(sock, nix::sys::socket::sockopt::RcvBufForce, &RCVBUF_BYTES)
+        .map_err(std::io::Error::from)
 }
 
 fn receive(source: Source, ledger: &Mutex<SeqLedger>, stop: &AtomicBool) {
@@ -293,21 +380,42 @@ fn receive(source: Source, ledger: &Mutex<SeqLedger>, stop: &AtomicBool) {
     while !stop.load(Ordering::Relaxed) {
         match &source {
             Source::Udp(sock) => match sock.recv(&mut buf) {
-                Ok(n) => ledger.lock().expect("sink ledger").record(n, seq::check_payload(&buf[..n])),
-                Err(e) if matches!(e.kind(), std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut | std::io::ErrorKind::Interrupted) => {}
+                Ok(n) => ledger
+                    .lock()
+                    .expect("sink ledger")
+                    .record(n, seq::check_payload(&buf[..n])),
+                Err(e)
+                    if matches!(
+                        e.kind(),
+                        std::io::ErrorKind::WouldBlock
+                            | std::io::ErrorKind::TimedOut
+                            | std::io::ErrorKind::Interrupted
+                    ) => {}
                 Err(e) => {
                     tracing::warn!(error = %e, "UDP receiver stopped");
                     return;
                 }
             },
-            Source::Packet { fd, ifindex, dst_port } => {
-                match nix::sys::socket::recvfrom::<nix::sys::socket::LinkAddr>(fd.as_raw_fd(), &mut buf) {
+            Source::Packet {
+                fd,
+                ifindex,
+                dst_port,
+            } => {
+                match nix::sys::socket::recvfrom::<nix::sys::socket::LinkAddr>(
+                    fd.as_raw_fd(),
+                    &mut buf,
+                ) {
                     Ok((n, from)) => {
                         // Only frames arriving on our device (not ones it sends: PACKET_OUTGOING).
-                        let ours = from.is_some_and(|a| a.ifindex() == *ifindex && a.pkttype() != libc::PACKET_OUTGOING);
+                        let ours = from.is_some_and(|a| {
+                            a.ifindex() == *ifindex && a.pkttype() != libc::PACKET_OUTGOING
+                        });
                         let frame = &buf[..n];
                         if ours && seq::udp_dst_port(frame) == Some(*dst_port) {
-                            ledger.lock().expect("sink ledger").record(n, seq::check_frame(frame));
+                            ledger
+                                .lock()
+                                .expect("sink ledger")
+                                .record(n, seq::check_frame(frame));
                         }
                     }
                     Err(nix::Error::EAGAIN | nix::Error::EINTR) => {}
@@ -333,7 +441,10 @@ mod tests {
         }
         let r = l.report();
         assert!(r.exact(), "{r:?}");
-        assert_eq!((r.received, r.bytes, r.unique, r.missing), (130, 130 * 22, 130, 0));
+        assert_eq!(
+            (r.received, r.bytes, r.unique, r.missing),
+            (130, 130 * 22, 130, 0)
+        );
     }
 
     #[test]
@@ -345,8 +456,21 @@ mod tests {
         l.record(10, Err(PayloadError::BadTag));
         let r = l.report();
         assert!(!r.exact());
-        assert_eq!((r.received, r.unique, r.duplicates, r.out_of_range, r.corrupt, r.missing), (7, 4, 1, 1, 1, 6));
-        assert_eq!(r.first_corrupt.as_deref(), Some("payload does not start with the XDPSEQ tag"));
+        assert_eq!(
+            (
+                r.received,
+                r.unique,
+                r.duplicates,
+                r.out_of_range,
+                r.corrupt,
+                r.missing
+            ),
+            (7, 4, 1, 1, 1, 6)
+        );
+        assert_eq!(
+            r.first_corrupt.as_deref(),
+            Some("payload does not start with the XDPSEQ tag")
+        );
         assert_eq!(l.missing_sample(3), vec![4, 5, 6]);
         // Below the first number is out of range too (no wrap-around).
         let mut l = SeqLedger::new(5, 1);

@@ -93,7 +93,10 @@ impl Link {
             Link::Out => (OUT_DEV, Role::Fwd2, DST_DEV, Role::Dst),
             Link::Mon => (MON_PORT_DEV, Role::Fwd2, MON_DEV, Role::Dst),
         };
-        (End::new(fwd_role, fwd_dev, subnet, 2), End::new(outer_role, outer_dev, subnet, 1))
+        (
+            End::new(fwd_role, fwd_dev, subnet, 2),
+            End::new(outer_role, outer_dev, subnet, 1),
+        )
     }
 
     /// The link's subnet number: 198.18.S.0/24 and 2001:2:0:S::/64.
@@ -163,7 +166,13 @@ impl ForwardNames {
     /// two-namespace lab.
     pub fn from_prefix(prefix: &str) -> Result<Self, LabError> {
         super::check_prefix(prefix)?;
-        Ok(Self { prefix: prefix.to_string(), src: format!("{prefix}-src"), fwd: format!("{prefix}-fwd"), dst: format!("{prefix}-dst"), fwd2: None })
+        Ok(Self {
+            prefix: prefix.to_string(),
+            src: format!("{prefix}-src"),
+            fwd: format!("{prefix}-fwd"),
+            dst: format!("{prefix}-dst"),
+            fwd2: None,
+        })
     }
 
     /// The split lab's names (`PREFIX-fwd2` too) when `split`.
@@ -230,7 +239,10 @@ impl Step {
 }
 
 fn step(args: &[&str], hint: &'static str) -> Step {
-    Step::Ip { args: args.iter().map(|a| a.to_string()).collect(), hint }
+    Step::Ip {
+        args: args.iter().map(|a| a.to_string()).collect(),
+        hint,
+    }
 }
 
 const ROOT: &str = "run as root";
@@ -259,24 +271,54 @@ pub fn plan_link(names: &ForwardNames, link: Link, cfg: &LabConfig) -> Vec<Step>
         let peer_mac = format_mac(&peer.mac);
         let v4 = format!("{}/{IPV4_PREFIX_LEN}", me.ipv4);
         let v6 = format!("{}/{IPV6_PREFIX_LEN}", me.ipv6);
-        steps.push(step(&["-n", ns, "link", "set", me.dev, "address", &mac], ROOT));
+        steps.push(step(
+            &["-n", ns, "link", "set", me.dev, "address", &mac],
+            ROOT,
+        ));
         if let Some(mtu) = cfg.mtu {
-            steps.push(step(&["-n", ns, "link", "set", me.dev, "mtu", &mtu.to_string()], "veth takes MTUs from 68 to 65535"));
+            steps.push(step(
+                &["-n", ns, "link", "set", me.dev, "mtu", &mtu.to_string()],
+                "veth takes MTUs from 68 to 65535",
+            ));
         }
         steps.push(step(&["-n", ns, "addr", "add", &v4, "dev", me.dev], ROOT));
-        steps.push(step(&["-n", ns, "addr", "add", &v6, "dev", me.dev, "nodad"], "check that IPv6 is enabled"));
+        steps.push(step(
+            &["-n", ns, "addr", "add", &v6, "dev", me.dev, "nodad"],
+            "check that IPv6 is enabled",
+        ));
         for peer_ip in [peer.ipv4.to_string(), peer.ipv6.to_string()] {
-            steps.push(step(&["-n", ns, "neigh", "replace", &peer_ip, "lladdr", &peer_mac, "dev", me.dev, "nud", "permanent"], ROOT));
+            steps.push(step(
+                &[
+                    "-n",
+                    ns,
+                    "neigh",
+                    "replace",
+                    &peer_ip,
+                    "lladdr",
+                    &peer_mac,
+                    "dev",
+                    me.dev,
+                    "nud",
+                    "permanent",
+                ],
+                ROOT,
+            ));
         }
         steps.push(step(&["-n", ns, "link", "set", me.dev, "up"], ROOT));
         // veth marks what it receives as checksum-verified while rx-checksumming is
         // on: off, the receiving stack checks every UDP checksum (InCsumErrors).
-        steps.push(step(&["netns", "exec", ns, "ethtool", "-K", me.dev, "rx", "off"], "install ethtool (`make setup`)"));
+        steps.push(step(
+            &["netns", "exec", ns, "ethtool", "-K", me.dev, "rx", "off"],
+            "install ethtool (`make setup`)",
+        ));
     }
     // Routes need the device up. The sender reaches both receiver subnets through
     // xdpool's "in" end; the receiver answers (and passes reverse-path checks) for
     // the sender's subnet through "out".
-    let routes: &[(Role, Link, &[Link])] = &[(Role::Src, Link::In, &[Link::Out, Link::Mon]), (Role::Dst, Link::Out, &[Link::In])];
+    let routes: &[(Role, Link, &[Link])] = &[
+        (Role::Src, Link::In, &[Link::Out, Link::Mon]),
+        (Role::Dst, Link::Out, &[Link::In]),
+    ];
     for &(role, via_link, to) in routes {
         if via_link != link {
             continue;
@@ -285,8 +327,31 @@ pub fn plan_link(names: &ForwardNames, link: Link, cfg: &LabConfig) -> Vec<Step>
         let via = port_end(via_link);
         for &dest in to {
             let (v4, v6) = subnet_prefixes(dest);
-            steps.push(step(&["-n", ns, "route", "replace", &v4, "via", &via.ipv4.to_string()], ROOT));
-            steps.push(step(&["-n", ns, "-6", "route", "replace", &v6, "via", &via.ipv6.to_string()], ROOT));
+            steps.push(step(
+                &[
+                    "-n",
+                    ns,
+                    "route",
+                    "replace",
+                    &v4,
+                    "via",
+                    &via.ipv4.to_string(),
+                ],
+                ROOT,
+            ));
+            steps.push(step(
+                &[
+                    "-n",
+                    ns,
+                    "-6",
+                    "route",
+                    "replace",
+                    &v6,
+                    "via",
+                    &via.ipv6.to_string(),
+                ],
+                ROOT,
+            ));
         }
     }
     steps
@@ -295,7 +360,10 @@ pub fn plan_link(names: &ForwardNames, link: Link, cfg: &LabConfig) -> Vec<Step>
 /// 198.18.S.0/24 and 2001:2:0:S::/64 of a link.
 pub fn subnet_prefixes(link: Link) -> (String, String) {
     let s = link.subnet();
-    (format!("198.18.{s}.0/{IPV4_PREFIX_LEN}"), format!("2001:2:0:{s}::/{IPV6_PREFIX_LEN}"))
+    (
+        format!("198.18.{s}.0/{IPV4_PREFIX_LEN}"),
+        format!("2001:2:0:{s}::/{IPV6_PREFIX_LEN}"),
+    )
 }
 
 /// The whole lab: the namespaces, loopback up and IP forwarding off in P-fwd, then
@@ -309,7 +377,11 @@ pub fn plan(names: &ForwardNames, cfg: &LabConfig) -> Vec<Step> {
     // Explicitly off: only xdpool may move frames from P-src to P-dst.
     for ns in names.xdpool_netns() {
         for key in ["net/ipv4/ip_forward", "net/ipv6/conf/all/forwarding"] {
-            steps.push(Step::Sysctl { netns: ns.to_string(), key, value: "0" });
+            steps.push(Step::Sysctl {
+                netns: ns.to_string(),
+                key,
+                value: "0",
+            });
         }
     }
     for link in Link::ALL {
@@ -353,15 +425,27 @@ impl ForwardLab {
     pub fn up(cfg: &LabConfig) -> Result<ForwardStatus, LabError> {
         let names = ForwardNames::from_prefix(&cfg.prefix)?.split(cfg.split_netns);
         super::check_queues(cfg.queues)?;
-        if let Some(mut st) = Self::status(&cfg.prefix)?.filter(|st| st.names.fwd2.is_some() == cfg.split_netns) {
+        if let Some(mut st) =
+            Self::status(&cfg.prefix)?.filter(|st| st.names.fwd2.is_some() == cfg.split_netns)
+        {
             st.already_up = true;
             return Ok(st);
         }
-        if names.clone().split(true).all().iter().any(|ns| netns::exists(ns)) {
+        if names
+            .clone()
+            .split(true)
+            .all()
+            .iter()
+            .any(|ns| netns::exists(ns))
+        {
             tracing::warn!(prefix = %cfg.prefix, "found a half-built forward lab; removing it first");
             super::Lab::down(&cfg.prefix)?;
         }
-        let built = run_steps(&plan(&names, cfg)).and_then(|()| Link::ALL.iter().try_for_each(|&l| tune_link(&names, l, cfg)));
+        let built = run_steps(&plan(&names, cfg)).and_then(|()| {
+            Link::ALL
+                .iter()
+                .try_for_each(|&l| tune_link(&names, l, cfg))
+        });
         if let Err(e) = built {
             if let Err(cleanup) = super::Lab::down(&cfg.prefix) {
                 tracing::error!(error = %cleanup, "cleanup after a failed lab up also failed");
@@ -387,8 +471,18 @@ impl ForwardLab {
 
     /// Deletes one link's veth pair (both ends go).
     pub fn delete_link(prefix: &str, link: Link) -> Result<(), LabError> {
-        let names = ForwardNames::from_prefix(prefix)?.split(netns::exists(&format!("{prefix}-fwd2")));
-        ip(&["-n", names.netns(port_end(link).role), "link", "del", port_end(link).dev], "is the forward lab up?")
+        let names =
+            ForwardNames::from_prefix(prefix)?.split(netns::exists(&format!("{prefix}-fwd2")));
+        ip(
+            &[
+                "-n",
+                names.netns(port_end(link).role),
+                "link",
+                "del",
+                port_end(link).dev,
+            ],
+            "is the forward lab up?",
+        )
     }
 
     /// A split lab's P-fwd2 replaced, as a container restart does (see
@@ -405,19 +499,35 @@ impl ForwardLab {
     pub fn replace_netns(cfg: &LabConfig, role: Role) -> Result<(), LabError> {
         let names = ForwardNames::from_prefix(&cfg.prefix)?.split(cfg.split_netns);
         let ns = names.netns(role).to_string();
-        let links: Vec<Link> = Link::ALL.into_iter().filter(|&l| names.netns(port_end(l).role) == ns).collect();
+        let links: Vec<Link> = Link::ALL
+            .into_iter()
+            .filter(|&l| names.netns(port_end(l).role) == ns)
+            .collect();
         if links.is_empty() || matches!(role, Role::Src | Role::Dst) {
-            return Err(LabError::Parse { command: format!("replace namespace {ns}"), detail: "not one of xdpool's namespaces (P-fwd, P-fwd2) in this lab".into() });
+            return Err(LabError::Parse {
+                command: format!("replace namespace {ns}"),
+                detail: "not one of xdpool's namespaces (P-fwd, P-fwd2) in this lab".into(),
+            });
         }
         ip(&["netns", "del", &ns], "is the forward lab up?")?;
         for &link in &links {
             let outer = outer_end(link);
             // Gone already when nothing held the old namespace.
-            let _ = ip(&["-n", names.netns(outer.role), "link", "del", outer.dev], "");
+            let _ = ip(
+                &["-n", names.netns(outer.role), "link", "del", outer.dev],
+                "",
+            );
         }
-        let mut steps = vec![step(&["netns", "add", &ns], ROOT), step(&["-n", &ns, "link", "set", "lo", "up"], ROOT)];
+        let mut steps = vec![
+            step(&["netns", "add", &ns], ROOT),
+            step(&["-n", &ns, "link", "set", "lo", "up"], ROOT),
+        ];
         for key in ["net/ipv4/ip_forward", "net/ipv6/conf/all/forwarding"] {
-            steps.push(Step::Sysctl { netns: ns.clone(), key, value: "0" });
+            steps.push(Step::Sysctl {
+                netns: ns.clone(),
+                key,
+                value: "0",
+            });
         }
         for &link in &links {
             steps.extend(plan_link(&names, link, cfg));
@@ -444,7 +554,14 @@ impl ForwardLab {
         ) else {
             return Ok(None);
         };
-        Ok(Some(ForwardStatus { already_up: false, names, src, ports: [p_in, p_out, p_mon], dst, mon }))
+        Ok(Some(ForwardStatus {
+            already_up: false,
+            names,
+            src,
+            ports: [p_in, p_out, p_mon],
+            dst,
+            mon,
+        }))
     }
 }
 
@@ -471,13 +588,19 @@ fn run_steps(steps: &[Step]) -> Result<(), LabError> {
                 let args: Vec<&str> = args.iter().map(String::as_str).collect();
                 ip(&args, hint)?;
             }
-            Step::Sysctl { netns: ns, key, value } => {
+            Step::Sysctl {
+                netns: ns,
+                key,
+                value,
+            } => {
                 let path = format!("/proc/sys/{key}");
                 // /proc/sys/net is the namespace of whoever opens it.
-                netns::in_netns(ns, || std::fs::write(&path, value))?.map_err(|e| LabError::Command {
-                    command: format!("echo {value} > {path} (in {ns})"),
-                    stderr: e.to_string(),
-                    hint: ROOT,
+                netns::in_netns(ns, || std::fs::write(&path, value))?.map_err(|e| {
+                    LabError::Command {
+                        command: format!("echo {value} > {path} (in {ns})"),
+                        stderr: e.to_string(),
+                        hint: ROOT,
+                    }
                 })?;
             }
         }
@@ -495,7 +618,10 @@ pub struct ForwardLabGuard {
 impl ForwardLabGuard {
     /// Builds the lab with [`ForwardLab::up`]; it is removed when the guard drops.
     pub fn up(cfg: &LabConfig) -> Result<Self, LabError> {
-        Ok(Self { cfg: cfg.clone(), status: ForwardLab::up(cfg)? })
+        Ok(Self {
+            cfg: cfg.clone(),
+            status: ForwardLab::up(cfg)?,
+        })
     }
 
     /// The lab's namespaces, devices and addresses.
@@ -529,8 +655,14 @@ mod tests {
     fn names_take_the_prefix_devices_do_not() {
         let n = ForwardNames::from_prefix("xdpool").unwrap();
         assert_eq!(n.all(), ["xdpool-src", "xdpool-fwd", "xdpool-dst"]);
-        assert!(matches!(ForwardNames::from_prefix("a b"), Err(LabError::BadPrefix(_))));
-        let devs: Vec<&str> = Link::ALL.iter().flat_map(|l| [l.ends().0.dev, l.ends().1.dev]).collect();
+        assert!(matches!(
+            ForwardNames::from_prefix("a b"),
+            Err(LabError::BadPrefix(_))
+        ));
+        let devs: Vec<&str> = Link::ALL
+            .iter()
+            .flat_map(|l| [l.ends().0.dev, l.ends().1.dev])
+            .collect();
         assert_eq!(devs, ["xdpf0", "xdps0", "xdpf1", "xdpd0", "xdpf2", "xdpm0"]);
     }
 
@@ -542,7 +674,14 @@ mod tests {
                 let (a, b) = l.ends();
                 [a, b]
             })
-            .map(|e| (e.role, e.dev, format!("{}/24", e.ipv4), format!("{}/64", e.ipv6)))
+            .map(|e| {
+                (
+                    e.role,
+                    e.dev,
+                    format!("{}/24", e.ipv4),
+                    format!("{}/64", e.ipv6),
+                )
+            })
             .collect();
         let want = [
             (Role::Fwd, "xdpf0", "198.18.1.2/24", "2001:2:0:1::2/64"),
@@ -557,7 +696,10 @@ mod tests {
             assert_eq!((got.0, got.1, got.2.as_str(), got.3.as_str()), want);
         }
         // All six MACs differ, all locally administered unicast.
-        let macs: std::collections::BTreeSet<[u8; 6]> = Link::ALL.iter().flat_map(|l| [l.ends().0.mac, l.ends().1.mac]).collect();
+        let macs: std::collections::BTreeSet<[u8; 6]> = Link::ALL
+            .iter()
+            .flat_map(|l| [l.ends().0.mac, l.ends().1.mac])
+            .collect();
         assert_eq!(macs.len(), 6);
         assert!(macs.iter().all(|m| m[0] & 0x03 == 0x02));
     }
@@ -569,13 +711,19 @@ mod tests {
         for c in cmds.iter().filter(|c| c.contains(" link add ")) {
             // `-n NS link add` creates inside NS; the peer goes straight to another lab namespace.
             assert!(c.starts_with("-n t1-fwd link add "), "{c}");
-            assert!(c.ends_with("netns t1-src") || c.ends_with("netns t1-dst"), "{c}");
+            assert!(
+                c.ends_with("netns t1-src") || c.ends_with("netns t1-dst"),
+                "{c}"
+            );
         }
         assert_eq!(cmds.iter().filter(|c| c.contains(" link add ")).count(), 3);
         // Nothing outside the lab's namespaces: every command names one of them.
         for c in &cmds {
             assert!(
-                c.starts_with("-n t1-") || c.starts_with("netns add t1-") || c.starts_with("sysctl t1-fwd ") || c.starts_with("netns exec t1-"),
+                c.starts_with("-n t1-")
+                    || c.starts_with("netns add t1-")
+                    || c.starts_with("sysctl t1-fwd ")
+                    || c.starts_with("netns exec t1-"),
                 "{c}"
             );
         }
@@ -605,8 +753,14 @@ mod tests {
             assert!(cmds.iter().any(|c| c == want), "missing `ip {want}` in\n{}", cmds.join("\n"));
         }
         // A route is added only after its device is up.
-        let up = cmds.iter().position(|c| c == "-n t2-src link set xdps0 up").unwrap();
-        let route = cmds.iter().position(|c| c.starts_with("-n t2-src route")).unwrap();
+        let up = cmds
+            .iter()
+            .position(|c| c == "-n t2-src link set xdps0 up")
+            .unwrap();
+        let route = cmds
+            .iter()
+            .position(|c| c.starts_with("-n t2-src route"))
+            .unwrap();
         assert!(up < route);
     }
 
@@ -615,39 +769,82 @@ mod tests {
         let names = ForwardNames::from_prefix("t5").unwrap().split(true);
         assert_eq!(names.all(), ["t5-src", "t5-fwd", "t5-fwd2", "t5-dst"]);
         let cmds = joined(&plan(&names, &LabConfig::with_prefix("t5")));
-        assert!(cmds.iter().any(|c| c.starts_with("-n t5-fwd link add xdpf0 ") && c.ends_with("netns t5-src")), "{cmds:#?}");
+        assert!(
+            cmds.iter()
+                .any(|c| c.starts_with("-n t5-fwd link add xdpf0 ") && c.ends_with("netns t5-src")),
+            "{cmds:#?}"
+        );
         assert!(cmds.iter().any(|c| c.starts_with("-n t5-fwd2 link add xdpf1 ") && c.ends_with("netns t5-dst")), "{cmds:#?}");
-        assert!(cmds.iter().any(|c| c.starts_with("-n t5-fwd2 link add xdpf2 ")), "{cmds:#?}");
-        assert!(cmds.contains(&"sysctl t5-fwd2 net/ipv4/ip_forward=0".to_string()), "{cmds:#?}");
+        assert!(
+            cmds.iter()
+                .any(|c| c.starts_with("-n t5-fwd2 link add xdpf2 ")),
+            "{cmds:#?}"
+        );
+        assert!(
+            cmds.contains(&"sysctl t5-fwd2 net/ipv4/ip_forward=0".to_string()),
+            "{cmds:#?}"
+        );
         // Not split: the same plan as before, fwd2 is fwd.
         let one = ForwardNames::from_prefix("t5").unwrap();
         assert_eq!(one.netns(Role::Fwd2), "t5-fwd");
-        assert!(joined(&plan(&one, &LabConfig::with_prefix("t5"))).iter().all(|c| !c.contains("fwd2")));
+        assert!(joined(&plan(&one, &LabConfig::with_prefix("t5")))
+            .iter()
+            .all(|c| !c.contains("fwd2")));
     }
 
     #[test]
     fn the_split_config_names_the_split_labs_namespaces() {
-        let text = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../../configs/forward-split.toml")).unwrap();
+        let text = std::fs::read_to_string(concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/../../configs/forward-split.toml"
+        ))
+        .unwrap();
         let cfg = crate::config::Config::parse(&text).unwrap();
-        let names = ForwardNames::from_prefix(super::super::DEFAULT_PREFIX).unwrap().split(true);
-        let ns: Vec<(String, Option<String>)> = cfg.ports().into_iter().map(|p| (p.interface, p.netns)).collect();
-        let want: Vec<(String, Option<String>)> =
-            Link::ALL.iter().map(|&l| (port_end(l).dev.to_string(), Some(names.netns(port_end(l).role).to_string()))).collect();
+        let names = ForwardNames::from_prefix(super::super::DEFAULT_PREFIX)
+            .unwrap()
+            .split(true);
+        let ns: Vec<(String, Option<String>)> = cfg
+            .ports()
+            .into_iter()
+            .map(|p| (p.interface, p.netns))
+            .collect();
+        let want: Vec<(String, Option<String>)> = Link::ALL
+            .iter()
+            .map(|&l| {
+                (
+                    port_end(l).dev.to_string(),
+                    Some(names.netns(port_end(l).role).to_string()),
+                )
+            })
+            .collect();
         assert_eq!(ns, want);
     }
 
     #[test]
     fn a_link_plan_rebuilds_only_that_link() {
         let names = ForwardNames::from_prefix("t3").unwrap();
-        let cfg = LabConfig { queues: Some(2), mtu: Some(9000), ..LabConfig::with_prefix("t3") };
+        let cfg = LabConfig {
+            queues: Some(2),
+            mtu: Some(9000),
+            ..LabConfig::with_prefix("t3")
+        };
         let cmds = joined(&plan_link(&names, Link::Out, &cfg));
         assert_eq!(cmds[0], "-n t3-fwd link add xdpf1 numtxqueues 2 numrxqueues 2 type veth peer name xdpd0 netns t3-dst numtxqueues 2 numrxqueues 2");
-        assert!(cmds.iter().all(|c| !c.contains("xdpf0") && !c.contains("xdps0") && !c.contains("xdpm0") && !c.contains("xdpf2")), "{cmds:#?}");
+        assert!(
+            cmds.iter().all(|c| !c.contains("xdpf0")
+                && !c.contains("xdps0")
+                && !c.contains("xdpm0")
+                && !c.contains("xdpf2")),
+            "{cmds:#?}"
+        );
         assert!(cmds.contains(&"-n t3-dst link set xdpd0 mtu 9000".to_string()));
         assert!(cmds.contains(&"-n t3-dst route replace 198.18.1.0/24 via 198.18.2.2".to_string()));
         // Every command of the full plan that concerns this link is in the link plan.
         let full = joined(&plan(&names, &cfg));
-        for c in full.iter().filter(|c| c.contains("xdpf1") || c.contains("xdpd0")) {
+        for c in full
+            .iter()
+            .filter(|c| c.contains("xdpf1") || c.contains("xdpd0"))
+        {
             assert!(cmds.contains(c), "{c}");
         }
     }
@@ -656,7 +853,10 @@ mod tests {
     fn addresses_are_in_benchmarking_ranges() {
         for l in Link::ALL {
             for e in [l.ends().0, l.ends().1] {
-                assert_eq!(u32::from(e.ipv4) & 0xfffe_0000, u32::from(Ipv4Addr::new(198, 18, 0, 0)));
+                assert_eq!(
+                    u32::from(e.ipv4) & 0xfffe_0000,
+                    u32::from(Ipv4Addr::new(198, 18, 0, 0))
+                );
                 assert_eq!(&e.ipv6.segments()[..3], &[0x2001, 2, 0]);
             }
         }

@@ -23,7 +23,9 @@ type CaptureSlot = Arc<OnceLock<Arc<crate::capture::session::CaptureService>>>;
 #[derive(Debug, thiserror::Error)]
 pub enum ControlError {
     /// Another instance already serves this path.
-    #[error("{0} is in use by a running xdpool; stop it, or set stats.control_socket to another path")]
+    #[error(
+        "{0} is in use by a running xdpool; stop it, or set stats.control_socket to another path"
+    )]
     InUse(PathBuf),
     /// Nothing listens at the path.
     #[error("no xdpool is running at {path} ({source}); start one with `xdpool run --config ...`, or pass --socket PATH")]
@@ -70,15 +72,28 @@ impl ControlServer {
     /// Creates the socket (parent directory 0700 if it is created, socket 0600) and
     /// serves snapshots from a thread.
     pub fn start(path: &Path, snapshot: SnapshotFn) -> Result<ControlServer, ControlError> {
-        Self::start_with(path, Handlers { snapshot, rules: None })
+        Self::start_with(
+            path,
+            Handlers {
+                snapshot,
+                rules: None,
+            },
+        )
     }
 
     /// [`ControlServer::start`] serving every command of `handlers`.
     pub fn start_with(path: &Path, handlers: Handlers) -> Result<ControlServer, ControlError> {
-        let io = |source| ControlError::Io { path: path.to_path_buf(), source };
+        let io = |source| ControlError::Io {
+            path: path.to_path_buf(),
+            source,
+        };
         if let Some(dir) = path.parent() {
             if !dir.exists() {
-                std::fs::DirBuilder::new().recursive(true).mode(0o700).create(dir).map_err(io)?;
+                std::fs::DirBuilder::new()
+                    .recursive(true)
+                    .mode(0o700)
+                    .create(dir)
+                    .map_err(io)?;
             }
         }
         if path.exists() {
@@ -110,13 +125,20 @@ impl ControlServer {
                         }
                         // Wait for the next client in poll() (50 ms at most, to see
                         // `stop`): a command is served at once, not up to 50 ms late.
-                        Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => wait_readable(&listener, 50),
+                        Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {
+                            wait_readable(&listener, 50)
+                        }
                         Err(_) => std::thread::sleep(Duration::from_millis(200)),
                     }
                 }
             })
             .map_err(io)?;
-        Ok(ControlServer { path: path.to_path_buf(), stop, thread: Some(thread), capture })
+        Ok(ControlServer {
+            path: path.to_path_buf(),
+            stop,
+            thread: Some(thread),
+            capture,
+        })
     }
 
     /// The socket path.
@@ -137,7 +159,12 @@ fn wait_readable(listener: &UnixListener, ms: u16) {
     let _ = poll(&mut fds, PollTimeout::from(ms));
 }
 
-fn serve_one(stream: UnixStream, handlers: &Handlers, capture: &CaptureSlot, stop: &Arc<AtomicBool>) -> std::io::Result<()> {
+fn serve_one(
+    stream: UnixStream,
+    handlers: &Handlers,
+    capture: &CaptureSlot,
+    stop: &Arc<AtomicBool>,
+) -> std::io::Result<()> {
     stream.set_nonblocking(false)?;
     stream.set_read_timeout(Some(Duration::from_secs(2)))?;
     let mut reader = BufReader::new(stream.try_clone()?);
@@ -156,7 +183,12 @@ fn serve_one(stream: UnixStream, handlers: &Handlers, capture: &CaptureSlot, sto
 }
 
 /// `capture {...}`: handed to the capture service, which streams from its own thread.
-fn serve_capture(mut stream: UnixStream, line: &str, capture: &CaptureSlot, stop: &Arc<AtomicBool>) -> std::io::Result<()> {
+fn serve_capture(
+    mut stream: UnixStream,
+    line: &str,
+    capture: &CaptureSlot,
+    stop: &Arc<AtomicBool>,
+) -> std::io::Result<()> {
     let args = line[crate::capture::wire::COMMAND.len()..].trim();
     match capture.get() {
         Some(service) => service.serve(stream, args, stop.clone()),
@@ -165,13 +197,21 @@ fn serve_capture(mut stream: UnixStream, line: &str, capture: &CaptureSlot, stop
 }
 
 /// `rules apply`: the rest of the stream is the rules text.
-fn serve_rules_apply(reader: &mut impl Read, stream: &mut UnixStream, rules: Option<&RulesFn>) -> std::io::Result<()> {
+fn serve_rules_apply(
+    reader: &mut impl Read,
+    stream: &mut UnixStream,
+    rules: Option<&RulesFn>,
+) -> std::io::Result<()> {
     let mut text = String::new();
     reader.take(MAX_RULES_TEXT + 1).read_to_string(&mut text)?;
     let reply = match rules {
-        _ if text.len() as u64 > MAX_RULES_TEXT => serde_json::json!({"ok": false, "kind": "invalid", "error": format!("the rules text is larger than {MAX_RULES_TEXT} bytes")}),
+        _ if text.len() as u64 > MAX_RULES_TEXT => {
+            serde_json::json!({"ok": false, "kind": "invalid", "error": format!("the rules text is larger than {MAX_RULES_TEXT} bytes")})
+        }
         Some(apply) => apply(&text),
-        None => serde_json::json!({"ok": false, "kind": "refused", "error": "this instance does not reload rules"}),
+        None => {
+            serde_json::json!({"ok": false, "kind": "refused", "error": "this instance does not reload rules"})
+        }
     };
     stream.write_all(reply.to_string().as_bytes())
 }
@@ -188,27 +228,43 @@ impl Drop for ControlServer {
 
 /// Asks the instance at `path` for its snapshot.
 pub fn query(path: &Path) -> Result<serde_json::Value, ControlError> {
-    let mut s = UnixStream::connect(path).map_err(|source| ControlError::NotRunning { path: path.to_path_buf(), source })?;
-    let io = |source| ControlError::Io { path: path.to_path_buf(), source };
-    s.set_read_timeout(Some(Duration::from_secs(5))).map_err(io)?;
+    let mut s = UnixStream::connect(path).map_err(|source| ControlError::NotRunning {
+        path: path.to_path_buf(),
+        source,
+    })?;
+    let io = |source| ControlError::Io {
+        path: path.to_path_buf(),
+        source,
+    };
+    s.set_read_timeout(Some(Duration::from_secs(5)))
+        .map_err(io)?;
     s.write_all(b"stats\n").map_err(io)?;
     let mut body = String::new();
     s.read_to_string(&mut body).map_err(io)?;
-    serde_json::from_str(&body).map_err(|e| io(std::io::Error::new(std::io::ErrorKind::InvalidData, e)))
+    serde_json::from_str(&body)
+        .map_err(|e| io(std::io::Error::new(std::io::ErrorKind::InvalidData, e)))
 }
 
 /// Sends `text` to the instance at `path` as `rules apply`; its reply.
 pub fn apply_rules(path: &Path, text: &str) -> Result<serde_json::Value, ControlError> {
-    let mut s = UnixStream::connect(path).map_err(|source| ControlError::NotRunning { path: path.to_path_buf(), source })?;
-    let io = |source| ControlError::Io { path: path.to_path_buf(), source };
+    let mut s = UnixStream::connect(path).map_err(|source| ControlError::NotRunning {
+        path: path.to_path_buf(),
+        source,
+    })?;
+    let io = |source| ControlError::Io {
+        path: path.to_path_buf(),
+        source,
+    };
     // A reload waits for every worker (1 s at most) and may load a program.
-    s.set_read_timeout(Some(Duration::from_secs(30))).map_err(io)?;
+    s.set_read_timeout(Some(Duration::from_secs(30)))
+        .map_err(io)?;
     s.write_all(b"rules apply\n").map_err(io)?;
     s.write_all(text.as_bytes()).map_err(io)?;
     s.shutdown(std::net::Shutdown::Write).map_err(io)?;
     let mut body = String::new();
     s.read_to_string(&mut body).map_err(io)?;
-    serde_json::from_str(&body).map_err(|e| io(std::io::Error::new(std::io::ErrorKind::InvalidData, e)))
+    serde_json::from_str(&body)
+        .map_err(|e| io(std::io::Error::new(std::io::ErrorKind::InvalidData, e)))
 }
 
 #[cfg(test)]
@@ -232,7 +288,10 @@ mod tests {
         // SAFETY: geteuid has no preconditions.
         assert_eq!(meta.uid(), unsafe { libc::geteuid() });
         assert_eq!(query(&path).unwrap()["total"]["rx_packets"], 9);
-        assert!(matches!(ControlServer::start(&path, snap), Err(ControlError::InUse(_))));
+        assert!(matches!(
+            ControlServer::start(&path, snap),
+            Err(ControlError::InUse(_))
+        ));
         drop(server);
         assert!(!path.exists());
         assert!(matches!(query(&path), Err(ControlError::NotRunning { .. })));
@@ -241,18 +300,42 @@ mod tests {
     #[test]
     fn rules_apply_sends_the_whole_text_and_returns_the_reply() {
         use std::os::unix::fs::PermissionsExt;
-        let dir = tempfile::Builder::new().prefix("xdpool-ctl-").permissions(std::fs::Permissions::from_mode(0o700)).tempdir().unwrap();
+        let dir = tempfile::Builder::new()
+            .prefix("xdpool-ctl-")
+            .permissions(std::fs::Permissions::from_mode(0o700))
+            .tempdir()
+            .unwrap();
         let path = dir.path().join("r.sock");
         let snap: SnapshotFn = Arc::new(|| serde_json::json!({}));
-        let rules: RulesFn = Arc::new(|text: &str| serde_json::json!({"ok": text.ends_with("action = \"pass\"\n"), "len": text.len()}));
-        let server = ControlServer::start_with(&path, Handlers { snapshot: snap.clone(), rules: Some(rules) }).unwrap();
-        let text = format!("{}[[rule]]\naction = \"pass\"\n", "# padding\n".repeat(2000));
+        let rules: RulesFn = Arc::new(
+            |text: &str| serde_json::json!({"ok": text.ends_with("action = \"pass\"\n"), "len": text.len()}),
+        );
+        let server = ControlServer::start_with(
+            &path,
+            Handlers {
+                snapshot: snap.clone(),
+                rules: Some(rules),
+            },
+        )
+        .unwrap();
+        let text = format!(
+            "{}[[rule]]\naction = \"pass\"\n",
+            "# padding\n".repeat(2000)
+        );
         let reply = apply_rules(&path, &text).unwrap();
-        assert_eq!(reply["len"], text.len(), "every byte after the command line arrives: {reply}");
+        assert_eq!(
+            reply["len"],
+            text.len(),
+            "every byte after the command line arrives: {reply}"
+        );
         assert_eq!(reply["ok"], true);
         drop(server);
         let _plain = ControlServer::start(&path, snap).unwrap();
         let reply = apply_rules(&path, "[[rule]]\n").unwrap();
-        assert_eq!((reply["ok"].clone(), reply["kind"].clone()), (serde_json::json!(false), serde_json::json!("refused")), "{reply}");
+        assert_eq!(
+            (reply["ok"].clone(), reply["kind"].clone()),
+            (serde_json::json!(false), serde_json::json!("refused")),
+            "{reply}"
+        );
     }
 }

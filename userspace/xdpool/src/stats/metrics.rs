@@ -45,10 +45,18 @@ pub struct FamilyOut {
 }
 
 const fn c(name: &'static str, help: &'static str) -> Def {
-    Def { name, kind: Kind::Counter, help }
+    Def {
+        name,
+        kind: Kind::Counter,
+        help,
+    }
 }
 const fn g(name: &'static str, help: &'static str) -> Def {
-    Def { name, kind: Kind::Gauge, help }
+    Def {
+        name,
+        kind: Kind::Gauge,
+        help,
+    }
 }
 
 /// Worker counters exported one family each, labelled `port` and `queue`:
@@ -119,7 +127,10 @@ pub const DROP_REASONS: &[(&[&str], &str)] = &[
     (&["egress_port_down_drop"], "egress_port_down"),
     (&["neigh_miss_drop"], "next_hop_unknown"),
     (&["xsk", "rx_ring_full"], "kernel_rx_ring_full"),
-    (&["xsk", "rx_fill_ring_empty_descs"], "kernel_fill_ring_empty"),
+    (
+        &["xsk", "rx_fill_ring_empty_descs"],
+        "kernel_fill_ring_empty",
+    ),
     (&["xsk", "rx_invalid_descs"], "kernel_rx_invalid_desc"),
     (&["xsk", "tx_invalid_descs"], "kernel_tx_invalid_desc"),
 ];
@@ -136,32 +147,81 @@ pub const XSK_RX_DROPPED: Def = c("xdpool_xsk_rx_dropped", "The kernel's XDP_STA
 pub const XSK_TX_RING_EMPTY: Def = c("xdpool_xsk_tx_ring_empty", "The kernel's XDP_STATISTICS tx_ring_empty_descs: times the kernel found the TX ring empty when asked to send.");
 
 /// Ring validation errors: (field, kind).
-pub const RING_ERRORS: &[(&str, &str)] = &[("ring_index_jump", "ring_index_jump"), ("rx_bad_desc", "rx_bad_desc"), ("comp_bad_addr", "completion_bad_addr")];
+pub const RING_ERRORS: &[(&str, &str)] = &[
+    ("ring_index_jump", "ring_index_jump"),
+    ("rx_bad_desc", "rx_bad_desc"),
+    ("comp_bad_addr", "completion_bad_addr"),
+];
 /// The ring-error family.
 pub const RING_ERROR: Def = c("xdpool_ring_errors", "Values the kernel's side of a ring held that failed validation and were not used, by kind: ring_index_jump (a producer index moved by more than the ring holds), rx_bad_desc (an RX descriptor outside the UMEM or a chunk), completion_bad_addr.");
 
 /// Pool allocations by path (page_pool's alloc stats).
 pub const POOL_ALLOC: Def = c("xdpool_pool_alloc", "Frames the pool handed out, by path: fast (the owner's cache), slow (bulk from the global free list), slow_high_order (multi-chunk), refill (a bulk refill of the cache from the return ring), waive (frames of another NUMA node sent back to their node's list during refill).");
 /// (field, path)
-pub const POOL_ALLOC_PATHS: &[(&str, &str)] =
-    &[("alloc_fast", "fast"), ("alloc_slow", "slow"), ("alloc_slow_high_order", "slow_high_order"), ("alloc_refill", "refill"), ("alloc_waive", "waive")];
+pub const POOL_ALLOC_PATHS: &[(&str, &str)] = &[
+    ("alloc_fast", "fast"),
+    ("alloc_slow", "slow"),
+    ("alloc_slow_high_order", "slow_high_order"),
+    ("alloc_refill", "refill"),
+    ("alloc_waive", "waive"),
+];
 /// Pool recycles by destination (page_pool's recycle stats).
 pub const POOL_RECYCLE: Def = c("xdpool_pool_recycle", "Frames returned to the pool, by where they went: cached (the owner's cache), cache_full (the cache was full, to the return ring), ring (another thread's return through the return ring), ring_full (the ring was full, to the global list), released_refcnt (not the last reference).");
 /// (field, path)
-pub const POOL_RECYCLE_PATHS: &[(&str, &str)] =
-    &[("recycle_cached", "cached"), ("recycle_cache_full", "cache_full"), ("recycle_ring", "ring"), ("recycle_ring_full", "ring_full"), ("recycle_released_refcnt", "released_refcnt")];
+pub const POOL_RECYCLE_PATHS: &[(&str, &str)] = &[
+    ("recycle_cached", "cached"),
+    ("recycle_cache_full", "cache_full"),
+    ("recycle_ring", "ring"),
+    ("recycle_ring_full", "ring_full"),
+    ("recycle_released_refcnt", "released_refcnt"),
+];
 /// Pool misuse the recycler refused.
 pub const POOL_MISUSE: Def = c("xdpool_pool_misuse", "Returns the recycler did not take as normal, by kind: double_release, foreign_addr, not_in_fill, not_in_tx (refused; must stay 0), after_destroy (a late return after the pool was destroyed, routed to the global free list).");
 /// (field, kind)
-pub const POOL_MISUSE_KINDS: &[(&str, &str)] =
-    &[("double_release", "double_release"), ("foreign_addr", "foreign_addr"), ("after_destroy", "after_destroy"), ("not_in_fill", "not_in_fill"), ("not_in_tx", "not_in_tx")];
+pub const POOL_MISUSE_KINDS: &[(&str, &str)] = &[
+    ("double_release", "double_release"),
+    ("foreign_addr", "foreign_addr"),
+    ("after_destroy", "after_destroy"),
+    ("not_in_fill", "not_in_fill"),
+    ("not_in_tx", "not_in_tx"),
+];
 /// Other pool counters: (field, family).
 pub const POOL_OTHER: &[(&str, Def)] = &[
-    ("alloc_empty", c("xdpool_pool_alloc_empty", "Refills that found the return ring empty and went to the global free list.")),
-    ("alloc_failed", c("xdpool_pool_alloc_failed", "Allocations that found no free frame anywhere (back-pressure).")),
-    ("hold", c("xdpool_pool_hold", "Frames the pool handed out in total (page_pool's hold count).")),
-    ("release", c("xdpool_pool_release", "Frames that came back to the pool in total (page_pool's release count).")),
-    ("inflight", g("xdpool_pool_inflight", "Frames handed out and not back: hold - release.")),
+    (
+        "alloc_empty",
+        c(
+            "xdpool_pool_alloc_empty",
+            "Refills that found the return ring empty and went to the global free list.",
+        ),
+    ),
+    (
+        "alloc_failed",
+        c(
+            "xdpool_pool_alloc_failed",
+            "Allocations that found no free frame anywhere (back-pressure).",
+        ),
+    ),
+    (
+        "hold",
+        c(
+            "xdpool_pool_hold",
+            "Frames the pool handed out in total (page_pool's hold count).",
+        ),
+    ),
+    (
+        "release",
+        c(
+            "xdpool_pool_release",
+            "Frames that came back to the pool in total (page_pool's release count).",
+        ),
+    ),
+    (
+        "inflight",
+        g(
+            "xdpool_pool_inflight",
+            "Frames handed out and not back: hold - release.",
+        ),
+    ),
 ];
 
 /// Frame accounting: where every UMEM frame is now.
@@ -174,13 +234,25 @@ pub const UMEM_FRAMES: Def = g("xdpool_umem_frames", "Frames (chunks) in the UME
 /// XDP program verdicts.
 pub const XDP_FRAMES: Def = c("xdpool_xdp_frames", "Frames the steering XDP program saw, by verdict: steered (redirected to a socket), passed (to the kernel stack), dropped (a rule's xdpdrop), malformed (headers that did not parse; passed), no_socket (matched but no socket on that queue; passed).");
 /// (field, verdict)
-pub const XDP_VERDICTS: &[(&str, &str)] = &[("steered", "steered"), ("passed", "passed"), ("dropped", "dropped"), ("malformed", "malformed"), ("no_socket", "no_socket")];
+pub const XDP_VERDICTS: &[(&str, &str)] = &[
+    ("steered", "steered"),
+    ("passed", "passed"),
+    ("dropped", "dropped"),
+    ("malformed", "malformed"),
+    ("no_socket", "no_socket"),
+];
 
 /// Device losses by kind.
 pub const DEVICE_LOSSES: Def = c("xdpool_device_losses", "Times the device went away, by kind: deleted (unregistered: ip link del, driver unbind), moved_away (to another namespace), down (set down, still there), socket_error, program_detached (from outside), netns_replaced (the configured namespace was replaced).");
 /// (field, kind)
-pub const DEVICE_LOSS_KINDS: &[(&str, &str)] =
-    &[("deleted", "deleted"), ("moved_away", "moved_away"), ("down", "down"), ("socket_error", "socket_error"), ("program_detached", "program_detached"), ("netns_replaced", "netns_replaced")];
+pub const DEVICE_LOSS_KINDS: &[(&str, &str)] = &[
+    ("deleted", "deleted"),
+    ("moved_away", "moved_away"),
+    ("down", "down"),
+    ("socket_error", "socket_error"),
+    ("program_detached", "program_detached"),
+    ("netns_replaced", "netns_replaced"),
+];
 /// Other device counters.
 pub const DEVICE_OTHER: &[(&str, Def)] = &[
     ("reattaches", c("xdpool_device_reattaches", "Times xdpool attached again after the device came back.")),
@@ -195,7 +267,10 @@ pub const DEVICE_OTHER: &[(&str, Def)] = &[
 /// Per-rule counters (the XDP program's, summed over CPUs).
 pub const RULE_PACKETS: Def = c("xdpool_rule_packets", "Frames that matched a rule (first match) in its port's XDP program, by port, rule (its index in the port's list) and rule_name (its name, empty when unnamed). A reload restarts an unnamed rule's count; a named rule continues the count of the running rule of that name.");
 /// Per-rule bytes.
-pub const RULE_BYTES: Def = c("xdpool_rule_bytes", "Bytes (every buffer) of the frames counted in xdpool_rule_packets_total, same labels.");
+pub const RULE_BYTES: Def = c(
+    "xdpool_rule_bytes",
+    "Bytes (every buffer) of the frames counted in xdpool_rule_packets_total, same labels.",
+);
 /// Rule reloads by result.
 pub const RULE_RELOADS: Def = c("xdpool_rule_reloads", "Rule reloads (xdpool rules apply, SIGHUP) by result: applied, or refused (invalid, not runnable or failed; the running rules stayed).");
 
@@ -207,12 +282,21 @@ pub const NOT_EXPORTED: &[(&str, &str)] = &[
     ("queue", "a label, not a value"),
     ("port", "a label, not a value"),
     ("interface", "a label, not a value"),
-    ("losses", "the sum of the device loss kinds (exported by kind)"),
-    ("zero_copy", "a mode, not a count (in the JSON and the table)"),
+    (
+        "losses",
+        "the sum of the device loss kinds (exported by kind)",
+    ),
+    (
+        "zero_copy",
+        "a mode, not a count (in the JSON and the table)",
+    ),
 ];
 
 /// Pool snapshot fields that are not exported, and why.
-pub const POOL_NOT_EXPORTED: &[(&str, &str)] = &[("pool_id", "the `pool` label"), ("destroyed", "a state, true only after the run")];
+pub const POOL_NOT_EXPORTED: &[(&str, &str)] = &[
+    ("pool_id", "the `pool` label"),
+    ("destroyed", "a state, true only after the run"),
+];
 
 fn field<'a>(v: &'a Value, path: &[&str]) -> Option<&'a Value> {
     path.iter().try_fold(v, |cur, p| cur.get(*p))
@@ -235,26 +319,48 @@ fn labels(base: &Labels, extra: &[(&str, &str)]) -> Labels {
 /// ports, whose `xdp` and `device` blocks then get the port label too.
 pub fn collect(snapshot: &Value) -> Vec<FamilyOut> {
     let mut out: Vec<FamilyOut> = Vec::new();
-    let mut push = |def: Def, l: Labels, v: f64| match out.iter_mut().find(|f| f.def.name == def.name) {
-        Some(f) => f.samples.push((l, v)),
-        None => out.push(FamilyOut { def, samples: vec![(l, v)] }),
-    };
-    let default_port = snapshot.get("interface").and_then(Value::as_str).unwrap_or("main").to_string();
+    let mut push =
+        |def: Def, l: Labels, v: f64| match out.iter_mut().find(|f| f.def.name == def.name) {
+            Some(f) => f.samples.push((l, v)),
+            None => out.push(FamilyOut {
+                def,
+                samples: vec![(l, v)],
+            }),
+        };
+    let default_port = snapshot
+        .get("interface")
+        .and_then(Value::as_str)
+        .unwrap_or("main")
+        .to_string();
     // (port label, the object holding queues/xdp/device)
     let mut scopes: Vec<(String, &Value)> = Vec::new();
     match snapshot.get("ports").and_then(Value::as_array) {
         Some(ports) => {
             for p in ports {
-                let name = p.get("name").or_else(|| p.get("port")).and_then(Value::as_str).unwrap_or(&default_port).to_string();
+                let name = p
+                    .get("name")
+                    .or_else(|| p.get("port"))
+                    .and_then(Value::as_str)
+                    .unwrap_or(&default_port)
+                    .to_string();
                 scopes.push((name, p));
             }
         }
         None => scopes.push((default_port.clone(), snapshot)),
     }
     for (port, scope) in &scopes {
-        for q in scope.get("queues").and_then(Value::as_array).into_iter().flatten() {
+        for q in scope
+            .get("queues")
+            .and_then(Value::as_array)
+            .into_iter()
+            .flatten()
+        {
             let qport = q.get("port").and_then(Value::as_str).unwrap_or(port);
-            let queue = q.get("queue").and_then(Value::as_u64).unwrap_or(0).to_string();
+            let queue = q
+                .get("queue")
+                .and_then(Value::as_u64)
+                .unwrap_or(0)
+                .to_string();
             let ql: Labels = vec![("port".into(), qport.to_string()), ("queue".into(), queue)];
             for (f, def) in QUEUE_COUNTERS.iter().chain(QUEUE_GAUGES) {
                 if let Some(v) = number(q, &[f]) {
@@ -282,7 +388,10 @@ pub fn collect(snapshot: &Value) -> Vec<FamilyOut> {
                     Some(id) => labels(&ql, &[("pool", &id.to_string())]),
                     None => ql.clone(),
                 };
-                for (fam, table) in [(POOL_ALLOC, POOL_ALLOC_PATHS), (POOL_RECYCLE, POOL_RECYCLE_PATHS)] {
+                for (fam, table) in [
+                    (POOL_ALLOC, POOL_ALLOC_PATHS),
+                    (POOL_RECYCLE, POOL_RECYCLE_PATHS),
+                ] {
                     for (f, path) in table {
                         if let Some(v) = number(pool, &[f]) {
                             push(fam, labels(&ql, &[("path", path)]), v);
@@ -303,9 +412,16 @@ pub fn collect(snapshot: &Value) -> Vec<FamilyOut> {
         }
         // Per-port program counters when the snapshot has them (`ports_xdp`), else the
         // one program's.
-        let per_port: Vec<(String, &Value)> = match scope.get("ports_xdp").and_then(Value::as_array) {
-            Some(list) => list.iter().filter_map(|e| Some((e.get("port")?.as_str()?.to_string(), e.get("xdp")?))).collect(),
-            None => scope.get("xdp").map(|x| vec![(port.clone(), x)]).unwrap_or_default(),
+        let per_port: Vec<(String, &Value)> = match scope.get("ports_xdp").and_then(Value::as_array)
+        {
+            Some(list) => list
+                .iter()
+                .filter_map(|e| Some((e.get("port")?.as_str()?.to_string(), e.get("xdp")?)))
+                .collect(),
+            None => scope
+                .get("xdp")
+                .map(|x| vec![(port.clone(), x)])
+                .unwrap_or_default(),
         };
         for (xport, xdp) in per_port {
             let port_l: Labels = vec![("port".into(), xport)];
@@ -340,11 +456,34 @@ pub fn collect(snapshot: &Value) -> Vec<FamilyOut> {
         }
     }
     if let Some(rules) = snapshot.get("rules") {
-        for r in rules.get("list").and_then(Value::as_array).into_iter().flatten() {
+        for r in rules
+            .get("list")
+            .and_then(Value::as_array)
+            .into_iter()
+            .flatten()
+        {
             let l: Labels = vec![
-                ("port".into(), r.get("port").and_then(Value::as_str).unwrap_or(&default_port).to_string()),
-                ("rule".into(), r.get("index").and_then(Value::as_u64).unwrap_or(0).to_string()),
-                ("rule_name".into(), r.get("name").and_then(Value::as_str).unwrap_or("").to_string()),
+                (
+                    "port".into(),
+                    r.get("port")
+                        .and_then(Value::as_str)
+                        .unwrap_or(&default_port)
+                        .to_string(),
+                ),
+                (
+                    "rule".into(),
+                    r.get("index")
+                        .and_then(Value::as_u64)
+                        .unwrap_or(0)
+                        .to_string(),
+                ),
+                (
+                    "rule_name".into(),
+                    r.get("name")
+                        .and_then(Value::as_str)
+                        .unwrap_or("")
+                        .to_string(),
+                ),
             ];
             for (f, def) in [("packets", RULE_PACKETS), ("bytes", RULE_BYTES)] {
                 if let Some(v) = number(r, &[f]) {
@@ -366,9 +505,39 @@ pub fn collect(snapshot: &Value) -> Vec<FamilyOut> {
 
 /// Every family name as scraped (counters with `_total`), for dashboards and tests.
 pub fn exported_names() -> Vec<String> {
-    let mut defs: Vec<Def> = QUEUE_COUNTERS.iter().chain(QUEUE_GAUGES).chain(POOL_OTHER).chain(DEVICE_OTHER).map(|(_, d)| *d).collect();
-    defs.extend([DROPS, XSK_RX_DROPPED, XSK_TX_RING_EMPTY, RING_ERROR, POOL_ALLOC, POOL_RECYCLE, POOL_MISUSE, FRAMES, UMEM_FRAMES, XDP_FRAMES, DEVICE_LOSSES, RULE_PACKETS, RULE_BYTES, RULE_RELOADS, UPTIME]);
-    defs.iter().map(|d| if d.kind == Kind::Counter { format!("{}_total", d.name) } else { d.name.to_string() }).collect()
+    let mut defs: Vec<Def> = QUEUE_COUNTERS
+        .iter()
+        .chain(QUEUE_GAUGES)
+        .chain(POOL_OTHER)
+        .chain(DEVICE_OTHER)
+        .map(|(_, d)| *d)
+        .collect();
+    defs.extend([
+        DROPS,
+        XSK_RX_DROPPED,
+        XSK_TX_RING_EMPTY,
+        RING_ERROR,
+        POOL_ALLOC,
+        POOL_RECYCLE,
+        POOL_MISUSE,
+        FRAMES,
+        UMEM_FRAMES,
+        XDP_FRAMES,
+        DEVICE_LOSSES,
+        RULE_PACKETS,
+        RULE_BYTES,
+        RULE_RELOADS,
+        UPTIME,
+    ]);
+    defs.iter()
+        .map(|d| {
+            if d.kind == Kind::Counter {
+                format!("{}_total", d.name)
+            } else {
+                d.name.to_string()
+            }
+        })
+        .collect()
 }
 
 #[cfg(test)]
@@ -377,8 +546,17 @@ mod tests {
     use serde_json::json;
 
     fn covered_queue_fields() -> Vec<String> {
-        let mut f: Vec<String> = QUEUE_COUNTERS.iter().chain(QUEUE_GAUGES).map(|(f, _)| f.to_string()).collect();
-        f.extend(DROP_REASONS.iter().filter(|(p, _)| p.len() == 1).map(|(p, _)| p[0].to_string()));
+        let mut f: Vec<String> = QUEUE_COUNTERS
+            .iter()
+            .chain(QUEUE_GAUGES)
+            .map(|(f, _)| f.to_string())
+            .collect();
+        f.extend(
+            DROP_REASONS
+                .iter()
+                .filter(|(p, _)| p.len() == 1)
+                .map(|(p, _)| p[0].to_string()),
+        );
         f.extend(NOT_EXPORTED.iter().map(|(f, _)| f.to_string()));
         f
     }
@@ -387,19 +565,52 @@ mod tests {
     fn every_worker_counter_is_exported_or_named_as_skipped() {
         let snap = serde_json::to_value(crate::worker::WorkerCountersSnapshot::default()).unwrap();
         let covered = covered_queue_fields();
-        let missing: Vec<&String> = snap.as_object().unwrap().keys().filter(|k| !covered.contains(k)).collect();
-        assert!(missing.is_empty(), "worker counters with no metric (add them to metrics.rs): {missing:?}");
+        let missing: Vec<&String> = snap
+            .as_object()
+            .unwrap()
+            .keys()
+            .filter(|k| !covered.contains(k))
+            .collect();
+        assert!(
+            missing.is_empty(),
+            "worker counters with no metric (add them to metrics.rs): {missing:?}"
+        );
         let pool = serde_json::to_value(pool::PoolStats::default()).unwrap();
-        let mut pool_covered: Vec<&str> = POOL_ALLOC_PATHS.iter().chain(POOL_RECYCLE_PATHS).chain(POOL_MISUSE_KINDS).map(|(f, _)| *f).collect();
+        let mut pool_covered: Vec<&str> = POOL_ALLOC_PATHS
+            .iter()
+            .chain(POOL_RECYCLE_PATHS)
+            .chain(POOL_MISUSE_KINDS)
+            .map(|(f, _)| *f)
+            .collect();
         pool_covered.extend(POOL_OTHER.iter().map(|(f, _)| *f));
         pool_covered.extend(POOL_NOT_EXPORTED.iter().map(|(f, _)| *f));
-        let missing: Vec<&String> = pool.as_object().unwrap().keys().filter(|k| !pool_covered.contains(&k.as_str())).collect();
-        assert!(missing.is_empty(), "pool counters with no metric: {missing:?}");
+        let missing: Vec<&String> = pool
+            .as_object()
+            .unwrap()
+            .keys()
+            .filter(|k| !pool_covered.contains(&k.as_str()))
+            .collect();
+        assert!(
+            missing.is_empty(),
+            "pool counters with no metric: {missing:?}"
+        );
         let xsk = serde_json::to_value(crate::xsk::XdpStatistics::default()).unwrap();
-        let mut xsk_covered: Vec<&str> = DROP_REASONS.iter().filter(|(p, _)| p.len() == 2).map(|(p, _)| p[1]).collect();
+        let mut xsk_covered: Vec<&str> = DROP_REASONS
+            .iter()
+            .filter(|(p, _)| p.len() == 2)
+            .map(|(p, _)| p[1])
+            .collect();
         xsk_covered.extend(["rx_dropped", "tx_ring_empty_descs"]);
-        let missing: Vec<&String> = xsk.as_object().unwrap().keys().filter(|k| !xsk_covered.contains(&k.as_str())).collect();
-        assert!(missing.is_empty(), "socket statistics with no metric: {missing:?}");
+        let missing: Vec<&String> = xsk
+            .as_object()
+            .unwrap()
+            .keys()
+            .filter(|k| !xsk_covered.contains(&k.as_str()))
+            .collect();
+        assert!(
+            missing.is_empty(),
+            "socket statistics with no metric: {missing:?}"
+        );
     }
 
     #[test]
@@ -409,9 +620,16 @@ mod tests {
         for n in &names {
             assert!(seen.insert(n.clone()), "{n} defined twice");
             assert!(n.starts_with("xdpool_"), "{n}");
-            assert!(n.chars().all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '_'), "{n}");
+            assert!(
+                n.chars()
+                    .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '_'),
+                "{n}"
+            );
             // A name must not carry a label's value (queue numbers, reasons).
-            assert!(!n.chars().any(|c| c.is_ascii_digit()), "{n} has a number in its name: make it a label");
+            assert!(
+                !n.chars().any(|c| c.is_ascii_digit()),
+                "{n} has a number in its name: make it a label"
+            );
         }
     }
 
@@ -427,17 +645,55 @@ mod tests {
             "accounting": {"free": 100, "fill": 28, "total": 128},
         });
         let fams = collect(&snap);
-        let get = |name: &str| fams.iter().find(|f| f.def.name == name).unwrap_or_else(|| panic!("{name} missing"));
-        let l = |pairs: &[(&str, &str)]| pairs.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect::<Labels>();
+        let get = |name: &str| {
+            fams.iter()
+                .find(|f| f.def.name == name)
+                .unwrap_or_else(|| panic!("{name} missing"))
+        };
+        let l = |pairs: &[(&str, &str)]| {
+            pairs
+                .iter()
+                .map(|(k, v)| (k.to_string(), v.to_string()))
+                .collect::<Labels>()
+        };
         let rx = get("xdpool_rx_packets");
         assert_eq!(rx.def.kind, Kind::Counter);
-        assert_eq!(rx.samples, vec![(l(&[("port", "xdpb0"), ("queue", "0")]), 10.0), (l(&[("port", "xdpb0"), ("queue", "1")]), 20.0)]);
+        assert_eq!(
+            rx.samples,
+            vec![
+                (l(&[("port", "xdpb0"), ("queue", "0")]), 10.0),
+                (l(&[("port", "xdpb0"), ("queue", "1")]), 20.0)
+            ]
+        );
         let drops = get("xdpool_drops");
-        assert!(drops.samples.contains(&(l(&[("port", "xdpb0"), ("queue", "0"), ("reason", "kernel_rx_ring_full")]), 3.0)));
-        assert!(drops.samples.contains(&(l(&[("port", "xdpb0"), ("queue", "1"), ("reason", "action_drop")]), 1.0)));
-        assert_eq!(get("xdpool_pool_recycle").samples, vec![(l(&[("port", "xdpb0"), ("queue", "0"), ("pool", "3"), ("path", "ring")]), 5.0)]);
+        assert!(drops.samples.contains(&(
+            l(&[
+                ("port", "xdpb0"),
+                ("queue", "0"),
+                ("reason", "kernel_rx_ring_full")
+            ]),
+            3.0
+        )));
+        assert!(drops.samples.contains(&(
+            l(&[("port", "xdpb0"), ("queue", "1"), ("reason", "action_drop")]),
+            1.0
+        )));
+        assert_eq!(
+            get("xdpool_pool_recycle").samples,
+            vec![(
+                l(&[
+                    ("port", "xdpb0"),
+                    ("queue", "0"),
+                    ("pool", "3"),
+                    ("path", "ring")
+                ]),
+                5.0
+            )]
+        );
         assert_eq!(get("xdpool_pool_inflight").def.kind, Kind::Gauge);
-        assert!(get("xdpool_xdp_frames").samples.contains(&(l(&[("port", "xdpb0"), ("verdict", "steered")]), 30.0)));
+        assert!(get("xdpool_xdp_frames")
+            .samples
+            .contains(&(l(&[("port", "xdpb0"), ("verdict", "steered")]), 30.0)));
         assert_eq!(get("xdpool_frames").samples.len(), 2);
         assert_eq!(get("xdpool_umem_frames").samples, vec![(vec![], 128.0)]);
         assert_eq!(get("xdpool_xsk_rx_dropped").samples[0].1, 4.0);
@@ -450,9 +706,15 @@ mod tests {
             {"name": "out", "queues": [{"queue": 0, "tx_packets": 5}]}
         ]});
         let fams = collect(&snap);
-        let rx = fams.iter().find(|f| f.def.name == "xdpool_rx_packets").unwrap();
+        let rx = fams
+            .iter()
+            .find(|f| f.def.name == "xdpool_rx_packets")
+            .unwrap();
         assert_eq!(rx.samples[0].0[0], ("port".to_string(), "in".to_string()));
-        let tx = fams.iter().find(|f| f.def.name == "xdpool_tx_packets").unwrap();
+        let tx = fams
+            .iter()
+            .find(|f| f.def.name == "xdpool_tx_packets")
+            .unwrap();
         assert_eq!(tx.samples[0].0[0], ("port".to_string(), "out".to_string()));
     }
 }

@@ -17,8 +17,15 @@ pub type SnapshotFn = Arc<dyn Fn() -> Value + Send + Sync>;
 
 /// The control socket and, when configured, the Prometheus endpoint, serving
 /// `snapshot`; each is optional (a failure is logged). Dropping the pair stops them.
-pub fn start_servers(cfg: &crate::config::Config, snapshot: &SnapshotFn, rules: Option<control::RulesFn>) -> (Option<control::ControlServer>, Option<prom::PromServer>) {
-    let handlers = control::Handlers { snapshot: snapshot.clone(), rules };
+pub fn start_servers(
+    cfg: &crate::config::Config,
+    snapshot: &SnapshotFn,
+    rules: Option<control::RulesFn>,
+) -> (Option<control::ControlServer>, Option<prom::PromServer>) {
+    let handlers = control::Handlers {
+        snapshot: snapshot.clone(),
+        rules,
+    };
     let control = match control::ControlServer::start_with(&cfg.stats.control_socket, handlers) {
         Ok(s) => Some(s),
         Err(e) => {
@@ -27,7 +34,10 @@ pub fn start_servers(cfg: &crate::config::Config, snapshot: &SnapshotFn, rules: 
         }
     };
     let prom = match &cfg.stats.prometheus {
-        Some(addr) => match prom::PromServer::start(addr.get_ref().parse().expect("validated"), snapshot.clone()) {
+        Some(addr) => match prom::PromServer::start(
+            addr.get_ref().parse().expect("validated"),
+            snapshot.clone(),
+        ) {
             Ok(s) => {
                 tracing::info!(addr = %s.addr, "prometheus endpoint: GET /metrics");
                 Some(s)
@@ -41,4 +51,3 @@ pub fn start_servers(cfg: &crate::config::Config, snapshot: &SnapshotFn, rules: 
     };
     (control, prom)
 }
-

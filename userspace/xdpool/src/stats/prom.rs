@@ -18,7 +18,9 @@ use std::time::Duration;
 pub fn render(snapshot: &serde_json::Value) -> String {
     let registry = Registry::new();
     for fam in collect(snapshot) {
-        let Some((first, _)) = fam.samples.first() else { continue };
+        let Some((first, _)) = fam.samples.first() else {
+            continue;
+        };
         let names: Vec<&str> = first.iter().map(|(k, _)| k.as_str()).collect();
         let name = match fam.def.kind {
             Kind::Counter => format!("{}_total", fam.def.name),
@@ -54,7 +56,9 @@ pub fn render(snapshot: &serde_json::Value) -> String {
         }
     }
     let mut out = Vec::new();
-    TextEncoder::new().encode(&registry.gather(), &mut out).expect("encoding to memory cannot fail");
+    TextEncoder::new()
+        .encode(&registry.gather(), &mut out)
+        .expect("encoding to memory cannot fail");
     String::from_utf8(out).expect("the text format is UTF-8")
 }
 
@@ -78,21 +82,29 @@ impl PromServer {
         let addr = listener.local_addr()?;
         let stop = Arc::new(AtomicBool::new(false));
         let stop2 = stop.clone();
-        let thread = std::thread::Builder::new().name("xdpool-prom".into()).spawn(move || {
-            while !stop2.load(Ordering::Relaxed) {
-                match listener.accept() {
-                    Ok((stream, _)) => {
-                        let _ = serve_one(stream, &snapshot);
-                    }
-                    Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => std::thread::sleep(Duration::from_millis(50)),
-                    Err(e) => {
-                        tracing::warn!(error = %e, "prometheus accept failed");
-                        std::thread::sleep(Duration::from_millis(200));
+        let thread = std::thread::Builder::new()
+            .name("xdpool-prom".into())
+            .spawn(move || {
+                while !stop2.load(Ordering::Relaxed) {
+                    match listener.accept() {
+                        Ok((stream, _)) => {
+                            let _ = serve_one(stream, &snapshot);
+                        }
+                        Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {
+                            std::thread::sleep(Duration::from_millis(50))
+                        }
+                        Err(e) => {
+                            tracing::warn!(error = %e, "prometheus accept failed");
+                            std::thread::sleep(Duration::from_millis(200));
+                        }
                     }
                 }
-            }
-        })?;
-        Ok(PromServer { stop, thread: Some(thread), addr })
+            })?;
+        Ok(PromServer {
+            stop,
+            thread: Some(thread),
+            addr,
+        })
     }
 }
 
@@ -109,7 +121,10 @@ fn serve_one(stream: std::net::TcpStream, snapshot: &SnapshotFn) -> std::io::Res
     let mut stream = stream;
     let path = request.split_whitespace().nth(1).unwrap_or("");
     if !request.starts_with("GET ") || (path != "/metrics" && path != "/") {
-        write!(stream, "HTTP/1.0 404 Not Found\r\nContent-Length: 24\r\n\r\nonly GET /metrics exists")?;
+        write!(
+            stream,
+            "HTTP/1.0 404 Not Found\r\nContent-Length: 24\r\n\r\nonly GET /metrics exists"
+        )?;
         return Ok(());
     }
     let body = render(&snapshot());
@@ -138,7 +153,13 @@ pub fn sample_key(name: &str, labels: &[(String, String)]) -> String {
     }
     let mut l: Vec<&(String, String)> = labels.iter().collect();
     l.sort();
-    format!("{name}{{{}}}", l.iter().map(|(k, v)| format!("{k}=\"{v}\"")).collect::<Vec<_>>().join(","))
+    format!(
+        "{name}{{{}}}",
+        l.iter()
+            .map(|(k, v)| format!("{k}=\"{v}\""))
+            .collect::<Vec<_>>()
+            .join(",")
+    )
 }
 
 /// Parses Prometheus text into `name{labels} -> value` (labels as [`sample_key`] files them).
@@ -148,16 +169,27 @@ pub fn parse_text(text: &str) -> Result<BTreeMap<String, f64>, String> {
         if line.starts_with('#') || line.is_empty() {
             continue;
         }
-        let (key, value) = line.rsplit_once(' ').ok_or_else(|| format!("line {}: no value: {line}", i + 1))?;
-        let v: f64 = value.parse().map_err(|_| format!("line {}: bad value {value}", i + 1))?;
+        let (key, value) = line
+            .rsplit_once(' ')
+            .ok_or_else(|| format!("line {}: no value: {line}", i + 1))?;
+        let v: f64 = value
+            .parse()
+            .map_err(|_| format!("line {}: bad value {value}", i + 1))?;
         let (name, labels) = match key.split_once('{') {
             None => (key, Vec::new()),
             Some((name, rest)) => {
-                let body = rest.strip_suffix('}').ok_or_else(|| format!("line {}: bad labels: {line}", i + 1))?;
+                let body = rest
+                    .strip_suffix('}')
+                    .ok_or_else(|| format!("line {}: bad labels: {line}", i + 1))?;
                 let mut labels = Vec::new();
                 for pair in body.split("\",").filter(|p| !p.is_empty()) {
-                    let (k, v) = pair.split_once("=\"").ok_or_else(|| format!("line {}: bad label {pair}", i + 1))?;
-                    labels.push((k.trim_start_matches(',').to_string(), v.trim_end_matches('"').to_string()));
+                    let (k, v) = pair
+                        .split_once("=\"")
+                        .ok_or_else(|| format!("line {}: bad label {pair}", i + 1))?;
+                    labels.push((
+                        k.trim_start_matches(',').to_string(),
+                        v.trim_end_matches('"').to_string(),
+                    ));
                 }
                 (name, labels)
             }
@@ -176,13 +208,31 @@ mod tests {
     fn render_parses_and_matches_snapshot() {
         let s = json!({"interface": "xdpb0", "queues": [{"queue": 0, "rx_packets": 12000, "pool": {"alloc_fast": 7, "inflight": 3}}, {"queue": 1, "rx_packets": 345}]});
         let text = render(&s);
-        assert!(text.contains("# TYPE xdpool_rx_packets_total counter\n"), "{text}");
-        assert!(text.contains("# TYPE xdpool_pool_inflight gauge\n"), "{text}");
-        assert!(text.contains("# HELP xdpool_rx_packets_total Frames the worker took"), "{text}");
+        assert!(
+            text.contains("# TYPE xdpool_rx_packets_total counter\n"),
+            "{text}"
+        );
+        assert!(
+            text.contains("# TYPE xdpool_pool_inflight gauge\n"),
+            "{text}"
+        );
+        assert!(
+            text.contains("# HELP xdpool_rx_packets_total Frames the worker took"),
+            "{text}"
+        );
         let m = parse_text(&text).unwrap();
-        assert_eq!(m["xdpool_rx_packets_total{port=\"xdpb0\",queue=\"0\"}"], 12000.0);
-        assert_eq!(m["xdpool_rx_packets_total{port=\"xdpb0\",queue=\"1\"}"], 345.0);
-        assert_eq!(m["xdpool_pool_alloc_total{path=\"fast\",port=\"xdpb0\",queue=\"0\"}"], 7.0);
+        assert_eq!(
+            m["xdpool_rx_packets_total{port=\"xdpb0\",queue=\"0\"}"],
+            12000.0
+        );
+        assert_eq!(
+            m["xdpool_rx_packets_total{port=\"xdpb0\",queue=\"1\"}"],
+            345.0
+        );
+        assert_eq!(
+            m["xdpool_pool_alloc_total{path=\"fast\",port=\"xdpb0\",queue=\"0\"}"],
+            7.0
+        );
         assert_eq!(m["xdpool_pool_inflight{port=\"xdpb0\",queue=\"0\"}"], 3.0);
     }
 
@@ -196,7 +246,8 @@ mod tests {
 
     #[test]
     fn serves_over_loopback() {
-        let snap: SnapshotFn = Arc::new(|| json!({"interface": "x", "queues": [{"queue": 0, "rx_packets": 3}]}));
+        let snap: SnapshotFn =
+            Arc::new(|| json!({"interface": "x", "queues": [{"queue": 0, "rx_packets": 3}]}));
         let server = PromServer::start("127.0.0.1:0".parse().unwrap(), snap).unwrap();
         let mut s = std::net::TcpStream::connect(server.addr).unwrap();
         write!(s, "GET /metrics HTTP/1.0\r\n\r\n").unwrap();
@@ -204,6 +255,9 @@ mod tests {
         std::io::Read::read_to_string(&mut s, &mut body).unwrap();
         assert!(body.starts_with("HTTP/1.0 200"));
         let text = body.split("\r\n\r\n").nth(1).unwrap();
-        assert_eq!(parse_text(text).unwrap()["xdpool_rx_packets_total{port=\"x\",queue=\"0\"}"], 3.0);
+        assert_eq!(
+            parse_text(text).unwrap()["xdpool_rx_packets_total{port=\"x\",queue=\"0\"}"],
+            3.0
+        );
     }
 }

@@ -203,14 +203,24 @@ mod tests {
 
     /// (name, offset) for every field of `struct name`, from its `/* offset N */` comments.
     fn header_offsets(name: &str) -> Vec<(String, usize)> {
-        let start = HEADER.find(&format!("struct {name} {{")).expect("struct in header");
+        let start = HEADER
+            .find(&format!("struct {name} {{"))
+            .expect("struct in header");
         let body = &HEADER[start..];
         let body = &body[..body.find("};").expect("struct end")];
         body.lines()
             .filter_map(|line| {
                 let (decl, comment) = line.split_once("/* offset ")?;
-                let offset = comment.split(|c: char| !c.is_ascii_digit()).next()?.parse().ok()?;
-                let field = decl.trim().trim_end_matches(';').split_whitespace().last()?;
+                let offset = comment
+                    .split(|c: char| !c.is_ascii_digit())
+                    .next()?
+                    .parse()
+                    .ok()?;
+                let field = decl
+                    .trim()
+                    .trim_end_matches(';')
+                    .split_whitespace()
+                    .last()?;
                 let field = field.split('[').next()?.to_string();
                 Some((field, offset))
             })
@@ -258,12 +268,19 @@ mod tests {
             ("XDPOOL_LIVE_GEN_SHIFT", LIVE_GEN_SHIFT.into()),
         ];
         for (name, value) in expect {
-            assert_eq!(d.get(*name), Some(value), "{name} differs between xdpool.h and abi.rs");
+            assert_eq!(
+                d.get(*name),
+                Some(value),
+                "{name} differs between xdpool.h and abi.rs"
+            );
         }
         // Every numeric define in the header is mirrored here.
         let mirrored: Vec<&str> = expect.iter().map(|(n, _)| *n).collect();
         for name in d.keys() {
-            assert!(mirrored.contains(&name.as_str()), "{name} in xdpool.h has no Rust mirror");
+            assert!(
+                mirrored.contains(&name.as_str()),
+                "{name} in xdpool.h has no Rust mirror"
+            );
         }
     }
 
@@ -288,8 +305,10 @@ mod tests {
             ("src_addr", offset_of!(RuleAbi, src_addr)),
             ("src_mask", offset_of!(RuleAbi, src_mask)),
         ];
-        let expect_rule: Vec<(String, usize)> =
-            expect_rule.iter().map(|(n, o)| (n.to_string(), *o)).collect();
+        let expect_rule: Vec<(String, usize)> = expect_rule
+            .iter()
+            .map(|(n, o)| (n.to_string(), *o))
+            .collect();
         assert_eq!(rule, expect_rule);
 
         let config = header_offsets("xdpool_config");

@@ -6,7 +6,9 @@ use std::io;
 #[derive(Debug, thiserror::Error)]
 pub enum SteerError {
     /// The kernel refused for lack of privileges.
-    #[error("{what}: permission denied; run as root (needs CAP_BPF, CAP_NET_ADMIN and CAP_PERFMON)")]
+    #[error(
+        "{what}: permission denied; run as root (needs CAP_BPF, CAP_NET_ADMIN and CAP_PERFMON)"
+    )]
     NotPermitted {
         /// The operation that was refused.
         what: &'static str,

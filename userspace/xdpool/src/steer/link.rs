@@ -28,7 +28,11 @@ const _: () = assert!(size_of::<LinkCreateAttr>() == 48);
 
 /// Attaches `prog` to `ifindex` with `XDP_FLAGS_*` `flags` through a bpf_link.
 /// Dropping the returned fd (or the process dying) detaches the program.
-pub(crate) fn xdp_link_create(prog: BorrowedFd<'_>, ifindex: u32, flags: u32) -> io::Result<OwnedFd> {
+pub(crate) fn xdp_link_create(
+    prog: BorrowedFd<'_>,
+    ifindex: u32,
+    flags: u32,
+) -> io::Result<OwnedFd> {
     let attr = LinkCreateAttr {
         prog_fd: prog.as_raw_fd() as u32,
         target_ifindex: ifindex,
@@ -68,7 +72,11 @@ const _: () = assert!(size_of::<LinkUpdateAttr>() == 16);
 /// Makes the XDP `link` run `new` instead of `old` in one step: each frame runs
 /// one program or the other, none runs neither. Fails (EPERM) if the link no
 /// longer runs `old`.
-pub(crate) fn xdp_link_update(link: BorrowedFd<'_>, new: BorrowedFd<'_>, old: BorrowedFd<'_>) -> io::Result<()> {
+pub(crate) fn xdp_link_update(
+    link: BorrowedFd<'_>,
+    new: BorrowedFd<'_>,
+    old: BorrowedFd<'_>,
+) -> io::Result<()> {
     let attr = LinkUpdateAttr {
         link_fd: link.as_raw_fd() as u32,
         new_prog_fd: new.as_raw_fd() as u32,

@@ -35,7 +35,8 @@ use abi::{BankAbi, ConfigAbi, RuleAbi, RuleHitsAbi};
 static OBJECT: &[u8] = aya::include_bytes_aligned!(concat!(env!("OUT_DIR"), "/xdpool.bpf.o"));
 
 /// The object built from `xdp-prog/redirect.bpf.c`: the benchmark's reference.
-static REDIRECT_OBJECT: &[u8] = aya::include_bytes_aligned!(concat!(env!("OUT_DIR"), "/redirect.bpf.o"));
+static REDIRECT_OBJECT: &[u8] =
+    aya::include_bytes_aligned!(concat!(env!("OUT_DIR"), "/redirect.bpf.o"));
 
 const STEER_PROG: &str = "xdpool_steer";
 /// The same program for single-buffer frames (section "xdp": no length helper).
@@ -171,10 +172,16 @@ fn load_steer(shape: &Shape, frags: bool) -> Result<Ebpf, SteerError> {
     Ok(ebpf)
 }
 
-fn load_object(loader: &mut EbpfLoader<'_>, object: &[u8], name: &'static str) -> Result<Ebpf, SteerError> {
+fn load_object(
+    loader: &mut EbpfLoader<'_>,
+    object: &[u8],
+    name: &'static str,
+) -> Result<Ebpf, SteerError> {
     let mut ebpf = loader.load(object).map_err(|e| {
         if is_permission_error(&e) {
-            SteerError::NotPermitted { what: "creating BPF maps" }
+            SteerError::NotPermitted {
+                what: "creating BPF maps",
+            }
         } else {
             SteerError::Object(e)
         }
@@ -184,7 +191,9 @@ fn load_object(loader: &mut EbpfLoader<'_>, object: &[u8], name: &'static str) -
         if is_permission_error(&source) {
             // The verifier's own words (which check needs which capability).
             tracing::debug!(program = name, error = ?source, "program load refused");
-            SteerError::NotPermitted { what: "loading the XDP program" }
+            SteerError::NotPermitted {
+                what: "loading the XDP program",
+            }
         } else {
             SteerError::Program { name, source }
         }
@@ -195,39 +204,58 @@ fn load_object(loader: &mut EbpfLoader<'_>, object: &[u8], name: &'static str) -
 
 fn xdp_mut<'a>(ebpf: &'a mut Ebpf, name: &'static str) -> Result<&'a mut Xdp, SteerError> {
     ebpf.program_mut(name)
-        .ok_or(SteerError::MissingInObject { what: "program", name })?
+        .ok_or(SteerError::MissingInObject {
+            what: "program",
+            name,
+        })?
         .try_into()
         .map_err(|source| SteerError::Program { name, source })
 }
 
 fn xdp<'a>(ebpf: &'a Ebpf, name: &'static str) -> Result<&'a Xdp, SteerError> {
     ebpf.program(name)
-        .ok_or(SteerError::MissingInObject { what: "program", name })?
+        .ok_or(SteerError::MissingInObject {
+            what: "program",
+            name,
+        })?
         .try_into()
         .map_err(|source| SteerError::Program { name, source })
 }
 
-fn map_mut<'a>(ebpf: &'a mut Ebpf, name: &'static str) -> Result<&'a mut aya::maps::Map, SteerError> {
-    ebpf.map_mut(name).ok_or(SteerError::MissingInObject { what: "map", name })
+fn map_mut<'a>(
+    ebpf: &'a mut Ebpf,
+    name: &'static str,
+) -> Result<&'a mut aya::maps::Map, SteerError> {
+    ebpf.map_mut(name)
+        .ok_or(SteerError::MissingInObject { what: "map", name })
 }
 
 fn map<'a>(ebpf: &'a Ebpf, name: &'static str) -> Result<&'a aya::maps::Map, SteerError> {
-    ebpf.map(name).ok_or(SteerError::MissingInObject { what: "map", name })
+    ebpf.map(name)
+        .ok_or(SteerError::MissingInObject { what: "map", name })
 }
 
 /// Sum over CPUs of entry `index` of a per-CPU `u64` array.
 fn percpu_sum(ebpf: &Ebpf, name: &'static str, index: u32) -> Result<u64, SteerError> {
-    let array: PerCpuArray<&MapData, u64> =
-        PerCpuArray::try_from(map(ebpf, name)?).map_err(|source| SteerError::Map { name, source })?;
-    let values = array.get(&index, 0).map_err(|source| SteerError::Map { name, source })?;
+    let array: PerCpuArray<&MapData, u64> = PerCpuArray::try_from(map(ebpf, name)?)
+        .map_err(|source| SteerError::Map { name, source })?;
+    let values = array
+        .get(&index, 0)
+        .map_err(|source| SteerError::Map { name, source })?;
     Ok(values.iter().sum())
 }
 
 fn read_counters(map: &Map) -> Result<XdpCounters, SteerError> {
     let array: PerCpuArray<&MapData, u64> =
-        PerCpuArray::try_from(map).map_err(|source| SteerError::Map { name: "counters", source })?;
+        PerCpuArray::try_from(map).map_err(|source| SteerError::Map {
+            name: "counters",
+            source,
+        })?;
     let get = |index: u32| -> Result<u64, SteerError> {
-        let values = array.get(&index, 0).map_err(|source| SteerError::Map { name: "counters", source })?;
+        let values = array.get(&index, 0).map_err(|source| SteerError::Map {
+            name: "counters",
+            source,
+        })?;
         Ok(values.iter().sum())
     };
     Ok(XdpCounters {
@@ -246,21 +274,40 @@ fn live_counters(ebpf: &Ebpf) -> Result<XdpCounters, SteerError> {
 /// Writes a whole bank (one entry of the `rules` map, `MAX_RULES` rules).
 fn write_bank(ebpf: &mut Ebpf, bank: u32, entries: &[RuleAbi]) -> Result<(), SteerError> {
     let mut map: Array<&mut MapData, BankAbi> =
-        Array::try_from(map_mut(ebpf, "rules")?).map_err(|source| SteerError::Map { name: "rules", source })?;
+        Array::try_from(map_mut(ebpf, "rules")?).map_err(|source| SteerError::Map {
+            name: "rules",
+            source,
+        })?;
     let mut value: BankAbi = [RuleAbi::default(); abi::MAX_RULES];
     value[..entries.len()].copy_from_slice(entries);
-    map.set(bank, value, 0).map_err(|source| SteerError::Map { name: "rules", source })
+    map.set(bank, value, 0).map_err(|source| SteerError::Map {
+        name: "rules",
+        source,
+    })
 }
 
 /// Zeroes the hit counters of bank `bank` (before a list is written into it).
 fn zero_rule_hits(ebpf: &mut Ebpf, bank: u32) -> Result<(), SteerError> {
-    let mut hits: PerCpuArray<&mut MapData, RuleHitsAbi> = PerCpuArray::try_from(map_mut(ebpf, "rule_hits")?)
-        .map_err(|source| SteerError::Map { name: "rule_hits", source })?;
-    let cpus = aya::util::nr_cpus().map_err(|(what, source)| SteerError::Kernel { what, source })?;
+    let mut hits: PerCpuArray<&mut MapData, RuleHitsAbi> =
+        PerCpuArray::try_from(map_mut(ebpf, "rule_hits")?).map_err(|source| SteerError::Map {
+            name: "rule_hits",
+            source,
+        })?;
+    let cpus =
+        aya::util::nr_cpus().map_err(|(what, source)| SteerError::Kernel { what, source })?;
     for i in 0..abi::MAX_RULES as u32 {
-        let zero = PerCpuValues::try_from(vec![RuleHitsAbi::default(); cpus])
-            .map_err(|source| SteerError::Kernel { what: "per-CPU values", source })?;
-        hits.set(bank * abi::MAX_RULES as u32 + i, zero, 0).map_err(|source| SteerError::Map { name: "rule_hits", source })?;
+        let zero =
+            PerCpuValues::try_from(vec![RuleHitsAbi::default(); cpus]).map_err(|source| {
+                SteerError::Kernel {
+                    what: "per-CPU values",
+                    source,
+                }
+            })?;
+        hits.set(bank * abi::MAX_RULES as u32 + i, zero, 0)
+            .map_err(|source| SteerError::Map {
+                name: "rule_hits",
+                source,
+            })?;
     }
     Ok(())
 }
@@ -271,22 +318,51 @@ pub(crate) fn live_word(generation: u32, bank: u32, tagging: bool) -> u32 {
 }
 
 /// Writes the `config` map's live word.
-fn write_live(ebpf: &mut Ebpf, generation: u32, bank: u32, tagging: bool) -> Result<(), SteerError> {
-    let mut config: Array<&mut MapData, ConfigAbi> =
-        Array::try_from(map_mut(ebpf, "config")?).map_err(|source| SteerError::Map { name: "config", source })?;
+fn write_live(
+    ebpf: &mut Ebpf,
+    generation: u32,
+    bank: u32,
+    tagging: bool,
+) -> Result<(), SteerError> {
+    let mut config: Array<&mut MapData, ConfigAbi> = Array::try_from(map_mut(ebpf, "config")?)
+        .map_err(|source| SteerError::Map {
+            name: "config",
+            source,
+        })?;
     config
-        .set(0, ConfigAbi { live: live_word(generation, bank, tagging), reserved: 0 }, 0)
-        .map_err(|source| SteerError::Map { name: "config", source })
+        .set(
+            0,
+            ConfigAbi {
+                live: live_word(generation, bank, tagging),
+                reserved: 0,
+            },
+            0,
+        )
+        .map_err(|source| SteerError::Map {
+            name: "config",
+            source,
+        })
 }
 
 /// Sum over CPUs of rule `rule` of bank `bank` in a `rule_hits` map.
 fn read_hits(map: &Map, bank: u32, rule: usize) -> Result<RuleCounts, SteerError> {
     let array: PerCpuArray<&MapData, RuleHitsAbi> =
-        PerCpuArray::try_from(map).map_err(|source| SteerError::Map { name: "rule_hits", source })?;
+        PerCpuArray::try_from(map).map_err(|source| SteerError::Map {
+            name: "rule_hits",
+            source,
+        })?;
     let values = array
         .get(&(bank * abi::MAX_RULES as u32 + rule as u32), 0)
-        .map_err(|source| SteerError::Map { name: "rule_hits", source })?;
-    Ok(values.iter().fold(RuleCounts::default(), |a, v| RuleCounts { packets: a.packets + v.packets, bytes: a.bytes + v.bytes }))
+        .map_err(|source| SteerError::Map {
+            name: "rule_hits",
+            source,
+        })?;
+    Ok(values
+        .iter()
+        .fold(RuleCounts::default(), |a, v| RuleCounts {
+            packets: a.packets + v.packets,
+            bytes: a.bytes + v.bytes,
+        }))
 }
 
 /// Packets and bytes a rule matched.
@@ -301,7 +377,10 @@ pub struct RuleCounts {
 impl std::ops::Add for RuleCounts {
     type Output = RuleCounts;
     fn add(self, o: RuleCounts) -> RuleCounts {
-        RuleCounts { packets: self.packets + o.packets, bytes: self.bytes + o.bytes }
+        RuleCounts {
+            packets: self.packets + o.packets,
+            bytes: self.bytes + o.bytes,
+        }
     }
 }
 
@@ -323,7 +402,13 @@ struct ListHits {
 impl ListHits {
     fn new(bank: u32, len: usize, carry: &[Option<usize>]) -> ListHits {
         let carry = (0..len).map(|i| carry.get(i).copied().flatten()).collect();
-        ListHits { map: None, bank, len, base: vec![RuleCounts::default(); len], carry }
+        ListHits {
+            map: None,
+            bank,
+            len,
+            base: vec![RuleCounts::default(); len],
+            carry,
+        }
     }
 
     /// This list's own hits of rule `i` (nothing carried).
@@ -348,24 +433,41 @@ struct Attachment {
 }
 
 /// Attaches `prog` through a bpf_link, mapping the kernel's answers to what the user should do.
-fn attach_link(prog: &Xdp, name: &'static str, ifindex: u32, mode: XdpAttachMode) -> Result<Attachment, SteerError> {
+fn attach_link(
+    prog: &Xdp,
+    name: &'static str,
+    ifindex: u32,
+    mode: XdpAttachMode,
+) -> Result<Attachment, SteerError> {
     // Also proves the interface exists in this network namespace.
     if let Some(prog_id) = xdp_program_on(ifindex)? {
-        return Err(SteerError::AlreadyAttached { ifindex, prog_id: Some(prog_id) });
+        return Err(SteerError::AlreadyAttached {
+            ifindex,
+            prog_id: Some(prog_id),
+        });
     }
-    let prog_fd = prog.fd().map_err(|source| SteerError::Program { name, source })?;
+    let prog_fd = prog
+        .fd()
+        .map_err(|source| SteerError::Program { name, source })?;
     match link::xdp_link_create(prog_fd.as_fd(), ifindex, mode.flags()) {
         Ok(link) => {
             tracing::info!(ifindex, %mode, "XDP program attached through bpf_link");
             Ok(Attachment { ifindex, link })
         }
         Err(source) => Err(match source.raw_os_error() {
-            Some(libc::EPERM) | Some(libc::EACCES) => SteerError::NotPermitted { what: "attaching XDP" },
+            Some(libc::EPERM) | Some(libc::EACCES) => SteerError::NotPermitted {
+                what: "attaching XDP",
+            },
             Some(libc::ENODEV) => SteerError::InterfaceMissing { ifindex },
-            Some(libc::EBUSY) | Some(libc::EEXIST) => {
-                SteerError::AlreadyAttached { ifindex, prog_id: xdp_program_on(ifindex).ok().flatten() }
-            }
-            _ if mode == XdpAttachMode::Native => SteerError::ModeRefused { ifindex, mode: mode.name(), source },
+            Some(libc::EBUSY) | Some(libc::EEXIST) => SteerError::AlreadyAttached {
+                ifindex,
+                prog_id: xdp_program_on(ifindex).ok().flatten(),
+            },
+            _ if mode == XdpAttachMode::Native => SteerError::ModeRefused {
+                ifindex,
+                mode: mode.name(),
+                source,
+            },
             _ => SteerError::Attach { ifindex, source },
         }),
     }
@@ -380,12 +482,21 @@ fn test_run_xdp(prog: &Xdp, frame: &[u8], repeat: u32) -> Result<(u32, Duration)
     // The kernel refuses shorter input with EINVAL (also when the bytes are
     // moved into XDP metadata); name that instead of a bare EINVAL.
     if frame.len() < TEST_RUN_MIN_FRAME {
-        return Err(SteerError::FrameTooShortForTestRun { len: frame.len(), min: TEST_RUN_MIN_FRAME });
+        return Err(SteerError::FrameTooShortForTestRun {
+            len: frame.len(),
+            min: TEST_RUN_MIN_FRAME,
+        });
     }
-    let opts = TestRunOptions { data_in: Some(frame), repeat: repeat.max(1), ..TestRunOptions::default() };
+    let opts = TestRunOptions {
+        data_in: Some(frame),
+        repeat: repeat.max(1),
+        ..TestRunOptions::default()
+    };
     let result = prog.test_run(opts).map_err(|e| {
         if is_permission_error(&e) {
-            SteerError::NotPermitted { what: "BPF_PROG_TEST_RUN" }
+            SteerError::NotPermitted {
+                what: "BPF_PROG_TEST_RUN",
+            }
         } else {
             SteerError::TestRun(e)
         }
@@ -436,7 +547,11 @@ pub const MAX_GENERATION: u32 = (1 << (32 - abi::TAG_GEN_SHIFT)) - 1;
 
 /// The generation after `g` (never 0: a zero tag means "no tag").
 pub fn next_generation(g: u32) -> u32 {
-    if g >= MAX_GENERATION { 1 } else { g + 1 }
+    if g >= MAX_GENERATION {
+        1
+    } else {
+        g + 1
+    }
 }
 
 impl Steering {
@@ -511,7 +626,12 @@ impl Steering {
     /// steers, see `xdpool.h`; not 0, at most [`MAX_GENERATION`]) and, for each new
     /// rule, the rule of the current list whose counters it continues
     /// ([`Steering::rule_counts`]; missing entries continue none).
-    pub fn set_rules_carrying(&mut self, rules: &[Rule], carry: &[Option<usize>], generation: u32) -> Result<(), SteerError> {
+    pub fn set_rules_carrying(
+        &mut self,
+        rules: &[Rule],
+        carry: &[Option<usize>],
+        generation: u32,
+    ) -> Result<(), SteerError> {
         let entries = rule::encode_rules(rules)?;
         let shape = Shape::of(&entries[..rules.len()]);
         // The list retired by the previous swap has been off for a whole swap:
@@ -531,7 +651,12 @@ impl Steering {
         self.generation = generation;
         let old = std::mem::replace(&mut self.hits, ListHits::new(next, rules.len(), carry));
         self.retired_hits = Some(old);
-        tracing::info!(rules = rules.len(), bank = next, generation, "steering rules set");
+        tracing::info!(
+            rules = rules.len(),
+            bank = next,
+            generation,
+            "steering rules set"
+        );
         Ok(())
     }
 
@@ -555,25 +680,57 @@ impl Steering {
     /// Loads a program for `shape` with `entries` in bank 0 and the registered
     /// sockets in its XSKMAP, then puts it where the old one was.
     #[cold]
-    fn reload(&mut self, shape: Shape, entries: &[RuleAbi], rule_count: usize, carry: &[Option<usize>], generation: u32, frags: bool) -> Result<(), SteerError> {
+    fn reload(
+        &mut self,
+        shape: Shape,
+        entries: &[RuleAbi],
+        rule_count: usize,
+        carry: &[Option<usize>],
+        generation: u32,
+        frags: bool,
+    ) -> Result<(), SteerError> {
         let mut next = load_steer(&shape, frags)?;
         write_bank(&mut next, 0, entries)?;
         write_live(&mut next, generation, 0, self.tagging)?;
         {
             let mut xsks: XskMap<&mut MapData> = XskMap::try_from(map_mut(&mut next, "xsks")?)
-                .map_err(|source| SteerError::Map { name: "xsks", source })?;
+                .map_err(|source| SteerError::Map {
+                    name: "xsks",
+                    source,
+                })?;
             for (&queue, &fd) in &self.xsks {
-                xsks.set(queue, fd, 0).map_err(|source| SteerError::Xsk { queue, source })?;
+                xsks.set(queue, fd, 0)
+                    .map_err(|source| SteerError::Xsk { queue, source })?;
             }
         }
         if let Some(a) = &self.attachment {
-            let (new_name, old_name) = (steer_prog(frags, &shape), steer_prog(self.frags, &self.shape));
-            let new_fd = xdp(&next, new_name)?.fd().map_err(|source| SteerError::Program { name: new_name, source })?;
-            let old_fd = xdp(&self.ebpf, old_name)?.fd().map_err(|source| SteerError::Program { name: old_name, source })?;
-            link::xdp_link_update(a.link.as_fd(), new_fd.as_fd(), old_fd.as_fd()).map_err(|source| match source.raw_os_error() {
-                Some(libc::EPERM) | Some(libc::EACCES) => SteerError::NotPermitted { what: "replacing the XDP program" },
-                _ => SteerError::Attach { ifindex: a.ifindex, source },
-            })?;
+            let (new_name, old_name) = (
+                steer_prog(frags, &shape),
+                steer_prog(self.frags, &self.shape),
+            );
+            let new_fd = xdp(&next, new_name)?
+                .fd()
+                .map_err(|source| SteerError::Program {
+                    name: new_name,
+                    source,
+                })?;
+            let old_fd = xdp(&self.ebpf, old_name)?
+                .fd()
+                .map_err(|source| SteerError::Program {
+                    name: old_name,
+                    source,
+                })?;
+            link::xdp_link_update(a.link.as_fd(), new_fd.as_fd(), old_fd.as_fd()).map_err(
+                |source| match source.raw_os_error() {
+                    Some(libc::EPERM) | Some(libc::EACCES) => SteerError::NotPermitted {
+                        what: "replacing the XDP program",
+                    },
+                    _ => SteerError::Attach {
+                        ifindex: a.ifindex,
+                        source,
+                    },
+                },
+            )?;
         }
         let mut old = std::mem::replace(&mut self.ebpf, next);
         // The program retired before this one has been off the link for a whole
@@ -581,9 +738,20 @@ impl Steering {
         if let Some(map) = self.retired_counters.take() {
             self.folded = self.folded + read_counters(&map)?;
         }
-        self.retired_counters = Some(old.take_map("counters").ok_or(SteerError::MissingInObject { what: "map", name: "counters" })?);
+        self.retired_counters = Some(old.take_map("counters").ok_or(
+            SteerError::MissingInObject {
+                what: "map",
+                name: "counters",
+            },
+        )?);
         let mut retired = std::mem::replace(&mut self.hits, ListHits::new(0, rule_count, carry));
-        retired.map = Some(old.take_map("rule_hits").ok_or(SteerError::MissingInObject { what: "map", name: "rule_hits" })?);
+        retired.map = Some(
+            old.take_map("rule_hits")
+                .ok_or(SteerError::MissingInObject {
+                    what: "map",
+                    name: "rule_hits",
+                })?,
+        );
         self.retired_hits = Some(retired);
         if self.attachment.is_some() {
             tracing::info!(from = %self.shape, to = %shape, generation, "steering program replaced for a new rule shape (bpf_link update)");
@@ -614,7 +782,14 @@ impl Steering {
         self.fold_retired()?;
         let entries = self.entries.clone();
         let carry: Vec<Option<usize>> = (0..entries.len()).map(Some).collect();
-        self.reload(self.shape.clone(), &entries, entries.len(), &carry, self.generation, frags)
+        self.reload(
+            self.shape.clone(),
+            &entries,
+            entries.len(),
+            &carry,
+            self.generation,
+            frags,
+        )
     }
 
     /// Multi-buffer frames are wanted whatever the MTU (the sockets are
@@ -654,14 +829,21 @@ impl Steering {
         }
         // The single-buffer program where the MTU fits one buffer (no length
         // helper per frame); the kernel then keeps the MTU there while attached.
-        let one_buffer = !self.frags_required && netlink::link_mtu(ifindex).ok().flatten().is_some_and(|m| m <= ONE_BUFFER_MTU);
+        let one_buffer = !self.frags_required
+            && netlink::link_mtu(ifindex)
+                .ok()
+                .flatten()
+                .is_some_and(|m| m <= ONE_BUFFER_MTU);
         self.use_frags(!one_buffer)?;
         let name = steer_prog(self.frags, &self.shape);
         let first = attach_link(xdp(&self.ebpf, name)?, name, ifindex, mode);
         let attachment = match first {
             Err(SteerError::ModeRefused { .. } | SteerError::Attach { .. }) if !self.frags => {
                 // Refused for the MTU (veth checks its peer's): the multi-buffer one.
-                tracing::debug!(ifindex, "single-buffer XDP program refused; attaching the multi-buffer one");
+                tracing::debug!(
+                    ifindex,
+                    "single-buffer XDP program refused; attaching the multi-buffer one"
+                );
                 self.use_frags(true)?;
                 let name = steer_prog(true, &self.shape);
                 attach_link(xdp(&self.ebpf, name)?, name, ifindex, mode)?
@@ -689,14 +871,17 @@ impl Steering {
     pub fn program_id(&self) -> Result<u32, SteerError> {
         let name = steer_prog(self.frags, &self.shape);
         let prog = xdp(&self.ebpf, name)?;
-        prog.info().map(|i| i.id()).map_err(|source| SteerError::Program { name, source })
+        prog.info()
+            .map(|i| i.id())
+            .map_err(|source| SteerError::Program { name, source })
     }
 
     /// Steers frames of receive queue `queue` to the AF_XDP socket `fd`. The fd
     /// must stay open until [`Steering::unregister_xsk`]: a reload registers it again.
     pub fn register_xsk(&mut self, queue: u32, fd: RawFd) -> Result<(), SteerError> {
         let mut xsks = self.xsk_map(queue)?;
-        xsks.set(queue, fd, 0).map_err(|source| SteerError::Xsk { queue, source })?;
+        xsks.set(queue, fd, 0)
+            .map_err(|source| SteerError::Xsk { queue, source })?;
         self.xsks.insert(queue, fd);
         Ok(())
     }
@@ -705,14 +890,21 @@ impl Steering {
     pub fn unregister_xsk(&mut self, queue: u32) -> Result<(), SteerError> {
         self.xsks.remove(&queue);
         let mut xsks = self.xsk_map(queue)?;
-        xsks.unset(queue).map_err(|source| SteerError::Xsk { queue, source })
+        xsks.unset(queue)
+            .map_err(|source| SteerError::Xsk { queue, source })
     }
 
     fn xsk_map(&mut self, queue: u32) -> Result<XskMap<&mut MapData>, SteerError> {
         if queue >= abi::MAX_QUEUES {
-            return Err(SteerError::QueueOutOfRange { queue, max: abi::MAX_QUEUES });
+            return Err(SteerError::QueueOutOfRange {
+                queue,
+                max: abi::MAX_QUEUES,
+            });
         }
-        XskMap::try_from(map_mut(&mut self.ebpf, "xsks")?).map_err(|source| SteerError::Map { name: "xsks", source })
+        XskMap::try_from(map_mut(&mut self.ebpf, "xsks")?).map_err(|source| SteerError::Map {
+            name: "xsks",
+            source,
+        })
     }
 
     /// The counters, summed over CPUs and over every program this `Steering`
@@ -728,7 +920,9 @@ impl Steering {
     /// Frames matched by each rule of the current list, in list order, since the
     /// list was set.
     pub fn rule_hits(&self) -> Result<Vec<u64>, SteerError> {
-        (0..self.hits.len).map(|i| self.hits.own(&self.ebpf, i).map(|c| c.packets)).collect()
+        (0..self.hits.len)
+            .map(|i| self.hits.own(&self.ebpf, i).map(|c| c.packets))
+            .collect()
     }
 
     /// Packets and bytes of each rule of the current list, with what each rule
@@ -753,13 +947,22 @@ impl Steering {
     /// the XDP action (`XDP_DROP` = 1, `XDP_PASS` = 2, `XDP_REDIRECT` = 4).
     /// Counters move exactly as for a received frame.
     pub fn test_run(&self, frame: &[u8]) -> Result<u32, SteerError> {
-        test_run_xdp(xdp(&self.ebpf, steer_prog(self.frags, &self.shape))?, frame, 1).map(|(action, _)| action)
+        test_run_xdp(
+            xdp(&self.ebpf, steer_prog(self.frags, &self.shape))?,
+            frame,
+            1,
+        )
+        .map(|(action, _)| action)
     }
 
     /// Runs the program `repeat` times on `frame` in the kernel; returns the XDP
     /// action and the kernel-measured mean time per run. Counters move `repeat` times.
     pub fn test_run_timed(&self, frame: &[u8], repeat: u32) -> Result<(u32, Duration), SteerError> {
-        test_run_xdp(xdp(&self.ebpf, steer_prog(self.frags, &self.shape))?, frame, repeat)
+        test_run_xdp(
+            xdp(&self.ebpf, steer_prog(self.frags, &self.shape))?,
+            frame,
+            repeat,
+        )
     }
 }
 
@@ -773,7 +976,10 @@ pub struct Ceiling {
 impl Ceiling {
     /// Loads the program without attaching it.
     pub fn load() -> Result<Self, SteerError> {
-        Ok(Ceiling { ebpf: load_program(CEILING_PROG)?, attachment: None })
+        Ok(Ceiling {
+            ebpf: load_program(CEILING_PROG)?,
+            attachment: None,
+        })
     }
 
     /// Loads the program and attaches it to `ifindex` through a bpf_link.
@@ -807,7 +1013,9 @@ impl RedirectReference {
     /// Loads the program (its XSKMAP stays empty: every run falls back to XDP_PASS,
     /// as the steering program's steer rules do under test).
     pub fn load() -> Result<Self, SteerError> {
-        Ok(RedirectReference { ebpf: load_object(&mut EbpfLoader::new(), REDIRECT_OBJECT, REDIRECT_PROG)? })
+        Ok(RedirectReference {
+            ebpf: load_object(&mut EbpfLoader::new(), REDIRECT_OBJECT, REDIRECT_PROG)?,
+        })
     }
 
     /// Runs the program `repeat` times on `frame`; the XDP action and the kernel's

@@ -38,7 +38,10 @@ pub(crate) fn get_link(ifindex: u32) -> io::Result<Option<LinkMessage>> {
     let mut header = NetlinkHeader::default();
     header.flags = NLM_F_REQUEST;
     header.sequence_number = 1;
-    let mut request = NetlinkMessage::new(header, NetlinkPayload::from(RouteNetlinkMessage::GetLink(link)));
+    let mut request = NetlinkMessage::new(
+        header,
+        NetlinkPayload::from(RouteNetlinkMessage::GetLink(link)),
+    );
     request.finalize();
     let mut buf = vec![0u8; request.buffer_len()];
     request.serialize(&mut buf);
@@ -57,7 +60,10 @@ pub(crate) fn get_link(ifindex: u32) -> io::Result<Option<LinkMessage>> {
             Some(code) if code.get() == -libc::ENODEV => Ok(None),
             _ => Err(e.to_io()),
         },
-        other => Err(io::Error::new(io::ErrorKind::InvalidData, format!("unexpected rtnetlink reply {other:?}"))),
+        other => Err(io::Error::new(
+            io::ErrorKind::InvalidData,
+            format!("unexpected rtnetlink reply {other:?}"),
+        )),
     }
 }
 
@@ -75,7 +81,9 @@ fn prog_id(attributes: &[LinkAttribute]) -> Option<u32> {
         })
         .or_else(|| {
             xdp.iter().find_map(|x| match x {
-                LinkXdp::DrvProgId(id) | LinkXdp::SkbProgId(id) | LinkXdp::HwProgId(id) => Some(*id),
+                LinkXdp::DrvProgId(id) | LinkXdp::SkbProgId(id) | LinkXdp::HwProgId(id) => {
+                    Some(*id)
+                }
                 _ => None,
             })
         })

@@ -47,17 +47,34 @@ pub enum RuleMatch {
 impl RuleMatch {
     /// `Fields` with only the destination conditions (proto, port, prefix), `All`
     /// when none is given.
-    pub fn dst(proto: Option<u8>, dst_port: Option<(u16, u16)>, dst_prefix: Option<(IpAddr, u8)>) -> RuleMatch {
-        RuleMatch::Fields { proto, dst_port, dst_prefix, src_port: None, src_prefix: None, vlan: None }.normalized()
+    pub fn dst(
+        proto: Option<u8>,
+        dst_port: Option<(u16, u16)>,
+        dst_prefix: Option<(IpAddr, u8)>,
+    ) -> RuleMatch {
+        RuleMatch::Fields {
+            proto,
+            dst_port,
+            dst_prefix,
+            src_port: None,
+            src_prefix: None,
+            vlan: None,
+        }
+        .normalized()
     }
 
     /// `All` for a `Fields` without any condition (the two match alike; `All` is
     /// the one form the shape and the program's match-all test look for).
     pub fn normalized(self) -> RuleMatch {
         match self {
-            RuleMatch::Fields { proto: None, dst_port: None, dst_prefix: None, src_port: None, src_prefix: None, vlan: None } => {
-                RuleMatch::All
-            }
+            RuleMatch::Fields {
+                proto: None,
+                dst_port: None,
+                dst_prefix: None,
+                src_port: None,
+                src_prefix: None,
+                vlan: None,
+            } => RuleMatch::All,
             m => m,
         }
     }
@@ -66,11 +83,25 @@ impl RuleMatch {
 impl fmt::Display for RuleMatch {
     /// `proto 17 dst_port 9000-9099 src 198.18.0.0/15 vlan 5`, `all` for no condition.
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let RuleMatch::Fields { proto, dst_port, dst_prefix, src_port, src_prefix, vlan } = self else {
+        let RuleMatch::Fields {
+            proto,
+            dst_port,
+            dst_prefix,
+            src_port,
+            src_prefix,
+            vlan,
+        } = self
+        else {
             return f.write_str("all");
         };
         let mut parts = Vec::new();
-        let range = |(lo, hi): (u16, u16)| if lo == hi { lo.to_string() } else { format!("{lo}-{hi}") };
+        let range = |(lo, hi): (u16, u16)| {
+            if lo == hi {
+                lo.to_string()
+            } else {
+                format!("{lo}-{hi}")
+            }
+        };
         if let Some(v) = vlan {
             parts.push(format!("vlan {v}"));
         }
@@ -110,7 +141,10 @@ pub struct Rule {
 impl Rule {
     /// A rule matching every well-formed frame.
     pub fn all(action: RuleAction) -> Self {
-        Rule { matcher: RuleMatch::All, action }
+        Rule {
+            matcher: RuleMatch::All,
+            action,
+        }
     }
 }
 
@@ -150,10 +184,9 @@ impl FromStr for Prefix {
             Some((a, l)) => (a, Some(l)),
             None => (s, None),
         };
-        let addr: IpAddr = addr
-            .trim()
-            .parse()
-            .map_err(|_| format!("prefix {s:?}: not an IP address; write e.g. \"198.18.0.0/15\""))?;
+        let addr: IpAddr = addr.trim().parse().map_err(|_| {
+            format!("prefix {s:?}: not an IP address; write e.g. \"198.18.0.0/15\"")
+        })?;
         let max = if addr.is_ipv4() { 32 } else { 128 };
         let len = match len {
             Some(l) => l
@@ -191,7 +224,10 @@ impl TryFrom<RuleSpec> for Rule {
             vlan: spec.vlan,
         }
         .normalized();
-        let rule = Rule { matcher, action: spec.action };
+        let rule = Rule {
+            matcher,
+            action: spec.action,
+        };
         encode_rule(&rule).map_err(|reason| reason.to_string())?;
         Ok(rule)
     }
@@ -209,7 +245,14 @@ impl From<Rule> for RuleSpec {
                 src_prefix: None,
                 vlan: None,
             },
-            RuleMatch::Fields { proto, dst_port, dst_prefix, src_port, src_prefix, vlan } => RuleSpec {
+            RuleMatch::Fields {
+                proto,
+                dst_port,
+                dst_prefix,
+                src_port,
+                src_prefix,
+                vlan,
+            } => RuleSpec {
                 action: rule.action,
                 proto,
                 dst_port,
@@ -233,7 +276,9 @@ fn mask_words(len: u8, bytes: usize) -> [u32; 4] {
 }
 
 fn to_words(b: &[u8; 16]) -> [u32; 4] {
-    std::array::from_fn(|i| u32::from_ne_bytes([b[4 * i], b[4 * i + 1], b[4 * i + 2], b[4 * i + 3]]))
+    std::array::from_fn(|i| {
+        u32::from_ne_bytes([b[4 * i], b[4 * i + 1], b[4 * i + 2], b[4 * i + 3]])
+    })
 }
 
 /// Encodes one rule into its map entry, or says why it can never match.
@@ -247,20 +292,31 @@ pub(crate) fn encode_rule(rule: &Rule) -> Result<RuleAbi, &'static str> {
         },
         ..RuleAbi::default()
     };
-    let RuleMatch::Fields { proto, dst_port, dst_prefix, src_port, src_prefix, vlan } = &rule.matcher else {
+    let RuleMatch::Fields {
+        proto,
+        dst_port,
+        dst_prefix,
+        src_port,
+        src_prefix,
+        vlan,
+    } = &rule.matcher
+    else {
         return Ok(abi);
     };
     if let Some(p) = proto {
         abi.flags |= abi::MATCH_PROTO;
         abi.proto = *p;
     }
-    let not_l4 = matches!(proto, Some(p) if *p != libc::IPPROTO_UDP as u8 && *p != libc::IPPROTO_TCP as u8);
+    let not_l4 =
+        matches!(proto, Some(p) if *p != libc::IPPROTO_UDP as u8 && *p != libc::IPPROTO_TCP as u8);
     if let Some((lo, hi)) = dst_port {
         if lo > hi {
             return Err("dst_port range is empty: write [low, high] with low <= high");
         }
         if not_l4 {
-            return Err("dst_port only matches UDP (17) and TCP (6): drop dst_port or set proto to 6 or 17");
+            return Err(
+                "dst_port only matches UDP (17) and TCP (6): drop dst_port or set proto to 6 or 17",
+            );
         }
         abi.flags |= abi::MATCH_DST_PORT;
         abi.port_min = *lo;
@@ -271,19 +327,23 @@ pub(crate) fn encode_rule(rule: &Rule) -> Result<RuleAbi, &'static str> {
             return Err("src_port range is empty: write [low, high] with low <= high");
         }
         if not_l4 {
-            return Err("src_port only matches UDP (17) and TCP (6): drop src_port or set proto to 6 or 17");
+            return Err(
+                "src_port only matches UDP (17) and TCP (6): drop src_port or set proto to 6 or 17",
+            );
         }
         abi.flags |= abi::MATCH_SRC_PORT;
         abi.sport_min = *lo;
         abi.sport_max = *hi;
     }
     if let Some(prefix) = dst_prefix {
-        let (family, addr, mask) = encode_prefix(prefix).ok_or("dst_prefix length too long: at most 32 for IPv4, 128 for IPv6")?;
+        let (family, addr, mask) = encode_prefix(prefix)
+            .ok_or("dst_prefix length too long: at most 32 for IPv4, 128 for IPv6")?;
         abi.flags |= abi::MATCH_DST_ADDR;
         (abi.dst_family, abi.dst_addr, abi.dst_mask) = (family, addr, mask);
     }
     if let Some(prefix) = src_prefix {
-        let (family, addr, mask) = encode_prefix(prefix).ok_or("src_prefix length too long: at most 32 for IPv4, 128 for IPv6")?;
+        let (family, addr, mask) = encode_prefix(prefix)
+            .ok_or("src_prefix length too long: at most 32 for IPv4, 128 for IPv6")?;
         if dst_prefix.is_some() && family != abi.dst_family {
             return Err("src_prefix and dst_prefix are of different IP families: a frame has one; write both as IPv4 or both as IPv6");
         }
@@ -322,11 +382,15 @@ fn encode_prefix(&(addr, len): &(IpAddr, u8)) -> Option<(u8, [u32; 4], [u32; 4])
 /// Encodes a rule list for one bank: `MAX_RULES` entries, unused ones disabled.
 pub(crate) fn encode_rules(rules: &[Rule]) -> Result<Vec<RuleAbi>, SteerError> {
     if rules.len() > abi::MAX_RULES {
-        return Err(SteerError::TooManyRules { given: rules.len(), max: abi::MAX_RULES });
+        return Err(SteerError::TooManyRules {
+            given: rules.len(),
+            max: abi::MAX_RULES,
+        });
     }
     let mut out = vec![RuleAbi::default(); abi::MAX_RULES];
     for (index, rule) in rules.iter().enumerate() {
-        out[index] = encode_rule(rule).map_err(|reason| SteerError::InvalidRule { index, reason })?;
+        out[index] =
+            encode_rule(rule).map_err(|reason| SteerError::InvalidRule { index, reason })?;
     }
     Ok(out)
 }
@@ -336,7 +400,11 @@ mod tests {
     use super::*;
     use std::net::{Ipv4Addr, Ipv6Addr};
 
-    fn fields(proto: Option<u8>, dst_port: Option<(u16, u16)>, dst_prefix: Option<(IpAddr, u8)>) -> RuleMatch {
+    fn fields(
+        proto: Option<u8>,
+        dst_port: Option<(u16, u16)>,
+        dst_prefix: Option<(IpAddr, u8)>,
+    ) -> RuleMatch {
         RuleMatch::dst(proto, dst_port, dst_prefix)
     }
 
@@ -345,33 +413,77 @@ mod tests {
             let (a, l) = p.split_once('/').unwrap();
             (a.parse().unwrap(), l.parse().unwrap())
         });
-        RuleMatch::Fields { proto: None, dst_port: None, dst_prefix: None, src_port, src_prefix, vlan }
+        RuleMatch::Fields {
+            proto: None,
+            dst_port: None,
+            dst_prefix: None,
+            src_port,
+            src_prefix,
+            vlan,
+        }
     }
 
     #[test]
     fn encodes_source_fields_and_vlan() {
-        let rule = Rule { matcher: src(Some((1024, 2047)), Some("198.19.7.9/16"), Some(5)), action: RuleAction::Steer };
+        let rule = Rule {
+            matcher: src(Some((1024, 2047)), Some("198.19.7.9/16"), Some(5)),
+            action: RuleAction::Steer,
+        };
         let abi = encode_rule(&rule).unwrap();
-        assert_eq!(abi.flags, abi::RULE_ENABLED | abi::MATCH_SRC_PORT | abi::MATCH_SRC_ADDR | abi::MATCH_VLAN);
-        assert_eq!((abi.sport_min, abi.sport_max, abi.port_min, abi.port_max), (1024, 2047, 0, 0));
+        assert_eq!(
+            abi.flags,
+            abi::RULE_ENABLED | abi::MATCH_SRC_PORT | abi::MATCH_SRC_ADDR | abi::MATCH_VLAN
+        );
+        assert_eq!(
+            (abi.sport_min, abi.sport_max, abi.port_min, abi.port_max),
+            (1024, 2047, 0, 0)
+        );
         assert_eq!(abi.src_family, abi::FAMILY_IPV4);
         assert_eq!(abi.src_mask[0].to_ne_bytes(), [255, 255, 0, 0]);
         assert_eq!(abi.src_addr[0].to_ne_bytes(), [198, 19, 0, 0]);
-        assert_eq!((abi.dst_family, abi.dst_addr, abi.dst_mask), (0, [0; 4], [0; 4]), "no dst condition");
+        assert_eq!(
+            (abi.dst_family, abi.dst_addr, abi.dst_mask),
+            (0, [0; 4], [0; 4]),
+            "no dst condition"
+        );
         assert_eq!(abi.vlan, abi::VLAN_TAGGED | 5);
-        let v6 = encode_rule(&Rule { matcher: src(None, Some("2001:2::/48"), Some(0)), action: RuleAction::Drop }).unwrap();
+        let v6 = encode_rule(&Rule {
+            matcher: src(None, Some("2001:2::/48"), Some(0)),
+            action: RuleAction::Drop,
+        })
+        .unwrap();
         assert_eq!(v6.src_family, abi::FAMILY_IPV6);
         let mask: Vec<u8> = v6.src_mask.iter().flat_map(|w| w.to_ne_bytes()).collect();
         assert_eq!(&mask[..7], &[255, 255, 255, 255, 255, 255, 0]);
-        assert_eq!(v6.vlan, abi::VLAN_TAGGED, "vlan 0 (priority tag) is still a tagged-frame condition");
-        assert_eq!(rule.matcher.to_string(), "vlan 5 src 198.19.7.9/16 src_port 1024-2047");
+        assert_eq!(
+            v6.vlan,
+            abi::VLAN_TAGGED,
+            "vlan 0 (priority tag) is still a tagged-frame condition"
+        );
+        assert_eq!(
+            rule.matcher.to_string(),
+            "vlan 5 src 198.19.7.9/16 src_port 1024-2047"
+        );
     }
 
     #[test]
     fn rejects_source_rules_that_cannot_match() {
-        let err = |m: RuleMatch| encode_rule(&Rule { matcher: m, action: RuleAction::Pass }).unwrap_err();
+        let err = |m: RuleMatch| {
+            encode_rule(&Rule {
+                matcher: m,
+                action: RuleAction::Pass,
+            })
+            .unwrap_err()
+        };
         assert!(err(src(Some((9, 1)), None, None)).contains("src_port range is empty"));
-        let icmp = RuleMatch::Fields { proto: Some(1), dst_port: None, dst_prefix: None, src_port: Some((1, 1)), src_prefix: None, vlan: None };
+        let icmp = RuleMatch::Fields {
+            proto: Some(1),
+            dst_port: None,
+            dst_prefix: None,
+            src_port: Some((1, 1)),
+            src_prefix: None,
+            vlan: None,
+        };
         assert!(err(icmp).contains("src_port only matches"));
         assert!(err(src(None, Some("198.18.0.0/33"), None)).contains("src_prefix length"));
         assert!(err(src(None, None, Some(4095))).contains("vlan id out of range"));
@@ -384,18 +496,32 @@ mod tests {
             vlan: None,
         };
         assert!(err(both("2001:2::", "198.18.0.0")).contains("different IP families"));
-        assert!(encode_rule(&Rule { matcher: both("198.19.0.0", "198.18.0.0"), action: RuleAction::Pass }).is_ok());
+        assert!(encode_rule(&Rule {
+            matcher: both("198.19.0.0", "198.18.0.0"),
+            action: RuleAction::Pass
+        })
+        .is_ok());
     }
 
     #[test]
     fn encodes_ipv4_prefix_masked_in_network_order() {
         let rule = Rule {
-            matcher: fields(Some(17), Some((9000, 9099)), Some((IpAddr::V4(Ipv4Addr::new(198, 19, 7, 9)), 15))),
+            matcher: fields(
+                Some(17),
+                Some((9000, 9099)),
+                Some((IpAddr::V4(Ipv4Addr::new(198, 19, 7, 9)), 15)),
+            ),
             action: RuleAction::Steer,
         };
         let abi = encode_rule(&rule).unwrap();
-        assert_eq!(abi.flags, abi::RULE_ENABLED | abi::MATCH_PROTO | abi::MATCH_DST_PORT | abi::MATCH_DST_ADDR);
-        assert_eq!((abi.action, abi.proto, abi.port_min, abi.port_max), (abi::ACTION_STEER, 17, 9000, 9099));
+        assert_eq!(
+            abi.flags,
+            abi::RULE_ENABLED | abi::MATCH_PROTO | abi::MATCH_DST_PORT | abi::MATCH_DST_ADDR
+        );
+        assert_eq!(
+            (abi.action, abi.proto, abi.port_min, abi.port_max),
+            (abi::ACTION_STEER, 17, 9000, 9099)
+        );
         assert_eq!(abi.dst_family, abi::FAMILY_IPV4);
         assert_eq!(abi.dst_mask[0].to_ne_bytes(), [255, 254, 0, 0]);
         assert_eq!(abi.dst_addr[0].to_ne_bytes(), [198, 18, 0, 0]);
@@ -405,7 +531,10 @@ mod tests {
     #[test]
     fn encodes_ipv6_prefix() {
         let addr: Ipv6Addr = "2001:db8:ffff::1".parse().unwrap();
-        let rule = Rule { matcher: fields(None, None, Some((IpAddr::V6(addr), 36))), action: RuleAction::Drop };
+        let rule = Rule {
+            matcher: fields(None, None, Some((IpAddr::V6(addr), 36))),
+            action: RuleAction::Drop,
+        };
         let abi = encode_rule(&rule).unwrap();
         let mask: Vec<u8> = abi.dst_mask.iter().flat_map(|w| w.to_ne_bytes()).collect();
         let a: Vec<u8> = abi.dst_addr.iter().flat_map(|w| w.to_ne_bytes()).collect();
@@ -417,15 +546,26 @@ mod tests {
 
     #[test]
     fn rejects_rules_that_cannot_match() {
-        let bad_range = Rule { matcher: fields(None, Some((10, 9)), None), action: RuleAction::Pass };
+        let bad_range = Rule {
+            matcher: fields(None, Some((10, 9)), None),
+            action: RuleAction::Pass,
+        };
         assert!(encode_rule(&bad_range).is_err());
-        let icmp_port = Rule { matcher: fields(Some(1), Some((1, 2)), None), action: RuleAction::Pass };
+        let icmp_port = Rule {
+            matcher: fields(Some(1), Some((1, 2)), None),
+            action: RuleAction::Pass,
+        };
         assert!(encode_rule(&icmp_port).is_err());
-        let long_prefix =
-            Rule { matcher: fields(None, None, Some((IpAddr::V4(Ipv4Addr::LOCALHOST), 33))), action: RuleAction::Pass };
+        let long_prefix = Rule {
+            matcher: fields(None, None, Some((IpAddr::V4(Ipv4Addr::LOCALHOST), 33))),
+            action: RuleAction::Pass,
+        };
         assert!(encode_rule(&long_prefix).is_err());
         let err = encode_rules(&[Rule::all(RuleAction::Pass), icmp_port]).unwrap_err();
-        assert!(matches!(err, SteerError::InvalidRule { index: 1, .. }), "{err}");
+        assert!(
+            matches!(err, SteerError::InvalidRule { index: 1, .. }),
+            "{err}"
+        );
     }
 
     #[test]
@@ -435,7 +575,10 @@ mod tests {
         assert_eq!(bank[0].flags, abi::RULE_ENABLED);
         assert!(bank[1..].iter().all(|r| r.flags & abi::RULE_ENABLED == 0));
         let too_many = vec![Rule::all(RuleAction::Pass); abi::MAX_RULES + 1];
-        assert!(matches!(encode_rules(&too_many), Err(SteerError::TooManyRules { given: 65, max: 64 })));
+        assert!(matches!(
+            encode_rules(&too_many),
+            Err(SteerError::TooManyRules { given: 65, max: 64 })
+        ));
     }
 
     #[test]
@@ -455,11 +598,21 @@ mod tests {
         let cfg: Cfg = toml::from_str(text).unwrap();
         assert_eq!(
             cfg.rules[0].matcher,
-            fields(Some(17), Some((9000, 9099)), Some((IpAddr::V4(Ipv4Addr::new(198, 18, 0, 0)), 15)))
+            fields(
+                Some(17),
+                Some((9000, 9099)),
+                Some((IpAddr::V4(Ipv4Addr::new(198, 18, 0, 0)), 15))
+            )
         );
-        assert_eq!(cfg.rules[1].matcher, fields(None, None, Some(("2001:db8::1".parse().unwrap(), 128))));
+        assert_eq!(
+            cfg.rules[1].matcher,
+            fields(None, None, Some(("2001:db8::1".parse().unwrap(), 128)))
+        );
         assert_eq!(cfg.rules[2], Rule::all(RuleAction::Pass));
-        assert_eq!(cfg.rules[3].matcher, src(Some((1, 2)), Some("198.18.0.0/15"), Some(7)));
+        assert_eq!(
+            cfg.rules[3].matcher,
+            src(Some((1, 2)), Some("198.18.0.0/15"), Some(7))
+        );
         let again: Cfg = toml::from_str(&toml::to_string(&cfg).unwrap()).unwrap();
         assert_eq!(again.rules, cfg.rules);
         let bad = toml::from_str::<Cfg>(r#"rules = [{ action = "steer", dst_port = [9, 1] }]"#);

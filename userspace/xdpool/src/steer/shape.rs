@@ -26,14 +26,23 @@ pub struct Shape {
 
 const MATCH_BITS: u32 = IP_BITS | abi::MATCH_VLAN;
 /// The conditions only an IP frame can meet (VLAN holds for any frame kind).
-const IP_BITS: u32 = abi::MATCH_PROTO | abi::MATCH_DST_PORT | abi::MATCH_DST_ADDR | abi::MATCH_SRC_PORT | abi::MATCH_SRC_ADDR;
+const IP_BITS: u32 = abi::MATCH_PROTO
+    | abi::MATCH_DST_PORT
+    | abi::MATCH_DST_ADDR
+    | abi::MATCH_SRC_PORT
+    | abi::MATCH_SRC_ADDR;
 
 impl Shape {
     /// The shape of an encoded rule list (`encode_rules`' first `len` entries).
     pub(crate) fn of(rules: &[RuleAbi]) -> Shape {
         if let Some(first) = rules.first().filter(|r| r.flags & MATCH_BITS == 0) {
             // Rule 0 takes every frame; the rest are shadowed and never walked.
-            return Shape { rule_count: 0, fields: 0, families: 0, match_all: Some(first.action) };
+            return Shape {
+                rule_count: 0,
+                fields: 0,
+                families: 0,
+                match_all: Some(first.action),
+            };
         }
         let (mut families, mut fields) = (0, 0);
         for r in rules {
@@ -57,7 +66,12 @@ impl Shape {
                 families |= abi::SHAPE_IPV6;
             }
         }
-        Shape { rule_count: rules.len() as u32, fields, families, match_all: None }
+        Shape {
+            rule_count: rules.len() as u32,
+            fields,
+            families,
+            match_all: None,
+        }
     }
 
     /// Whether the rules test protocol and destination port only (or nothing):
@@ -99,8 +113,16 @@ impl fmt::Display for Shape {
             return write!(f, "match-all {name}");
         }
         let names = |bits: u32, table: &[(u32, &'static str)]| {
-            let v: Vec<&str> = table.iter().filter(|(b, _)| bits & b != 0).map(|(_, n)| *n).collect();
-            if v.is_empty() { "none".to_string() } else { v.join("|") }
+            let v: Vec<&str> = table
+                .iter()
+                .filter(|(b, _)| bits & b != 0)
+                .map(|(_, n)| *n)
+                .collect();
+            if v.is_empty() {
+                "none".to_string()
+            } else {
+                v.join("|")
+            }
         };
         let fields = [
             (abi::MATCH_PROTO, "proto"),
@@ -110,7 +132,11 @@ impl fmt::Display for Shape {
             (abi::MATCH_SRC_ADDR, "src_addr"),
             (abi::MATCH_VLAN, "vlan"),
         ];
-        let kinds = [(abi::SHAPE_IPV4, "ipv4"), (abi::SHAPE_IPV6, "ipv6"), (abi::SHAPE_NON_IP, "non-ip")];
+        let kinds = [
+            (abi::SHAPE_IPV4, "ipv4"),
+            (abi::SHAPE_IPV6, "ipv6"),
+            (abi::SHAPE_NON_IP, "non-ip"),
+        ];
         write!(
             f,
             "{} rules, fields {}, parses {}",
@@ -138,7 +164,10 @@ mod tests {
             let (a, l) = p.split_once('/').unwrap();
             (a.parse::<IpAddr>().unwrap(), l.parse().unwrap())
         });
-        Rule { matcher: RuleMatch::dst(proto, port, dst_prefix), action: RuleAction::Steer }
+        Rule {
+            matcher: RuleMatch::dst(proto, port, dst_prefix),
+            action: RuleAction::Steer,
+        }
     }
 
     fn source(src_port: Option<(u16, u16)>, prefix: Option<&str>, vlan: Option<u16>) -> Rule {
@@ -146,30 +175,58 @@ mod tests {
             let (a, l) = p.split_once('/').unwrap();
             (a.parse::<IpAddr>().unwrap(), l.parse().unwrap())
         });
-        let matcher = RuleMatch::Fields { proto: None, dst_port: None, dst_prefix: None, src_port, src_prefix, vlan };
-        Rule { matcher, action: RuleAction::Steer }
+        let matcher = RuleMatch::Fields {
+            proto: None,
+            dst_port: None,
+            dst_prefix: None,
+            src_port,
+            src_prefix,
+            vlan,
+        };
+        Rule {
+            matcher,
+            action: RuleAction::Steer,
+        }
     }
 
     #[test]
     fn source_and_vlan_fields_are_shape_bits_and_families_follow_them() {
         let v4 = shape(&[source(None, Some("198.18.0.0/15"), None)]);
-        assert_eq!((v4.fields(), v4.families()), (abi::MATCH_SRC_ADDR, abi::SHAPE_IPV4), "a source prefix pins the family");
+        assert_eq!(
+            (v4.fields(), v4.families()),
+            (abi::MATCH_SRC_ADDR, abi::SHAPE_IPV4),
+            "a source prefix pins the family"
+        );
         let v6 = shape(&[source(None, Some("2001:2::/48"), None)]);
         assert_eq!(v6.families(), abi::SHAPE_IPV6);
         let vlan = shape(&[source(None, None, Some(5))]);
-        assert_eq!(vlan.match_all(), None, "a VLAN condition is a condition: rule 0 is no match-all");
+        assert_eq!(
+            vlan.match_all(),
+            None,
+            "a VLAN condition is a condition: rule 0 is no match-all"
+        );
         assert_eq!(
             (vlan.fields(), vlan.families()),
-            (abi::MATCH_VLAN, abi::SHAPE_IPV4 | abi::SHAPE_IPV6 | abi::SHAPE_NON_IP),
+            (
+                abi::MATCH_VLAN,
+                abi::SHAPE_IPV4 | abi::SHAPE_IPV6 | abi::SHAPE_NON_IP
+            ),
             "tagged ARP matches a VLAN-only rule"
         );
         let sport = shape(&[source(Some((1, 2)), None, None)]);
-        assert_eq!((sport.fields(), sport.families()), (abi::MATCH_SRC_PORT, abi::SHAPE_IPV4 | abi::SHAPE_IPV6));
+        assert_eq!(
+            (sport.fields(), sport.families()),
+            (abi::MATCH_SRC_PORT, abi::SHAPE_IPV4 | abi::SHAPE_IPV6)
+        );
         assert_eq!(
             shape(&[source(Some((1, 2)), Some("198.18.0.0/15"), Some(7))]).to_string(),
             "1 rules, fields src_port|src_addr|vlan, parses ipv4"
         );
-        assert_ne!(sport, shape(&[fields(None, Some((1, 2)), None)]), "source and destination ports are different programs");
+        assert_ne!(
+            sport,
+            shape(&[fields(None, Some((1, 2)), None)]),
+            "source and destination ports are different programs"
+        );
     }
 
     #[test]
@@ -179,7 +236,11 @@ mod tests {
         assert_eq!((s.rule_count(), s.fields(), s.families()), (0, 0, 0));
         let shadowed = shape(&[Rule::all(RuleAction::Steer), fields(Some(17), None, None)]);
         assert_eq!(shadowed, s);
-        assert_ne!(shape(&[Rule::all(RuleAction::Drop)]), s, "the action is part of the match-all shape");
+        assert_ne!(
+            shape(&[Rule::all(RuleAction::Drop)]),
+            s,
+            "the action is part of the match-all shape"
+        );
         assert_eq!(s.to_string(), "match-all steer");
     }
 
@@ -190,17 +251,29 @@ mod tests {
         assert_eq!(s.rule_count(), 1);
         assert_eq!(s.fields(), abi::MATCH_PROTO | abi::MATCH_DST_PORT);
         assert_eq!(s.families(), abi::SHAPE_IPV4 | abi::SHAPE_IPV6);
-        assert_eq!(s.to_string(), "1 rules, fields proto|port, parses ipv4|ipv6");
+        assert_eq!(
+            s.to_string(),
+            "1 rules, fields proto|port, parses ipv4|ipv6"
+        );
     }
 
     #[test]
     fn prefixes_pin_the_family_and_a_later_catch_all_adds_non_ip() {
-        let v4 = shape(&[fields(None, None, Some("198.18.0.0/15")), fields(Some(6), None, Some("198.19.0.0/16"))]);
+        let v4 = shape(&[
+            fields(None, None, Some("198.18.0.0/15")),
+            fields(Some(6), None, Some("198.19.0.0/16")),
+        ]);
         assert_eq!(v4.families(), abi::SHAPE_IPV4);
         let v6 = shape(&[fields(None, None, Some("2001:2::/48"))]);
         assert_eq!(v6.families(), abi::SHAPE_IPV6);
-        let both = shape(&[fields(None, None, Some("2001:2::/48")), Rule::all(RuleAction::Pass)]);
-        assert_eq!(both.families(), abi::SHAPE_IPV4 | abi::SHAPE_IPV6 | abi::SHAPE_NON_IP);
+        let both = shape(&[
+            fields(None, None, Some("2001:2::/48")),
+            Rule::all(RuleAction::Pass),
+        ]);
+        assert_eq!(
+            both.families(),
+            abi::SHAPE_IPV4 | abi::SHAPE_IPV6 | abi::SHAPE_NON_IP
+        );
         assert_eq!(both.rule_count(), 2);
         assert_eq!(shape(&[]).families(), 0, "no rule: nothing to parse");
     }
@@ -208,25 +281,70 @@ mod tests {
     #[test]
     fn values_do_not_change_the_shape_conditions_do() {
         let a = shape(&[fields(Some(17), Some((9, 9)), None)]);
-        let b = shape(&[Rule { action: RuleAction::Drop, ..fields(Some(6), Some((80, 443)), None) }]);
+        let b = shape(&[Rule {
+            action: RuleAction::Drop,
+            ..fields(Some(6), Some((80, 443)), None)
+        }]);
         assert_eq!(a, b, "other values and actions, same program");
-        assert_ne!(a, shape(&[fields(Some(17), None, None)]), "a condition fewer");
+        assert_ne!(
+            a,
+            shape(&[fields(Some(17), None, None)]),
+            "a condition fewer"
+        );
         assert_eq!(
-            shape(&[fields(Some(17), None, None), fields(None, Some((1, 2)), None)]),
-            shape(&[fields(None, Some((1, 2)), None), fields(Some(6), None, None)]),
+            shape(&[
+                fields(Some(17), None, None),
+                fields(None, Some((1, 2)), None)
+            ]),
+            shape(&[
+                fields(None, Some((1, 2)), None),
+                fields(Some(6), None, None)
+            ]),
             "the same conditions over the list, in other rules"
         );
-        assert_ne!(a, shape(&[fields(Some(17), Some((9, 9)), None), fields(Some(17), Some((9, 9)), None)]), "a rule more");
-        assert_ne!(shape(&[fields(None, None, Some("198.18.0.0/15"))]), shape(&[fields(None, None, Some("2001:2::/48"))]));
+        assert_ne!(
+            a,
+            shape(&[
+                fields(Some(17), Some((9, 9)), None),
+                fields(Some(17), Some((9, 9)), None)
+            ]),
+            "a rule more"
+        );
+        assert_ne!(
+            shape(&[fields(None, None, Some("198.18.0.0/15"))]),
+            shape(&[fields(None, None, Some("2001:2::/48"))])
+        );
     }
 
     #[test]
     fn port_only_shapes_test_protocol_and_destination_port_at_most() {
-        assert!(shape(&[fields(Some(17), Some((9, 9)), None)]).port_only(), "the lab's rule");
+        assert!(
+            shape(&[fields(Some(17), Some((9, 9)), None)]).port_only(),
+            "the lab's rule"
+        );
         assert!(shape(&[fields(Some(17), None, None)]).port_only());
-        assert!(shape(&[]).port_only() && shape(&[Rule::all(RuleAction::Drop)]).port_only(), "nothing to test");
-        assert!(!shape(&[fields(Some(17), Some((9, 9)), Some("198.18.0.0/15"))]).port_only(), "an address");
-        let src = Rule { matcher: RuleMatch::Fields { proto: None, dst_port: None, dst_prefix: None, src_port: Some((1, 2)), src_prefix: None, vlan: None }, action: RuleAction::Pass };
-        assert!(!shape(&[fields(Some(17), Some((9, 9)), None), src]).port_only(), "a source port");
+        assert!(
+            shape(&[]).port_only() && shape(&[Rule::all(RuleAction::Drop)]).port_only(),
+            "nothing to test"
+        );
+        assert!(
+            !shape(&[fields(Some(17), Some((9, 9)), Some("198.18.0.0/15"))]).port_only(),
+            "an address"
+        );
+        let src = Rule {
+            matcher: RuleMatch::Fields {
+                proto: None,
+                dst_port: None,
+                dst_prefix: None,
+                src_port: Some((1, 2)),
+                src_prefix: None,
+                vlan: None,
+            },
+            action: RuleAction::Pass,
+        };
+        assert!(
+            !shape(&[fields(Some(17), Some((9, 9)), None), src]).port_only(),
+            "a source port"
+        );
     }
 }

@@ -84,15 +84,34 @@ impl ExtHeader {
 #[derive(Debug, Clone)]
 enum Net {
     Raw(u16),
-    V4 { src: Ipv4Addr, dst: Ipv4Addr, options: Vec<u8>, frag_offset: u16, more: bool, ident: u16 },
-    V6 { src: Ipv6Addr, dst: Ipv6Addr, ext: Vec<ExtHeader> },
+    V4 {
+        src: Ipv4Addr,
+        dst: Ipv4Addr,
+        options: Vec<u8>,
+        frag_offset: u16,
+        more: bool,
+        ident: u16,
+    },
+    V6 {
+        src: Ipv6Addr,
+        dst: Ipv6Addr,
+        ext: Vec<ExtHeader>,
+    },
 }
 
 #[derive(Debug, Clone)]
 enum Transport {
     Raw(u8),
-    Udp { sport: u16, dport: u16 },
-    Tcp { sport: u16, dport: u16, flags: u8, options: Vec<u8> },
+    Udp {
+        sport: u16,
+        dport: u16,
+    },
+    Tcp {
+        sport: u16,
+        dport: u16,
+        flags: u8,
+        options: Vec<u8>,
+    },
 }
 
 /// A frame and where its layers start.
@@ -143,7 +162,10 @@ impl FrameBuilder {
                 more: false,
                 ident: 1,
             },
-            transport: Transport::Udp { sport: 1024, dport: 9 },
+            transport: Transport::Udp {
+                sport: 1024,
+                dport: 9,
+            },
             payload: Vec::new(),
         }
     }
@@ -169,7 +191,14 @@ impl FrameBuilder {
 
     /// IPv4 with these addresses.
     pub fn ipv4(mut self, src: Ipv4Addr, dst: Ipv4Addr) -> Self {
-        self.net = Net::V4 { src, dst, options: Vec::new(), frag_offset: 0, more: false, ident: 1 };
+        self.net = Net::V4 {
+            src,
+            dst,
+            options: Vec::new(),
+            frag_offset: 0,
+            more: false,
+            ident: 1,
+        };
         self
     }
 
@@ -186,7 +215,13 @@ impl FrameBuilder {
 
     /// IPv4 fragment fields (offset in bytes, multiple of 8). No effect on IPv6.
     pub fn ipv4_fragment(mut self, offset: u16, more_fragments: bool, id: u16) -> Self {
-        if let Net::V4 { frag_offset, more, ident, .. } = &mut self.net {
+        if let Net::V4 {
+            frag_offset,
+            more,
+            ident,
+            ..
+        } = &mut self.net
+        {
             *frag_offset = offset;
             *more = more_fragments;
             *ident = id;
@@ -196,7 +231,11 @@ impl FrameBuilder {
 
     /// IPv6 with these addresses.
     pub fn ipv6(mut self, src: Ipv6Addr, dst: Ipv6Addr) -> Self {
-        self.net = Net::V6 { src, dst, ext: Vec::new() };
+        self.net = Net::V6 {
+            src,
+            dst,
+            ext: Vec::new(),
+        };
         self
     }
 
@@ -216,7 +255,12 @@ impl FrameBuilder {
 
     /// TCP header with `flags`.
     pub fn tcp(mut self, sport: u16, dport: u16, flags: u8) -> Self {
-        self.transport = Transport::Tcp { sport, dport, flags, options: Vec::new() };
+        self.transport = Transport::Tcp {
+            sport,
+            dport,
+            flags,
+            options: Vec::new(),
+        };
         self
     }
 
@@ -269,9 +313,22 @@ impl FrameBuilder {
                 ext_offset = None;
                 l4_offset = out.len();
                 out.extend_from_slice(&self.payload);
-                return BuiltFrame { bytes: out, l3_offset, ext_offset, l4_offset, payload_offset: l4_offset };
+                return BuiltFrame {
+                    bytes: out,
+                    l3_offset,
+                    ext_offset,
+                    l4_offset,
+                    payload_offset: l4_offset,
+                };
             }
-            Net::V4 { src, dst, options, frag_offset, more, ident } => {
+            Net::V4 {
+                src,
+                dst,
+                options,
+                frag_offset,
+                more,
+                ident,
+            } => {
                 let hlen = 20 + options.len();
                 let total = hlen + l4.len();
                 let mut h = Vec::with_capacity(hlen);
@@ -297,7 +354,11 @@ impl FrameBuilder {
             }
             Net::V6 { src, dst, ext } => {
                 let mut chain = Vec::new();
-                let numbers: Vec<u8> = ext.iter().map(ExtHeader::number).chain([l4_proto]).collect();
+                let numbers: Vec<u8> = ext
+                    .iter()
+                    .map(ExtHeader::number)
+                    .chain([l4_proto])
+                    .collect();
                 for (i, e) in ext.iter().enumerate() {
                     e.emit(numbers[i + 1], &mut chain);
                 }
@@ -317,7 +378,13 @@ impl FrameBuilder {
             }
         }
         let payload_offset = out.len() - self.payload.len();
-        BuiltFrame { bytes: out, l3_offset, ext_offset, l4_offset, payload_offset }
+        BuiltFrame {
+            bytes: out,
+            l3_offset,
+            ext_offset,
+            l4_offset,
+            payload_offset,
+        }
     }
 
     fn transport_bytes(&self) -> (u8, Vec<u8>) {
@@ -331,7 +398,12 @@ impl FrameBuilder {
                 l4.extend_from_slice(&[0, 0]);
                 proto::UDP
             }
-            Transport::Tcp { sport, dport, flags, options } => {
+            Transport::Tcp {
+                sport,
+                dport,
+                flags,
+                options,
+            } => {
                 l4.extend_from_slice(&sport.to_be_bytes());
                 l4.extend_from_slice(&dport.to_be_bytes());
                 l4.extend_from_slice(&1u32.to_be_bytes());

@@ -51,10 +51,15 @@ pub enum ParseError {
         have: usize,
     },
     /// A third VLAN tag; only single and double (QinQ) tagging is accepted.
-    #[error("more than {} VLAN tags: only single and double (QinQ) tagging is supported", crate::wire::MAX_VLAN_TAGS)]
+    #[error(
+        "more than {} VLAN tags: only single and double (QinQ) tagging is supported",
+        crate::wire::MAX_VLAN_TAGS
+    )]
     TooManyVlanTags,
     /// The IP version nibble does not match the ethertype.
-    #[error("{layer} packet has version field {version}: the ethertype and the IP header disagree")]
+    #[error(
+        "{layer} packet has version field {version}: the ethertype and the IP header disagree"
+    )]
     BadIpVersion {
         /// Layer the ethertype announced.
         layer: Layer,

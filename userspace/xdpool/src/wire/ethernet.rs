@@ -35,7 +35,11 @@ impl<'a> EthernetHeader<'a> {
     #[inline]
     pub fn new_checked(buf: &'a [u8]) -> Result<Self, ParseError> {
         if buf.len() < ETH_HLEN {
-            return Err(ParseError::Truncated { layer: Layer::Ethernet, need: ETH_HLEN, have: buf.len() });
+            return Err(ParseError::Truncated {
+                layer: Layer::Ethernet,
+                need: ETH_HLEN,
+                have: buf.len(),
+            });
         }
         Ok(Self { buf })
     }
@@ -96,7 +100,11 @@ impl VlanTag {
 #[inline]
 pub fn swap_macs(frame: &mut [u8]) -> Result<(), ParseError> {
     if frame.len() < ETH_HLEN {
-        return Err(ParseError::Truncated { layer: Layer::Ethernet, need: ETH_HLEN, have: frame.len() });
+        return Err(ParseError::Truncated {
+            layer: Layer::Ethernet,
+            need: ETH_HLEN,
+            have: frame.len(),
+        });
     }
     let (dst, rest) = frame.split_at_mut(6);
     dst.swap_with_slice(&mut rest[..6]);

@@ -25,7 +25,13 @@ pub struct XorShift64 {
 impl XorShift64 {
     /// A generator from `seed` (0 is replaced by a fixed non-zero constant).
     pub fn new(seed: u64) -> Self {
-        Self { state: if seed == 0 { 0x9e37_79b9_7f4a_7c15 } else { seed } }
+        Self {
+            state: if seed == 0 {
+                0x9e37_79b9_7f4a_7c15
+            } else {
+                seed
+            },
+        }
     }
 
     /// Next 64 random bits.
@@ -57,11 +63,17 @@ impl XorShift64 {
 pub fn check_invariants(frame: &[u8], p: &Parsed) -> Result<(), String> {
     let pl = p.payload();
     if pl.start > pl.end || pl.end > frame.len() {
-        return Err(format!("payload {pl:?} outside frame of {} bytes", frame.len()));
+        return Err(format!(
+            "payload {pl:?} outside frame of {} bytes",
+            frame.len()
+        ));
     }
     let l3 = p.l3_offset();
     if l3 != 14 + 4 * p.vlan_tags().len() || l3 > pl.start {
-        return Err(format!("l3 offset {l3} inconsistent (vlans {}, payload {pl:?})", p.vlan_tags().len()));
+        return Err(format!(
+            "l3 offset {l3} inconsistent (vlans {}, payload {pl:?})",
+            p.vlan_tags().len()
+        ));
     }
     match (p.l3(), p.ethertype()) {
         (L3::V4 { .. }, ETHERTYPE_IPV4) | (L3::V6 { .. }, ETHERTYPE_IPV6) => {}
@@ -76,7 +88,9 @@ pub fn check_invariants(frame: &[u8], p: &Parsed) -> Result<(), String> {
     }
     if let Some(l4) = p.l4_offset() {
         if l4 <= l3 || l4 > pl.start {
-            return Err(format!("l4 offset {l4} not between l3 {l3} and payload {pl:?}"));
+            return Err(format!(
+                "l4 offset {l4} not between l3 {l3} and payload {pl:?}"
+            ));
         }
         if !matches!(p.ip_proto(), Some(6) | Some(17)) {
             return Err("ports on a protocol that is neither UDP nor TCP".into());
@@ -170,10 +184,18 @@ fn field_offsets(frame: &[u8], out: &mut Vec<usize>) {
 }
 
 const INTERESTING8: [u8; 10] = [0, 1, 2, 4, 5, 6, 0x0f, 0x45, 0x7f, 0xff];
-const INTERESTING16: [u16; 14] = [0, 1, 7, 8, 19, 20, 39, 40, 0x0800, 0x86dd, 0x8100, 0x88a8, 0x7fff, 0xffff];
+const INTERESTING16: [u16; 14] = [
+    0, 1, 7, 8, 19, 20, 39, 40, 0x0800, 0x86dd, 0x8100, 0x88a8, 0x7fff, 0xffff,
+];
 
 /// Applies one to four random mutations to `input`, writing the result to `out`.
-pub fn mutate(rng: &mut XorShift64, input: &[u8], others: &[Vec<u8>], out: &mut Vec<u8>, fields: &[usize]) {
+pub fn mutate(
+    rng: &mut XorShift64,
+    input: &[u8],
+    others: &[Vec<u8>],
+    out: &mut Vec<u8>,
+    fields: &[usize],
+) {
     out.clear();
     out.extend_from_slice(input);
     for _ in 0..1 + rng.below(4) {
@@ -271,9 +293,12 @@ pub fn parse_seed(text: &str) -> Option<u64> {
 /// If the variable is set but is not a number (a typo must not fuzz a default).
 pub fn seed_from_env(name: &str) -> u64 {
     match std::env::var(name) {
-        Ok(v) => parse_seed(&v).unwrap_or_else(|| panic!("{name}={v:?} is not a seed; use hex (0x...) or decimal")),
+        Ok(v) => parse_seed(&v)
+            .unwrap_or_else(|| panic!("{name}={v:?} is not a seed; use hex (0x...) or decimal")),
         Err(_) => {
-            let t = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap_or_default();
+            let t = std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .unwrap_or_default();
             (t.as_nanos() as u64) | 1
         }
     }
@@ -283,7 +308,10 @@ pub fn seed_from_env(name: &str) -> u64 {
 /// panic or a violation.
 pub fn exercise(input: &[u8]) -> Result<Result<Parsed, ParseError>, String> {
     let r = catch_unwind(AssertUnwindSafe(|| parse(input))).map_err(|e| {
-        let msg = e.downcast_ref::<&str>().map(|s| s.to_string()).or_else(|| e.downcast_ref::<String>().cloned());
+        let msg = e
+            .downcast_ref::<&str>()
+            .map(|s| s.to_string())
+            .or_else(|| e.downcast_ref::<String>().cloned());
         format!("panic: {}", msg.unwrap_or_default())
     })?;
     if let Ok(p) = &r {

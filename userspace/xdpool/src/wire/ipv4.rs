@@ -19,11 +19,18 @@ impl<'a> Ipv4Header<'a> {
     /// Views `buf` (starting at the IPv4 header, possibly followed by link padding).
     pub fn new_checked(buf: &'a [u8]) -> Result<Self, ParseError> {
         if buf.len() < IPV4_MIN_HLEN {
-            return Err(ParseError::Truncated { layer: Layer::Ipv4, need: IPV4_MIN_HLEN, have: buf.len() });
+            return Err(ParseError::Truncated {
+                layer: Layer::Ipv4,
+                need: IPV4_MIN_HLEN,
+                have: buf.len(),
+            });
         }
         let version = buf[0] >> 4;
         if version != 4 {
-            return Err(ParseError::BadIpVersion { layer: Layer::Ipv4, version });
+            return Err(ParseError::BadIpVersion {
+                layer: Layer::Ipv4,
+                version,
+            });
         }
         let ihl = buf[0] & 0x0f;
         if ihl < 5 {
@@ -31,14 +38,26 @@ impl<'a> Ipv4Header<'a> {
         }
         let hlen = usize::from(ihl) * 4;
         if hlen > buf.len() {
-            return Err(ParseError::Truncated { layer: Layer::Ipv4, need: hlen, have: buf.len() });
+            return Err(ParseError::Truncated {
+                layer: Layer::Ipv4,
+                need: hlen,
+                have: buf.len(),
+            });
         }
         let total = usize::from(be16(buf, 2));
         if total < hlen {
-            return Err(ParseError::LengthTooShort { layer: Layer::Ipv4, claimed: total, min: hlen });
+            return Err(ParseError::LengthTooShort {
+                layer: Layer::Ipv4,
+                claimed: total,
+                min: hlen,
+            });
         }
         if total > buf.len() {
-            return Err(ParseError::LengthLies { layer: Layer::Ipv4, claimed: total, have: buf.len() });
+            return Err(ParseError::LengthLies {
+                layer: Layer::Ipv4,
+                claimed: total,
+                have: buf.len(),
+            });
         }
         check_options(&buf[IPV4_MIN_HLEN..hlen])?;
         Ok(Self { buf })

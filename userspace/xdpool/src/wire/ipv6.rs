@@ -22,15 +22,26 @@ impl<'a> Ipv6Header<'a> {
     /// Views `buf` (starting at the IPv6 header, possibly followed by link padding).
     pub fn new_checked(buf: &'a [u8]) -> Result<Self, ParseError> {
         if buf.len() < IPV6_HLEN {
-            return Err(ParseError::Truncated { layer: Layer::Ipv6, need: IPV6_HLEN, have: buf.len() });
+            return Err(ParseError::Truncated {
+                layer: Layer::Ipv6,
+                need: IPV6_HLEN,
+                have: buf.len(),
+            });
         }
         let version = buf[0] >> 4;
         if version != 6 {
-            return Err(ParseError::BadIpVersion { layer: Layer::Ipv6, version });
+            return Err(ParseError::BadIpVersion {
+                layer: Layer::Ipv6,
+                version,
+            });
         }
         let total = IPV6_HLEN + usize::from(be16(buf, 4));
         if total > buf.len() {
-            return Err(ParseError::LengthLies { layer: Layer::Ipv6, claimed: total, have: buf.len() });
+            return Err(ParseError::LengthLies {
+                layer: Layer::Ipv6,
+                claimed: total,
+                have: buf.len(),
+            });
         }
         Ok(Self { buf })
     }
@@ -105,7 +116,15 @@ pub(crate) struct ChainEnd {
 /// Whether `nh` is an extension header the walk steps over.
 #[inline]
 fn is_ext_header(nh: u8) -> bool {
-    matches!(nh, proto::HOPOPT | proto::IPV6_ROUTE | proto::IPV6_FRAG | proto::IPV6_OPTS | proto::AH | proto::MOBILITY)
+    matches!(
+        nh,
+        proto::HOPOPT
+            | proto::IPV6_ROUTE
+            | proto::IPV6_FRAG
+            | proto::IPV6_OPTS
+            | proto::AH
+            | proto::MOBILITY
+    )
 }
 
 /// Walks the extension headers at the start of `payload`, bounded by
@@ -120,13 +139,19 @@ pub(crate) fn walk_ext_headers(payload: &[u8], first: u8) -> Result<ChainEnd, Pa
             return Err(ParseError::HopByHopNotFirst);
         }
         if count == MAX_EXT_HEADERS {
-            return Err(ParseError::TooManyExtHeaders { limit: MAX_EXT_HEADERS });
+            return Err(ParseError::TooManyExtHeaders {
+                limit: MAX_EXT_HEADERS,
+            });
         }
         count += 1;
         let hdr = super::tail(payload, off);
         // Every extension header is at least 8 bytes long.
         if hdr.len() < 8 {
-            return Err(ParseError::Truncated { layer: Layer::Ipv6Ext, need: 8, have: hdr.len() });
+            return Err(ParseError::Truncated {
+                layer: Layer::Ipv6Ext,
+                need: 8,
+                have: hdr.len(),
+            });
         }
         let len = match next {
             proto::IPV6_FRAG => 8,
@@ -140,7 +165,11 @@ pub(crate) fn walk_ext_headers(payload: &[u8], first: u8) -> Result<ChainEnd, Pa
             _ => (usize::from(hdr[1]) + 1) * 8,
         };
         if len > hdr.len() {
-            return Err(ParseError::Truncated { layer: Layer::Ipv6Ext, need: len, have: hdr.len() });
+            return Err(ParseError::Truncated {
+                layer: Layer::Ipv6Ext,
+                need: len,
+                have: hdr.len(),
+            });
         }
         let this = next;
         next = hdr[0];
@@ -157,5 +186,9 @@ pub(crate) fn walk_ext_headers(payload: &[u8], first: u8) -> Result<ChainEnd, Pa
             }
         }
     }
-    Ok(ChainEnd { proto: next, offset: off, fragment })
+    Ok(ChainEnd {
+        proto: next,
+        offset: off,
+        fragment,
+    })
 }

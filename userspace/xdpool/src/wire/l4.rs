@@ -20,11 +20,19 @@ impl<'a> UdpHeader<'a> {
     #[inline]
     pub fn new_checked(buf: &'a [u8]) -> Result<Self, ParseError> {
         if buf.len() < UDP_HLEN {
-            return Err(ParseError::Truncated { layer: Layer::Udp, need: UDP_HLEN, have: buf.len() });
+            return Err(ParseError::Truncated {
+                layer: Layer::Udp,
+                need: UDP_HLEN,
+                have: buf.len(),
+            });
         }
         let len = usize::from(be16(buf, 4));
         if len < UDP_HLEN {
-            return Err(ParseError::LengthTooShort { layer: Layer::Udp, claimed: len, min: UDP_HLEN });
+            return Err(ParseError::LengthTooShort {
+                layer: Layer::Udp,
+                claimed: len,
+                min: UDP_HLEN,
+            });
         }
         Ok(Self { buf })
     }
@@ -73,7 +81,11 @@ impl<'a> TcpHeader<'a> {
     #[inline]
     pub fn new_checked(buf: &'a [u8]) -> Result<Self, ParseError> {
         if buf.len() < TCP_MIN_HLEN {
-            return Err(ParseError::Truncated { layer: Layer::Tcp, need: TCP_MIN_HLEN, have: buf.len() });
+            return Err(ParseError::Truncated {
+                layer: Layer::Tcp,
+                need: TCP_MIN_HLEN,
+                have: buf.len(),
+            });
         }
         let offset = buf[12] >> 4;
         if offset < 5 {
@@ -81,7 +93,11 @@ impl<'a> TcpHeader<'a> {
         }
         let hlen = usize::from(offset) * 4;
         if hlen > buf.len() {
-            return Err(ParseError::Truncated { layer: Layer::Tcp, need: hlen, have: buf.len() });
+            return Err(ParseError::Truncated {
+                layer: Layer::Tcp,
+                need: hlen,
+                have: buf.len(),
+            });
         }
         Ok(Self { buf })
     }

@@ -2,7 +2,10 @@
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 use std::ops::Range;
 
-use super::ethernet::{is_vlan_tpid, EthernetHeader, VlanTag, ETHERTYPE_IPV4, ETHERTYPE_IPV6, ETH_HLEN, MAX_VLAN_TAGS, VLAN_HLEN};
+use super::ethernet::{
+    is_vlan_tpid, EthernetHeader, VlanTag, ETHERTYPE_IPV4, ETHERTYPE_IPV6, ETH_HLEN, MAX_VLAN_TAGS,
+    VLAN_HLEN,
+};
 use super::ipv4::Ipv4Header;
 use super::ipv6::{walk_ext_headers, Ipv6Header, IPV6_HLEN};
 use super::l4::{TcpHeader, UdpHeader, UDP_HLEN};
@@ -215,9 +218,16 @@ pub fn parse(frame: &[u8]) -> Result<Parsed, ParseError> {
         }
         let tag = tail(frame, off);
         if tag.len() < VLAN_HLEN {
-            return Err(ParseError::Truncated { layer: Layer::Vlan, need: VLAN_HLEN, have: tag.len() });
+            return Err(ParseError::Truncated {
+                layer: Layer::Vlan,
+                need: VLAN_HLEN,
+                have: tag.len(),
+            });
         }
-        p.vlans[count] = VlanTag { tpid: p.ethertype, tci: be16(tag, 0) };
+        p.vlans[count] = VlanTag {
+            tpid: p.ethertype,
+            tci: be16(tag, 0),
+        };
         p.vlan_count += 1;
         p.ethertype = be16(tag, 2);
         off += VLAN_HLEN;
@@ -244,7 +254,10 @@ fn parse_ipv4(frame: &[u8], off: usize, p: &mut Parsed) -> Result<(), ParseError
     let ip = Ipv4Header::new_checked(tail(frame, off))?;
     let hlen = ip.header_len();
     let total = ip.total_len();
-    p.l3 = L3::V4 { src: ip.src(), dst: ip.dst() };
+    p.l3 = L3::V4 {
+        src: ip.src(),
+        dst: ip.dst(),
+    };
     p.ip_proto = Some(ip.protocol());
     let start = off + hlen;
     let end = off + total;
@@ -253,9 +266,16 @@ fn parse_ipv4(frame: &[u8], off: usize, p: &mut Parsed) -> Result<(), ParseError
     if more || frag_offset != 0 {
         let len = total - hlen;
         if usize::from(frag_offset) + len > MAX_DATAGRAM {
-            return Err(ParseError::FragmentTooLarge { offset: usize::from(frag_offset), len });
+            return Err(ParseError::FragmentTooLarge {
+                offset: usize::from(frag_offset),
+                len,
+            });
         }
-        p.fragment = Some(Fragment { offset: frag_offset, more, id: u32::from(ip.ident()) });
+        p.fragment = Some(Fragment {
+            offset: frag_offset,
+            more,
+            id: u32::from(ip.ident()),
+        });
         if frag_offset != 0 {
             p.set_payload(start, end);
             return Ok(());
@@ -267,7 +287,10 @@ fn parse_ipv4(frame: &[u8], off: usize, p: &mut Parsed) -> Result<(), ParseError
 #[inline]
 fn parse_ipv6(frame: &[u8], off: usize, p: &mut Parsed) -> Result<(), ParseError> {
     let ip = Ipv6Header::new_checked(tail(frame, off))?;
-    p.l3 = L3::V6 { src: ip.src(), dst: ip.dst() };
+    p.l3 = L3::V6 {
+        src: ip.src(),
+        dst: ip.dst(),
+    };
     let chain = walk_ext_headers(ip.payload(), ip.next_header())?;
     p.ip_proto = Some(chain.proto);
     p.fragment = chain.fragment;
@@ -277,7 +300,10 @@ fn parse_ipv6(frame: &[u8], off: usize, p: &mut Parsed) -> Result<(), ParseError
         Some(f) if f.offset != 0 => {
             let len = end - start;
             if usize::from(f.offset) + len > MAX_DATAGRAM {
-                return Err(ParseError::FragmentTooLarge { offset: usize::from(f.offset), len });
+                return Err(ParseError::FragmentTooLarge {
+                    offset: usize::from(f.offset),
+                    len,
+                });
             }
             p.set_payload(start, end);
             Ok(())
@@ -290,7 +316,14 @@ fn parse_ipv6(frame: &[u8], off: usize, p: &mut Parsed) -> Result<(), ParseError
 /// Parses UDP or TCP in `frame[start..end]`; `fragmented` relaxes the UDP length check
 /// (the length covers the whole datagram, not this first fragment).
 #[inline]
-fn parse_l4(frame: &[u8], start: usize, end: usize, ip_proto: u8, fragmented: bool, p: &mut Parsed) -> Result<(), ParseError> {
+fn parse_l4(
+    frame: &[u8],
+    start: usize,
+    end: usize,
+    ip_proto: u8,
+    fragmented: bool,
+    p: &mut Parsed,
+) -> Result<(), ParseError> {
     let l4 = frame.get(start..end).unwrap_or(&[]);
     match ip_proto {
         proto::UDP => {
@@ -299,7 +332,11 @@ fn parse_l4(frame: &[u8], start: usize, end: usize, ip_proto: u8, fragmented: bo
             let payload_end = if fragmented {
                 end
             } else if len > l4.len() {
-                return Err(ParseError::LengthLies { layer: Layer::Udp, claimed: len, have: l4.len() });
+                return Err(ParseError::LengthLies {
+                    layer: Layer::Udp,
+                    claimed: len,
+                    have: l4.len(),
+                });
             } else {
                 start + len
             };

@@ -53,11 +53,20 @@ fn ethernet_padding_is_not_payload() {
 
 #[test]
 fn double_vlan_tcp_with_options() {
-    let f = v4().vlan(ETHERTYPE_QINQ, 0x2064).vlan(ETHERTYPE_VLAN, 200).tcp(443, 8080, 0x12).tcp_options(&[2, 4, 5, 0xb4]).payload(&[7; 10]).build();
+    let f = v4()
+        .vlan(ETHERTYPE_QINQ, 0x2064)
+        .vlan(ETHERTYPE_VLAN, 200)
+        .tcp(443, 8080, 0x12)
+        .tcp_options(&[2, 4, 5, 0xb4])
+        .payload(&[7; 10])
+        .build();
     let p = parse(&f.bytes).unwrap();
     let tags = p.vlan_tags();
     assert_eq!(tags.len(), 2);
-    assert_eq!((tags[0].tpid, tags[0].vid(), tags[0].pcp()), (ETHERTYPE_QINQ, 100, 1));
+    assert_eq!(
+        (tags[0].tpid, tags[0].vid(), tags[0].pcp()),
+        (ETHERTYPE_QINQ, 100, 1)
+    );
     assert_eq!((tags[1].tpid, tags[1].vid()), (ETHERTYPE_VLAN, 200));
     assert_eq!(p.outer_vlan_id(), Some(100));
     assert_eq!(p.inner_vlan_id(), Some(200));
@@ -70,13 +79,20 @@ fn double_vlan_tcp_with_options() {
 
 #[test]
 fn third_vlan_tag_is_refused() {
-    let f = v4().vlan(ETHERTYPE_QINQ, 1).vlan(ETHERTYPE_VLAN, 2).vlan(ETHERTYPE_VLAN, 3).build();
+    let f = v4()
+        .vlan(ETHERTYPE_QINQ, 1)
+        .vlan(ETHERTYPE_VLAN, 2)
+        .vlan(ETHERTYPE_VLAN, 3)
+        .build();
     assert_eq!(err_of(&f.bytes), ParseError::TooManyVlanTags);
 }
 
 #[test]
 fn non_ip_ethertype_is_ok_without_l3() {
-    let f = FrameBuilder::new().raw_ethertype(ETHERTYPE_ARP).payload(&[0; 28]).build();
+    let f = FrameBuilder::new()
+        .raw_ethertype(ETHERTYPE_ARP)
+        .payload(&[0; 28])
+        .build();
     let p = parse(&f.bytes).unwrap();
     assert_eq!(p.ethertype(), ETHERTYPE_ARP);
     assert_eq!(p.l3(), L3::None);
@@ -87,9 +103,23 @@ fn non_ip_ethertype_is_ok_without_l3() {
 
 #[test]
 fn ethernet_and_vlan_truncation() {
-    assert_eq!(err_of(&[0; 13]), ParseError::Truncated { layer: Layer::Ethernet, need: 14, have: 13 });
+    assert_eq!(
+        err_of(&[0; 13]),
+        ParseError::Truncated {
+            layer: Layer::Ethernet,
+            need: 14,
+            have: 13
+        }
+    );
     let f = v4().vlan(ETHERTYPE_VLAN, 5).build().bytes;
-    assert_eq!(err_of(&f[..16]), ParseError::Truncated { layer: Layer::Vlan, need: 4, have: 2 });
+    assert_eq!(
+        err_of(&f[..16]),
+        ParseError::Truncated {
+            layer: Layer::Vlan,
+            need: 4,
+            have: 2
+        }
+    );
 }
 
 #[test]
@@ -100,44 +130,102 @@ fn ipv4_header_errors() {
     f[l3] = 0x44;
     assert_eq!(err_of(&f), ParseError::BadIhl { ihl: 4 });
     f[l3] = 0x55;
-    assert_eq!(err_of(&f), ParseError::BadIpVersion { layer: Layer::Ipv4, version: 5 });
+    assert_eq!(
+        err_of(&f),
+        ParseError::BadIpVersion {
+            layer: Layer::Ipv4,
+            version: 5
+        }
+    );
     f[l3] = 0x4f; // 60-byte header in a 36-byte packet
-    assert_eq!(err_of(&f), ParseError::Truncated { layer: Layer::Ipv4, need: 60, have: 36 });
-    assert_eq!(err_of(&good.bytes[..l3 + 19]), ParseError::Truncated { layer: Layer::Ipv4, need: 20, have: 19 });
+    assert_eq!(
+        err_of(&f),
+        ParseError::Truncated {
+            layer: Layer::Ipv4,
+            need: 60,
+            have: 36
+        }
+    );
+    assert_eq!(
+        err_of(&good.bytes[..l3 + 19]),
+        ParseError::Truncated {
+            layer: Layer::Ipv4,
+            need: 20,
+            have: 19
+        }
+    );
 
     let mut f = good.bytes.clone();
     f[l3 + 2..l3 + 4].copy_from_slice(&100u16.to_be_bytes());
-    assert_eq!(err_of(&f), ParseError::LengthLies { layer: Layer::Ipv4, claimed: 100, have: 36 });
+    assert_eq!(
+        err_of(&f),
+        ParseError::LengthLies {
+            layer: Layer::Ipv4,
+            claimed: 100,
+            have: 36
+        }
+    );
     f[l3 + 2..l3 + 4].copy_from_slice(&19u16.to_be_bytes());
-    assert_eq!(err_of(&f), ParseError::LengthTooShort { layer: Layer::Ipv4, claimed: 19, min: 20 });
+    assert_eq!(
+        err_of(&f),
+        ParseError::LengthTooShort {
+            layer: Layer::Ipv4,
+            claimed: 19,
+            min: 20
+        }
+    );
 }
 
 #[test]
 fn ipv4_options_are_walked() {
     // NOP, NOP, record route (len 7), EOL.
-    let ok = v4().ipv4_options(&[1, 1, 7, 7, 4, 0, 0, 0, 0, 0]).udp(1, 53).build();
+    let ok = v4()
+        .ipv4_options(&[1, 1, 7, 7, 4, 0, 0, 0, 0, 0])
+        .udp(1, 53)
+        .build();
     let p = parse(&ok.bytes).unwrap();
     assert_eq!(p.l4_offset(), Some(14 + 32));
     assert_eq!(p.dst_port(), Some(53));
     let bad_len = v4().ipv4_options(&[7, 1, 0, 0]).udp(1, 53).build();
-    assert_eq!(err_of(&bad_len.bytes), ParseError::BadIpv4Option { offset: 0 });
+    assert_eq!(
+        err_of(&bad_len.bytes),
+        ParseError::BadIpv4Option { offset: 0 }
+    );
     let overrun = v4().ipv4_options(&[1, 7, 9, 0]).udp(1, 53).build();
-    assert_eq!(err_of(&overrun.bytes), ParseError::BadIpv4Option { offset: 1 });
+    assert_eq!(
+        err_of(&overrun.bytes),
+        ParseError::BadIpv4Option { offset: 1 }
+    );
 }
 
 #[test]
 fn ipv4_fragments() {
-    let first = v4().ipv4_fragment(0, true, 77).udp(1, 9).payload(&[0; 16]).build();
+    let first = v4()
+        .ipv4_fragment(0, true, 77)
+        .udp(1, 9)
+        .payload(&[0; 16])
+        .build();
     let mut bytes = first.bytes.clone();
     // The UDP length covers the whole datagram; a first fragment is shorter.
     bytes[first.l4_offset + 4..first.l4_offset + 6].copy_from_slice(&3000u16.to_be_bytes());
     let p = parse(&bytes).unwrap();
     assert!(p.is_fragment());
-    assert_eq!(p.fragment(), Some(Fragment { offset: 0, more: true, id: 77 }));
+    assert_eq!(
+        p.fragment(),
+        Some(Fragment {
+            offset: 0,
+            more: true,
+            id: 77
+        })
+    );
     assert_eq!(p.ports(), Some((1, 9)));
     assert_eq!(p.payload().end, bytes.len());
 
-    let later = v4().ipv4_fragment(1480, false, 77).ip_proto(proto::UDP).payload(&[0xab; 3]).build();
+    let later = v4()
+        .ipv4_fragment(1480, false, 77)
+        .ip_proto(proto::UDP)
+        .payload(&[0xab; 3])
+        .build();
     let p = parse(&later.bytes).unwrap();
     assert!(p.is_fragment());
     assert_eq!(p.ip_proto(), Some(proto::UDP));
@@ -145,12 +233,33 @@ fn ipv4_fragments() {
     assert_eq!(p.l4_offset(), None);
     assert_eq!(&later.bytes[p.payload()], &[0xab; 3]);
 
-    let death = v4().ipv4_fragment(65528, false, 1).ip_proto(proto::ICMP).payload(&[0; 16]).build();
-    assert_eq!(err_of(&death.bytes), ParseError::FragmentTooLarge { offset: 65528, len: 16 });
+    let death = v4()
+        .ipv4_fragment(65528, false, 1)
+        .ip_proto(proto::ICMP)
+        .payload(&[0; 16])
+        .build();
+    assert_eq!(
+        err_of(&death.bytes),
+        ParseError::FragmentTooLarge {
+            offset: 65528,
+            len: 16
+        }
+    );
 
     // A tiny first fragment that splits the TCP header is refused.
-    let tiny = v4().ipv4_fragment(0, true, 5).ip_proto(proto::TCP).payload(&[0; 8]).build();
-    assert_eq!(err_of(&tiny.bytes), ParseError::Truncated { layer: Layer::Tcp, need: 20, have: 8 });
+    let tiny = v4()
+        .ipv4_fragment(0, true, 5)
+        .ip_proto(proto::TCP)
+        .payload(&[0; 8])
+        .build();
+    assert_eq!(
+        err_of(&tiny.bytes),
+        ParseError::Truncated {
+            layer: Layer::Tcp,
+            need: 20,
+            have: 8
+        }
+    );
 }
 
 #[test]
@@ -158,24 +267,55 @@ fn udp_and_tcp_errors() {
     let u = v4().udp(1, 2).payload(&[0; 4]).build();
     let mut f = u.bytes.clone();
     f[u.l4_offset + 4..u.l4_offset + 6].copy_from_slice(&13u16.to_be_bytes());
-    assert_eq!(err_of(&f), ParseError::LengthLies { layer: Layer::Udp, claimed: 13, have: 12 });
+    assert_eq!(
+        err_of(&f),
+        ParseError::LengthLies {
+            layer: Layer::Udp,
+            claimed: 13,
+            have: 12
+        }
+    );
     f[u.l4_offset + 4..u.l4_offset + 6].copy_from_slice(&7u16.to_be_bytes());
-    assert_eq!(err_of(&f), ParseError::LengthTooShort { layer: Layer::Udp, claimed: 7, min: 8 });
+    assert_eq!(
+        err_of(&f),
+        ParseError::LengthTooShort {
+            layer: Layer::Udp,
+            claimed: 7,
+            min: 8
+        }
+    );
     // A shorter UDP length is fine: the rest is IP padding, not payload.
     f[u.l4_offset + 4..u.l4_offset + 6].copy_from_slice(&10u16.to_be_bytes());
-    assert_eq!(parse(&f).unwrap().payload(), u.payload_offset..u.payload_offset + 2);
+    assert_eq!(
+        parse(&f).unwrap().payload(),
+        u.payload_offset..u.payload_offset + 2
+    );
 
     let t = v4().tcp(1, 2, 0x02).payload(&[0; 4]).build();
     let mut f = t.bytes.clone();
     f[t.l4_offset + 12] = 0x40;
     assert_eq!(err_of(&f), ParseError::BadTcpOffset { offset: 4 });
     f[t.l4_offset + 12] = 0x70;
-    assert_eq!(err_of(&f), ParseError::Truncated { layer: Layer::Tcp, need: 28, have: 24 });
+    assert_eq!(
+        err_of(&f),
+        ParseError::Truncated {
+            layer: Layer::Tcp,
+            need: 28,
+            have: 24
+        }
+    );
     f[t.l4_offset + 12] = 0x60;
     assert_eq!(parse(&f).unwrap().payload().len(), 0);
 
     let short = v4().ip_proto(proto::UDP).payload(&[0; 7]).build();
-    assert_eq!(err_of(&short.bytes), ParseError::Truncated { layer: Layer::Udp, need: 8, have: 7 });
+    assert_eq!(
+        err_of(&short.bytes),
+        ParseError::Truncated {
+            layer: Layer::Udp,
+            need: 8,
+            have: 7
+        }
+    );
 }
 
 #[test]
@@ -183,35 +323,75 @@ fn ipv6_ext_chain_and_fragment() {
     let f = v6()
         .ipv6_ext(ExtHeader::HopByHop { len8: 0 })
         .ipv6_ext(ExtHeader::Routing { len8: 2 })
-        .ipv6_ext(ExtHeader::Fragment { offset: 0, more: true, id: 0xdead })
+        .ipv6_ext(ExtHeader::Fragment {
+            offset: 0,
+            more: true,
+            id: 0xdead,
+        })
         .ipv6_ext(ExtHeader::Auth { len4: 4 })
         .ipv6_ext(ExtHeader::DestOpts { len8: 1 })
         .tcp(22, 2222, 0x10)
         .payload(b"xyz")
         .build();
     let p = parse(&f.bytes).unwrap();
-    assert_eq!(p.l3(), L3::V6 { src: V6_SRC, dst: V6_DST });
+    assert_eq!(
+        p.l3(),
+        L3::V6 {
+            src: V6_SRC,
+            dst: V6_DST
+        }
+    );
     assert_eq!(p.ip_proto(), Some(proto::TCP));
-    assert_eq!(p.fragment(), Some(Fragment { offset: 0, more: true, id: 0xdead }));
+    assert_eq!(
+        p.fragment(),
+        Some(Fragment {
+            offset: 0,
+            more: true,
+            id: 0xdead
+        })
+    );
     assert!(p.is_fragment());
     assert_eq!(p.l4_offset(), Some(14 + 40 + 8 + 24 + 8 + 24 + 16));
     assert_eq!(p.ports(), Some((22, 2222)));
     assert_eq!(&f.bytes[p.payload()], b"xyz");
 
-    let later = v6().ipv6_ext(ExtHeader::Fragment { offset: 8, more: false, id: 1 }).ip_proto(proto::UDP).payload(&[1; 8]).build();
+    let later = v6()
+        .ipv6_ext(ExtHeader::Fragment {
+            offset: 8,
+            more: false,
+            id: 1,
+        })
+        .ip_proto(proto::UDP)
+        .payload(&[1; 8])
+        .build();
     let p = parse(&later.bytes).unwrap();
     assert_eq!((p.ip_proto(), p.ports()), (Some(proto::UDP), None));
     assert_eq!(p.payload(), later.l4_offset..later.bytes.len());
 
     // After a non-first fragment header come data bytes, not headers, even when the
     // fragment header's next header names an extension header.
-    let mut later_ext = v6().ipv6_ext(ExtHeader::Fragment { offset: 16, more: true, id: 2 }).ip_proto(proto::IPV6_OPTS).payload(&[0; 16]).build();
+    let mut later_ext = v6()
+        .ipv6_ext(ExtHeader::Fragment {
+            offset: 16,
+            more: true,
+            id: 2,
+        })
+        .ip_proto(proto::IPV6_OPTS)
+        .payload(&[0; 16])
+        .build();
     later_ext.bytes[later_ext.l4_offset + 1] = 0xff; // would claim 2048 bytes as a header
     let p = parse(&later_ext.bytes).unwrap();
     assert_eq!(p.ip_proto(), Some(proto::IPV6_OPTS));
     assert_eq!(p.payload(), later_ext.l4_offset..later_ext.bytes.len());
 
-    let atomic = v6().ipv6_ext(ExtHeader::Fragment { offset: 0, more: false, id: 1 }).udp(3, 4).build();
+    let atomic = v6()
+        .ipv6_ext(ExtHeader::Fragment {
+            offset: 0,
+            more: false,
+            id: 1,
+        })
+        .udp(3, 4)
+        .build();
     let p = parse(&atomic.bytes).unwrap();
     assert!(!p.is_fragment());
     assert_eq!(p.ports(), Some((3, 4)));
@@ -223,24 +403,63 @@ fn ipv6_errors() {
     let l3 = f.l3_offset;
     let mut b = f.bytes.clone();
     b[l3 + 4..l3 + 6].copy_from_slice(&9u16.to_be_bytes());
-    assert_eq!(err_of(&b), ParseError::LengthLies { layer: Layer::Ipv6, claimed: 49, have: 48 });
+    assert_eq!(
+        err_of(&b),
+        ParseError::LengthLies {
+            layer: Layer::Ipv6,
+            claimed: 49,
+            have: 48
+        }
+    );
     b[l3] = 0x40;
-    assert_eq!(err_of(&b), ParseError::BadIpVersion { layer: Layer::Ipv6, version: 4 });
-    assert_eq!(err_of(&f.bytes[..l3 + 39]), ParseError::Truncated { layer: Layer::Ipv6, need: 40, have: 39 });
+    assert_eq!(
+        err_of(&b),
+        ParseError::BadIpVersion {
+            layer: Layer::Ipv6,
+            version: 4
+        }
+    );
+    assert_eq!(
+        err_of(&f.bytes[..l3 + 39]),
+        ParseError::Truncated {
+            layer: Layer::Ipv6,
+            need: 40,
+            have: 39
+        }
+    );
 
-    let hbh_late = v6().ipv6_ext(ExtHeader::DestOpts { len8: 0 }).ipv6_ext(ExtHeader::HopByHop { len8: 0 }).udp(1, 2).build();
+    let hbh_late = v6()
+        .ipv6_ext(ExtHeader::DestOpts { len8: 0 })
+        .ipv6_ext(ExtHeader::HopByHop { len8: 0 })
+        .udp(1, 2)
+        .build();
     assert_eq!(err_of(&hbh_late.bytes), ParseError::HopByHopNotFirst);
 
-    let long = v6().ipv6_ext(ExtHeader::Routing { len8: 3 }).udp(1, 2).build();
+    let long = v6()
+        .ipv6_ext(ExtHeader::Routing { len8: 3 })
+        .udp(1, 2)
+        .build();
     let ext = long.ext_offset.unwrap();
     let mut b = long.bytes.clone();
     b[ext + 1] = 200; // claims 1608 bytes
-    assert_eq!(err_of(&b), ParseError::Truncated { layer: Layer::Ipv6Ext, need: 1608, have: 40 });
+    assert_eq!(
+        err_of(&b),
+        ParseError::Truncated {
+            layer: Layer::Ipv6Ext,
+            need: 1608,
+            have: 40
+        }
+    );
 
     let ah0 = v6().ipv6_ext(ExtHeader::Auth { len4: 1 }).udp(1, 2).build();
     let mut b = ah0.bytes.clone();
     b[ah0.ext_offset.unwrap() + 1] = 0;
-    assert_eq!(err_of(&b), ParseError::BadExtHeader { next_header: proto::AH });
+    assert_eq!(
+        err_of(&b),
+        ParseError::BadExtHeader {
+            next_header: proto::AH
+        }
+    );
 }
 
 #[test]
@@ -259,7 +478,12 @@ fn ext_header_count_is_bounded() {
             }
             Err(e) => {
                 assert!(n > MAX_EXT_HEADERS, "{n} headers refused: {e}");
-                assert_eq!(e, ParseError::TooManyExtHeaders { limit: MAX_EXT_HEADERS });
+                assert_eq!(
+                    e,
+                    ParseError::TooManyExtHeaders {
+                        limit: MAX_EXT_HEADERS
+                    }
+                );
             }
         }
     }
@@ -267,7 +491,10 @@ fn ext_header_count_is_bounded() {
 
 #[test]
 fn swap_macs_swaps_and_checks_length() {
-    let mut f = FrameBuilder::new().macs([1, 2, 3, 4, 5, 6], [7, 8, 9, 10, 11, 12]).build().bytes;
+    let mut f = FrameBuilder::new()
+        .macs([1, 2, 3, 4, 5, 6], [7, 8, 9, 10, 11, 12])
+        .build()
+        .bytes;
     let before = f.clone();
     swap_macs(&mut f).unwrap();
     let e = EthernetHeader::new_checked(&f).unwrap();
@@ -275,18 +502,41 @@ fn swap_macs_swaps_and_checks_length() {
     assert_eq!(e.src_mac(), [1, 2, 3, 4, 5, 6]);
     assert_eq!(f[12..], before[12..]);
     let mut short = [0u8; 13];
-    assert_eq!(swap_macs(&mut short), Err(ParseError::Truncated { layer: Layer::Ethernet, need: 14, have: 13 }));
+    assert_eq!(
+        swap_macs(&mut short),
+        Err(ParseError::Truncated {
+            layer: Layer::Ethernet,
+            need: 14,
+            have: 13
+        })
+    );
 }
 
 #[test]
 fn builder_checksums_verify() {
-    let f = v4().ipv4_options(&[1, 1, 1, 1]).udp(1, 2).payload(b"abc").build();
-    assert_eq!(build::checksum(&[&f.bytes[14..38]]), 0, "IPv4 header checksum");
+    let f = v4()
+        .ipv4_options(&[1, 1, 1, 1])
+        .udp(1, 2)
+        .payload(b"abc")
+        .build();
+    assert_eq!(
+        build::checksum(&[&f.bytes[14..38]]),
+        0,
+        "IPv4 header checksum"
+    );
     let s = etherparse::SlicedPacket::from_ethernet(&f.bytes).unwrap();
-    let Some(etherparse::NetSlice::Ipv4(ip)) = &s.net else { panic!("not ipv4") };
-    let Some(etherparse::TransportSlice::Udp(u)) = &s.transport else { panic!("not udp") };
+    let Some(etherparse::NetSlice::Ipv4(ip)) = &s.net else {
+        panic!("not ipv4")
+    };
+    let Some(etherparse::TransportSlice::Udp(u)) = &s.transport else {
+        panic!("not udp")
+    };
     let hdr = u.to_header();
-    assert_eq!(hdr.calc_checksum_ipv4(&ip.header().to_header(), u.payload()).unwrap(), hdr.checksum);
+    assert_eq!(
+        hdr.calc_checksum_ipv4(&ip.header().to_header(), u.payload())
+            .unwrap(),
+        hdr.checksum
+    );
 }
 
 // ---------------------------------------------------------------- property tests
@@ -317,11 +567,15 @@ impl Spec {
                 b = b.ipv6_ext(e.clone());
             }
         } else {
-            b = b.ipv4(Ipv4Addr::new(198, 18, 1, 2), Ipv4Addr::new(198, 19, 3, 4)).ipv4_options(&self.v4_options);
+            b = b
+                .ipv4(Ipv4Addr::new(198, 18, 1, 2), Ipv4Addr::new(198, 19, 3, 4))
+                .ipv4_options(&self.v4_options);
         }
         b = match self.l4 {
             0 => b.udp(self.sport, self.dport),
-            1 => b.tcp(self.sport, self.dport, 0x18).tcp_options(&vec![1; 4 * self.tcp_option_words]),
+            1 => b
+                .tcp(self.sport, self.dport, 0x18)
+                .tcp_options(&vec![1; 4 * self.tcp_option_words]),
             _ => b.ip_proto(47),
         };
         b.payload(&self.payload).build()
@@ -361,7 +615,11 @@ fn ext_chain() -> impl Strategy<Value = Vec<ExtHeader>> {
         }
         if on[3] {
             // Atomic fragment: etherparse then still parses the transport header.
-            v.push(ExtHeader::Fragment { offset: 0, more: false, id });
+            v.push(ExtHeader::Fragment {
+                offset: 0,
+                more: false,
+                id,
+            });
         }
         if on[4] {
             v.push(ExtHeader::Auth { len4: c * 2 });
@@ -371,7 +629,10 @@ fn ext_chain() -> impl Strategy<Value = Vec<ExtHeader>> {
 }
 
 fn spec() -> impl Strategy<Value = Spec> {
-    let tag = (prop_oneof![Just(ETHERTYPE_VLAN), Just(ETHERTYPE_QINQ)], any::<u16>());
+    let tag = (
+        prop_oneof![Just(ETHERTYPE_VLAN), Just(ETHERTYPE_QINQ)],
+        any::<u16>(),
+    );
     (
         prop::collection::vec(tag, 0..=2),
         any::<bool>(),
@@ -383,17 +644,19 @@ fn spec() -> impl Strategy<Value = Spec> {
         0usize..10,
         prop::collection::vec(any::<u8>(), 0..200),
     )
-        .prop_map(|(vlans, v6, v4_options, ext, l4, sport, dport, tcp_option_words, payload)| Spec {
-            vlans,
-            v6,
-            v4_options,
-            ext,
-            l4,
-            sport,
-            dport,
-            tcp_option_words,
-            payload,
-        })
+        .prop_map(
+            |(vlans, v6, v4_options, ext, l4, sport, dport, tcp_option_words, payload)| Spec {
+                vlans,
+                v6,
+                v4_options,
+                ext,
+                l4,
+                sport,
+                dport,
+                tcp_option_words,
+                payload,
+            },
+        )
 }
 
 /// What etherparse makes of a frame, reduced to fields both parsers report.
@@ -413,7 +676,10 @@ fn oracle(frame: &[u8]) -> Option<Summary> {
     let vids = match &s.vlan {
         None => vec![],
         Some(VlanSlice::SingleVlan(v)) => vec![v.vlan_identifier().value()],
-        Some(VlanSlice::DoubleVlan(d)) => vec![d.outer().vlan_identifier().value(), d.inner().vlan_identifier().value()],
+        Some(VlanSlice::DoubleVlan(d)) => vec![
+            d.outer().vlan_identifier().value(),
+            d.inner().vlan_identifier().value(),
+        ],
     };
     let (src, dst, proto, ip_payload) = match &s.net {
         Some(NetSlice::Ipv4(ip)) => (
@@ -431,11 +697,22 @@ fn oracle(frame: &[u8]) -> Option<Summary> {
         None => (None, None, None, &[][..]),
     };
     let (ports, payload) = match &s.transport {
-        Some(TransportSlice::Udp(u)) => (Some((u.source_port(), u.destination_port())), u.payload()),
-        Some(TransportSlice::Tcp(t)) => (Some((t.source_port(), t.destination_port())), t.payload()),
+        Some(TransportSlice::Udp(u)) => {
+            (Some((u.source_port(), u.destination_port())), u.payload())
+        }
+        Some(TransportSlice::Tcp(t)) => {
+            (Some((t.source_port(), t.destination_port())), t.payload())
+        }
         _ => (None, ip_payload),
     };
-    Some(Summary { vids, src, dst, proto, ports, payload: payload.to_vec() })
+    Some(Summary {
+        vids,
+        src,
+        dst,
+        proto,
+        ports,
+        payload: payload.to_vec(),
+    })
 }
 
 fn ours(frame: &[u8]) -> Option<Summary> {

@@ -52,7 +52,10 @@ pub struct Verdict {
 
 impl Verdict {
     /// Drop, no mirror.
-    pub const DROP: Verdict = Verdict { act: Act::Drop, mirror_to: None };
+    pub const DROP: Verdict = Verdict {
+        act: Act::Drop,
+        mirror_to: None,
+    };
 }
 
 /// What one received frame under a verdict needs.
@@ -73,10 +76,24 @@ impl Verdict {
     pub fn needs(&self) -> Needs {
         let mut n = match self.act {
             Act::Drop => Needs::default(),
-            Act::L2fwd => Needs { own_tx: 1, ..Needs::default() },
-            Act::ReflectTwice => Needs { own_tx: 2, frag: true, ..Needs::default() },
-            Act::Copybreak => Needs { own_tx: 1, copy: true, ..Needs::default() },
-            Act::Forward { to, .. } => Needs { egress: [Some(to), None], ..Needs::default() },
+            Act::L2fwd => Needs {
+                own_tx: 1,
+                ..Needs::default()
+            },
+            Act::ReflectTwice => Needs {
+                own_tx: 2,
+                frag: true,
+                ..Needs::default()
+            },
+            Act::Copybreak => Needs {
+                own_tx: 1,
+                copy: true,
+                ..Needs::default()
+            },
+            Act::Forward { to, .. } => Needs {
+                egress: [Some(to), None],
+                ..Needs::default()
+            },
         };
         if let Some(m) = self.mirror_to {
             n.frag = true;
@@ -130,7 +147,9 @@ fn drop_frame(frame: Frame, d: XdpDesc, mirror_to: Option<PortId>, cx: &mut ActC
     match mirror_to {
         None => cx.pool.recycle(frame),
         Some(m) => {
-            let Some(frag) = into_frag(frame, d, cx) else { return };
+            let Some(frag) = into_frag(frame, d, cx) else {
+                return;
+            };
             emit(m, d, frag, cx);
             cx.c.mirrored += 1;
         }
@@ -140,17 +159,25 @@ fn drop_frame(frame: Frame, d: XdpDesc, mirror_to: Option<PortId>, cx: &mut ActC
 /// `l2fwd`: swap MACs in place and queue the RX chunk itself for TX.
 #[inline]
 fn l2fwd(frame: Frame, d: XdpDesc, mirror_to: Option<PortId>, cx: &mut ActCtx<'_>) {
-    let Some(frame) = rewrite(frame, d, MacRewrite::Swap, None, cx) else { return };
+    let Some(frame) = rewrite(frame, d, MacRewrite::Swap, None, cx) else {
+        return;
+    };
     match mirror_to {
         None => {
             let offset = (d.addr - frame.addr()) as u32;
             match cx.pool.give_tx(frame, offset) {
-                Ok(addr) => cx.tx.push(XdpDesc { addr, len: d.len, options: 0 }),
+                Ok(addr) => cx.tx.push(XdpDesc {
+                    addr,
+                    len: d.len,
+                    options: 0,
+                }),
                 Err(_) => cx.c.rx_rejected += 1,
             }
         }
         Some(m) => {
-            let Some(frag) = into_frag(frame, d, cx) else { return };
+            let Some(frag) = into_frag(frame, d, cx) else {
+                return;
+            };
             let copy = cx.pool.ref_frag(&frag);
             emit(m, d, copy, cx);
             cx.c.mirrored += 1;
@@ -163,8 +190,12 @@ fn l2fwd(frame: Frame, d: XdpDesc, mirror_to: Option<PortId>, cx: &mut ActCtx<'_
 /// queue it twice by reference: two TX descriptors on the same bytes, no copy.
 #[inline]
 fn reflect_twice(frame: Frame, d: XdpDesc, cx: &mut ActCtx<'_>) {
-    let Some(frame) = rewrite(frame, d, MacRewrite::Swap, None, cx) else { return };
-    let Some(frag) = into_frag(frame, d, cx) else { return };
+    let Some(frame) = rewrite(frame, d, MacRewrite::Swap, None, cx) else {
+        return;
+    };
+    let Some(frag) = into_frag(frame, d, cx) else {
+        return;
+    };
     let second = cx.pool.ref_frag(&frag);
     queue_frag(second, d.len, cx);
     queue_frag(frag, d.len, cx);
@@ -175,7 +206,9 @@ fn reflect_twice(frame: Frame, d: XdpDesc, cx: &mut ActCtx<'_>) {
 /// straight back; queue the frag for TX.
 #[inline]
 fn copybreak(frame: Frame, d: XdpDesc, cx: &mut ActCtx<'_>) {
-    let Some(frame) = rewrite(frame, d, MacRewrite::Swap, None, cx) else { return };
+    let Some(frame) = rewrite(frame, d, MacRewrite::Swap, None, cx) else {
+        return;
+    };
     let offset = (d.addr - frame.addr()) as u32;
     let Some(bytes) = cx.region.frame_bytes(&frame, offset, d.len) else {
         cx.pool.recycle(frame);
@@ -202,9 +235,20 @@ fn copybreak(frame: Frame, d: XdpDesc, cx: &mut ActCtx<'_>) {
 /// `forward`: rewrite the MACs for the egress port and hand the frame (its chunk, by
 /// a frag token of count 1) to that port; a mirror takes a second reference.
 #[inline]
-fn forward(frame: Frame, d: XdpDesc, to: PortId, mac: MacRewrite, mirror_to: Option<PortId>, cx: &mut ActCtx<'_>) {
-    let Some(frame) = rewrite(frame, d, mac, Some(to), cx) else { return };
-    let Some(frag) = into_frag(frame, d, cx) else { return };
+fn forward(
+    frame: Frame,
+    d: XdpDesc,
+    to: PortId,
+    mac: MacRewrite,
+    mirror_to: Option<PortId>,
+    cx: &mut ActCtx<'_>,
+) {
+    let Some(frame) = rewrite(frame, d, mac, Some(to), cx) else {
+        return;
+    };
+    let Some(frag) = into_frag(frame, d, cx) else {
+        return;
+    };
     if let Some(m) = mirror_to {
         let copy = cx.pool.ref_frag(&frag);
         emit(m, d, copy, cx);
@@ -230,13 +274,28 @@ fn into_frag(frame: Frame, d: XdpDesc, cx: &mut ActCtx<'_>) -> Option<pool::Frag
 
 #[inline]
 fn emit(port: PortId, d: XdpDesc, token: pool::Frag, cx: &mut ActCtx<'_>) {
-    cx.out.push((port, Egress { desc: XdpDesc { addr: d.addr, len: d.len, options: 0 }, token, origin: cx.origin }));
+    cx.out.push((
+        port,
+        Egress {
+            desc: XdpDesc {
+                addr: d.addr,
+                len: d.len,
+                options: 0,
+            },
+            token,
+            origin: cx.origin,
+        },
+    ));
 }
 
 #[inline]
 fn queue_frag(frag: pool::Frag, len: u32, cx: &mut ActCtx<'_>) {
     match cx.pool.give_tx_frag(frag) {
-        Ok(addr) => cx.tx.push(XdpDesc { addr, len, options: 0 }),
+        Ok(addr) => cx.tx.push(XdpDesc {
+            addr,
+            len,
+            options: 0,
+        }),
         Err(_) => cx.c.rx_rejected += 1,
     }
 }
@@ -244,7 +303,13 @@ fn queue_frag(frag: pool::Frag, len: u32, cx: &mut ActCtx<'_>) {
 /// Rewrites the frame's two MAC addresses. A frame that cannot be viewed, is shorter
 /// than two MACs, or whose next hop is unknown is recycled and counted; `None` then.
 #[inline]
-pub(crate) fn rewrite(mut frame: Frame, d: XdpDesc, how: MacRewrite, egress: Option<PortId>, cx: &mut ActCtx<'_>) -> Option<Frame> {
+pub(crate) fn rewrite(
+    mut frame: Frame,
+    d: XdpDesc,
+    how: MacRewrite,
+    egress: Option<PortId>,
+    cx: &mut ActCtx<'_>,
+) -> Option<Frame> {
     let offset = (d.addr - frame.addr()) as u32;
     let Some(bytes) = cx.region.frame_bytes(&frame, offset, d.len) else {
         cx.pool.recycle(frame);
@@ -275,7 +340,12 @@ pub(crate) fn rewrite(mut frame: Frame, d: XdpDesc, how: MacRewrite, egress: Opt
 
 /// The first 12 bytes of `frame` rewritten: `None` when a MAC needed is unknown.
 #[inline]
-fn new_macs(frame: &[u8], how: MacRewrite, egress: Option<PortId>, book: &MacBook) -> Option<[u8; 12]> {
+fn new_macs(
+    frame: &[u8],
+    how: MacRewrite,
+    egress: Option<PortId>,
+    book: &MacBook,
+) -> Option<[u8; 12]> {
     let mut macs = [0u8; 12];
     match how {
         MacRewrite::Swap => {
@@ -295,4 +365,3 @@ fn new_macs(frame: &[u8], how: MacRewrite, egress: Option<PortId>, book: &MacBoo
     }
     Some(macs)
 }
-

@@ -16,18 +16,32 @@ impl Lane {
     /// receiving worker, after the verdict and before the action (which may rewrite
     /// the bytes).
     #[inline(never)]
-    pub(super) fn capture(&mut self, frame: &Frame, d: XdpDesc, client: Option<Target>, tap: &CaptureTap, file_tap: &CaptureTap) {
+    pub(super) fn capture(
+        &mut self,
+        frame: &Frame,
+        d: XdpDesc,
+        client: Option<Target>,
+        tap: &CaptureTap,
+        file_tap: &CaptureTap,
+    ) {
         // take_rx checked addr..addr+len lies in the frame's chunk.
         let offset = (d.addr - frame.addr()) as u32;
-        let Some(bytes) = self.port.region().frame_bytes(frame, offset, d.len) else { return };
+        let Some(bytes) = self.port.region().frame_bytes(frame, offset, d.len) else {
+            return;
+        };
         // The list the frame's action was taken under (during a hand-over, the one of
         // its tag): a rule's copy goes with its action, whatever a reload renumbered.
         let set = self.rules.last_set();
-        let Some(pos) = set.classifier.first_match(bytes) else { return };
+        let Some(pos) = set.classifier.first_match(bytes) else {
+            return;
+        };
         let socket = self.port.socket as u32;
-        let to_client = client.filter(|t| t.rule_key == set.key(pos)).map(|t| tap.offer(socket, bytes, t.snaplen, now_ns()));
+        let to_client = client
+            .filter(|t| t.rule_key == set.key(pos))
+            .map(|t| tap.offer(socket, bytes, t.snaplen, now_ns()));
         let sink = set.sink(pos).filter(|s| s.take_one());
-        let to_file = sink.map(|s| file_tap.offer_to(s.id, socket, bytes, s.spec.snaplen, now_ns()));
+        let to_file =
+            sink.map(|s| file_tap.offer_to(s.id, socket, bytes, s.spec.snaplen, now_ns()));
         if to_file == Some(Offer::Full) {
             if let Some(s) = sink {
                 s.note_dropped();

@@ -53,11 +53,17 @@ impl Lane {
         let c = &mut self.port.c;
         c.rx_packets += 1;
         c.rx_multi_buffer += 1;
-        c.rx_bytes += self.chain.iter().map(|(_, d)| u64::from(d.len)).sum::<u64>();
+        c.rx_bytes += self
+            .chain
+            .iter()
+            .map(|(_, d)| u64::from(d.len))
+            .sum::<u64>();
         let verdict = {
             let (first, fd) = &mut self.chain[0];
             let offset = (fd.addr - first.addr()) as u32;
-            let (v, unknown) = self.rules.verdict(self.port.region(), first, offset, fd.len);
+            let (v, unknown) = self
+                .rules
+                .verdict(self.port.region(), first, offset, fd.len);
             self.port.c.rule_untagged += u64::from(unknown);
             v
         };
@@ -89,7 +95,11 @@ impl Lane {
             }
             let offset = (d.addr - frame.addr()) as u32;
             match self.port.pool.give_tx(frame, offset) {
-                Ok(addr) => self.port.queue_own(XdpDesc { addr, len: d.len, options: if i < last { XDP_PKT_CONTD } else { 0 } }),
+                Ok(addr) => self.port.queue_own(XdpDesc {
+                    addr,
+                    len: d.len,
+                    options: if i < last { XDP_PKT_CONTD } else { 0 },
+                }),
                 Err(_) => {
                     self.port.c.rx_rejected += 1;
                     self.chain_broken = true;

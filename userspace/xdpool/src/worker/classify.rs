@@ -19,10 +19,13 @@ pub struct Classifier {
 impl Classifier {
     /// Builds the lookup from one port's rules (in the XDP program's order).
     pub fn new(rules: Vec<ValidRule>) -> Classifier {
-        let rules: Vec<(ValidRule, Option<Verdict>)> = rules.into_iter().map(|r| {
-            let v = verdict(&r);
-            (r, v)
-        }).collect();
+        let rules: Vec<(ValidRule, Option<Verdict>)> = rules
+            .into_iter()
+            .map(|r| {
+                let v = verdict(&r);
+                (r, v)
+            })
+            .collect();
         let mut userspace = rules.iter().filter_map(|(_, v)| *v);
         let first = userspace.next();
         let uniform = match first {
@@ -69,7 +72,9 @@ impl Classifier {
         if let Some(a) = self.uniform {
             return a;
         }
-        let Ok(p) = wire::parse(frame) else { return Verdict::DROP };
+        let Ok(p) = wire::parse(frame) else {
+            return Verdict::DROP;
+        };
         for (r, v) in &self.rules {
             if matches(r, &p) {
                 return v.unwrap_or(Verdict::DROP);
@@ -96,17 +101,27 @@ pub fn verdict(r: &ValidRule) -> Option<Verdict> {
         Action::L2fwd => Act::L2fwd,
         Action::ReflectTwice => Act::ReflectTwice,
         Action::Copybreak => Act::Copybreak,
-        Action::Forward => Act::Forward { to: r.to?, mac: r.mac },
+        Action::Forward => Act::Forward {
+            to: r.to?,
+            mac: r.mac,
+        },
         Action::Pass | Action::Xdpdrop => return None,
     };
-    Some(Verdict { act, mirror_to: r.mirror_to })
+    Some(Verdict {
+        act,
+        mirror_to: r.mirror_to,
+    })
 }
 
 impl Action {
     /// Whether frames under this action are steered to a worker.
     pub fn reaches_userspace(self) -> bool {
         match self {
-            Action::Drop | Action::L2fwd | Action::Forward | Action::ReflectTwice | Action::Copybreak => true,
+            Action::Drop
+            | Action::L2fwd
+            | Action::Forward
+            | Action::ReflectTwice
+            | Action::Copybreak => true,
             Action::Pass | Action::Xdpdrop => false,
         }
     }
@@ -156,11 +171,19 @@ fn matches(r: &ValidRule, p: &wire::Parsed) -> bool {
 fn in_prefix(addr: IpAddr, net: IpAddr, len: u8) -> bool {
     match (addr, net) {
         (IpAddr::V4(a), IpAddr::V4(n)) => {
-            let mask = if len == 0 { 0 } else { u32::MAX << (32 - len as u32) };
+            let mask = if len == 0 {
+                0
+            } else {
+                u32::MAX << (32 - len as u32)
+            };
             u32::from(a) & mask == u32::from(n) & mask
         }
         (IpAddr::V6(a), IpAddr::V6(n)) => {
-            let mask = if len == 0 { 0 } else { u128::MAX << (128 - len as u32) };
+            let mask = if len == 0 {
+                0
+            } else {
+                u128::MAX << (128 - len as u32)
+            };
             u128::from(a) & mask == u128::from(n) & mask
         }
         _ => false,
@@ -187,8 +210,25 @@ mod tests {
         f
     }
 
-    fn rule(proto: Option<u8>, port: Option<(u16, u16)>, dst: Option<(&str, u8)>, action: Action) -> ValidRule {
-        ValidRule { proto, dst_port: port, dst: dst.map(|(a, l)| (a.parse().unwrap(), l)), src_port: None, src: None, vlan: None, action, port: 0, to: (action == Action::Forward).then_some(1), mac: crate::config::MacRewrite::Swap, mirror_to: None }
+    fn rule(
+        proto: Option<u8>,
+        port: Option<(u16, u16)>,
+        dst: Option<(&str, u8)>,
+        action: Action,
+    ) -> ValidRule {
+        ValidRule {
+            proto,
+            dst_port: port,
+            dst: dst.map(|(a, l)| (a.parse().unwrap(), l)),
+            src_port: None,
+            src: None,
+            vlan: None,
+            action,
+            port: 0,
+            to: (action == Action::Forward).then_some(1),
+            mac: crate::config::MacRewrite::Swap,
+            mirror_to: None,
+        }
     }
 
     /// A UDP frame from `src`:`sport` to 198.18.0.2:9, with `tags` VLAN ids (outer first).
@@ -196,7 +236,14 @@ mod tests {
         let plain = udp_frame(9, [198, 18, 0, 2]);
         let mut f = plain[..12].to_vec();
         for (i, id) in tags.iter().enumerate() {
-            f.extend_from_slice(&(if i == 0 && tags.len() > 1 { 0x88a8u16 } else { 0x8100u16 }).to_be_bytes());
+            f.extend_from_slice(
+                &(if i == 0 && tags.len() > 1 {
+                    0x88a8u16
+                } else {
+                    0x8100u16
+                })
+                .to_be_bytes(),
+            );
             f.extend_from_slice(&(0x2000 | id).to_be_bytes()); // PCP 1: the id is the low 12 bits only
         }
         f.extend_from_slice(&plain[12..]);
@@ -206,31 +253,70 @@ mod tests {
         f
     }
 
-    fn source_rule(vlan: Option<u16>, src: Option<(&str, u8)>, src_port: Option<(u16, u16)>, action: Action) -> ValidRule {
+    fn source_rule(
+        vlan: Option<u16>,
+        src: Option<(&str, u8)>,
+        src_port: Option<(u16, u16)>,
+        action: Action,
+    ) -> ValidRule {
         let proto = src_port.map(|_| 17);
-        ValidRule { vlan, src: src.map(|(a, l)| (a.parse().unwrap(), l)), src_port, ..rule(proto, None, None, action) }
+        ValidRule {
+            vlan,
+            src: src.map(|(a, l)| (a.parse().unwrap(), l)),
+            src_port,
+            ..rule(proto, None, None, action)
+        }
     }
 
     #[test]
     fn vlan_matches_the_outer_tag_only_and_never_an_untagged_frame() {
-        let c = Classifier::new(vec![source_rule(Some(5), None, None, Action::L2fwd), rule(None, None, None, Action::Drop), rule(Some(6), None, None, Action::Copybreak)]);
+        let c = Classifier::new(vec![
+            source_rule(Some(5), None, None, Action::L2fwd),
+            rule(None, None, None, Action::Drop),
+            rule(Some(6), None, None, Action::Copybreak),
+        ]);
         let src = [198, 18, 0, 1];
         assert_eq!(c.first_match(&tagged_udp(&[5], src, 1)), Some(0));
-        assert_eq!(c.first_match(&tagged_udp(&[5, 7], src, 1)), Some(0), "QinQ: the outer id");
-        assert_eq!(c.first_match(&tagged_udp(&[7, 5], src, 1)), Some(1), "the inner id is not looked at");
+        assert_eq!(
+            c.first_match(&tagged_udp(&[5, 7], src, 1)),
+            Some(0),
+            "QinQ: the outer id"
+        );
+        assert_eq!(
+            c.first_match(&tagged_udp(&[7, 5], src, 1)),
+            Some(1),
+            "the inner id is not looked at"
+        );
         assert_eq!(c.first_match(&tagged_udp(&[6], src, 1)), Some(1));
-        assert_eq!(c.first_match(&tagged_udp(&[], src, 1)), Some(1), "untagged: no VLAN match");
+        assert_eq!(
+            c.first_match(&tagged_udp(&[], src, 1)),
+            Some(1),
+            "untagged: no VLAN match"
+        );
         assert_eq!(c.classify(&tagged_udp(&[5], src, 1)).act, Act::L2fwd);
         assert_eq!(c.classify(&tagged_udp(&[], src, 1)).act, Act::Drop);
         let zero = Classifier::new(vec![source_rule(Some(0), None, None, Action::L2fwd)]);
-        assert_eq!(zero.first_match(&tagged_udp(&[0], src, 1)), Some(0), "vlan 0 matches a priority tag");
-        assert_eq!(zero.first_match(&tagged_udp(&[], src, 1)), None, "and not an untagged frame");
+        assert_eq!(
+            zero.first_match(&tagged_udp(&[0], src, 1)),
+            Some(0),
+            "vlan 0 matches a priority tag"
+        );
+        assert_eq!(
+            zero.first_match(&tagged_udp(&[], src, 1)),
+            None,
+            "and not an untagged frame"
+        );
     }
 
     #[test]
     fn source_prefix_and_port_ranges() {
         let c = Classifier::new(vec![
-            source_rule(None, Some(("198.18.0.0", 24)), Some((1000, 1999)), Action::L2fwd),
+            source_rule(
+                None,
+                Some(("198.18.0.0", 24)),
+                Some((1000, 1999)),
+                Action::L2fwd,
+            ),
             source_rule(None, Some(("198.18.0.0", 15)), None, Action::Copybreak),
             source_rule(None, None, Some((7, 7)), Action::ReflectTwice),
             rule(None, None, None, Action::Drop),
@@ -238,21 +324,43 @@ mod tests {
         let act = |src: [u8; 4], sport: u16| c.classify(&tagged_udp(&[], src, sport)).act;
         assert_eq!(act([198, 18, 0, 9], 1000), Act::L2fwd);
         assert_eq!(act([198, 18, 0, 9], 1999), Act::L2fwd);
-        assert_eq!(act([198, 18, 0, 9], 2000), Act::Copybreak, "port past the range: the next rule");
-        assert_eq!(act([198, 18, 1, 9], 1500), Act::Copybreak, "outside the /24, inside the /15");
+        assert_eq!(
+            act([198, 18, 0, 9], 2000),
+            Act::Copybreak,
+            "port past the range: the next rule"
+        );
+        assert_eq!(
+            act([198, 18, 1, 9], 1500),
+            Act::Copybreak,
+            "outside the /24, inside the /15"
+        );
         assert_eq!(act([198, 20, 0, 9], 7), Act::ReflectTwice);
         assert_eq!(act([198, 20, 0, 9], 8), Act::Drop);
         // The destination port never stands in for the source port (the frame's is 9).
-        let dst9 = Classifier::new(vec![source_rule(None, None, Some((9, 9)), Action::L2fwd), rule(None, None, None, Action::Drop)]);
-        assert_eq!(dst9.first_match(&tagged_udp(&[], [198, 18, 0, 1], 1024)), Some(1));
+        let dst9 = Classifier::new(vec![
+            source_rule(None, None, Some((9, 9)), Action::L2fwd),
+            rule(None, None, None, Action::Drop),
+        ]);
+        assert_eq!(
+            dst9.first_match(&tagged_udp(&[], [198, 18, 0, 1], 1024)),
+            Some(1)
+        );
         // An IPv6 source prefix never matches an IPv4 frame.
-        let v6 = Classifier::new(vec![source_rule(None, Some(("::", 0)), None, Action::L2fwd)]);
+        let v6 = Classifier::new(vec![source_rule(
+            None,
+            Some(("::", 0)),
+            None,
+            Action::L2fwd,
+        )]);
         assert_eq!(v6.first_match(&tagged_udp(&[3], [198, 18, 0, 1], 1)), None);
     }
 
     #[test]
     fn uniform_skips_parsing() {
-        let c = Classifier::new(vec![rule(Some(17), Some((9, 9)), None, Action::L2fwd), rule(None, None, None, Action::Pass)]);
+        let c = Classifier::new(vec![
+            rule(Some(17), Some((9, 9)), None, Action::L2fwd),
+            rule(None, None, None, Action::Pass),
+        ]);
         assert!(c.is_uniform());
         assert_eq!(c.classify(&[]).act, Act::L2fwd);
     }
@@ -266,13 +374,21 @@ mod tests {
         assert!(!c.is_uniform());
         assert_eq!(c.classify(&udp_frame(9, [198, 18, 0, 2])).act, Act::L2fwd);
         assert_eq!(c.classify(&udp_frame(10, [198, 18, 0, 2])).act, Act::Drop);
-        assert_eq!(c.classify(&udp_frame(10, [198, 20, 0, 2])).act, Act::Drop, "no match: drop");
+        assert_eq!(
+            c.classify(&udp_frame(10, [198, 20, 0, 2])).act,
+            Act::Drop,
+            "no match: drop"
+        );
         assert_eq!(c.classify(&[1, 2, 3]).act, Act::Drop, "unparsable: drop");
     }
 
     #[test]
     fn reflect_twice_forward_and_copybreak_reach_userspace() {
-        assert!(Action::ReflectTwice.reaches_userspace() && Action::Copybreak.reaches_userspace() && Action::Forward.reaches_userspace());
+        assert!(
+            Action::ReflectTwice.reaches_userspace()
+                && Action::Copybreak.reaches_userspace()
+                && Action::Forward.reaches_userspace()
+        );
         assert!(!Action::Pass.reaches_userspace() && !Action::Xdpdrop.reaches_userspace());
         let c = Classifier::new(vec![
             rule(Some(17), Some((9, 9)), None, Action::ReflectTwice),
@@ -280,15 +396,31 @@ mod tests {
             rule(Some(17), Some((11, 11)), None, Action::Forward),
         ]);
         assert!(!c.is_uniform());
-        assert_eq!(c.classify(&udp_frame(9, [198, 18, 0, 2])).act, Act::ReflectTwice);
-        assert_eq!(c.classify(&udp_frame(10, [198, 18, 0, 2])).act, Act::Copybreak);
-        assert_eq!(c.classify(&udp_frame(11, [198, 18, 0, 2])).act, Act::Forward { to: 1, mac: crate::config::MacRewrite::Swap });
+        assert_eq!(
+            c.classify(&udp_frame(9, [198, 18, 0, 2])).act,
+            Act::ReflectTwice
+        );
+        assert_eq!(
+            c.classify(&udp_frame(10, [198, 18, 0, 2])).act,
+            Act::Copybreak
+        );
+        assert_eq!(
+            c.classify(&udp_frame(11, [198, 18, 0, 2])).act,
+            Act::Forward {
+                to: 1,
+                mac: crate::config::MacRewrite::Swap
+            }
+        );
         assert_eq!(c.needs(), (2, vec![1]));
     }
 
     #[test]
     fn first_match_names_the_rule_even_when_uniform() {
-        let c = Classifier::new(vec![rule(Some(17), Some((9, 9)), None, Action::L2fwd), rule(Some(17), Some((10, 10)), None, Action::L2fwd), rule(None, None, None, Action::Pass)]);
+        let c = Classifier::new(vec![
+            rule(Some(17), Some((9, 9)), None, Action::L2fwd),
+            rule(Some(17), Some((10, 10)), None, Action::L2fwd),
+            rule(None, None, None, Action::Pass),
+        ]);
         assert!(c.is_uniform());
         assert_eq!(c.first_match(&udp_frame(9, [198, 18, 0, 2])), Some(0));
         assert_eq!(c.first_match(&udp_frame(10, [198, 18, 0, 2])), Some(1));
@@ -298,10 +430,30 @@ mod tests {
 
     #[test]
     fn prefixes() {
-        assert!(in_prefix("198.19.3.4".parse().unwrap(), "198.18.0.0".parse().unwrap(), 15));
-        assert!(!in_prefix("198.20.0.1".parse().unwrap(), "198.18.0.0".parse().unwrap(), 15));
-        assert!(in_prefix("2001:2::5".parse().unwrap(), "2001:2::".parse().unwrap(), 48));
-        assert!(in_prefix("198.19.255.1".parse().unwrap(), "0.0.0.0".parse().unwrap(), 0));
-        assert!(!in_prefix("198.19.255.1".parse().unwrap(), "::".parse().unwrap(), 0));
+        assert!(in_prefix(
+            "198.19.3.4".parse().unwrap(),
+            "198.18.0.0".parse().unwrap(),
+            15
+        ));
+        assert!(!in_prefix(
+            "198.20.0.1".parse().unwrap(),
+            "198.18.0.0".parse().unwrap(),
+            15
+        ));
+        assert!(in_prefix(
+            "2001:2::5".parse().unwrap(),
+            "2001:2::".parse().unwrap(),
+            48
+        ));
+        assert!(in_prefix(
+            "198.19.255.1".parse().unwrap(),
+            "0.0.0.0".parse().unwrap(),
+            0
+        ));
+        assert!(!in_prefix(
+            "198.19.255.1".parse().unwrap(),
+            "::".parse().unwrap(),
+            0
+        ));
     }
 }

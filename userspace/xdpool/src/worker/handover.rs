@@ -87,7 +87,11 @@ pub struct Handover<T, W: Wake> {
 impl<T, W: Wake> Handover<T, W> {
     /// Idle, waking the worker through `waker`.
     pub fn new(waker: Arc<W>) -> Self {
-        Handover { phase: AtomicU8::new(Phase::Idle as u8), slot: Mutex::new(None), waker }
+        Handover {
+            phase: AtomicU8::new(Phase::Idle as u8),
+            slot: Mutex::new(None),
+            waker,
+        }
     }
 
     /// The phase now (acquire: what the other side did before it moved here is
@@ -98,7 +102,9 @@ impl<T, W: Wake> Handover<T, W> {
     }
 
     fn cas(&self, from: Phase, to: Phase) -> bool {
-        self.phase.compare_exchange(from as u8, to as u8, Ordering::AcqRel, Ordering::Acquire).is_ok()
+        self.phase
+            .compare_exchange(from as u8, to as u8, Ordering::AcqRel, Ordering::Acquire)
+            .is_ok()
     }
 
     /// Moves to `to` from whichever of `from` the phase is in (the other side may
@@ -109,7 +115,10 @@ impl<T, W: Wake> Handover<T, W> {
             if !from.iter().any(|&f| f as u8 == now) {
                 return false;
             }
-            match self.phase.compare_exchange(now, to as u8, Ordering::AcqRel, Ordering::Acquire) {
+            match self
+                .phase
+                .compare_exchange(now, to as u8, Ordering::AcqRel, Ordering::Acquire)
+            {
                 Ok(_) => return true,
                 Err(seen) => now = seen,
             }
@@ -171,7 +180,10 @@ impl<T, W: Wake> Handover<T, W> {
 
     /// Whether the worker holds a socket (taken, running or being given up).
     pub fn has_socket(&self) -> bool {
-        matches!(self.phase(), Phase::Taken | Phase::Running | Phase::Releasing)
+        matches!(
+            self.phase(),
+            Phase::Taken | Phase::Running | Phase::Releasing
+        )
     }
 
     /// Whether a socket is offered and the worker does not run on it yet.
@@ -203,7 +215,10 @@ impl<T, W: Wake> Handover<T, W> {
     /// The worker closed its socket and will not touch it again (`Taken`, `Running`
     /// or `Releasing` -> `Closed`, release: its last use happens before).
     pub fn gave_up(&self) {
-        self.shift(&[Phase::Taken, Phase::Running, Phase::Releasing], Phase::Closed);
+        self.shift(
+            &[Phase::Taken, Phase::Running, Phase::Releasing],
+            Phase::Closed,
+        );
     }
 
     /// Puts the hand-over in phase `p` (unit tests of one worker standing for
@@ -314,7 +329,10 @@ mod loom_models {
         // its spawn asks no Send, and it checks every access to them.
         #[allow(clippy::arc_with_non_send_sync)]
         fn new() -> Arc<World> {
-            let efd = Arc::new(EventFd { count: Mutex::new(0), cv: Condvar::new() });
+            let efd = Arc::new(EventFd {
+                count: Mutex::new(0),
+                cv: Condvar::new(),
+            });
             Arc::new(World {
                 h: Handover::new(efd.clone()),
                 efd,
@@ -329,7 +347,10 @@ mod loom_models {
         }
 
         fn sock(&self, id: usize) -> Sock {
-            Sock { id, counts: self.counts.clone() }
+            Sock {
+                id,
+                counts: self.counts.clone(),
+            }
         }
 
         /// The control thread's waits (lifecycle.rs polls with sleeps).
@@ -379,7 +400,10 @@ mod loom_models {
 
     impl Lane {
         fn start(&mut self, w: &World, s: Sock) {
-            assert!(self.held.is_none() && self.closed.is_none(), "a socket taken over another");
+            assert!(
+                self.held.is_none() && self.closed.is_none(),
+                "a socket taken over another"
+            );
             w.counts.taken[s.id].store(true, Relaxed);
             // attach + refill: the worker writes the new socket's rings.
             touch(&w.ring[s.id], 1);
@@ -399,7 +423,10 @@ mod loom_models {
         }
 
         fn reclaim(&mut self, w: &World) {
-            let id = self.closed.take().expect("reclaim without a socket given up");
+            let id = self
+                .closed
+                .take()
+                .expect("reclaim without a socket given up");
             // What the kernel left in the rings; it must be done with them.
             let left = touch(&w.ring[id], 0);
             assert!(left >= 100, "reclaimed before the kernel side closed");
@@ -453,7 +480,14 @@ mod loom_models {
         loom::model(move || {
             let w = World::new();
             let wk = w.clone();
-            let worker = thread::spawn(move || Lane { held: None, closed: None, batches: 0 }.run(&wk));
+            let worker = thread::spawn(move || {
+                Lane {
+                    held: None,
+                    closed: None,
+                    batches: 0,
+                }
+                .run(&wk)
+            });
             body(w.clone());
             worker.join().unwrap();
             assert_eq!(w.h.phase(), Phase::Idle, "the hand-over ends idle");
@@ -469,7 +503,10 @@ mod loom_models {
             count.fetch_add(1, Relaxed);
         });
         let runs = runs.load(Relaxed);
-        println!("{name}: {runs} interleavings in {:.1} s", started.elapsed().as_secs_f64());
+        println!(
+            "{name}: {runs} interleavings in {:.1} s",
+            started.elapsed().as_secs_f64()
+        );
         assert!(runs > 1, "{name}: one interleaving only");
     }
 
@@ -484,7 +521,10 @@ mod loom_models {
             assert!(w.h.request_release().is_none());
             w.wait(|w| !w.h.has_socket());
             w.kernel_closes(0);
-            assert!(w.h.request_reclaim(), "a socket given back waits for its reclaim");
+            assert!(
+                w.h.request_reclaim(),
+                "a socket given back waits for its reclaim"
+            );
             w.wait(|w| !w.h.reclaim_pending());
             assert_eq!(w.reclaims(0), 1);
             assert!(w.h.offer(w.sock(1)).is_none(), "re-offer after the reclaim");
@@ -509,7 +549,11 @@ mod loom_models {
             }
             let (dropped, taken, reclaimed) = (w.drops(0), w.taken(0), w.reclaims(0));
             assert_eq!(dropped, 1, "the socket closes once");
-            assert_eq!(reclaimed, usize::from(taken), "reclaimed once exactly when the worker took it");
+            assert_eq!(
+                reclaimed,
+                usize::from(taken),
+                "reclaimed once exactly when the worker took it"
+            );
             w.stop();
         });
     }
@@ -521,10 +565,16 @@ mod loom_models {
         model("reoffer_vs_take", |w| {
             assert!(w.h.offer(w.sock(0)).is_none());
             // The socket not handed over is closed at once (dropped here).
-            let back = w.h.offer(w.sock(1)).expect("one of the two is not handed over").id;
+            let back =
+                w.h.offer(w.sock(1))
+                    .expect("one of the two is not handed over")
+                    .id;
             let runs = 1 - back;
             w.wait(World::ready);
-            assert!(w.taken(runs) && !w.taken(back), "the worker runs on the socket handed over");
+            assert!(
+                w.taken(runs) && !w.taken(back),
+                "the worker runs on the socket handed over"
+            );
             assert_eq!(w.drops(back), 1);
             w.stop();
         });

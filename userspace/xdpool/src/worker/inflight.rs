@@ -17,13 +17,20 @@ impl TxInflight {
     /// A tracker for a UMEM of `chunks` chunks of `chunk_size` bytes (a power of two).
     pub fn new(chunks: u32, chunk_size: u32) -> TxInflight {
         debug_assert!(chunk_size.is_power_of_two());
-        TxInflight { per_chunk: vec![0; chunks as usize].into_boxed_slice(), shift: chunk_size.trailing_zeros(), frames: 0, chunks: 0 }
+        TxInflight {
+            per_chunk: vec![0; chunks as usize].into_boxed_slice(),
+            shift: chunk_size.trailing_zeros(),
+            frames: 0,
+            chunks: 0,
+        }
     }
 
     /// A descriptor at UMEM address `addr` went to the TX ring.
     #[inline]
     pub fn sent(&mut self, addr: u64) {
-        let Some(n) = self.per_chunk.get_mut((addr >> self.shift) as usize) else { return };
+        let Some(n) = self.per_chunk.get_mut((addr >> self.shift) as usize) else {
+            return;
+        };
         if *n == 0 {
             self.chunks += 1;
         }
@@ -34,7 +41,9 @@ impl TxInflight {
     /// A completion for `addr` came back. One we never sent is ignored.
     #[inline]
     pub fn completed(&mut self, addr: u64) {
-        let Some(n) = self.per_chunk.get_mut((addr >> self.shift) as usize) else { return };
+        let Some(n) = self.per_chunk.get_mut((addr >> self.shift) as usize) else {
+            return;
+        };
         if *n == 0 {
             return;
         }

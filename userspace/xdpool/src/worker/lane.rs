@@ -3,9 +3,9 @@
 //! socket hand-over with the control thread.
 
 use super::action::{Act, PortId, Verdict};
-use super::rules::LaneRules;
 use super::handoff::Remotes;
 use super::port::Port;
+use super::rules::LaneRules;
 use super::shared::PortShared;
 use super::{LaneSpec, WorkerExit, DESTROY_WAIT, MAX_CHAIN};
 use crate::config::WaitMode;
@@ -32,7 +32,9 @@ pub(super) struct Held {
 
 /// FNV-1a over a frame's bytes: enough to notice that someone wrote into it.
 fn digest(bytes: &[u8]) -> u64 {
-    bytes.iter().fold(0xcbf2_9ce4_8422_2325u64, |h, &b| (h ^ b as u64).wrapping_mul(0x0100_0000_01b3))
+    bytes.iter().fold(0xcbf2_9ce4_8422_2325u64, |h, &b| {
+        (h ^ b as u64).wrapping_mul(0x0100_0000_01b3)
+    })
 }
 
 pub(super) struct Lane {
@@ -139,7 +141,9 @@ impl Lane {
     /// the hand-over moves on, which publishes it).
     fn note_audit(&self, failures: u64) {
         if self.port.c.teardown_audit_failures != failures {
-            self.shared.teardown_audit_failed.store(true, Ordering::Relaxed);
+            self.shared
+                .teardown_audit_failed
+                .store(true, Ordering::Relaxed);
         }
     }
 
@@ -151,13 +155,21 @@ impl Lane {
         }
         let Some(io) = self.port.io() else { return };
         if let Some(s) = io.statistics() {
-            *self.shared.xsk_stats.lock().unwrap_or_else(|p| p.into_inner()) = s;
+            *self
+                .shared
+                .xsk_stats
+                .lock()
+                .unwrap_or_else(|p| p.into_inner()) = s;
         }
         if io.reports_device_gone() {
             tracing::info!(port = %self.shared.port, queue = self.shared.queue, "SO_ERROR reports the device gone");
             self.shared.device_gone.store(true, Ordering::Relaxed);
         }
-        *self.shared.ring_errors.lock().unwrap_or_else(|p| p.into_inner()) = io.ring_errors();
+        *self
+            .shared
+            .ring_errors
+            .lock()
+            .unwrap_or_else(|p| p.into_inner()) = io.ring_errors();
     }
 
     /// Wake-ups after a pass: TX when frames wait (busy-poll: always, sendto is where
@@ -247,7 +259,9 @@ impl Lane {
         self.port.c.rx_bytes += d.len as u64;
         // take_rx checked addr..addr+len lies in the frame's chunk.
         let offset = (d.addr - frame.addr()) as u32;
-        let (verdict, unknown) = self.rules.verdict(self.port.region(), &mut frame, offset, d.len);
+        let (verdict, unknown) = self
+            .rules
+            .verdict(self.port.region(), &mut frame, offset, d.len);
         self.port.c.rule_untagged += u64::from(unknown);
         Some((frame, verdict))
     }
@@ -260,8 +274,18 @@ impl Lane {
             return Some(frame);
         }
         let offset = (d.addr - frame.addr()) as u32;
-        let sum = digest(self.port.region().frame_bytes(&frame, offset, d.len).unwrap_or(&[]));
-        self.held.push(Held { digest: sum, frame, addr: d.addr, len: d.len });
+        let sum = digest(
+            self.port
+                .region()
+                .frame_bytes(&frame, offset, d.len)
+                .unwrap_or(&[]),
+        );
+        self.held.push(Held {
+            digest: sum,
+            frame,
+            addr: d.addr,
+            len: d.len,
+        });
         self.port.c.held_taken += 1;
         self.port.c.held = self.held.len() as u64;
         None
@@ -270,11 +294,19 @@ impl Lane {
     /// Re-reads every held frame: the memory must still be mapped and unchanged.
     fn verify_held(&mut self) {
         for h in &self.held {
-            match self.port.region().frame_bytes(&h.frame, (h.addr - h.frame.addr()) as u32, h.len) {
+            match self
+                .port
+                .region()
+                .frame_bytes(&h.frame, (h.addr - h.frame.addr()) as u32, h.len)
+            {
                 Some(bytes) if digest(bytes) == h.digest => self.port.c.held_verified += 1,
                 _ => {
                     self.port.c.held_corrupt += 1;
-                    tracing::error!(queue = self.shared.queue, addr = h.addr, "a held frame changed while the device was away");
+                    tracing::error!(
+                        queue = self.shared.queue,
+                        addr = h.addr,
+                        "a held frame changed while the device was away"
+                    );
                 }
             }
         }
@@ -303,7 +335,11 @@ impl Lane {
             Ok(()) => {
                 self.busy_poll = true;
                 self.port.c.busy_poll_sockets += 1;
-                tracing::info!(queue = self.shared.queue, budget, "busy-poll on (SO_PREFER_BUSY_POLL, SO_BUSY_POLL, SO_BUSY_POLL_BUDGET)");
+                tracing::info!(
+                    queue = self.shared.queue,
+                    budget,
+                    "busy-poll on (SO_PREFER_BUSY_POLL, SO_BUSY_POLL, SO_BUSY_POLL_BUDGET)"
+                );
                 self.require_irq_deferral();
             }
             Err(e) => {
@@ -332,7 +368,9 @@ impl Lane {
                 "busy-poll: {dev} does not defer its interrupts, so the NAPI runs on every interrupt and busy polls find \
                  little; set both: echo 2 > /sys/class/net/{dev}/napi_defer_hard_irqs; echo 200000 > /sys/class/net/{dev}/gro_flush_timeout"
             ),
-            None => tracing::debug!(interface = %dev, "busy-poll: no napi_defer_hard_irqs in this sysfs"),
+            None => {
+                tracing::debug!(interface = %dev, "busy-poll: no napi_defer_hard_irqs in this sysfs")
+            }
         }
     }
 
@@ -342,7 +380,11 @@ impl Lane {
     fn check_napi(&mut self) {
         self.napi_checked = true;
         if let Some(id) = self.port.io().and_then(|io| io.napi_id()) {
-            tracing::info!(queue = self.shared.queue, napi_id = id, "busy-poll drives NAPI {id}");
+            tracing::info!(
+                queue = self.shared.queue,
+                napi_id = id,
+                "busy-poll drives NAPI {id}"
+            );
             self.port.c.busy_poll_napi += 1;
             return;
         }

@@ -164,7 +164,12 @@ pub fn pin_to_core(core: usize) -> nix::Result<()> {
 /// this thread). On each release and at the end a lane drains RX, reaps, closes its
 /// socket and, when told, reclaims the kernel's frames; at the end the pools are
 /// destroyed. Context: the worker's own thread.
-pub fn run(region: Arc<Region>, spec: WorkerSpec, fabric: Arc<Fabric>, stop: Arc<AtomicBool>) -> Vec<WorkerExit> {
+pub fn run(
+    region: Arc<Region>,
+    spec: WorkerSpec,
+    fabric: Arc<Fabric>,
+    stop: Arc<AtomicBool>,
+) -> Vec<WorkerExit> {
     if let Some(core) = spec.core {
         if let Err(e) = pin_to_core(core) {
             tracing::warn!(core, error = %e, "could not pin worker; running unpinned");
@@ -217,11 +222,21 @@ struct Worker {
 
 impl Worker {
     fn new(region: &Arc<Region>, spec: WorkerSpec, fabric: Arc<Fabric>) -> Worker {
-        let node = spec.core.map(|c| region.topology().node_of_cpu(c as u32)).unwrap_or(0);
+        let node = spec
+            .core
+            .map(|c| region.topology().node_of_cpu(c as u32))
+            .unwrap_or(0);
         let mut local = vec![None; fabric.sockets.len()];
         let mut lanes = Vec::new();
         for (i, ls) in spec.lanes.iter().enumerate() {
-            let pool = PoolOwner::new(region, PoolConfig { id: ls.socket as u32, preferred_node: node, ..PoolConfig::default() });
+            let pool = PoolOwner::new(
+                region,
+                PoolConfig {
+                    id: ls.socket as u32,
+                    preferred_node: node,
+                    ..PoolConfig::default()
+                },
+            );
             let shared = fabric.sockets[ls.socket].clone();
             *shared.pool.lock().unwrap_or_else(|p| p.into_inner()) = Some(pool.remote());
             fabric.remotes.set(ls.socket, pool.remote());
@@ -360,7 +375,16 @@ impl Worker {
         if want == 0 {
             return 0;
         }
-        let Worker { lanes, out, descs, scratch, book, spec, fabric, .. } = self;
+        let Worker {
+            lanes,
+            out,
+            descs,
+            scratch,
+            book,
+            spec,
+            fabric,
+            ..
+        } = self;
         let lane = &mut lanes[i];
         let n = lane.port.receive(&mut descs[..want]);
         let capture = capture::target_for(&fabric.capture, spec.lanes[i].port);
@@ -379,15 +403,30 @@ impl Worker {
                 lane.chain_desc(d, &fabric.remotes);
                 continue;
             }
-            let Some((frame, verdict)) = lane.take(d) else { continue };
+            let Some((frame, verdict)) = lane.take(d) else {
+                continue;
+            };
             if capture.is_some() || to_file {
                 lane.capture(&frame, d, capture, &fabric.capture, &fabric.file_capture);
             }
-            let Some(frame) = lane.hold(frame, d, verdict, spec.hold_frames) else { continue };
+            let Some(frame) = lane.hold(frame, d, verdict, spec.hold_frames) else {
+                continue;
+            };
             let region = lane.port.region().clone();
             let origin = lane.port.socket as u16;
             let (pool, c, tx) = lane.port.parts();
-            let mut cx = ActCtx { pool, c, tx, out, region: &region, scratch, copybreak_bytes: spec.copybreak_bytes, macs: book, origin, neigh_missed: &mut missed };
+            let mut cx = ActCtx {
+                pool,
+                c,
+                tx,
+                out,
+                region: &region,
+                scratch,
+                copybreak_bytes: spec.copybreak_bytes,
+                macs: book,
+                origin,
+                neigh_missed: &mut missed,
+            };
             action::apply(verdict, frame, d, &mut cx);
         }
         if missed {
@@ -443,7 +482,11 @@ impl Worker {
         if q.is_empty() {
             return 0;
         }
-        let room = if lane.port.has_io() { lane.port.tx_room(MAX_BATCH) } else { usize::MAX };
+        let room = if lane.port.has_io() {
+            lane.port.tx_room(MAX_BATCH)
+        } else {
+            usize::MAX
+        };
         let mut n = 0;
         while n < room {
             let Some(e) = q.pop() else { break };
@@ -494,10 +537,18 @@ impl Worker {
             waker.set_sleeping(false);
             return;
         }
-        let mut fds: Vec<PollFd<'_>> = self.lanes.iter().filter_map(|l| l.port.io().and_then(|io| io.poll_fd())).map(|fd| PollFd::new(fd, PollFlags::POLLIN)).collect();
+        let mut fds: Vec<PollFd<'_>> = self
+            .lanes
+            .iter()
+            .filter_map(|l| l.port.io().and_then(|io| io.poll_fd()))
+            .map(|fd| PollFd::new(fd, PollFlags::POLLIN))
+            .collect();
         fds.push(PollFd::new(waker.fd(), PollFlags::POLLIN));
         let _ = poll(&mut fds, PollTimeout::from(POLL_TIMEOUT_MS));
-        let woke = fds.last().and_then(|f| f.revents()).is_some_and(|r| !r.is_empty());
+        let woke = fds
+            .last()
+            .and_then(|f| f.revents())
+            .is_some_and(|r| !r.is_empty());
         drop(fds);
         waker.set_sleeping(false);
         if woke {

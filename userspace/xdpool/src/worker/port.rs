@@ -15,7 +15,10 @@
 use super::counters::WorkerCountersSnapshot;
 use super::handoff::{Egress, Remotes};
 use super::inflight::TxInflight;
-use crate::xsk::{kernel_held, RingErrors, RingsMut, Wakeup, XdpDesc, XdpStatistics, XskError, XskSocket, XDP_PKT_CONTD};
+use crate::xsk::{
+    kernel_held, RingErrors, RingsMut, Wakeup, XdpDesc, XdpStatistics, XskError, XskSocket,
+    XDP_PKT_CONTD,
+};
 use pool::{Frag, KernelHeld, PoolOwner, Region};
 use std::os::fd::BorrowedFd;
 use std::sync::Arc;
@@ -236,7 +239,10 @@ impl Port {
             Ok(()) => true,
             Err(e) => {
                 self.c.teardown_audit_failures += 1;
-                tracing::error!(socket = self.socket, "frame audit failed at socket teardown ({when}): {e}; please report this");
+                tracing::error!(
+                    socket = self.socket,
+                    "frame audit failed at socket teardown ({when}): {e}; please report this"
+                );
                 false
             }
         }
@@ -314,7 +320,9 @@ impl Port {
     #[inline]
     pub fn fill_low(&mut self) -> bool {
         let target = self.fill_target;
-        let Some(io) = self.io.as_mut() else { return false };
+        let Some(io) = self.io.as_mut() else {
+            return false;
+        };
         io.rings().fill.level() < target / 2
     }
 
@@ -357,7 +365,10 @@ impl Port {
         let idx = (e.desc.addr >> self.shift) as usize;
         match self.foreign.get_mut(idx) {
             Some(slot @ None) => {
-                *slot = Some(Foreign { token: e.token, origin: e.origin });
+                *slot = Some(Foreign {
+                    token: e.token,
+                    origin: e.origin,
+                });
                 self.tx.push(e.desc);
                 true
             }
@@ -374,7 +385,11 @@ impl Port {
     fn give_back(&mut self, origin: u16, token: Frag, remotes: &Remotes) {
         if !remotes.release(origin, token) {
             self.c.completion_rejected += 1;
-            tracing::error!(socket = self.socket, origin, "a frame from an unknown pool; it stays out (please report)");
+            tracing::error!(
+                socket = self.socket,
+                origin,
+                "a frame from an unknown pool; it stays out (please report)"
+            );
         }
     }
 
@@ -424,7 +439,11 @@ impl Port {
     /// returns to its pool's return ring, ours to our pool.
     #[inline]
     fn untx(&mut self, addr: u64, remotes: &Remotes) -> bool {
-        match self.foreign.get_mut((addr >> self.shift) as usize).and_then(Option::take) {
+        match self
+            .foreign
+            .get_mut((addr >> self.shift) as usize)
+            .and_then(Option::take)
+        {
             Some(f) => {
                 self.give_back(f.origin, f.token, remotes);
                 true
@@ -462,7 +481,9 @@ impl Port {
     /// Kicks TX when frames wait and the kernel asks (or `force`: busy-poll, where
     /// sendto is where the kernel polls). Returns false when the device is gone.
     pub fn kick_tx(&mut self, force: bool) -> bool {
-        let Some(io) = self.io.as_mut() else { return true };
+        let Some(io) = self.io.as_mut() else {
+            return true;
+        };
         if !(force || io.rings().tx.needs_wakeup()) {
             return true;
         }
@@ -472,7 +493,9 @@ impl Port {
 
     /// Kicks RX when the kernel asks (or `force`). Returns false when the device is gone.
     pub fn kick_rx(&mut self, force: bool) -> bool {
-        let Some(io) = self.io.as_mut() else { return true };
+        let Some(io) = self.io.as_mut() else {
+            return true;
+        };
         if !(force || io.rings().fill.needs_wakeup()) {
             return true;
         }
@@ -531,7 +554,13 @@ impl Port {
 
     /// Split borrows for an action: pool, counters and this port's TX queue.
     #[inline]
-    pub fn parts(&mut self) -> (&mut PoolOwner, &mut WorkerCountersSnapshot, &mut Vec<XdpDesc>) {
+    pub fn parts(
+        &mut self,
+    ) -> (
+        &mut PoolOwner,
+        &mut WorkerCountersSnapshot,
+        &mut Vec<XdpDesc>,
+    ) {
         (&mut self.pool, &mut self.c, &mut self.tx)
     }
 }

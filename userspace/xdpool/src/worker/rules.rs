@@ -51,9 +51,20 @@ impl RuleSet {
     }
 
     /// A list with its rules' keys and capture files (both in rule order).
-    pub fn with_taps(generation: u32, classifier: Classifier, keys: Vec<u32>, sinks: Vec<Option<Arc<FileSink>>>) -> RuleSet {
+    pub fn with_taps(
+        generation: u32,
+        classifier: Classifier,
+        keys: Vec<u32>,
+        sinks: Vec<Option<Arc<FileSink>>>,
+    ) -> RuleSet {
         let any_sink = sinks.iter().any(Option::is_some);
-        RuleSet { generation, classifier, keys, sinks, any_sink }
+        RuleSet {
+            generation,
+            classifier,
+            keys,
+            sinks,
+            any_sink,
+        }
     }
 
     /// The key of the rule at `pos`.
@@ -100,7 +111,13 @@ impl RuleSlot {
 
     /// A slot holding `set`.
     pub fn with_set(set: RuleSet) -> Arc<RuleSlot> {
-        Arc::new(RuleSlot { version: AtomicU64::new(1), taken: AtomicU64::new(1), live: AtomicU64::new(1), settled: AtomicU64::new(1), set: Mutex::new(Arc::new(set)) })
+        Arc::new(RuleSlot {
+            version: AtomicU64::new(1),
+            taken: AtomicU64::new(1),
+            live: AtomicU64::new(1),
+            settled: AtomicU64::new(1),
+            set: Mutex::new(Arc::new(set)),
+        })
     }
 
     /// Publishes a new set; returns the version to wait for with [`RuleSlot::taken`].
@@ -188,7 +205,18 @@ impl LaneRules {
         slot.taken.store(seen, Ordering::Release);
         slot.settled.fetch_max(seen, Ordering::AcqRel);
         let any_sink = current.captures_to_file();
-        LaneRules { slot, seen, current, history: Vec::new(), untagged: None, live_since: None, last_tag: None, any_sink, last_old: Instant::now(), seen_current: false }
+        LaneRules {
+            slot,
+            seen,
+            current,
+            history: Vec::new(),
+            untagged: None,
+            live_since: None,
+            last_tag: None,
+            any_sink,
+            last_old: Instant::now(),
+            seen_current: false,
+        }
     }
 
     /// Once per batch: takes a newly published set (true when it did).
@@ -215,12 +243,18 @@ impl LaneRules {
             self.history.insert(0, old);
             self.history.truncate(HISTORY);
         }
-        self.history.retain(|s| s.generation != self.current.generation);
+        self.history
+            .retain(|s| s.generation != self.current.generation);
         self.seen = v;
         self.live_since = None;
         self.last_old = Instant::now();
         self.seen_current = false;
-        self.any_sink = self.current.captures_to_file() || self.history.iter().chain(self.untagged.as_ref()).any(|s| s.captures_to_file());
+        self.any_sink = self.current.captures_to_file()
+            || self
+                .history
+                .iter()
+                .chain(self.untagged.as_ref())
+                .any(|s| s.captures_to_file());
         self.slot.taken.store(v, Ordering::Release);
         if self.history.is_empty() {
             // The same list again: nothing to hand over.
@@ -240,7 +274,9 @@ impl LaneRules {
             }
             return;
         };
-        if now >= since + SETTLE && (self.seen_current || now >= self.last_old + SETTLE || now >= since + SETTLE_MAX) {
+        if now >= since + SETTLE
+            && (self.seen_current || now >= self.last_old + SETTLE || now >= since + SETTLE_MAX)
+        {
             if !self.seen_current && now >= since + SETTLE_MAX && now < self.last_old + SETTLE {
                 tracing::warn!(
                     "a rule hand-over ended after {} ms without a tagged frame of the new list while untagged ones kept coming: \
@@ -291,7 +327,11 @@ impl LaneRules {
             self.seen_current = true;
             return Some(&self.current);
         }
-        let old = self.history.iter().find(|s| s.generation == generation).map(|s| &**s);
+        let old = self
+            .history
+            .iter()
+            .find(|s| s.generation == generation)
+            .map(|s| &**s);
         if old.is_some() {
             self.last_old = Instant::now();
         }
@@ -312,16 +352,35 @@ impl LaneRules {
     /// before tagging began and is acted on under the set the hand-over began with;
     /// the caller counts `rule_untagged`).
     #[inline]
-    pub fn verdict(&mut self, region: &Region, frame: &mut Frame, offset: u32, len: u32) -> (Verdict, bool) {
+    pub fn verdict(
+        &mut self,
+        region: &Region,
+        frame: &mut Frame,
+        offset: u32,
+        len: u32,
+    ) -> (Verdict, bool) {
         if !self.by_tag() {
             let cl = &self.current.classifier;
-            return (if cl.is_uniform() { cl.uniform() } else { cl.classify(region.frame_bytes(frame, offset, len).unwrap_or(&[])) }, false);
+            return (
+                if cl.is_uniform() {
+                    cl.uniform()
+                } else {
+                    cl.classify(region.frame_bytes(frame, offset, len).unwrap_or(&[]))
+                },
+                false,
+            );
         }
         self.verdict_by_tag(region, frame, offset, len)
     }
 
     #[cold]
-    fn verdict_by_tag(&mut self, region: &Region, frame: &mut Frame, offset: u32, len: u32) -> (Verdict, bool) {
+    fn verdict_by_tag(
+        &mut self,
+        region: &Region,
+        frame: &mut Frame,
+        offset: u32,
+        len: u32,
+    ) -> (Verdict, bool) {
         let mut generation = 0;
         if offset >= abi::TAG_SIZE {
             let at = offset - abi::TAG_SIZE;
@@ -336,16 +395,31 @@ impl LaneRules {
             self.last_old = Instant::now();
         }
         self.last_tag = (!unknown).then_some(generation);
-        let set = if unknown { self.untagged() } else { self.of_known(generation) };
+        let set = if unknown {
+            self.untagged()
+        } else {
+            self.of_known(generation)
+        };
         let cl = &set.classifier;
-        (if cl.is_uniform() { cl.uniform() } else { cl.classify(region.frame_bytes(frame, offset, len).unwrap_or(&[])) }, unknown)
+        (
+            if cl.is_uniform() {
+                cl.uniform()
+            } else {
+                cl.classify(region.frame_bytes(frame, offset, len).unwrap_or(&[]))
+            },
+            unknown,
+        )
     }
 
     fn of_known(&self, generation: u32) -> &RuleSet {
         if generation == self.current.generation {
             return &self.current;
         }
-        self.history.iter().find(|s| s.generation == generation).map(|s| &**s).unwrap_or(&self.current)
+        self.history
+            .iter()
+            .find(|s| s.generation == generation)
+            .map(|s| &**s)
+            .unwrap_or(&self.current)
     }
 }
 
@@ -362,7 +436,19 @@ mod tests {
     use crate::worker::action::Act;
 
     fn set(action: Action) -> Classifier {
-        Classifier::new(vec![ValidRule { proto: None, dst_port: None, dst: None, src_port: None, src: None, vlan: None, action, port: 0, to: None, mac: MacRewrite::Swap, mirror_to: None }])
+        Classifier::new(vec![ValidRule {
+            proto: None,
+            dst_port: None,
+            dst: None,
+            src_port: None,
+            src: None,
+            vlan: None,
+            action,
+            port: 0,
+            to: None,
+            mac: MacRewrite::Swap,
+            mirror_to: None,
+        }])
     }
 
     #[test]
@@ -374,8 +460,15 @@ mod tests {
         assert!(!slot.taken(v), "not before the worker's next batch");
         assert!(lane.refresh());
         assert!(slot.taken(v));
-        assert!(lane.by_tag(), "a hand-over is under way: frames go by their tag");
-        assert_eq!(lane.of_generation(1).unwrap().classifier.uniform().act, Act::Drop, "steered under 1: acted on under 1");
+        assert!(
+            lane.by_tag(),
+            "a hand-over is under way: frames go by their tag"
+        );
+        assert_eq!(
+            lane.of_generation(1).unwrap().classifier.uniform().act,
+            Act::Drop,
+            "steered under 1: acted on under 1"
+        );
         assert!(lane.of_generation(7).is_none());
         // Settles only once the XDP side is live, for SETTLE, after a frame of the new set.
         lane.refresh();
@@ -386,8 +479,14 @@ mod tests {
         lane.live_since = Some(Instant::now() - SETTLE);
         let _ = lane.of_generation(1); // an old frame just now
         lane.refresh();
-        assert!(lane.by_tag(), "a frame of the old list just came and none of the new");
-        assert_eq!(lane.of_generation(2).unwrap().classifier.uniform().act, Act::L2fwd);
+        assert!(
+            lane.by_tag(),
+            "a frame of the old list just came and none of the new"
+        );
+        assert_eq!(
+            lane.of_generation(2).unwrap().classifier.uniform().act,
+            Act::L2fwd
+        );
         lane.refresh();
         assert!(!lane.by_tag());
         assert!(lane.of_generation(1).is_none());
@@ -401,13 +500,19 @@ mod tests {
         lane.refresh();
         lane.live_since = Some(Instant::now() - SETTLE);
         lane.refresh();
-        assert!(lane.by_tag(), "frames of the old list came within SETTLE: keep it");
+        assert!(
+            lane.by_tag(),
+            "frames of the old list came within SETTLE: keep it"
+        );
         assert!(slot.live.load(Ordering::Relaxed) < v);
         // A refused reload puts the old set back under its own generation.
         slot.publish(Arc::new(RuleSet::new(1, set(Action::Drop))));
         lane.refresh();
         assert_eq!(lane.current.generation, 1);
-        assert_eq!(lane.of_generation(2).unwrap().classifier.uniform().act, Act::L2fwd);
+        assert_eq!(
+            lane.of_generation(2).unwrap().classifier.uniform().act,
+            Act::L2fwd
+        );
     }
 
     /// A frame's tag bytes as the XDP program writes them.
@@ -426,9 +531,16 @@ mod tests {
         // A second reload before the first settled: the untagged set stays the first one's.
         let v3 = slot.publish(Arc::new(RuleSet::new(3, set(Action::Pass))));
         lane.refresh();
-        assert_eq!(lane.untagged().generation, 1, "untagged frames were steered before tagging began: under 1");
+        assert_eq!(
+            lane.untagged().generation,
+            1,
+            "untagged frames were steered before tagging began: under 1"
+        );
         assert!(lane.of_generation(0).is_none(), "no tag");
-        assert!(lane.of_generation(tag_generation(tag(9, 0))).is_none(), "a stale tag of another port or an older list");
+        assert!(
+            lane.of_generation(tag_generation(tag(9, 0))).is_none(),
+            "a stale tag of another port or an older list"
+        );
         assert_eq!(lane.of_generation(2).unwrap().generation, 2);
         slot.mark_live(v3);
         lane.refresh();
@@ -437,7 +549,11 @@ mod tests {
         lane.refresh();
         assert!(!lane.by_tag());
         assert!(slot.settled(v3), "the control thread may now stop tagging");
-        assert_eq!(lane.untagged().generation, 3, "outside a hand-over: the current set");
+        assert_eq!(
+            lane.untagged().generation,
+            3,
+            "outside a hand-over: the current set"
+        );
     }
 
     #[test]
@@ -451,11 +567,17 @@ mod tests {
         lane.live_since = Some(Instant::now() - SETTLE);
         lane.last_old = Instant::now(); // an untagged frame just came
         lane.refresh();
-        assert!(lane.by_tag() && !slot.settled(v), "untagged frames are old frames: keep the old list");
+        assert!(
+            lane.by_tag() && !slot.settled(v),
+            "untagged frames are old frames: keep the old list"
+        );
         lane.live_since = Some(Instant::now() - SETTLE_MAX);
         lane.last_old = Instant::now();
         lane.refresh();
-        assert!(!lane.by_tag() && slot.settled(v), "no tagged frame for SETTLE_MAX (a driver without metadata room): ended");
+        assert!(
+            !lane.by_tag() && slot.settled(v),
+            "no tagged frame for SETTLE_MAX (a driver without metadata room): ended"
+        );
     }
 
     #[test]
@@ -470,7 +592,12 @@ mod tests {
     #[test]
     fn a_frame_is_acted_on_under_its_tag_and_an_untagged_one_under_the_old_list() {
         use pool::{PoolConfig, PoolOwner, RegionConfig};
-        let region = Region::new(RegionConfig { frames: 16, chunk_size: 2048, ..RegionConfig::default() }).unwrap();
+        let region = Region::new(RegionConfig {
+            frames: 16,
+            chunk_size: 2048,
+            ..RegionConfig::default()
+        })
+        .unwrap();
         let mut pool = PoolOwner::new(&region, PoolConfig::default());
         let slot = RuleSlot::new(1, set(Action::Drop));
         let mut lane = LaneRules::new(slot.clone());
@@ -478,13 +605,26 @@ mod tests {
         lane.refresh();
         let (at, len) = (256u32, 64u32);
         // (tag bytes before the frame, the action, counted untagged)
-        let cases = [(None, Act::Drop, true), (Some(tag(1, 0)), Act::Drop, false), (Some(tag(9, 3)), Act::Drop, true), (Some(tag(2, 0)), Act::L2fwd, false)];
+        let cases = [
+            (None, Act::Drop, true),
+            (Some(tag(1, 0)), Act::Drop, false),
+            (Some(tag(9, 3)), Act::Drop, true),
+            (Some(tag(2, 0)), Act::L2fwd, false),
+        ];
         for (t, act, untagged) in cases {
             let mut f = pool.alloc().unwrap();
-            region.write_frame(&mut f, at - abi::TAG_SIZE, &t.unwrap_or(0).to_ne_bytes()).unwrap();
+            region
+                .write_frame(&mut f, at - abi::TAG_SIZE, &t.unwrap_or(0).to_ne_bytes())
+                .unwrap();
             let (v, u) = lane.verdict(&region, &mut f, at, len);
             assert_eq!((v.act, u), (act, untagged), "tag {t:?}");
-            assert_eq!(region.frame_bytes(&f, at - abi::TAG_SIZE, abi::TAG_SIZE).unwrap(), &[0; 4], "read and cleared");
+            assert_eq!(
+                region
+                    .frame_bytes(&f, at - abi::TAG_SIZE, abi::TAG_SIZE)
+                    .unwrap(),
+                &[0; 4],
+                "read and cleared"
+            );
             pool.recycle(f);
         }
     }

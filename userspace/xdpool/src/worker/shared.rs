@@ -30,7 +30,10 @@ impl Wake for Waker {
 impl Waker {
     /// A fresh eventfd; fails only when out of file descriptors.
     pub fn new() -> nix::Result<Arc<Waker>> {
-        Ok(Arc::new(Waker { fd: EventFd::from_flags(EfdFlags::EFD_NONBLOCK | EfdFlags::EFD_CLOEXEC)?, sleeping: AtomicBool::new(false) }))
+        Ok(Arc::new(Waker {
+            fd: EventFd::from_flags(EfdFlags::EFD_NONBLOCK | EfdFlags::EFD_CLOEXEC)?,
+            sleeping: AtomicBool::new(false),
+        }))
     }
 
     /// Wakes the worker unconditionally.
@@ -106,7 +109,15 @@ pub struct PortShared {
 
 impl PortShared {
     /// Fresh shared state; `handoff` is the capacity of the inbound queue.
-    pub fn new(socket: usize, port: &str, interface: &str, queue: u32, core: Option<usize>, handoff: usize, waker: Arc<Waker>) -> Arc<PortShared> {
+    pub fn new(
+        socket: usize,
+        port: &str,
+        interface: &str,
+        queue: u32,
+        core: Option<usize>,
+        handoff: usize,
+        waker: Arc<Waker>,
+    ) -> Arc<PortShared> {
         Arc::new(PortShared {
             socket,
             port: port.to_string(),
@@ -133,7 +144,11 @@ impl PortShared {
 
     /// The pool's stats, once the worker has started.
     pub fn pool_stats(&self) -> Option<PoolStats> {
-        self.pool.lock().unwrap_or_else(|p| p.into_inner()).as_ref().map(|r| r.stats())
+        self.pool
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .as_ref()
+            .map(|r| r.stats())
     }
 
     /// Hands a freshly bound socket to the worker. Returns the socket not handed

@@ -10,7 +10,10 @@ use super::handoff::{Egress, Remotes};
 use super::port::{Port, PortIo, PortRings};
 use crate::config::MacRewrite;
 use crate::neigh::MacBook;
-use crate::xsk::{CompletionRing, FillRing, HeapRingPeer, RingErrors, RingsMut, RxRing, TxRing, UmemLayout, Wakeup, XdpDesc, XdpStatistics, XskError, XDP_PKT_CONTD};
+use crate::xsk::{
+    CompletionRing, FillRing, HeapRingPeer, RingErrors, RingsMut, RxRing, TxRing, UmemLayout,
+    Wakeup, XdpDesc, XdpStatistics, XskError, XDP_PKT_CONTD,
+};
 use pool::{PoolConfig, PoolOwner, Region, RegionConfig};
 use std::collections::BTreeMap;
 use std::os::fd::BorrowedFd;
@@ -33,7 +36,12 @@ struct HeapIo {
 
 impl PortIo for HeapIo {
     fn rings(&mut self) -> RingsMut<'_> {
-        RingsMut { fill: &mut self.fill, completion: &mut self.comp, rx: &mut self.rx, tx: &mut self.tx }
+        RingsMut {
+            fill: &mut self.fill,
+            completion: &mut self.comp,
+            rx: &mut self.rx,
+            tx: &mut self.tx,
+        }
     }
     fn wakeup_rx(&self) -> Result<Wakeup, XskError> {
         Ok(Wakeup::Done)
@@ -77,7 +85,14 @@ impl Kernel {
     fn deliver(&self, n: usize) -> Vec<XdpDesc> {
         let mut addrs = vec![0u64; n];
         let got = self.fill.consume(&mut addrs);
-        let descs: Vec<XdpDesc> = addrs[..got].iter().map(|&a| XdpDesc { addr: a + HEADROOM, len: LEN, options: 0 }).collect();
+        let descs: Vec<XdpDesc> = addrs[..got]
+            .iter()
+            .map(|&a| XdpDesc {
+                addr: a + HEADROOM,
+                len: LEN,
+                options: 0,
+            })
+            .collect();
         assert_eq!(self.rx.produce(&descs), got);
         descs
     }
@@ -107,7 +122,21 @@ fn heap_socket_napi(region: &Region, tx_size: u32, napi: Option<u32>) -> (Box<dy
     let (comp, kcomp) = CompletionRing::new_heap(1024, layout);
     let (rx, krx) = RxRing::new_heap(512, layout);
     let (tx, ktx) = TxRing::new_heap(tx_size);
-    (Box::new(HeapIo { fill, comp, rx, tx, napi }), Kernel { fill: kfill, comp: kcomp, rx: krx, tx: ktx })
+    (
+        Box::new(HeapIo {
+            fill,
+            comp,
+            rx,
+            tx,
+            napi,
+        }),
+        Kernel {
+            fill: kfill,
+            comp: kcomp,
+            rx: krx,
+            tx: ktx,
+        },
+    )
 }
 
 /// A test frame: Ethernet (dst 02:..:01, src 02:..:02), IPv4, UDP to 198.18.2.1:9,
@@ -142,12 +171,23 @@ impl Rig {
     /// `n` ports, each with a TX ring of `tx[i]` entries; every chunk's frame area
     /// starts as the template.
     fn new(tx: &[u32]) -> Rig {
-        let region = Region::new(RegionConfig { frames: FRAMES, chunk_size: CHUNK, ..RegionConfig::default() }).unwrap();
+        let region = Region::new(RegionConfig {
+            frames: FRAMES,
+            chunk_size: CHUNK,
+            ..RegionConfig::default()
+        })
+        .unwrap();
         let remotes = Remotes::new(tx.len());
         let mut ports = Vec::new();
         let mut kernels = Vec::new();
         for (i, &t) in tx.iter().enumerate() {
-            let pool = PoolOwner::new(&region, PoolConfig { id: i as u32, ..PoolConfig::default() });
+            let pool = PoolOwner::new(
+                &region,
+                PoolConfig {
+                    id: i as u32,
+                    ..PoolConfig::default()
+                },
+            );
             remotes.set(i, pool.remote());
             let mut port = Port::new(i, pool, PortRings { fill: 64, rx: 64 }, 64);
             stamp(&mut port, i as u8);
@@ -160,7 +200,14 @@ impl Rig {
         for i in 0..tx.len() {
             book.set_device(i, [2, 0, 0, 0, 0xd0, i as u8]);
         }
-        Rig { region, remotes, ports, kernels, book, scratch: vec![0; CHUNK as usize] }
+        Rig {
+            region,
+            remotes,
+            ports,
+            kernels,
+            book,
+            scratch: vec![0; CHUNK as usize],
+        }
     }
 
     /// Port `p` receives `n` frames; each goes through `v`; frames for other ports are
@@ -193,13 +240,29 @@ impl Rig {
         let mut out: Vec<(PortId, Egress)> = Vec::new();
         let mut missed = false;
         for &d in descs {
-            let frame = self.ports[p].pool.take_rx(d.addr, d.len).expect("a frame we filled");
+            let frame = self.ports[p]
+                .pool
+                .take_rx(d.addr, d.len)
+                .expect("a frame we filled");
             self.ports[p].c.rx_packets += 1;
             let (pool, c, tx) = self.ports[p].parts();
-            let mut cx = ActCtx { pool, c, tx, out: &mut out, region: &self.region, scratch: &mut self.scratch, copybreak_bytes: 128, macs: &self.book, origin: p as u16, neigh_missed: &mut missed };
+            let mut cx = ActCtx {
+                pool,
+                c,
+                tx,
+                out: &mut out,
+                region: &self.region,
+                scratch: &mut self.scratch,
+                copybreak_bytes: 128,
+                macs: &self.book,
+                origin: p as u16,
+                neigh_missed: &mut missed,
+            };
             apply(v, frame, d, &mut cx);
         }
-        out.into_iter().map(|(to, e)| self.ports[to].queue_foreign(e, &self.remotes)).collect()
+        out.into_iter()
+            .map(|(to, e)| self.ports[to].queue_foreign(e, &self.remotes))
+            .collect()
     }
 
     fn bytes(&self, d: &XdpDesc) -> Vec<u8> {
@@ -219,15 +282,29 @@ impl Rig {
 /// write, recycle), so frames "received" carry known bytes.
 /// A worker of one lane, unpinned, batch 64, the worker tests' settings.
 fn one_lane_spec(lane: super::LaneSpec, mode: crate::config::WaitMode) -> super::WorkerSpec {
-    super::WorkerSpec { core: None, batch: 64, mode, lanes: vec![lane], hold_frames: 0, copybreak_bytes: 128, busy_poll_budget: 64, poll_coalesce: std::time::Duration::ZERO, shed: false }
+    super::WorkerSpec {
+        core: None,
+        batch: 64,
+        mode,
+        lanes: vec![lane],
+        hold_frames: 0,
+        copybreak_bytes: 128,
+        busy_poll_budget: 64,
+        poll_coalesce: std::time::Duration::ZERO,
+        shed: false,
+    }
 }
 
 fn stamp(port: &mut Port, tag: u8) {
     let region = port.region().clone();
     let mut frames = Vec::new();
     for _ in 0..40 {
-        let Some(mut f) = port.pool.alloc() else { break };
-        region.write_frame(&mut f, HEADROOM as u32, &template(tag)).unwrap();
+        let Some(mut f) = port.pool.alloc() else {
+            break;
+        };
+        region
+            .write_frame(&mut f, HEADROOM as u32, &template(tag))
+            .unwrap();
         frames.push(f);
     }
     for f in frames {
@@ -241,7 +318,8 @@ fn peek(region: &Arc<Region>, d: &XdpDesc) -> Vec<u8> {
     // SAFETY: the region is mapped for as long as `region` lives and the range was
     // just checked to lie inside it; this single-threaded test writes no frame while
     // the copy is taken.
-    unsafe { std::slice::from_raw_parts(region.as_ptr().add(d.addr as usize), d.len as usize) }.to_vec()
+    unsafe { std::slice::from_raw_parts(region.as_ptr().add(d.addr as usize), d.len as usize) }
+        .to_vec()
 }
 
 fn multiset(descs: &[XdpDesc]) -> BTreeMap<(u64, u32), usize> {
@@ -253,7 +331,10 @@ fn multiset(descs: &[XdpDesc]) -> BTreeMap<(u64, u32), usize> {
 }
 
 fn fwd(to: PortId, mac: MacRewrite, mirror_to: Option<PortId>) -> Verdict {
-    Verdict { act: Act::Forward { to, mac }, mirror_to }
+    Verdict {
+        act: Act::Forward { to, mac },
+        mirror_to,
+    }
 }
 
 #[test]
@@ -265,18 +346,42 @@ fn forward_moves_the_descriptor_and_returns_the_frame_through_the_origin_ring() 
     assert_eq!(multiset(&out), multiset(&sent));
     for d in &out {
         let b = rig.bytes(d);
-        assert_eq!(&b[..12], &[2, 0, 0, 0, 0, 2, 2, 0, 0, 0, 0, 1], "MACs swapped");
+        assert_eq!(
+            &b[..12],
+            &[2, 0, 0, 0, 0, 2, 2, 0, 0, 0, 0, 1],
+            "MACs swapped"
+        );
         assert_eq!(b[50], 0, "payload of port 0's frames");
     }
-    assert_eq!((rig.ports[0].c.forwarded, rig.ports[1].c.tx_packets, rig.ports[1].c.foreign_tx), (32, 32, 32));
-    assert_eq!(rig.ports[0].c.tx_packets, 0, "nothing on the ingress TX ring");
+    assert_eq!(
+        (
+            rig.ports[0].c.forwarded,
+            rig.ports[1].c.tx_packets,
+            rig.ports[1].c.foreign_tx
+        ),
+        (32, 32, 32)
+    );
+    assert_eq!(
+        rig.ports[0].c.tx_packets, 0,
+        "nothing on the ingress TX ring"
+    );
     let ring_before = rig.ports[0].pool.stats().recycle_ring;
     rig.kernels[1].complete(&out);
     assert_eq!(rig.ports[1].reap(&rig.remotes), 32);
-    assert_eq!((rig.ports[1].c.tx_completed, rig.ports[1].c.foreign_completed, rig.ports[1].c.completion_rejected), (32, 32, 0));
+    assert_eq!(
+        (
+            rig.ports[1].c.tx_completed,
+            rig.ports[1].c.foreign_completed,
+            rig.ports[1].c.completion_rejected
+        ),
+        (32, 32, 0)
+    );
     // Back in port 0's pool through its return ring, not port 1's cache.
     assert_eq!(rig.ports[0].pool.stats().recycle_ring - ring_before, 32);
-    assert_eq!(rig.ports[1].pool.stats().recycle_cached, rig.ports[1].pool.stats().recycle_cached);
+    assert_eq!(
+        rig.ports[1].pool.stats().recycle_cached,
+        rig.ports[1].pool.stats().recycle_cached
+    );
     assert_eq!(rig.region.accounting().ring, 32);
     rig.accounting_exact();
     // Port 0 takes them back on refill.
@@ -288,22 +393,33 @@ fn forward_moves_the_descriptor_and_returns_the_frame_through_the_origin_ring() 
 #[test]
 fn forward_with_neighbour_and_fixed_macs_and_a_missing_next_hop() {
     let mut rig = Rig::new(&[64, 64]);
-    rig.book.set_next_hop(1, "198.18.2.1".parse().unwrap(), [2, 0, 0, 0, 0xbb, 1]);
+    rig.book
+        .set_next_hop(1, "198.18.2.1".parse().unwrap(), [2, 0, 0, 0, 0xbb, 1]);
     rig.receive(0, 8, fwd(1, MacRewrite::Neigh, None));
     let out = rig.kernels[1].send();
     assert_eq!(out.len(), 8);
     for d in &out {
-        assert_eq!(&rig.bytes(d)[..12], &[2, 0, 0, 0, 0xbb, 1, 2, 0, 0, 0, 0xd0, 1], "dst: next hop, src: egress device");
+        assert_eq!(
+            &rig.bytes(d)[..12],
+            &[2, 0, 0, 0, 0xbb, 1, 2, 0, 0, 0, 0xd0, 1],
+            "dst: next hop, src: egress device"
+        );
     }
     rig.receive(0, 4, fwd(1, MacRewrite::Fixed([2, 0, 0, 0, 0xcc, 9]), None));
     let out2 = rig.kernels[1].send();
     assert_eq!(out2.len(), 4);
-    assert_eq!(&rig.bytes(&out2[0])[..12], &[2, 0, 0, 0, 0xcc, 9, 2, 0, 0, 0, 0xd0, 1]);
+    assert_eq!(
+        &rig.bytes(&out2[0])[..12],
+        &[2, 0, 0, 0, 0xcc, 9, 2, 0, 0, 0, 0xd0, 1]
+    );
     // No next hop for the destination: dropped, counted, back in the pool.
     rig.book = MacBook::new(2);
     rig.receive(0, 5, fwd(1, MacRewrite::Neigh, None));
     assert!(rig.kernels[1].send().is_empty());
-    assert_eq!((rig.ports[0].c.neigh_miss_drop, rig.ports[0].c.forwarded), (5, 12));
+    assert_eq!(
+        (rig.ports[0].c.neigh_miss_drop, rig.ports[0].c.forwarded),
+        (5, 12)
+    );
     rig.kernels[1].complete(&out);
     rig.kernels[1].complete(&out2);
     rig.ports[1].reap(&rig.remotes);
@@ -317,8 +433,15 @@ fn mirror_to_sends_one_reference_on_each_port_and_the_chunk_returns_once() {
     let sent = rig.receive(0, 16, fwd(1, MacRewrite::Swap, Some(2)));
     let (out, mon) = (rig.kernels[1].send(), rig.kernels[2].send());
     assert_eq!(multiset(&out), multiset(&sent));
-    assert_eq!(multiset(&mon), multiset(&sent), "the mirror carries the same chunks (by reference, no copy)");
-    assert_eq!((rig.ports[0].c.forwarded, rig.ports[0].c.mirrored), (16, 16));
+    assert_eq!(
+        multiset(&mon),
+        multiset(&sent),
+        "the mirror carries the same chunks (by reference, no copy)"
+    );
+    assert_eq!(
+        (rig.ports[0].c.forwarded, rig.ports[0].c.mirrored),
+        (16, 16)
+    );
     let ring0 = rig.ports[0].pool.stats().recycle_ring;
     // The mirror completes first: the chunk stays out (one reference left).
     rig.kernels[2].complete(&mon);
@@ -327,7 +450,11 @@ fn mirror_to_sends_one_reference_on_each_port_and_the_chunk_returns_once() {
     assert_eq!(rig.region.accounting().application, 16);
     rig.kernels[1].complete(&out);
     rig.ports[1].reap(&rig.remotes);
-    assert_eq!(rig.ports[0].pool.stats().recycle_ring - ring0, 16, "each chunk back once");
+    assert_eq!(
+        rig.ports[0].pool.stats().recycle_ring - ring0,
+        16,
+        "each chunk back once"
+    );
     assert_eq!(rig.region.accounting().application, 0);
     rig.accounting_exact();
 }
@@ -335,40 +462,104 @@ fn mirror_to_sends_one_reference_on_each_port_and_the_chunk_returns_once() {
 #[test]
 fn own_port_actions_l2fwd_reflect_twice_copybreak_drop_and_a_drop_mirror() {
     let mut rig = Rig::new(&[256, 64]);
-    let sent = rig.receive(0, 8, Verdict { act: Act::L2fwd, mirror_to: None });
+    let sent = rig.receive(
+        0,
+        8,
+        Verdict {
+            act: Act::L2fwd,
+            mirror_to: None,
+        },
+    );
     let out = rig.kernels[0].send();
     assert_eq!(multiset(&out), multiset(&sent));
     rig.kernels[0].complete(&out);
-    let sent = rig.receive(0, 8, Verdict { act: Act::ReflectTwice, mirror_to: None });
+    let sent = rig.receive(
+        0,
+        8,
+        Verdict {
+            act: Act::ReflectTwice,
+            mirror_to: None,
+        },
+    );
     let out = rig.kernels[0].send();
     assert_eq!(out.len(), 16);
-    assert!(multiset(&out).iter().all(|(k, n)| *n == 2 && multiset(&sent).contains_key(k)), "each chunk queued twice");
+    assert!(
+        multiset(&out)
+            .iter()
+            .all(|(k, n)| *n == 2 && multiset(&sent).contains_key(k)),
+        "each chunk queued twice"
+    );
     rig.kernels[0].complete(&out);
     // Copybreak: 60 bytes <= 128 copied into frags; the copies leave, the RX chunks don't.
-    let sent = rig.receive(0, 8, Verdict { act: Act::Copybreak, mirror_to: None });
+    let sent = rig.receive(
+        0,
+        8,
+        Verdict {
+            act: Act::Copybreak,
+            mirror_to: None,
+        },
+    );
     let out = rig.kernels[0].send();
     assert_eq!(out.len(), 8);
-    let chunks: std::collections::BTreeSet<u64> = out.iter().map(|d| d.addr / CHUNK as u64).collect();
+    let chunks: std::collections::BTreeSet<u64> =
+        out.iter().map(|d| d.addr / CHUNK as u64).collect();
     assert_eq!(chunks.len(), 1, "eight 60-byte copies packed in one chunk");
     assert_eq!(sent.len(), 8);
     assert!(out.iter().all(|d| rig.bytes(d)[50] == 0), "payload copied");
     rig.kernels[0].complete(&out);
-    rig.receive(0, 8, Verdict { act: Act::Drop, mirror_to: None });
+    rig.receive(
+        0,
+        8,
+        Verdict {
+            act: Act::Drop,
+            mirror_to: None,
+        },
+    );
     // Drop with a mirror: the unchanged frame leaves the mirror port only.
-    let sent = rig.receive(0, 4, Verdict { act: Act::Drop, mirror_to: Some(1) });
+    let sent = rig.receive(
+        0,
+        4,
+        Verdict {
+            act: Act::Drop,
+            mirror_to: Some(1),
+        },
+    );
     let mon = rig.kernels[1].send();
     assert_eq!(multiset(&mon), multiset(&sent));
-    assert_eq!(&rig.bytes(&mon[0])[..12], &template(0)[..12], "a mirrored drop is not rewritten");
+    assert_eq!(
+        &rig.bytes(&mon[0])[..12],
+        &template(0)[..12],
+        "a mirrored drop is not rewritten"
+    );
     rig.kernels[1].complete(&mon);
     rig.ports[1].reap(&rig.remotes);
     rig.ports[0].reap(&rig.remotes);
     let c = rig.ports[0].c;
-    assert_eq!((c.reflected_twice, c.copybreak_copied, c.action_drop, c.mirrored), (8, 8, 12, 4));
-    assert_eq!((c.tx_packets, c.tx_completed, c.completion_rejected, c.rx_rejected), (8 + 16 + 8, 32, 0, 0));
+    assert_eq!(
+        (
+            c.reflected_twice,
+            c.copybreak_copied,
+            c.action_drop,
+            c.mirrored
+        ),
+        (8, 8, 12, 4)
+    );
+    assert_eq!(
+        (
+            c.tx_packets,
+            c.tx_completed,
+            c.completion_rejected,
+            c.rx_rejected
+        ),
+        (8 + 16 + 8, 32, 0, 0)
+    );
     rig.accounting_exact();
     // The chunk copybreak packs into stays open (the pool's frag cursor) until drained.
     rig.ports[0].pool.frag_drain();
-    assert_eq!(rig.region.accounting().tx + rig.region.accounting().application, 0);
+    assert_eq!(
+        rig.region.accounting().tx + rig.region.accounting().application,
+        0
+    );
 }
 
 #[test]
@@ -405,15 +596,34 @@ fn a_port_gone_mid_batch_returns_everything_once() {
     drop(io);
     // The close audited port 1's pool against its rings (port 0's 20 frames in its
     // TX ring are port 0's pool's, not counted as its own).
-    assert_eq!((rig.ports[1].c.teardown_audits, rig.ports[1].c.teardown_audit_failures), (1, 0));
-    assert!(rig.act(0, &descs[..n], fwd(1, MacRewrite::Swap, None)).iter().all(|&taken| !taken));
+    assert_eq!(
+        (
+            rig.ports[1].c.teardown_audits,
+            rig.ports[1].c.teardown_audit_failures
+        ),
+        (1, 0)
+    );
+    assert!(rig
+        .act(0, &descs[..n], fwd(1, MacRewrite::Swap, None))
+        .iter()
+        .all(|&taken| !taken));
     assert_eq!(rig.ports[1].c.egress_port_down_drop, 10);
     // The kernel can no longer touch the closed socket's rings: reclaim.
     // Its own fill frames (64) and port 0's 20 frames in its TX ring.
     assert_eq!(rig.ports[1].reclaim(&rig.remotes), 64 + 20);
     assert_eq!(rig.ports[1].c.foreign_reclaimed, 20);
-    assert_eq!((rig.ports[1].c.teardown_audits, rig.ports[1].c.teardown_audit_failures), (2, 0));
-    assert_eq!(rig.region.accounting().application, 0, "every frame back with port 0");
+    assert_eq!(
+        (
+            rig.ports[1].c.teardown_audits,
+            rig.ports[1].c.teardown_audit_failures
+        ),
+        (2, 0)
+    );
+    assert_eq!(
+        rig.region.accounting().application,
+        0,
+        "every frame back with port 0"
+    );
     rig.accounting_exact();
     // Port 0 keeps working; port 1 comes back on a new socket.
     let (io, k) = heap_socket(&rig.region, 64);
@@ -458,15 +668,37 @@ fn frames_queued_for_a_socket_given_up_before_they_reach_its_ring_go_back_at_the
     let stale = rig.kernels[1].send();
     rig.kernels[1].complete(&stale);
     rig.ports[1].reap(&rig.remotes);
-    assert_eq!(rig.ports[1].c.completion_rejected, 0, "completions of the new socket refused (frames queued for the old one, sent on it)");
-    assert!(stale.is_empty(), "the new socket sent {} descriptors queued for the old one", stale.len());
-    assert_eq!(queued_after_close, 0, "nothing of the closed socket stays queued");
-    assert_eq!(rig.ports[1].c.egress_port_down_drop, 12, "the 12 never on the ring: back at the close, counted");
-    assert_eq!((rig.ports[1].c.teardown_audits, rig.ports[1].c.teardown_audit_failures), (2, 0));
+    assert_eq!(
+        rig.ports[1].c.completion_rejected, 0,
+        "completions of the new socket refused (frames queued for the old one, sent on it)"
+    );
+    assert!(
+        stale.is_empty(),
+        "the new socket sent {} descriptors queued for the old one",
+        stale.len()
+    );
+    assert_eq!(
+        queued_after_close, 0,
+        "nothing of the closed socket stays queued"
+    );
+    assert_eq!(
+        rig.ports[1].c.egress_port_down_drop, 12,
+        "the 12 never on the ring: back at the close, counted"
+    );
+    assert_eq!(
+        (
+            rig.ports[1].c.teardown_audits,
+            rig.ports[1].c.teardown_audit_failures
+        ),
+        (2, 0)
+    );
     // The reclaim took its fill frames and the 20 on the old ring; nothing else.
     assert_eq!(reclaimed, 64 + 20);
     assert_eq!(rig.ports[1].c.foreign_reclaimed, 20);
-    assert_eq!(accounting_after_reclaim.application, 0, "every frame back with port 0: {accounting_after_reclaim:?}");
+    assert_eq!(
+        accounting_after_reclaim.application, 0,
+        "every frame back with port 0: {accounting_after_reclaim:?}"
+    );
     rig.accounting_exact();
     // It forwards again, and every completion is one of its own sends.
     let sent = rig.receive(0, 8, fwd(1, MacRewrite::Swap, None));
@@ -475,7 +707,10 @@ fn frames_queued_for_a_socket_given_up_before_they_reach_its_ring_go_back_at_the
     rig.kernels[1].complete(&out);
     assert_eq!(rig.ports[1].reap(&rig.remotes), 8);
     let c = rig.ports[1].c;
-    assert_eq!((c.completion_rejected, c.foreign_tx, c.foreign_completed), (0, 20 + 8, 8));
+    assert_eq!(
+        (c.completion_rejected, c.foreign_tx, c.foreign_completed),
+        (0, 20 + 8, 8)
+    );
     assert_eq!(rig.region.accounting().application, 0);
     rig.accounting_exact();
 }
@@ -494,7 +729,14 @@ fn port_teardown_audits_its_pool_and_a_frame_lost_there_fails_it() {
     use std::sync::atomic::Ordering;
     let mut rig = Rig::new(&[64, 64]);
     // Port 1: 12 of its own frames sent back out (l2fwd), 4 of them completed...
-    rig.receive(1, 12, Verdict { act: Act::L2fwd, mirror_to: None });
+    rig.receive(
+        1,
+        12,
+        Verdict {
+            act: Act::L2fwd,
+            mirror_to: None,
+        },
+    );
     let own = rig.kernels[1].send();
     assert_eq!(own.len(), 12);
     rig.kernels[1].complete(&own[..4]);
@@ -505,13 +747,43 @@ fn port_teardown_audits_its_pool_and_a_frame_lost_there_fails_it() {
     let port = rig.ports.remove(1);
     let _kernel = rig.kernels.remove(1);
     let shared = PortShared::new(1, "out", "x", 0, None, 8, Waker::new().unwrap());
-    let rules = vec![crate::config::ValidRule { proto: None, dst_port: None, dst: None, src_port: None, src: None, vlan: None, action: crate::config::Action::L2fwd, port: 1, to: None, mac: MacRewrite::Swap, mirror_to: None }];
-    let spec = LaneSpec { socket: 1, port: 1, queue_pos: 0, rules: super::rules::RuleSlot::new(0, super::classify::Classifier::new(rules)), rings: PortRings { fill: 64, rx: 64 } };
+    let rules = vec![crate::config::ValidRule {
+        proto: None,
+        dst_port: None,
+        dst: None,
+        src_port: None,
+        src: None,
+        vlan: None,
+        action: crate::config::Action::L2fwd,
+        port: 1,
+        to: None,
+        mac: MacRewrite::Swap,
+        mirror_to: None,
+    }];
+    let spec = LaneSpec {
+        socket: 1,
+        port: 1,
+        queue_pos: 0,
+        rules: super::rules::RuleSlot::new(0, super::classify::Classifier::new(rules)),
+        rings: PortRings { fill: 64, rx: 64 },
+    };
     let mut lane = Lane::new(port, shared.clone(), spec, crate::config::WaitMode::Spin);
     lane.give_up(&rig.remotes);
-    assert_eq!((lane.port.c.teardown_audits, lane.port.c.teardown_audit_failures), (1, 0));
+    assert_eq!(
+        (
+            lane.port.c.teardown_audits,
+            lane.port.c.teardown_audit_failures
+        ),
+        (1, 0)
+    );
     lane.reclaim(&rig.remotes);
-    assert_eq!((lane.port.c.teardown_audits, lane.port.c.teardown_audit_failures), (2, 0));
+    assert_eq!(
+        (
+            lane.port.c.teardown_audits,
+            lane.port.c.teardown_audit_failures
+        ),
+        (2, 0)
+    );
     // 52 fill frames (64 less the 12 received), 8 own TX frames not completed, 8 of
     // port 0's.
     assert_eq!(lane.port.c.reclaimed, 52 + 8 + 8);
@@ -524,11 +796,27 @@ fn port_teardown_audits_its_pool_and_a_frame_lost_there_fails_it() {
     let mut lost = [0u64; 1];
     assert_eq!(lane.port.pool.fill_bulk(&mut lost), 1);
     lane.give_up(&rig.remotes);
-    assert_eq!((lane.port.c.teardown_audits, lane.port.c.teardown_audit_failures), (3, 1), "the close's audit sees the lost frame");
-    assert!(shared.teardown_audit_failed.load(Ordering::SeqCst), "the control thread is told");
+    assert_eq!(
+        (
+            lane.port.c.teardown_audits,
+            lane.port.c.teardown_audit_failures
+        ),
+        (3, 1),
+        "the close's audit sees the lost frame"
+    );
+    assert!(
+        shared.teardown_audit_failed.load(Ordering::SeqCst),
+        "the control thread is told"
+    );
     // The reclaim takes it back by the owner map: nothing is left after it.
     lane.reclaim(&rig.remotes);
-    assert_eq!((lane.port.c.teardown_audits, lane.port.c.teardown_audit_failures), (4, 1));
+    assert_eq!(
+        (
+            lane.port.c.teardown_audits,
+            lane.port.c.teardown_audit_failures
+        ),
+        (4, 1)
+    );
     rig.ports.iter().for_each(|p| p.pool.publish_stats());
     lane.port.pool.publish_stats();
     rig.region.accounting().check().unwrap();
@@ -543,14 +831,36 @@ fn a_chain_with_a_refused_buffer_is_dropped_whole() {
     let port = rig.ports.remove(0);
     let kernel = rig.kernels.remove(0);
     let shared = PortShared::new(0, "main", "x", 0, None, 8, Waker::new().unwrap());
-    let rules = vec![crate::config::ValidRule { proto: None, dst_port: None, dst: None, src_port: None, src: None, vlan: None, action: crate::config::Action::L2fwd, port: 0, to: None, mac: MacRewrite::Swap, mirror_to: None }];
-    let spec = LaneSpec { socket: 0, port: 0, queue_pos: 0, rules: super::rules::RuleSlot::new(0, super::classify::Classifier::new(rules)), rings: PortRings { fill: 64, rx: 64 } };
+    let rules = vec![crate::config::ValidRule {
+        proto: None,
+        dst_port: None,
+        dst: None,
+        src_port: None,
+        src: None,
+        vlan: None,
+        action: crate::config::Action::L2fwd,
+        port: 0,
+        to: None,
+        mac: MacRewrite::Swap,
+        mirror_to: None,
+    }];
+    let spec = LaneSpec {
+        socket: 0,
+        port: 0,
+        queue_pos: 0,
+        rules: super::rules::RuleSlot::new(0, super::classify::Classifier::new(rules)),
+        rings: PortRings { fill: 64, rx: 64 },
+    };
     let mut lane = Lane::new(port, shared, spec, crate::config::WaitMode::Spin);
     lane.port.refill();
     let mut got = kernel.deliver(6);
     // Frame 1: three buffers, the middle one an address we never filled.
     got[0].options = XDP_PKT_CONTD;
-    got[1] = XdpDesc { addr: 7 * CHUNK as u64 + HEADROOM + 100 * CHUNK as u64, len: LEN, options: XDP_PKT_CONTD };
+    got[1] = XdpDesc {
+        addr: 7 * CHUNK as u64 + HEADROOM + 100 * CHUNK as u64,
+        len: LEN,
+        options: XDP_PKT_CONTD,
+    };
     // Frame 2: three good buffers.
     got[3].options = XDP_PKT_CONTD;
     got[4].options = XDP_PKT_CONTD;
@@ -559,11 +869,21 @@ fn a_chain_with_a_refused_buffer_is_dropped_whole() {
         lane.chain_desc(*d, &rig.remotes);
     }
     // got[5] ends frame 2 but got[2] ended frame 1 (dropped whole).
-    assert_eq!((lane.port.c.rx_rejected, lane.port.c.rx_chain_dropped, lane.port.c.rx_multi_buffer), (1, 1, 1));
+    assert_eq!(
+        (
+            lane.port.c.rx_rejected,
+            lane.port.c.rx_chain_dropped,
+            lane.port.c.rx_multi_buffer
+        ),
+        (1, 1, 1)
+    );
     lane.port.transmit(&rig.remotes);
     let out = kernel.send();
     assert_eq!(out.len(), 3, "the good chain leaves whole");
-    assert_eq!(out.iter().map(|d| d.options).collect::<Vec<_>>(), [XDP_PKT_CONTD, XDP_PKT_CONTD, 0]);
+    assert_eq!(
+        out.iter().map(|d| d.options).collect::<Vec<_>>(),
+        [XDP_PKT_CONTD, XDP_PKT_CONTD, 0]
+    );
     kernel.complete(&out);
     lane.port.reap(&rig.remotes);
     // The refused address was never ours; its fill entry stays with the kernel
@@ -578,15 +898,50 @@ fn a_chain_with_a_refused_buffer_is_dropped_whole() {
 fn a_worker_hands_frames_to_another_workers_queue_and_counts_a_full_one() {
     use super::shared::{PortShared, Waker};
     use super::{Fabric, LaneSpec, Worker};
-    let region = Region::new(RegionConfig { frames: FRAMES, chunk_size: CHUNK, ..RegionConfig::default() }).unwrap();
+    let region = Region::new(RegionConfig {
+        frames: FRAMES,
+        chunk_size: CHUNK,
+        ..RegionConfig::default()
+    })
+    .unwrap();
     // Socket 0 (port 0) is ours; socket 1 (port 1) belongs to another worker whose
     // handoff queue holds 8.
     let (w0, w1) = (Waker::new().unwrap(), Waker::new().unwrap());
-    let sockets = vec![PortShared::new(0, "in", "a", 0, None, 8, w0), PortShared::new(1, "out", "b", 0, None, 8, w1)];
-    sockets[1].handover().set_phase_for_test(super::handover::Phase::Running);
-    let fabric = Arc::new(Fabric { sockets, port_sockets: vec![vec![0], vec![1]], remotes: Remotes::new(2), neighbours: crate::neigh::Neighbours::new(MacBook::new(2)), capture: Default::default(), file_capture: Default::default() });
-    let rule = crate::config::ValidRule { proto: None, dst_port: None, dst: None, src_port: None, src: None, vlan: None, action: crate::config::Action::Forward, port: 0, to: Some(1), mac: MacRewrite::Swap, mirror_to: None };
-    let lane = LaneSpec { socket: 0, port: 0, queue_pos: 0, rules: super::rules::RuleSlot::new(0, super::classify::Classifier::new(vec![rule])), rings: PortRings { fill: 64, rx: 64 } };
+    let sockets = vec![
+        PortShared::new(0, "in", "a", 0, None, 8, w0),
+        PortShared::new(1, "out", "b", 0, None, 8, w1),
+    ];
+    sockets[1]
+        .handover()
+        .set_phase_for_test(super::handover::Phase::Running);
+    let fabric = Arc::new(Fabric {
+        sockets,
+        port_sockets: vec![vec![0], vec![1]],
+        remotes: Remotes::new(2),
+        neighbours: crate::neigh::Neighbours::new(MacBook::new(2)),
+        capture: Default::default(),
+        file_capture: Default::default(),
+    });
+    let rule = crate::config::ValidRule {
+        proto: None,
+        dst_port: None,
+        dst: None,
+        src_port: None,
+        src: None,
+        vlan: None,
+        action: crate::config::Action::Forward,
+        port: 0,
+        to: Some(1),
+        mac: MacRewrite::Swap,
+        mirror_to: None,
+    };
+    let lane = LaneSpec {
+        socket: 0,
+        port: 0,
+        queue_pos: 0,
+        rules: super::rules::RuleSlot::new(0, super::classify::Classifier::new(vec![rule])),
+        rings: PortRings { fill: 64, rx: 64 },
+    };
     let spec = one_lane_spec(lane, crate::config::WaitMode::Spin);
     let mut w = Worker::new(&region, spec, fabric.clone());
     stamp(&mut w.lanes[0].port, 0);
@@ -624,12 +979,54 @@ fn a_worker_hands_frames_to_another_workers_queue_and_counts_a_full_one() {
 fn shedding_l2fwd_worker(batch: usize) -> (Arc<Region>, Arc<super::Fabric>, super::Worker, Kernel) {
     use super::shared::{PortShared, Waker};
     use super::{Fabric, LaneSpec, Worker, WorkerSpec};
-    let region = Region::new(RegionConfig { frames: FRAMES, chunk_size: CHUNK, ..RegionConfig::default() }).unwrap();
-    let sockets = vec![PortShared::new(0, "main", "a", 0, None, 8, Waker::new().unwrap())];
-    let fabric = Arc::new(Fabric { sockets, port_sockets: vec![vec![0]], remotes: Remotes::new(1), neighbours: crate::neigh::Neighbours::new(MacBook::new(1)), capture: Default::default(), file_capture: Default::default() });
-    let rule = crate::config::ValidRule { proto: None, dst_port: None, dst: None, src_port: None, src: None, vlan: None, action: crate::config::Action::L2fwd, port: 0, to: None, mac: MacRewrite::Swap, mirror_to: None };
-    let lane = LaneSpec { socket: 0, port: 0, queue_pos: 0, rules: super::rules::RuleSlot::new(0, super::classify::Classifier::new(vec![rule])), rings: PortRings { fill: 128, rx: 128 } };
-    let spec = WorkerSpec { shed: true, batch, ..one_lane_spec(lane, crate::config::WaitMode::Spin) };
+    let region = Region::new(RegionConfig {
+        frames: FRAMES,
+        chunk_size: CHUNK,
+        ..RegionConfig::default()
+    })
+    .unwrap();
+    let sockets = vec![PortShared::new(
+        0,
+        "main",
+        "a",
+        0,
+        None,
+        8,
+        Waker::new().unwrap(),
+    )];
+    let fabric = Arc::new(Fabric {
+        sockets,
+        port_sockets: vec![vec![0]],
+        remotes: Remotes::new(1),
+        neighbours: crate::neigh::Neighbours::new(MacBook::new(1)),
+        capture: Default::default(),
+        file_capture: Default::default(),
+    });
+    let rule = crate::config::ValidRule {
+        proto: None,
+        dst_port: None,
+        dst: None,
+        src_port: None,
+        src: None,
+        vlan: None,
+        action: crate::config::Action::L2fwd,
+        port: 0,
+        to: None,
+        mac: MacRewrite::Swap,
+        mirror_to: None,
+    };
+    let lane = LaneSpec {
+        socket: 0,
+        port: 0,
+        queue_pos: 0,
+        rules: super::rules::RuleSlot::new(0, super::classify::Classifier::new(vec![rule])),
+        rings: PortRings { fill: 128, rx: 128 },
+    };
+    let spec = WorkerSpec {
+        shed: true,
+        batch,
+        ..one_lane_spec(lane, crate::config::WaitMode::Spin)
+    };
     let mut w = Worker::new(&region, spec, fabric.clone());
     stamp(&mut w.lanes[0].port, 3);
     let (io, kernel) = heap_socket(&region, 64);
@@ -659,7 +1056,13 @@ fn a_tx_bottleneck_sheds_in_the_worker_once_the_fill_ring_runs_low() {
     // 40 more: the fill ring still holds 88, so they wait in RX.
     kernel.deliver(40);
     assert_eq!(w.receive(0), 0);
-    assert_eq!((w.lanes[0].port.c.rx_limited_by_tx, w.lanes[0].port.c.rx_shed_passes), (1, 0));
+    assert_eq!(
+        (
+            w.lanes[0].port.c.rx_limited_by_tx,
+            w.lanes[0].port.c.rx_shed_passes
+        ),
+        (1, 0)
+    );
     // 40 more: 48 left on the fill ring, below half. A whole batch is taken and
     // what TX has no room for is dropped by the worker.
     kernel.deliver(40);
@@ -681,7 +1084,15 @@ fn a_tx_bottleneck_sheds_in_the_worker_once_the_fill_ring_runs_low() {
     kernel.complete(&sent);
     w.lanes[0].port.reap(&remotes);
     let c = w.lanes[0].port.c;
-    assert_eq!((c.rx_packets, c.tx_packets, c.tx_ring_full_drop, c.tx_completed), (144, 80, 64, 80));
+    assert_eq!(
+        (
+            c.rx_packets,
+            c.tx_packets,
+            c.tx_ring_full_drop,
+            c.tx_completed
+        ),
+        (144, 80, 64, 80)
+    );
     w.lanes[0].port.pool.publish_stats();
     let a = region.accounting();
     a.check().unwrap();
@@ -708,7 +1119,10 @@ fn one_shedding_pass_takes_batches_until_the_fill_ring_is_no_longer_low() {
     // Two batches of 32 shed in the one pass (the fill ring at 0, then at 32), then
     // the fill ring is back at half (64) and the rest wait.
     let c = w.lanes[0].port.c;
-    assert_eq!((c.rx_packets, c.rx_shed_passes, c.tx_ring_full_drop), (128, 2, 64));
+    assert_eq!(
+        (c.rx_packets, c.rx_shed_passes, c.tx_ring_full_drop),
+        (128, 2, 64)
+    );
     assert_eq!(fill_level(&kernel), 64);
     // The kernel sends and completes; the worker's passes take the 64 still waiting.
     for _ in 0..8 {
@@ -717,7 +1131,14 @@ fn one_shedding_pass_takes_batches_until_the_fill_ring_is_no_longer_low() {
         w.step(0);
     }
     let c = w.lanes[0].port.c;
-    assert_eq!((c.rx_packets, c.tx_packets + c.tx_ring_full_drop, c.tx_completed), (192, 192, 128));
+    assert_eq!(
+        (
+            c.rx_packets,
+            c.tx_packets + c.tx_ring_full_drop,
+            c.tx_completed
+        ),
+        (192, 192, 128)
+    );
     w.lanes[0].port.pool.publish_stats();
     let a = region.accounting();
     a.check().unwrap();
@@ -732,13 +1153,54 @@ fn capture_copies_the_rules_frames_before_the_action_and_counts_a_full_tap() {
     use super::shared::{PortShared, Waker};
     use super::{Fabric, LaneSpec, Worker};
     use crate::capture::{CaptureTap, Target};
-    let region = Region::new(RegionConfig { frames: FRAMES, chunk_size: CHUNK, ..RegionConfig::default() }).unwrap();
-    let sockets = vec![PortShared::new(0, "in", "a", 0, None, 8, Waker::new().unwrap())];
+    let region = Region::new(RegionConfig {
+        frames: FRAMES,
+        chunk_size: CHUNK,
+        ..RegionConfig::default()
+    })
+    .unwrap();
+    let sockets = vec![PortShared::new(
+        0,
+        "in",
+        "a",
+        0,
+        None,
+        8,
+        Waker::new().unwrap(),
+    )];
     let tap = Arc::new(CaptureTap::with_capacity(8));
-    let fabric = Arc::new(Fabric { sockets, port_sockets: vec![vec![0]], remotes: Remotes::new(1), neighbours: crate::neigh::Neighbours::new(MacBook::new(1)), capture: tap.clone(), file_capture: Default::default() });
-    let rule = |port: u16| crate::config::ValidRule { proto: Some(17), dst_port: Some((port, port)), dst: None, src_port: None, src: None, vlan: None, action: crate::config::Action::L2fwd, port: 0, to: None, mac: MacRewrite::Swap, mirror_to: None };
+    let fabric = Arc::new(Fabric {
+        sockets,
+        port_sockets: vec![vec![0]],
+        remotes: Remotes::new(1),
+        neighbours: crate::neigh::Neighbours::new(MacBook::new(1)),
+        capture: tap.clone(),
+        file_capture: Default::default(),
+    });
+    let rule = |port: u16| crate::config::ValidRule {
+        proto: Some(17),
+        dst_port: Some((port, port)),
+        dst: None,
+        src_port: None,
+        src: None,
+        vlan: None,
+        action: crate::config::Action::L2fwd,
+        port: 0,
+        to: None,
+        mac: MacRewrite::Swap,
+        mirror_to: None,
+    };
     // The template goes to UDP port 9: rule 1 is its first match, rule 0 never matches.
-    let lane = LaneSpec { socket: 0, port: 0, queue_pos: 0, rules: super::rules::RuleSlot::new(0, super::classify::Classifier::new(vec![rule(10), rule(9)])), rings: PortRings { fill: 64, rx: 64 } };
+    let lane = LaneSpec {
+        socket: 0,
+        port: 0,
+        queue_pos: 0,
+        rules: super::rules::RuleSlot::new(
+            0,
+            super::classify::Classifier::new(vec![rule(10), rule(9)]),
+        ),
+        rings: PortRings { fill: 64, rx: 64 },
+    };
     let spec = one_lane_spec(lane, crate::config::WaitMode::Spin);
     let mut w = Worker::new(&region, spec, fabric.clone());
     stamp(&mut w.lanes[0].port, 7);
@@ -758,19 +1220,49 @@ fn capture_copies_the_rules_frames_before_the_action_and_counts_a_full_tap() {
     // Off: nothing copied.
     assert_eq!(round(&mut w, 4).len(), 4);
     // Rule 0 (port 10): no frame matches it first.
-    tap.arm(Target { port: 0, rule_key: 0, snaplen: 2048 }, 8);
+    tap.arm(
+        Target {
+            port: 0,
+            rule_key: 0,
+            snaplen: 2048,
+        },
+        8,
+    );
     assert_eq!(round(&mut w, 4).len(), 4);
     assert!(tap.take().is_none());
-    assert_eq!((w.lanes[0].port.c.captured, w.lanes[0].port.c.capture_dropped), (0, 0));
+    assert_eq!(
+        (
+            w.lanes[0].port.c.captured,
+            w.lanes[0].port.c.capture_dropped
+        ),
+        (0, 0)
+    );
     // Rule 1, snaplen 40: 8 records for 20 frames; 12 counted dropped; all 20 sent on.
-    tap.arm(Target { port: 0, rule_key: 1, snaplen: 40 }, 8);
+    tap.arm(
+        Target {
+            port: 0,
+            rule_key: 1,
+            snaplen: 40,
+        },
+        8,
+    );
     let sent = round(&mut w, 20);
     assert_eq!(sent.len(), 20, "every frame went on to l2fwd");
-    assert_eq!((w.lanes[0].port.c.captured, w.lanes[0].port.c.capture_dropped), (8, 12));
+    assert_eq!(
+        (
+            w.lanes[0].port.c.captured,
+            w.lanes[0].port.c.capture_dropped
+        ),
+        (8, 12)
+    );
     let want = template(7);
     for d in &sent {
         let b = peek(&region, d);
-        assert_eq!(&b[..6], &want[6..12], "l2fwd swapped the MACs of the frame sent");
+        assert_eq!(
+            &b[..6],
+            &want[6..12],
+            "l2fwd swapped the MACs of the frame sent"
+        );
     }
     let recs: Vec<_> = std::iter::from_fn(|| tap.take()).collect();
     assert_eq!(recs.len(), 8);
@@ -782,7 +1274,14 @@ fn capture_copies_the_rules_frames_before_the_action_and_counts_a_full_tap() {
     for r in recs {
         tap.give_back(r);
     }
-    tap.arm(Target { port: 1, rule_key: 1, snaplen: 40 }, 8);
+    tap.arm(
+        Target {
+            port: 1,
+            rule_key: 1,
+            snaplen: 40,
+        },
+        8,
+    );
     round(&mut w, 4);
     assert_eq!(w.lanes[0].port.c.captured, 8);
     w.lanes[0].port.pool.publish_stats();
@@ -799,15 +1298,62 @@ fn capture_follows_the_rule_key_across_a_renumbering_and_a_rule_file_gets_its_fr
     use crate::capture::file::FileCaptures;
     use crate::capture::{CaptureTap, Target};
     use crate::worker::rules::{RuleSet, RuleSlot};
-    let region = Region::new(RegionConfig { frames: FRAMES, chunk_size: CHUNK, ..RegionConfig::default() }).unwrap();
-    let sockets = vec![PortShared::new(0, "in", "a", 0, None, 8, Waker::new().unwrap())];
-    let (tap, file_tap) = (Arc::new(CaptureTap::with_capacity(64)), Arc::new(CaptureTap::with_capacity(64)));
-    let fabric = Arc::new(Fabric { sockets, port_sockets: vec![vec![0]], remotes: Remotes::new(1), neighbours: crate::neigh::Neighbours::new(MacBook::new(1)), capture: tap.clone(), file_capture: file_tap.clone() });
-    let rule = |port: u16| crate::config::ValidRule { proto: Some(17), dst_port: Some((port, port)), dst: None, src_port: None, src: None, vlan: None, action: crate::config::Action::Drop, port: 0, to: None, mac: MacRewrite::Swap, mirror_to: None };
-    let classifier = |ports: &[u16]| super::classify::Classifier::new(ports.iter().map(|p| rule(*p)).collect());
+    let region = Region::new(RegionConfig {
+        frames: FRAMES,
+        chunk_size: CHUNK,
+        ..RegionConfig::default()
+    })
+    .unwrap();
+    let sockets = vec![PortShared::new(
+        0,
+        "in",
+        "a",
+        0,
+        None,
+        8,
+        Waker::new().unwrap(),
+    )];
+    let (tap, file_tap) = (
+        Arc::new(CaptureTap::with_capacity(64)),
+        Arc::new(CaptureTap::with_capacity(64)),
+    );
+    let fabric = Arc::new(Fabric {
+        sockets,
+        port_sockets: vec![vec![0]],
+        remotes: Remotes::new(1),
+        neighbours: crate::neigh::Neighbours::new(MacBook::new(1)),
+        capture: tap.clone(),
+        file_capture: file_tap.clone(),
+    });
+    let rule = |port: u16| crate::config::ValidRule {
+        proto: Some(17),
+        dst_port: Some((port, port)),
+        dst: None,
+        src_port: None,
+        src: None,
+        vlan: None,
+        action: crate::config::Action::Drop,
+        port: 0,
+        to: None,
+        mac: MacRewrite::Swap,
+        mirror_to: None,
+    };
+    let classifier =
+        |ports: &[u16]| super::classify::Classifier::new(ports.iter().map(|p| rule(*p)).collect());
     // The template goes to UDP port 9: the rule of key 6.
-    let slot = RuleSlot::with_set(RuleSet::with_taps(0, classifier(&[10, 9]), vec![5, 6], vec![]));
-    let lane = LaneSpec { socket: 0, port: 0, queue_pos: 0, rules: slot.clone(), rings: PortRings { fill: 64, rx: 64 } };
+    let slot = RuleSlot::with_set(RuleSet::with_taps(
+        0,
+        classifier(&[10, 9]),
+        vec![5, 6],
+        vec![],
+    ));
+    let lane = LaneSpec {
+        socket: 0,
+        port: 0,
+        queue_pos: 0,
+        rules: slot.clone(),
+        rings: PortRings { fill: 64, rx: 64 },
+    };
     let spec = one_lane_spec(lane, crate::config::WaitMode::Spin);
     let mut w = Worker::new(&region, spec, fabric.clone());
     stamp(&mut w.lanes[0].port, 7);
@@ -819,19 +1365,47 @@ fn capture_follows_the_rule_key_across_a_renumbering_and_a_rule_file_gets_its_fr
         kernel.deliver(n);
         assert_eq!(w.receive(0), n);
     };
-    tap.arm(Target { port: 0, rule_key: 6, snaplen: 64 }, 64);
+    tap.arm(
+        Target {
+            port: 0,
+            rule_key: 6,
+            snaplen: 64,
+        },
+        64,
+    );
     round(&mut w, 3);
-    assert_eq!(w.lanes[0].port.c.captured, 3, "key 6 is the rule at position 1");
+    assert_eq!(
+        w.lanes[0].port.c.captured, 3,
+        "key 6 is the rule at position 1"
+    );
     // Reloaded, renumbered: the port-9 rule is first now and keeps key 6; it also
     // writes to a file (count 5); the other rule (key 5) is the client's no longer.
     let dir = tempfile::tempdir().unwrap();
-    let files = FileCaptures::start(file_tap.clone(), vec![crate::capture::wire::Interface { socket: 0, name: "in/a/q0".into() }]);
-    let spec5 = crate::config::CaptureSpec { file: dir.path().join("r.pcapng"), snaplen: 32, count: 5 };
+    let files = FileCaptures::start(
+        file_tap.clone(),
+        vec![crate::capture::wire::Interface {
+            socket: 0,
+            name: "in/a/q0".into(),
+        }],
+    );
+    let spec5 = crate::config::CaptureSpec {
+        file: dir.path().join("r.pcapng"),
+        snaplen: 32,
+        count: 5,
+    };
     let sinks = files.prepare(&[Some(spec5), None]).unwrap();
     files.settle(&sinks.iter().flatten().cloned().collect::<Vec<_>>());
-    slot.publish(Arc::new(RuleSet::with_taps(0, classifier(&[9, 10]), vec![6, 5], sinks.clone())));
+    slot.publish(Arc::new(RuleSet::with_taps(
+        0,
+        classifier(&[9, 10]),
+        vec![6, 5],
+        sinks.clone(),
+    )));
     round(&mut w, 4);
-    assert_eq!(w.lanes[0].port.c.captured, 7, "the capture followed key 6 to position 0");
+    assert_eq!(
+        w.lanes[0].port.c.captured, 7,
+        "the capture followed key 6 to position 0"
+    );
     assert_eq!(w.lanes[0].port.c.file_captured, 4);
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs(5);
     round(&mut w, 4);
@@ -842,11 +1416,20 @@ fn capture_follows_the_rule_key_across_a_renumbering_and_a_rule_file_gets_its_fr
     let copied = w.lanes[0].port.c.file_captured;
     assert_eq!(copied, 5, "exactly its count copied");
     round(&mut w, 4);
-    assert_eq!(w.lanes[0].port.c.file_captured, copied, "a complete file gets no more copies");
-    assert_eq!(w.lanes[0].port.c.action_drop, 15, "every frame went on to its action");
+    assert_eq!(
+        w.lanes[0].port.c.file_captured, copied,
+        "a complete file gets no more copies"
+    );
+    assert_eq!(
+        w.lanes[0].port.c.action_drop, 15,
+        "every frame went on to its action"
+    );
     assert_eq!(w.lanes[0].port.c.file_capture_dropped, 0);
     files.finish();
-    let mut r = pcap_file::pcapng::PcapNgReader::new(std::fs::File::open(dir.path().join("r.pcapng")).unwrap()).unwrap();
+    let mut r = pcap_file::pcapng::PcapNgReader::new(
+        std::fs::File::open(dir.path().join("r.pcapng")).unwrap(),
+    )
+    .unwrap();
     let mut n = 0;
     while let Some(b) = r.next_block() {
         if let pcap_file::pcapng::Block::EnhancedPacket(p) = b.unwrap() {
@@ -866,11 +1449,49 @@ fn busy_poll_counts_polls_the_napi_served_and_falls_back_without_one() {
     use super::{Fabric, LaneSpec, Worker};
     use crate::config::WaitMode;
     for napi in [Some(7), None] {
-        let region = Region::new(RegionConfig { frames: FRAMES, chunk_size: CHUNK, ..RegionConfig::default() }).unwrap();
-        let sockets = vec![PortShared::new(0, "in", "a", 0, None, 8, Waker::new().unwrap())];
-        let fabric = Arc::new(Fabric { sockets, port_sockets: vec![vec![0]], remotes: Remotes::new(1), neighbours: crate::neigh::Neighbours::new(MacBook::new(1)), capture: Default::default(), file_capture: Default::default() });
-        let rule = crate::config::ValidRule { proto: None, dst_port: None, dst: None, src_port: None, src: None, vlan: None, action: crate::config::Action::Drop, port: 0, to: None, mac: MacRewrite::Swap, mirror_to: None };
-        let lane = LaneSpec { socket: 0, port: 0, queue_pos: 0, rules: super::rules::RuleSlot::new(0, super::classify::Classifier::new(vec![rule])), rings: PortRings { fill: 64, rx: 64 } };
+        let region = Region::new(RegionConfig {
+            frames: FRAMES,
+            chunk_size: CHUNK,
+            ..RegionConfig::default()
+        })
+        .unwrap();
+        let sockets = vec![PortShared::new(
+            0,
+            "in",
+            "a",
+            0,
+            None,
+            8,
+            Waker::new().unwrap(),
+        )];
+        let fabric = Arc::new(Fabric {
+            sockets,
+            port_sockets: vec![vec![0]],
+            remotes: Remotes::new(1),
+            neighbours: crate::neigh::Neighbours::new(MacBook::new(1)),
+            capture: Default::default(),
+            file_capture: Default::default(),
+        });
+        let rule = crate::config::ValidRule {
+            proto: None,
+            dst_port: None,
+            dst: None,
+            src_port: None,
+            src: None,
+            vlan: None,
+            action: crate::config::Action::Drop,
+            port: 0,
+            to: None,
+            mac: MacRewrite::Swap,
+            mirror_to: None,
+        };
+        let lane = LaneSpec {
+            socket: 0,
+            port: 0,
+            queue_pos: 0,
+            rules: super::rules::RuleSlot::new(0, super::classify::Classifier::new(vec![rule])),
+            rings: PortRings { fill: 64, rx: 64 },
+        };
         let spec = one_lane_spec(lane, crate::config::WaitMode::BusyPoll);
         let mut w = Worker::new(&region, spec, fabric.clone());
         let (io, kernel) = heap_socket_napi(&region, 64, napi);
@@ -894,11 +1515,27 @@ fn busy_poll_counts_polls_the_napi_served_and_falls_back_without_one() {
         assert_eq!(c.rx_packets, 30);
         match napi {
             Some(_) => {
-                assert_eq!((c.busy_poll_napi, c.busy_poll_no_napi, c.busy_poll_served, c.busy_poll_calls), (1, 0, 3, 4));
+                assert_eq!(
+                    (
+                        c.busy_poll_napi,
+                        c.busy_poll_no_napi,
+                        c.busy_poll_served,
+                        c.busy_poll_calls
+                    ),
+                    (1, 0, 3, 4)
+                );
                 assert_eq!(w.lanes[0].wait, WaitMode::BusyPoll);
             }
             None => {
-                assert_eq!((c.busy_poll_napi, c.busy_poll_no_napi, c.busy_poll_served, c.busy_poll_calls), (0, 1, 0, 1));
+                assert_eq!(
+                    (
+                        c.busy_poll_napi,
+                        c.busy_poll_no_napi,
+                        c.busy_poll_served,
+                        c.busy_poll_calls
+                    ),
+                    (0, 1, 0, 1)
+                );
                 assert_eq!(w.lanes[0].wait, WaitMode::Poll);
             }
         }

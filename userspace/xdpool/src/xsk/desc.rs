@@ -86,7 +86,12 @@ impl UmemLayout {
     /// power of two in aligned mode (checked by `Umem::register`, asserted here).
     pub fn new(size: u64, chunk_size: u32, headroom: u32, unaligned: bool) -> Self {
         assert!(chunk_size > 0 && (unaligned || chunk_size.is_power_of_two()));
-        Self { size, chunk_size, headroom, unaligned }
+        Self {
+            size,
+            chunk_size,
+            headroom,
+            unaligned,
+        }
     }
 
     /// Size of the UMEM in bytes.
@@ -164,7 +169,12 @@ impl UmemLayout {
 /// producer moved backwards or more than `size` ahead of `cons` (an index jump):
 /// the caller then ignores the reading and reads nothing past `cached_prod`.
 #[inline]
-pub fn check_producer_advance(cached_prod: u32, cons: u32, new_prod: u32, size: u32) -> Option<u32> {
+pub fn check_producer_advance(
+    cached_prod: u32,
+    cons: u32,
+    new_prod: u32,
+    size: u32,
+) -> Option<u32> {
     let held = cached_prod.wrapping_sub(cons);
     let moved = new_prod.wrapping_sub(cached_prod);
     if held > size || moved > size - held {
@@ -178,7 +188,12 @@ pub fn check_producer_advance(cached_prod: u32, cons: u32, new_prod: u32, size: 
 /// Returns the number of free slots, or `None` when the new consumer moved
 /// backwards or past our producer (an index jump).
 #[inline]
-pub fn check_consumer_advance(prod: u32, cached_cons: u32, new_cons: u32, size: u32) -> Option<u32> {
+pub fn check_consumer_advance(
+    prod: u32,
+    cached_cons: u32,
+    new_cons: u32,
+    size: u32,
+) -> Option<u32> {
     let in_flight = prod.wrapping_sub(cached_cons);
     let moved = new_cons.wrapping_sub(cached_cons);
     if in_flight > size || moved > in_flight {
@@ -199,14 +214,32 @@ mod tests {
     #[test]
     fn rx_desc_inside_one_chunk_is_accepted() {
         let l = aligned();
-        assert_eq!(l.check_rx(&XdpDesc { addr: 256, len: 60, options: 0 }), Ok(()));
-        assert_eq!(l.check_rx(&XdpDesc { addr: 15 * 2048, len: 2048, options: 0 }), Ok(()));
+        assert_eq!(
+            l.check_rx(&XdpDesc {
+                addr: 256,
+                len: 60,
+                options: 0
+            }),
+            Ok(())
+        );
+        assert_eq!(
+            l.check_rx(&XdpDesc {
+                addr: 15 * 2048,
+                len: 2048,
+                options: 0
+            }),
+            Ok(())
+        );
     }
 
     #[test]
     fn rx_desc_errors_are_named() {
         let l = aligned();
-        let d = |addr, len| XdpDesc { addr, len, options: 0 };
+        let d = |addr, len| XdpDesc {
+            addr,
+            len,
+            options: 0,
+        };
         assert_eq!(l.check_rx(&d(0, 0)), Err(BadDesc::ZeroLen));
         assert_eq!(l.check_rx(&d(0, 2049)), Err(BadDesc::TooLong));
         assert_eq!(l.check_rx(&d(16 * 2048, 64)), Err(BadDesc::OutOfUmem));
@@ -221,9 +254,23 @@ mod tests {
         let addr = (100u64 << 48) | 4000; // base 4000 + offset 100 = 4100
         assert_eq!(l.offset_of(addr), 4100);
         // Crossing a 4096 boundary is legal in unaligned mode.
-        assert_eq!(l.check_rx(&XdpDesc { addr, len: 1000, options: 0 }), Ok(()));
+        assert_eq!(
+            l.check_rx(&XdpDesc {
+                addr,
+                len: 1000,
+                options: 0
+            }),
+            Ok(())
+        );
         let past = ((1u64 << 16) - 1) << 48 | (8 * 4096 - 100);
-        assert_eq!(l.check_rx(&XdpDesc { addr: past, len: 64, options: 0 }), Err(BadDesc::OutOfUmem));
+        assert_eq!(
+            l.check_rx(&XdpDesc {
+                addr: past,
+                len: 64,
+                options: 0
+            }),
+            Err(BadDesc::OutOfUmem)
+        );
         assert!(!l.check_comp(past));
     }
 
@@ -241,7 +288,11 @@ mod tests {
         assert_eq!(check_producer_advance(0, 0, 9, 8), None);
         assert_eq!(check_producer_advance(10, 5, 7, 8), None, "backwards");
         assert_eq!(check_producer_advance(10, 5, 10, 8), Some(5));
-        assert_eq!(check_producer_advance(u32::MAX - 1, u32::MAX - 3, 3, 8), Some(7), "wraps");
+        assert_eq!(
+            check_producer_advance(u32::MAX - 1, u32::MAX - 3, 3, 8),
+            Some(7),
+            "wraps"
+        );
     }
 
     #[test]
@@ -249,7 +300,11 @@ mod tests {
         assert_eq!(check_consumer_advance(8, 0, 8, 8), Some(8));
         assert_eq!(check_consumer_advance(8, 0, 9, 8), None, "past producer");
         assert_eq!(check_consumer_advance(8, 4, 3, 8), None, "backwards");
-        assert_eq!(check_consumer_advance(2, u32::MAX - 1, 1, 8), Some(7), "wraps");
+        assert_eq!(
+            check_consumer_advance(2, u32::MAX - 1, 1, 8),
+            Some(7),
+            "wraps"
+        );
     }
 
     proptest! {

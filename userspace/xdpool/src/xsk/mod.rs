@@ -16,11 +16,11 @@ mod umem;
 
 pub use desc::{BadDesc, RingErrors, UmemLayout, XdpDesc, XDP_PACKET_HEADROOM, XDP_PKT_CONTD};
 pub use error::XskError;
-pub use ring::{kernel_held, CompletionRing, FillRing, RxConsumed, RxRing, TxRing};
 /// The kernel side of a heap ring, for the ring tests and fuzz targets only (it can
 /// break the single-producer protocol on purpose, which is only sound within one
 /// test).
 #[cfg(any(test, fuzzing))]
 pub use ring::HeapRingPeer;
+pub use ring::{kernel_held, CompletionRing, FillRing, RxConsumed, RxRing, TxRing};
 pub use socket::{IrqDeferral, RingsMut, SocketConfig, Wakeup, XdpStatistics, XskSocket};
 pub use umem::{validate_ring_size, Umem, UmemConfig, MAX_RING_SIZE};

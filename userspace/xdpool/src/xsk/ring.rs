@@ -91,7 +91,9 @@ mod slot {
     }
 }
 
-use super::desc::{check_consumer_advance, check_producer_advance, RingErrors, UmemLayout, XdpDesc};
+use super::desc::{
+    check_consumer_advance, check_producer_advance, RingErrors, UmemLayout, XdpDesc,
+};
 use super::sys::MmapRegion;
 
 /// `XDP_RING_NEED_WAKEUP` in the ring's flags word.
@@ -161,7 +163,10 @@ impl<T: Copy> RawRing<T> {
         debug_assert!(size.is_power_of_two());
         // SAFETY: the caller guarantees the words are valid.
         let (prod, cons) = unsafe {
-            (producer.as_ref().load(Ordering::Acquire), consumer.as_ref().load(Ordering::Acquire))
+            (
+                producer.as_ref().load(Ordering::Acquire),
+                consumer.as_ref().load(Ordering::Acquire),
+            )
         };
         let ring = Self {
             producer,
@@ -352,7 +357,12 @@ fn index_jump(errors: &mut RingErrors) {
 #[inline(never)]
 fn bad_rx_desc(errors: &mut RingErrors, desc: &XdpDesc, why: super::desc::BadDesc) {
     errors.rx_bad_desc += 1;
-    tracing::debug!(addr = desc.addr, len = desc.len, ?why, "dropped bad RX descriptor");
+    tracing::debug!(
+        addr = desc.addr,
+        len = desc.len,
+        ?why,
+        "dropped bad RX descriptor"
+    );
 }
 
 #[cold]
@@ -502,7 +512,10 @@ impl RxRing {
             }
         }
         self.raw.release(n);
-        RxConsumed { taken: n as usize, kept }
+        RxConsumed {
+            taken: n as usize,
+            kept,
+        }
     }
 
     /// Descriptors taken off the ring since it was mapped (mod 2^32), rejected ones
@@ -533,7 +546,10 @@ pub struct TxRing {
 impl TxRing {
     /// The ring of a socket bound without a TX ring.
     pub(crate) fn absent() -> TxRing {
-        TxRing { raw: None, errors: RingErrors::default() }
+        TxRing {
+            raw: None,
+            errors: RingErrors::default(),
+        }
     }
 
     /// Puts as many of `descs` as fit on the ring, in order, and returns how many.
@@ -599,7 +615,12 @@ impl TxRing {
 /// (not the pool's owner map), for `PoolOwner::audit`: fill entries submitted minus
 /// RX descriptors taken, TX descriptors submitted minus completions taken. Sum it
 /// over the sockets of one pool. Exact at any time on the ring owner's thread.
-pub fn kernel_held(fill: &FillRing, rx: &RxRing, tx: &TxRing, comp: &CompletionRing) -> pool::KernelHeld {
+pub fn kernel_held(
+    fill: &FillRing,
+    rx: &RxRing,
+    tx: &TxRing,
+    comp: &CompletionRing,
+) -> pool::KernelHeld {
     pool::KernelHeld {
         fill: u64::from(fill.submitted().wrapping_sub(rx.taken())),
         tx: u64::from(tx.submitted().wrapping_sub(comp.taken())),
@@ -625,7 +646,9 @@ impl MappedRing {
         // The kernel's offsets, checked in every build: a ring whose words or entries
         // would fall outside the mapping is a kernel we do not understand.
         let len = self.region.len();
-        let entries_end = (self.size as usize).checked_mul(core::mem::size_of::<T>()).and_then(|n| n.checked_add(self.desc));
+        let entries_end = (self.size as usize)
+            .checked_mul(core::mem::size_of::<T>())
+            .and_then(|n| n.checked_add(self.desc));
         assert!(
             entries_end.is_some_and(|end| end <= len) && [self.producer, self.consumer, self.flags].iter().all(|&o| o.checked_add(4).is_some_and(|e| e <= len)),
             "XDP_MMAP_OFFSETS outside the {len}-byte ring mapping (producer {}, consumer {}, flags {}, desc {}, size {}): unsupported kernel",
@@ -664,7 +687,11 @@ impl MappedRing {
     pub(crate) unsafe fn into_completion(self, layout: UmemLayout) -> CompletionRing {
         // SAFETY: forwarded caller contract.
         let (raw, errors) = unsafe { self.into_raw(Side::Consumer) };
-        CompletionRing { raw, layout, errors }
+        CompletionRing {
+            raw,
+            layout,
+            errors,
+        }
     }
 
     /// # Safety
@@ -672,7 +699,11 @@ impl MappedRing {
     pub(crate) unsafe fn into_rx(self, layout: UmemLayout) -> RxRing {
         // SAFETY: forwarded caller contract.
         let (raw, errors) = unsafe { self.into_raw(Side::Consumer) };
-        RxRing { raw, layout, errors }
+        RxRing {
+            raw,
+            layout,
+            errors,
+        }
     }
 
     /// # Safety
@@ -680,7 +711,10 @@ impl MappedRing {
     pub(crate) unsafe fn into_tx(self) -> TxRing {
         // SAFETY: forwarded caller contract.
         let (raw, errors) = unsafe { self.into_raw(Side::Producer) };
-        TxRing { raw: Some(raw), errors }
+        TxRing {
+            raw: Some(raw),
+            errors,
+        }
     }
 }
 
@@ -827,9 +861,21 @@ impl CompletionRing {
     }
 
     /// As `new_heap`, with the ring's words starting at `prod` / `cons`.
-    pub fn new_heap_at(size: u32, layout: UmemLayout, prod: u32, cons: u32) -> (Self, HeapRingPeer<u64>) {
+    pub fn new_heap_at(
+        size: u32,
+        layout: UmemLayout,
+        prod: u32,
+        cons: u32,
+    ) -> (Self, HeapRingPeer<u64>) {
         let (raw, errors, peer) = HeapRingPeer::new_pair(size, prod, cons, Side::Consumer);
-        (Self { raw, layout, errors }, peer)
+        (
+            Self {
+                raw,
+                layout,
+                errors,
+            },
+            peer,
+        )
     }
 }
 
@@ -841,9 +887,21 @@ impl RxRing {
     }
 
     /// As `new_heap`, with the ring's words starting at `prod` / `cons`.
-    pub fn new_heap_at(size: u32, layout: UmemLayout, prod: u32, cons: u32) -> (Self, HeapRingPeer<XdpDesc>) {
+    pub fn new_heap_at(
+        size: u32,
+        layout: UmemLayout,
+        prod: u32,
+        cons: u32,
+    ) -> (Self, HeapRingPeer<XdpDesc>) {
         let (raw, errors, peer) = HeapRingPeer::new_pair(size, prod, cons, Side::Consumer);
-        (Self { raw, layout, errors }, peer)
+        (
+            Self {
+                raw,
+                layout,
+                errors,
+            },
+            peer,
+        )
     }
 }
 
@@ -857,7 +915,13 @@ impl TxRing {
     /// As `new_heap`, with the ring's words starting at `prod` / `cons`.
     pub fn new_heap_at(size: u32, prod: u32, cons: u32) -> (Self, HeapRingPeer<XdpDesc>) {
         let (raw, errors, peer) = HeapRingPeer::new_pair(size, prod, cons, Side::Producer);
-        (Self { raw: Some(raw), errors }, peer)
+        (
+            Self {
+                raw: Some(raw),
+                errors,
+            },
+            peer,
+        )
     }
 }
 
@@ -870,7 +934,11 @@ mod tests {
     }
 
     fn desc(addr: u64, len: u32) -> XdpDesc {
-        XdpDesc { addr, len, options: 0 }
+        XdpDesc {
+            addr,
+            len,
+            options: 0,
+        }
     }
 
     fn rx_at(size: u32, start: u32) -> (RxRing, HeapRingPeer<XdpDesc>) {
@@ -920,7 +988,9 @@ mod tests {
     #[test]
     fn rx_consume_in_small_batches_across_wrap() {
         let (mut rx, peer) = rx_at(16, u32::MAX - 3);
-        let descs: Vec<XdpDesc> = (0..12).map(|i| desc(i * 2048 + 256, 60 + i as u32)).collect();
+        let descs: Vec<XdpDesc> = (0..12)
+            .map(|i| desc(i * 2048 + 256, 60 + i as u32))
+            .collect();
         assert_eq!(peer.produce(&descs), 12);
         let mut out = [XdpDesc::default(); 5];
         let mut seen = Vec::new();
@@ -950,7 +1020,11 @@ mod tests {
         assert_eq!(n, 1, "only the entry published before the jump is read");
         assert_eq!(out[0], desc(2048 + 256, 64));
         assert_eq!(rx.errors().ring_index_jump, 1);
-        assert_eq!(peer.consumer(), 102, "consumer never moves past the last valid producer");
+        assert_eq!(
+            peer.consumer(),
+            102,
+            "consumer never moves past the last valid producer"
+        );
         // Producer moves backwards.
         peer.set_producer(90);
         assert_eq!(rx.consume(&mut out), 0);
@@ -966,7 +1040,10 @@ mod tests {
     #[test]
     fn fill_consumer_jump_is_counted() {
         let (mut fill, peer) = fill_at(8, 0);
-        assert_eq!(fill.produce(&[0, 2048, 4096, 6144, 8192, 10240, 12288, 14336]), 8);
+        assert_eq!(
+            fill.produce(&[0, 2048, 4096, 6144, 8192, 10240, 12288, 14336]),
+            8
+        );
         // Kernel claims to have consumed more than we produced.
         peer.set_consumer(9);
         assert_eq!(fill.produce(&[0]), 0, "no slot is trusted free");
@@ -983,7 +1060,11 @@ mod tests {
     fn ring_mapped_at_a_valid_pair_starts_there_even_across_the_wrap() {
         // Three entries published before we took the ring over; indices wrap past u32::MAX.
         let (mut rx, peer) = RxRing::new_heap_at(8, layout(), 1, u32::MAX - 1);
-        let descs = [desc(256, 64), desc(2048 + 256, 65), desc(2 * 2048 + 256, 66)];
+        let descs = [
+            desc(256, 64),
+            desc(2048 + 256, 65),
+            desc(2 * 2048 + 256, 66),
+        ];
         for (i, d) in descs.iter().enumerate() {
             peer.write((u32::MAX - 1).wrapping_add(i as u32), *d);
         }
@@ -1009,16 +1090,30 @@ mod tests {
         for (prod, cons) in [(9, 0), (0, 1), (100, 7), (4, u32::MAX - 4)] {
             let (mut rx, peer) = RxRing::new_heap_at(8, layout(), prod, cons);
             assert_eq!(rx.errors().ring_index_jump, 1, "({prod}, {cons})");
-            assert_eq!(peer.consumer(), prod, "({prod}, {cons}): our consumer is published at the kernel's producer");
+            assert_eq!(
+                peer.consumer(),
+                prod,
+                "({prod}, {cons}): our consumer is published at the kernel's producer"
+            );
             let mut out = [XdpDesc::default(); 8];
-            assert_eq!(rx.consume(&mut out), 0, "({prod}, {cons}): nothing in the impossible window is read");
+            assert_eq!(
+                rx.consume(&mut out),
+                0,
+                "({prod}, {cons}): nothing in the impossible window is read"
+            );
             // The kernel goes on from its producer and sees all 8 slots free.
-            let descs: Vec<XdpDesc> = (0..8).map(|i| desc(i * 2048 + 256, 60 + i as u32)).collect();
+            let descs: Vec<XdpDesc> = (0..8)
+                .map(|i| desc(i * 2048 + 256, 60 + i as u32))
+                .collect();
             assert_eq!(peer.produce(&descs), 8, "({prod}, {cons})");
             assert_eq!(rx.consume(&mut out), 8, "({prod}, {cons})");
             assert_eq!(&out[..], &descs[..]);
             assert_eq!(peer.consumer(), prod.wrapping_add(8));
-            assert_eq!(rx.errors().ring_index_jump, 1, "({prod}, {cons}): no later reading is a jump");
+            assert_eq!(
+                rx.errors().ring_index_jump,
+                1,
+                "({prod}, {cons}): no later reading is a jump"
+            );
         }
     }
 
@@ -1027,15 +1122,35 @@ mod tests {
         for (prod, cons) in [(9, 0), (0, 1), (100, 7), (4, u32::MAX - 4)] {
             let (mut fill, peer) = FillRing::new_heap_at(8, prod, cons);
             assert_eq!(fill.errors().ring_index_jump, 1, "({prod}, {cons})");
-            assert_eq!(peer.producer(), cons, "({prod}, {cons}): our producer is published at the kernel's consumer");
+            assert_eq!(
+                peer.producer(),
+                cons,
+                "({prod}, {cons}): our producer is published at the kernel's consumer"
+            );
             let mut back = [0u64; 8];
-            assert_eq!(peer.consume(&mut back), 0, "({prod}, {cons}): the kernel sees an empty ring");
+            assert_eq!(
+                peer.consume(&mut back),
+                0,
+                "({prod}, {cons}): the kernel sees an empty ring"
+            );
             let addrs: Vec<u64> = (0..10).map(|i| i * 2048).collect();
-            assert_eq!(fill.produce(&addrs), 8, "({prod}, {cons}): all 8 slots are free");
+            assert_eq!(
+                fill.produce(&addrs),
+                8,
+                "({prod}, {cons}): all 8 slots are free"
+            );
             assert_eq!(peer.consume(&mut back), 8);
-            assert_eq!(&back[..], &addrs[..8], "the kernel reads exactly what we wrote, in order");
+            assert_eq!(
+                &back[..],
+                &addrs[..8],
+                "the kernel reads exactly what we wrote, in order"
+            );
             assert_eq!(fill.produce(&addrs[8..]), 2);
-            assert_eq!(fill.errors().ring_index_jump, 1, "({prod}, {cons}): no later reading is a jump");
+            assert_eq!(
+                fill.errors().ring_index_jump,
+                1,
+                "({prod}, {cons}): no later reading is a jump"
+            );
         }
     }
 
@@ -1054,7 +1169,10 @@ mod tests {
         assert_eq!(tx.produce(&[desc(0, 60); 5]), 4);
         let mut sent = [XdpDesc::default(); 4];
         assert_eq!(peer.consume(&mut sent), 4);
-        assert_eq!(comp.errors().ring_index_jump + tx.errors().ring_index_jump, 2);
+        assert_eq!(
+            comp.errors().ring_index_jump + tx.errors().ring_index_jump,
+            2
+        );
     }
 
     #[test]
@@ -1063,11 +1181,11 @@ mod tests {
         let good1 = desc(256, 64);
         let good2 = desc(63 * 2048, 2048);
         let bad = [
-            desc(64 * 2048, 64),     // past the end of the UMEM
-            desc(2048 - 32, 64),     // crosses a chunk boundary
-            desc(3 * 2048, 0),       // empty
-            desc(3 * 2048, 2049),    // longer than a chunk
-            desc(u64::MAX - 8, 64),  // wraps
+            desc(64 * 2048, 64),    // past the end of the UMEM
+            desc(2048 - 32, 64),    // crosses a chunk boundary
+            desc(3 * 2048, 0),      // empty
+            desc(3 * 2048, 2049),   // longer than a chunk
+            desc(u64::MAX - 8, 64), // wraps
         ];
         let mut all = vec![good1];
         all.extend_from_slice(&bad);
@@ -1077,24 +1195,45 @@ mod tests {
         let n = rx.consume(&mut out);
         assert_eq!(&out[..n], &[good1, good2]);
         assert_eq!(rx.errors().rx_bad_desc, 5);
-        assert_eq!(peer.consumer(), 7, "bad entries are consumed (dropped), not left behind");
+        assert_eq!(
+            peer.consumer(),
+            7,
+            "bad entries are consumed (dropped), not left behind"
+        );
     }
 
     #[test]
     fn rx_taken_count_includes_rejected_descriptors() {
         let (mut rx, peer) = rx_at(16, 0);
-        let all = [desc(256, 64), desc(64 * 2048, 64), desc(2 * 2048, 0), desc(3 * 2048 + 256, 100)];
+        let all = [
+            desc(256, 64),
+            desc(64 * 2048, 64),
+            desc(2 * 2048, 0),
+            desc(3 * 2048 + 256, 100),
+        ];
         assert_eq!(peer.produce(&all), 4);
         let mut out = [XdpDesc::default(); 3];
         // Three taken, one of them rejected: the fill count must drop by 3, not 2.
-        assert_eq!(rx.consume_counted(&mut out), RxConsumed { taken: 3, kept: 1 });
+        assert_eq!(
+            rx.consume_counted(&mut out),
+            RxConsumed { taken: 3, kept: 1 }
+        );
         assert_eq!(out[0], all[0]);
-        assert_eq!(rx.consume_counted(&mut out), RxConsumed { taken: 1, kept: 1 });
+        assert_eq!(
+            rx.consume_counted(&mut out),
+            RxConsumed { taken: 1, kept: 1 }
+        );
         assert_eq!(out[0], all[3]);
         assert_eq!(rx.errors().rx_bad_desc, 2);
         // A batch of nothing but bad descriptors still empties the ring.
-        assert_eq!(peer.produce(&[desc(64 * 2048, 64), desc(u64::MAX - 8, 64)]), 2);
-        assert_eq!(rx.consume_counted(&mut out), RxConsumed { taken: 2, kept: 0 });
+        assert_eq!(
+            peer.produce(&[desc(64 * 2048, 64), desc(u64::MAX - 8, 64)]),
+            2
+        );
+        assert_eq!(
+            rx.consume_counted(&mut out),
+            RxConsumed { taken: 2, kept: 0 }
+        );
         assert_eq!(rx.consume_counted(&mut out), RxConsumed::default());
         assert_eq!(peer.consumer(), 6);
     }
@@ -1134,20 +1273,33 @@ mod tests {
     #[test]
     fn tx_whole_frames_never_split_a_multi_buffer_frame() {
         let (mut tx, peer) = TxRing::new_heap(4);
-        let c = |addr| XdpDesc { addr, len: 2048, options: super::super::desc::XDP_PKT_CONTD };
+        let c = |addr| XdpDesc {
+            addr,
+            len: 2048,
+            options: super::super::desc::XDP_PKT_CONTD,
+        };
         // A 1-buffer frame, then a 3-buffer frame: 4 descriptors fit exactly.
         let frames = [desc(0, 60), c(2048), c(4096), desc(6144, 100)];
         assert_eq!(tx.produce_whole_frames(&frames), 4);
         let mut out = [XdpDesc::default(); 4];
         assert_eq!(peer.consume(&mut out), 4);
         // Room for 4, but the second frame (3 buffers) would need 5: only the first goes.
-        let frames = [desc(0, 60), desc(100, 60), c(2048), c(4096), desc(6144, 100)];
+        let frames = [
+            desc(0, 60),
+            desc(100, 60),
+            c(2048),
+            c(4096),
+            desc(6144, 100),
+        ];
         assert_eq!(tx.produce_whole_frames(&frames), 2);
         assert_eq!(peer.consume(&mut out), 2);
         assert_eq!(out[..2], [desc(0, 60), desc(100, 60)]);
         // A frame longer than the room is never started.
         let (mut small, _peer) = TxRing::new_heap(2);
-        assert_eq!(small.produce_whole_frames(&[c(0), c(2048), desc(4096, 1)]), 0);
+        assert_eq!(
+            small.produce_whole_frames(&[c(0), c(2048), desc(4096, 1)]),
+            0
+        );
     }
 
     #[test]
@@ -1158,8 +1310,9 @@ mod tests {
             let mut i = 0u64;
             let start = std::time::Instant::now();
             while i < N && start.elapsed() < std::time::Duration::from_secs(20) {
-                let batch: Vec<XdpDesc> =
-                    (i..(i + 16).min(N)).map(|k| desc((k % 64) * 2048, (k % 2000) as u32 + 1)).collect();
+                let batch: Vec<XdpDesc> = (i..(i + 16).min(N))
+                    .map(|k| desc((k % 64) * 2048, (k % 2000) as u32 + 1))
+                    .collect();
                 i += peer.produce(&batch) as u64;
             }
             i
@@ -1196,17 +1349,34 @@ mod tests {
     impl Socket {
         fn new() -> Socket {
             use pool::{PoolConfig, PoolOwner, Region, RegionConfig, Topology};
-            let region =
-                Region::new(RegionConfig { frames: 64, chunk_size: 2048, hugepages: false, topology: Topology::single_node() }).unwrap();
+            let region = Region::new(RegionConfig {
+                frames: 64,
+                chunk_size: 2048,
+                hugepages: false,
+                topology: Topology::single_node(),
+            })
+            .unwrap();
             let (fill, kfill) = FillRing::new_heap_at(16, u32::MAX - 2, u32::MAX - 2);
             let (rx, krx) = RxRing::new_heap_at(16, layout(), 7, 7);
             let (tx, ktx) = TxRing::new_heap_at(16, 100, 100);
             let (comp, kcomp) = CompletionRing::new_heap_at(16, layout(), u32::MAX, u32::MAX);
-            Socket { pool: PoolOwner::new(&region, PoolConfig::default()), fill, rx, tx, comp, kfill, krx, ktx, kcomp }
+            Socket {
+                pool: PoolOwner::new(&region, PoolConfig::default()),
+                fill,
+                rx,
+                tx,
+                comp,
+                kfill,
+                krx,
+                ktx,
+                kcomp,
+            }
         }
 
         fn audit(&self) -> Result<(), String> {
-            self.pool.audit(kernel_held(&self.fill, &self.rx, &self.tx, &self.comp)).check()
+            self.pool
+                .audit(kernel_held(&self.fill, &self.rx, &self.tx, &self.comp))
+                .check()
         }
 
         /// A normal run: fill 8, the kernel receives 3 (holding 2 more), we take
@@ -1218,14 +1388,24 @@ mod tests {
             self.audit().unwrap();
             let mut k = [0u64; 5];
             assert_eq!(self.kfill.consume(&mut k), 5);
-            assert_eq!(self.krx.produce(&[desc(k[0], 60), desc(k[1], 61), desc(k[2], 62)]), 3);
+            assert_eq!(
+                self.krx
+                    .produce(&[desc(k[0], 60), desc(k[1], 61), desc(k[2], 62)]),
+                3
+            );
             self.audit().unwrap();
             let mut out = [XdpDesc::default(); 4];
             assert_eq!(self.rx.consume(&mut out), 3);
-            let mut frames: Vec<_> = out[..3].iter().map(|d| self.pool.take_rx(d.addr, d.len).unwrap()).collect();
+            let mut frames: Vec<_> = out[..3]
+                .iter()
+                .map(|d| self.pool.take_rx(d.addr, d.len).unwrap())
+                .collect();
             self.audit().unwrap();
             self.pool.recycle(frames.pop().unwrap());
-            let sends: Vec<XdpDesc> = frames.into_iter().map(|f| desc(self.pool.give_tx(f, 0).unwrap(), 60)).collect();
+            let sends: Vec<XdpDesc> = frames
+                .into_iter()
+                .map(|f| desc(self.pool.give_tx(f, 0).unwrap(), 60))
+                .collect();
             assert_eq!(self.tx.produce(&sends), 2);
             self.audit().unwrap();
             let mut sent = [XdpDesc::default(); 1];
@@ -1235,7 +1415,10 @@ mod tests {
             assert_eq!(self.comp.consume(&mut done), 1);
             self.pool.take_completion(done[0]).unwrap();
             self.audit().unwrap();
-            assert_eq!(kernel_held(&self.fill, &self.rx, &self.tx, &self.comp), pool::KernelHeld { fill: 5, tx: 1 });
+            assert_eq!(
+                kernel_held(&self.fill, &self.rx, &self.tx, &self.comp),
+                pool::KernelHeld { fill: 5, tx: 1 }
+            );
         }
     }
 
@@ -1275,7 +1458,10 @@ mod tests {
         assert_eq!(s.kfill.consume(&mut k), 1);
         assert_eq!(s.krx.produce(&[desc(64 * 2048, 60)]), 1);
         let mut out = [XdpDesc::default(); 2];
-        assert_eq!(s.rx.consume_counted(&mut out), RxConsumed { taken: 1, kept: 0 });
+        assert_eq!(
+            s.rx.consume_counted(&mut out),
+            RxConsumed { taken: 1, kept: 0 }
+        );
         assert!(s.audit().unwrap_err().contains("fill rings"));
     }
 
@@ -1326,7 +1512,11 @@ mod loom_models {
     }
 
     fn desc(k: u64) -> XdpDesc {
-        XdpDesc { addr: k * 2048 + 256, len: 60 + k as u32, options: 0 }
+        XdpDesc {
+            addr: k * 2048 + 256,
+            len: 60 + k as u32,
+            options: 0,
+        }
     }
 
     fn model(name: &str, body: impl Fn() + Sync + Send + 'static) {
@@ -1434,7 +1624,11 @@ mod loom_models {
                 got.extend_from_slice(&out[..n]);
             }
             assert_eq!(got, vec![desc(1)]);
-            assert_eq!(rx.errors().rx_bad_desc, 0, "a slot outside the window was read");
+            assert_eq!(
+                rx.errors().rx_bad_desc,
+                0,
+                "a slot outside the window was read"
+            );
             // Seen or not, depending on when we looked; never trusted.
             assert!(rx.errors().ring_index_jump <= 3);
         });

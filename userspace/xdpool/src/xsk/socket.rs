@@ -31,7 +31,13 @@ pub struct SocketConfig {
 
 impl Default for SocketConfig {
     fn default() -> Self {
-        Self { rx_size: 2048, tx_size: 2048, zero_copy: false, need_wakeup: true, multi_buffer: false }
+        Self {
+            rx_size: 2048,
+            tx_size: 2048,
+            zero_copy: false,
+            need_wakeup: true,
+            multi_buffer: false,
+        }
     }
 }
 
@@ -110,7 +116,12 @@ impl XskSocket {
     /// Errors: [`XskError::ZeroCopyUnsupported`] (retry with `zero_copy = false`; the
     /// same `Umem` can be used), [`XskError::Busy`] (retry with backoff),
     /// [`XskError::NoSuchQueue`], [`XskError::NoDevice`], [`XskError::DeviceGone`].
-    pub fn bind(umem: &Umem, ifindex: u32, queue: u32, config: &SocketConfig) -> Result<XskSocket, XskError> {
+    pub fn bind(
+        umem: &Umem,
+        ifindex: u32,
+        queue: u32,
+        config: &SocketConfig,
+    ) -> Result<XskSocket, XskError> {
         validate_ring_size("rx", config.rx_size)?;
         if config.tx_size > 0 {
             validate_ring_size("tx", config.tx_size)?;
@@ -120,9 +131,18 @@ impl XskSocket {
         match std::mem::replace(&mut *primary, Primary::Binding) {
             Primary::Unbound { fill, comp, rx_tx } => {
                 let rx_tx = match rx_tx {
-                    Some((rx, tx)) if rx.size() != config.rx_size || tx.size() != config.tx_size => {
-                        let e = XskError::RingSizeChanged { rx: rx.size(), tx: tx.size() };
-                        *primary = Primary::Unbound { fill, comp, rx_tx: Some((rx, tx)) };
+                    Some((rx, tx))
+                        if rx.size() != config.rx_size || tx.size() != config.tx_size =>
+                    {
+                        let e = XskError::RingSizeChanged {
+                            rx: rx.size(),
+                            tx: tx.size(),
+                        };
+                        *primary = Primary::Unbound {
+                            fill,
+                            comp,
+                            rx_tx: Some((rx, tx)),
+                        };
                         return Err(e);
                     }
                     Some(rings) => rings,
@@ -131,12 +151,20 @@ impl XskSocket {
                         Err(e) => {
                             // The socket may now hold rings we could not map; a retry
                             // will say so (EINVAL), and a new Umem is the way out.
-                            *primary = Primary::Unbound { fill, comp, rx_tx: None };
+                            *primary = Primary::Unbound {
+                                fill,
+                                comp,
+                                rx_tx: None,
+                            };
                             return Err(e);
                         }
                     },
                 };
-                let mut flags = if config.zero_copy { libc::XDP_ZEROCOPY } else { libc::XDP_COPY };
+                let mut flags = if config.zero_copy {
+                    libc::XDP_ZEROCOPY
+                } else {
+                    libc::XDP_COPY
+                };
                 if config.need_wakeup {
                     flags |= libc::XDP_USE_NEED_WAKEUP;
                 }
@@ -145,7 +173,11 @@ impl XskSocket {
                 }
                 let addr = sockaddr(ifindex, queue, flags, 0);
                 if let Err(e) = sys::bind_xdp(shared.fd.as_fd(), &addr) {
-                    *primary = Primary::Unbound { fill, comp, rx_tx: Some(rx_tx) };
+                    *primary = Primary::Unbound {
+                        fill,
+                        comp,
+                        rx_tx: Some(rx_tx),
+                    };
                     return Err(bind_error(e, ifindex, queue, config.zero_copy));
                 }
                 *primary = Primary::Bound {
@@ -155,7 +187,12 @@ impl XskSocket {
                     zero_copy: config.zero_copy,
                     need_wakeup: config.need_wakeup,
                 };
-                tracing::info!(ifindex, queue, zero_copy = config.zero_copy, "bound AF_XDP socket (UMEM owner)");
+                tracing::info!(
+                    ifindex,
+                    queue,
+                    zero_copy = config.zero_copy,
+                    "bound AF_XDP socket (UMEM owner)"
+                );
                 let (rx, tx) = rx_tx;
                 Ok(XskSocket {
                     fill,
@@ -170,8 +207,20 @@ impl XskSocket {
                     need_wakeup: config.need_wakeup,
                 })
             }
-            Primary::Bound { ifindex: p_if, queue: p_q, netns: p_ns, zero_copy, need_wakeup } => {
-                *primary = Primary::Bound { ifindex: p_if, queue: p_q, netns: p_ns, zero_copy, need_wakeup };
+            Primary::Bound {
+                ifindex: p_if,
+                queue: p_q,
+                netns: p_ns,
+                zero_copy,
+                need_wakeup,
+            } => {
+                *primary = Primary::Bound {
+                    ifindex: p_if,
+                    queue: p_q,
+                    netns: p_ns,
+                    zero_copy,
+                    need_wakeup,
+                };
                 drop(primary);
                 if config.zero_copy != zero_copy || config.need_wakeup != need_wakeup {
                     return Err(XskError::SharedModeMismatch {
@@ -188,7 +237,8 @@ impl XskSocket {
             // Only left behind by a bind that panicked halfway (the lock is held
             // for the whole bind otherwise).
             Primary::Binding => Err(XskError::InvalidUmem {
-                reason: "an earlier bind on this UMEM stopped halfway (panic); register a new UMEM".into(),
+                reason: "an earlier bind on this UMEM stopped halfway (panic); register a new UMEM"
+                    .into(),
             }),
         }
     }
@@ -201,10 +251,17 @@ impl XskSocket {
         config: &SocketConfig,
     ) -> Result<XskSocket, XskError> {
         let fd = sys::xdp_socket().map_err(|source| XskError::NoAfXdp { source })?;
-        let (fill, completion) = umem::fill_and_completion(fd.as_fd(), &shared.config, shared.layout)?;
+        let (fill, completion) =
+            umem::fill_and_completion(fd.as_fd(), &shared.config, shared.layout)?;
         let (rx, tx) = rx_and_tx(fd.as_fd(), config, shared)?;
-        let addr = sockaddr(ifindex, queue, libc::XDP_SHARED_UMEM, shared.fd.as_raw_fd() as u32);
-        sys::bind_xdp(fd.as_fd(), &addr).map_err(|e| bind_error(e, ifindex, queue, config.zero_copy))?;
+        let addr = sockaddr(
+            ifindex,
+            queue,
+            libc::XDP_SHARED_UMEM,
+            shared.fd.as_raw_fd() as u32,
+        );
+        sys::bind_xdp(fd.as_fd(), &addr)
+            .map_err(|e| bind_error(e, ifindex, queue, config.zero_copy))?;
         tracing::info!(ifindex, queue, "bound AF_XDP socket (shared UMEM)");
         Ok(XskSocket {
             fill,
@@ -275,7 +332,12 @@ impl XskSocket {
 
     /// All four rings at once.
     pub fn rings_mut(&mut self) -> RingsMut<'_> {
-        RingsMut { fill: &mut self.fill, completion: &mut self.completion, rx: &mut self.rx, tx: &mut self.tx }
+        RingsMut {
+            fill: &mut self.fill,
+            completion: &mut self.completion,
+            rx: &mut self.rx,
+            tx: &mut self.tx,
+        }
     }
 
     /// Validation counters of the four rings, summed.
@@ -308,8 +370,9 @@ impl XskSocket {
 
     /// The kernel's counters for this socket (XDP_STATISTICS).
     pub fn statistics(&self) -> Result<XdpStatistics, XskError> {
-        let (s, len) = sys::getsockopt::<libc::xdp_statistics>(self.fd(), libc::SOL_XDP, libc::XDP_STATISTICS)
-            .map_err(|e| XskError::io("getsockopt(XDP_STATISTICS)", e))?;
+        let (s, len) =
+            sys::getsockopt::<libc::xdp_statistics>(self.fd(), libc::SOL_XDP, libc::XDP_STATISTICS)
+                .map_err(|e| XskError::io("getsockopt(XDP_STATISTICS)", e))?;
         // An older kernel fills only the first three fields (the rest stay zero).
         debug_assert!(len >= std::mem::size_of::<libc::xdp_statistics_v1>());
         Ok(XdpStatistics {
@@ -324,8 +387,9 @@ impl XskSocket {
 
     /// Whether the kernel reports the socket as bound in zero-copy mode (XDP_OPTIONS).
     pub fn kernel_zero_copy(&self) -> Result<bool, XskError> {
-        let (o, _) = sys::getsockopt::<libc::xdp_options>(self.fd(), libc::SOL_XDP, libc::XDP_OPTIONS)
-            .map_err(|e| XskError::io("getsockopt(XDP_OPTIONS)", e))?;
+        let (o, _) =
+            sys::getsockopt::<libc::xdp_options>(self.fd(), libc::SOL_XDP, libc::XDP_OPTIONS)
+                .map_err(|e| XskError::io("getsockopt(XDP_OPTIONS)", e))?;
         Ok(o.flags & libc::XDP_OPTIONS_ZEROCOPY != 0)
     }
 
@@ -333,12 +397,20 @@ impl XskSocket {
     /// (SO_PREFER_BUSY_POLL, SO_BUSY_POLL = 20 µs, SO_BUSY_POLL_BUDGET).
     pub fn set_busy_poll(&self, budget: u16) -> Result<(), XskError> {
         let set = |opt: i32, name: &'static str, v: libc::c_int| {
-            sys::setsockopt(self.fd(), libc::SOL_SOCKET, opt, &v)
-                .map_err(|source| XskError::BusyPollRefused { option: name, source })
+            sys::setsockopt(self.fd(), libc::SOL_SOCKET, opt, &v).map_err(|source| {
+                XskError::BusyPollRefused {
+                    option: name,
+                    source,
+                }
+            })
         };
         set(SO_PREFER_BUSY_POLL, "SO_PREFER_BUSY_POLL", 1)?;
         set(SO_BUSY_POLL, "SO_BUSY_POLL", BUSY_POLL_USECS)?;
-        set(SO_BUSY_POLL_BUDGET, "SO_BUSY_POLL_BUDGET", libc::c_int::from(budget))
+        set(
+            SO_BUSY_POLL_BUDGET,
+            "SO_BUSY_POLL_BUDGET",
+            libc::c_int::from(budget),
+        )
     }
 
     /// The NAPI instance the kernel noted for this socket (`SO_INCOMING_NAPI_ID`),
@@ -399,7 +471,10 @@ impl IrqDeferral {
 
     /// Both files' contents.
     pub fn parse(defer: &str, timeout: &str) -> Option<IrqDeferral> {
-        Some(IrqDeferral { defer_hard_irqs: defer.trim().parse().ok()?, gro_flush_timeout_ns: timeout.trim().parse().ok()? })
+        Some(IrqDeferral {
+            defer_hard_irqs: defer.trim().parse().ok()?,
+            gro_flush_timeout_ns: timeout.trim().parse().ok()?,
+        })
     }
 
     /// Whether interrupts stay deferred while busy-polling.
@@ -427,19 +502,37 @@ fn sockaddr(ifindex: u32, queue: u32, flags: u16, shared_fd: u32) -> libc::socka
     }
 }
 
-fn rx_and_tx(fd: BorrowedFd<'_>, config: &SocketConfig, shared: &UmemShared) -> Result<(RxRing, TxRing), XskError> {
+fn rx_and_tx(
+    fd: BorrowedFd<'_>,
+    config: &SocketConfig,
+    shared: &UmemShared,
+) -> Result<(RxRing, TxRing), XskError> {
     umem::set_ring_size(fd, libc::XDP_RX_RING, "rx", config.rx_size)?;
     if config.tx_size > 0 {
         umem::set_ring_size(fd, libc::XDP_TX_RING, "tx", config.tx_size)?;
     }
     let off = umem::mmap_offsets(fd)?;
     let d = std::mem::size_of::<XdpDesc>();
-    let rx = umem::map_ring(fd, &off.rx, libc::XDP_PGOFF_RX_RING as u64, config.rx_size, d, "mmap(RX ring)")?;
+    let rx = umem::map_ring(
+        fd,
+        &off.rx,
+        libc::XDP_PGOFF_RX_RING as u64,
+        config.rx_size,
+        d,
+        "mmap(RX ring)",
+    )?;
     // SAFETY: offsets from XDP_MMAP_OFFSETS of this socket, size just set on it,
     // xdp_desc entries.
     let rx = unsafe { rx.into_rx(shared.layout) };
     let tx = if config.tx_size > 0 {
-        let tx = umem::map_ring(fd, &off.tx, libc::XDP_PGOFF_TX_RING as u64, config.tx_size, d, "mmap(TX ring)")?;
+        let tx = umem::map_ring(
+            fd,
+            &off.tx,
+            libc::XDP_PGOFF_TX_RING as u64,
+            config.tx_size,
+            d,
+            "mmap(TX ring)",
+        )?;
         // SAFETY: as for RX.
         unsafe { tx.into_tx() }
     } else {
@@ -455,7 +548,11 @@ fn bind_error(e: io::Error, ifindex: u32, queue: u32, zero_copy: bool) -> XskErr
         Some(libc::ENODEV) => XskError::NoDevice { ifindex },
         Some(libc::ENXIO) | Some(libc::ENETDOWN) => XskError::DeviceGone { ifindex, source: e },
         Some(libc::EINVAL) => match sys::queue_count(ifindex) {
-            Some(queues) if queue >= queues => XskError::NoSuchQueue { ifindex, queue, queues },
+            Some(queues) if queue >= queues => XskError::NoSuchQueue {
+                ifindex,
+                queue,
+                queues,
+            },
             _ => XskError::InvalidArgument {
                 op: "bind",
                 ifindex,
@@ -474,7 +571,9 @@ fn classify_wakeup(r: io::Result<()>, op: &'static str) -> Result<Wakeup, XskErr
         Err(e) => e,
     };
     match e.raw_os_error() {
-        Some(errno @ (libc::EAGAIN | libc::EBUSY | libc::ENOBUFS | libc::EINTR)) => Ok(Wakeup::Retry { errno }),
+        Some(errno @ (libc::EAGAIN | libc::EBUSY | libc::ENOBUFS | libc::EINTR)) => {
+            Ok(Wakeup::Retry { errno })
+        }
         Some(errno @ (libc::ENETDOWN | libc::ENXIO)) => Ok(Wakeup::DeviceGone { errno }),
         _ => Err(XskError::io(op, e)),
     }
@@ -487,7 +586,13 @@ mod tests {
     #[test]
     fn irq_deferral_parses_sysfs_and_needs_both_settings() {
         let d = IrqDeferral::parse("2\n", "200000\n").unwrap();
-        assert_eq!(d, IrqDeferral { defer_hard_irqs: 2, gro_flush_timeout_ns: 200_000 });
+        assert_eq!(
+            d,
+            IrqDeferral {
+                defer_hard_irqs: 2,
+                gro_flush_timeout_ns: 200_000
+            }
+        );
         assert!(d.defers());
         assert!(!IrqDeferral::parse("0\n", "200000\n").unwrap().defers());
         assert!(!IrqDeferral::parse("2\n", "0\n").unwrap().defers());
@@ -509,12 +614,21 @@ mod tests {
         let err = |n| Err(io::Error::from_raw_os_error(n));
         assert_eq!(classify_wakeup(Ok(()), "x").unwrap(), Wakeup::Done);
         for n in [libc::EAGAIN, libc::EBUSY, libc::ENOBUFS] {
-            assert_eq!(classify_wakeup(err(n), "x").unwrap(), Wakeup::Retry { errno: n });
+            assert_eq!(
+                classify_wakeup(err(n), "x").unwrap(),
+                Wakeup::Retry { errno: n }
+            );
         }
         for n in [libc::ENETDOWN, libc::ENXIO] {
-            assert_eq!(classify_wakeup(err(n), "x").unwrap(), Wakeup::DeviceGone { errno: n });
+            assert_eq!(
+                classify_wakeup(err(n), "x").unwrap(),
+                Wakeup::DeviceGone { errno: n }
+            );
         }
-        assert!(matches!(classify_wakeup(err(libc::EBADF), "x"), Err(XskError::Io { .. })));
+        assert!(matches!(
+            classify_wakeup(err(libc::EBADF), "x"),
+            Err(XskError::Io { .. })
+        ));
     }
 
     #[test]
@@ -522,14 +636,23 @@ mod tests {
         let e = |n| io::Error::from_raw_os_error(n);
         let zc = bind_error(e(libc::EOPNOTSUPP), 1, 0, true);
         assert!(matches!(zc, XskError::ZeroCopyUnsupported { .. }));
-        assert!(zc
-            .to_string()
-            .contains("zero-copy is not supported by this driver; use copy mode (zero_copy = false)"));
+        assert!(zc.to_string().contains(
+            "zero-copy is not supported by this driver; use copy mode (zero_copy = false)"
+        ));
         let busy = bind_error(e(libc::EBUSY), 1, 0, false);
         assert!(busy.is_retryable());
-        assert!(matches!(bind_error(e(libc::ENODEV), 1, 0, false), XskError::NoDevice { ifindex: 1 }));
-        assert!(matches!(bind_error(e(libc::ENXIO), 1, 0, false), XskError::DeviceGone { .. }));
+        assert!(matches!(
+            bind_error(e(libc::ENODEV), 1, 0, false),
+            XskError::NoDevice { ifindex: 1 }
+        ));
+        assert!(matches!(
+            bind_error(e(libc::ENXIO), 1, 0, false),
+            XskError::DeviceGone { .. }
+        ));
         // EOPNOTSUPP without zero-copy is not blamed on zero-copy.
-        assert!(matches!(bind_error(e(libc::EOPNOTSUPP), 1, 0, false), XskError::Io { .. }));
+        assert!(matches!(
+            bind_error(e(libc::EOPNOTSUPP), 1, 0, false),
+            XskError::Io { .. }
+        ));
     }
 }

@@ -34,7 +34,8 @@ impl MmapRegion {
         if p == libc::MAP_FAILED {
             return Err(io::Error::last_os_error());
         }
-        let ptr = NonNull::new(p.cast::<u8>()).ok_or_else(|| io::Error::other("mmap returned NULL"))?;
+        let ptr =
+            NonNull::new(p.cast::<u8>()).ok_or_else(|| io::Error::other("mmap returned NULL"))?;
         Ok(Self { ptr, len })
     }
 
@@ -69,7 +70,12 @@ pub(crate) fn xdp_socket() -> io::Result<OwnedFd> {
 }
 
 /// setsockopt with a plain-data value.
-pub(crate) fn setsockopt<T: Copy>(fd: BorrowedFd<'_>, level: i32, name: i32, value: &T) -> io::Result<()> {
+pub(crate) fn setsockopt<T: Copy>(
+    fd: BorrowedFd<'_>,
+    level: i32,
+    name: i32,
+    value: &T,
+) -> io::Result<()> {
     // SAFETY: `value` points to size_of::<T>() readable bytes.
     let rc = unsafe {
         libc::setsockopt(
@@ -88,11 +94,23 @@ pub(crate) fn setsockopt<T: Copy>(fd: BorrowedFd<'_>, level: i32, name: i32, val
 
 /// getsockopt into a zero-initialised plain-data value; returns it and the length the
 /// kernel wrote.
-pub(crate) fn getsockopt<T: Copy>(fd: BorrowedFd<'_>, level: i32, name: i32) -> io::Result<(T, usize)> {
+pub(crate) fn getsockopt<T: Copy>(
+    fd: BorrowedFd<'_>,
+    level: i32,
+    name: i32,
+) -> io::Result<(T, usize)> {
     let mut value = MaybeUninit::<T>::zeroed();
     let mut len = size_of::<T>() as libc::socklen_t;
     // SAFETY: `value` has room for `len` bytes.
-    let rc = unsafe { libc::getsockopt(fd.as_raw_fd(), level, name, value.as_mut_ptr().cast(), &mut len) };
+    let rc = unsafe {
+        libc::getsockopt(
+            fd.as_raw_fd(),
+            level,
+            name,
+            value.as_mut_ptr().cast(),
+            &mut len,
+        )
+    };
     if rc != 0 {
         return Err(io::Error::last_os_error());
     }
@@ -120,7 +138,14 @@ pub(crate) fn bind_xdp(fd: BorrowedFd<'_>, addr: &libc::sockaddr_xdp) -> io::Res
 pub(crate) fn wake_recv(fd: BorrowedFd<'_>) -> io::Result<()> {
     // SAFETY: zero-length receive into no buffer, no address.
     let rc = unsafe {
-        libc::recvfrom(fd.as_raw_fd(), std::ptr::null_mut(), 0, libc::MSG_DONTWAIT, std::ptr::null_mut(), std::ptr::null_mut())
+        libc::recvfrom(
+            fd.as_raw_fd(),
+            std::ptr::null_mut(),
+            0,
+            libc::MSG_DONTWAIT,
+            std::ptr::null_mut(),
+            std::ptr::null_mut(),
+        )
     };
     if rc < 0 {
         return Err(io::Error::last_os_error());
@@ -131,7 +156,16 @@ pub(crate) fn wake_recv(fd: BorrowedFd<'_>) -> io::Result<()> {
 /// Zero-length sendto(MSG_DONTWAIT): the TX wake-up.
 pub(crate) fn wake_send(fd: BorrowedFd<'_>) -> io::Result<()> {
     // SAFETY: zero-length send from no buffer, no address.
-    let rc = unsafe { libc::sendto(fd.as_raw_fd(), std::ptr::null(), 0, libc::MSG_DONTWAIT, std::ptr::null(), 0) };
+    let rc = unsafe {
+        libc::sendto(
+            fd.as_raw_fd(),
+            std::ptr::null(),
+            0,
+            libc::MSG_DONTWAIT,
+            std::ptr::null(),
+            0,
+        )
+    };
     if rc < 0 {
         return Err(io::Error::last_os_error());
     }
@@ -155,7 +189,11 @@ pub(crate) fn memlock_limit() -> Option<u64> {
 pub(crate) fn page_size() -> usize {
     // SAFETY: sysconf has no preconditions.
     let p = unsafe { libc::sysconf(libc::_SC_PAGESIZE) };
-    if p > 0 { p as usize } else { 4096 }
+    if p > 0 {
+        p as usize
+    } else {
+        4096
+    }
 }
 
 /// Number of queues of interface `ifindex` in the caller's network namespace, as
@@ -168,7 +206,9 @@ pub(crate) fn queue_count(ifindex: u32) -> Option<u32> {
         return None;
     }
     // SAFETY: if_indextoname wrote a NUL-terminated name into `name`.
-    let dev = unsafe { std::ffi::CStr::from_ptr(name.as_ptr()) }.to_str().ok()?;
+    let dev = unsafe { std::ffi::CStr::from_ptr(name.as_ptr()) }
+        .to_str()
+        .ok()?;
     let ch = crate::netns::channels(dev).ok()?;
     Some(ch.rx_count.max(ch.tx_count) + ch.combined_count)
 }

@@ -36,7 +36,13 @@ pub struct UmemConfig {
 
 impl Default for UmemConfig {
     fn default() -> Self {
-        Self { chunk_size: 2048, headroom: 0, fill_size: 4096, comp_size: 2048, unaligned: false }
+        Self {
+            chunk_size: 2048,
+            headroom: 0,
+            fill_size: 4096,
+            comp_size: 2048,
+            unaligned: false,
+        }
     }
 }
 
@@ -45,7 +51,11 @@ pub fn validate_ring_size(ring: &'static str, size: u32) -> Result<(), XskError>
     if size.is_power_of_two() && size <= MAX_RING_SIZE {
         Ok(())
     } else {
-        Err(XskError::InvalidRingSize { ring, size, max: MAX_RING_SIZE })
+        Err(XskError::InvalidRingSize {
+            ring,
+            size,
+            max: MAX_RING_SIZE,
+        })
     }
 }
 
@@ -54,7 +64,10 @@ impl UmemConfig {
     pub fn validate(&self, addr: usize, len: usize) -> Result<(), XskError> {
         let bad = |reason: String| Err(XskError::InvalidUmem { reason });
         if self.chunk_size != 2048 && self.chunk_size != 4096 {
-            return bad(format!("chunk size {} is not supported: use 2048 or 4096", self.chunk_size));
+            return bad(format!(
+                "chunk size {} is not supported: use 2048 or 4096",
+                self.chunk_size
+            ));
         }
         if self.headroom >= self.chunk_size - XDP_PACKET_HEADROOM {
             return bad(format!(
@@ -66,10 +79,15 @@ impl UmemConfig {
         }
         let page = sys::page_size();
         if addr == 0 || !addr.is_multiple_of(page) {
-            return bad(format!("area address {addr:#x} is not page-aligned: allocate it with mmap"));
+            return bad(format!(
+                "area address {addr:#x} is not page-aligned: allocate it with mmap"
+            ));
         }
         if len < self.chunk_size as usize {
-            return bad(format!("area of {len} bytes holds no chunk: give at least {} bytes", self.chunk_size));
+            return bad(format!(
+                "area of {len} bytes holds no chunk: give at least {} bytes",
+                self.chunk_size
+            ));
         }
         if !self.unaligned && !len.is_multiple_of(self.chunk_size as usize) {
             return bad(format!(
@@ -78,7 +96,9 @@ impl UmemConfig {
             ));
         }
         if (len / self.chunk_size as usize) > u32::MAX as usize {
-            return bad(format!("area of {len} bytes has more than 2^32 chunks: use a smaller area"));
+            return bad(format!(
+                "area of {len} bytes has more than 2^32 chunks: use a smaller area"
+            ));
         }
         validate_ring_size("fill", self.fill_size)?;
         validate_ring_size("completion", self.comp_size)?;
@@ -98,11 +118,21 @@ pub struct Umem {
 #[allow(clippy::large_enum_variant)]
 pub(crate) enum Primary {
     /// Not bound yet: its rings wait here. `rx_tx` is set once a bind tried them.
-    Unbound { fill: FillRing, comp: CompletionRing, rx_tx: Option<(RxRing, TxRing)> },
+    Unbound {
+        fill: FillRing,
+        comp: CompletionRing,
+        rx_tx: Option<(RxRing, TxRing)>,
+    },
     /// Bound: later sockets share the UMEM with it and inherit its mode.
     /// `netns`: the namespace the first socket was made in (an ifindex names a
     /// device only within one; `None` when /proc could not say).
-    Bound { ifindex: u32, queue: u32, netns: Option<crate::netns::NetnsId>, zero_copy: bool, need_wakeup: bool },
+    Bound {
+        ifindex: u32,
+        queue: u32,
+        netns: Option<crate::netns::NetnsId>,
+        zero_copy: bool,
+        need_wakeup: bool,
+    },
     /// Transient, while a bind runs.
     Binding,
 }
@@ -130,16 +160,24 @@ impl UmemShared {
 
 /// Reads XDP_MMAP_OFFSETS; refuses kernels without the flags word (< 5.4).
 pub(crate) fn mmap_offsets(fd: BorrowedFd<'_>) -> Result<libc::xdp_mmap_offsets, XskError> {
-    let (off, len) = sys::getsockopt::<libc::xdp_mmap_offsets>(fd, libc::SOL_XDP, libc::XDP_MMAP_OFFSETS)
-        .map_err(|e| XskError::io("getsockopt(XDP_MMAP_OFFSETS)", e))?;
+    let (off, len) =
+        sys::getsockopt::<libc::xdp_mmap_offsets>(fd, libc::SOL_XDP, libc::XDP_MMAP_OFFSETS)
+            .map_err(|e| XskError::io("getsockopt(XDP_MMAP_OFFSETS)", e))?;
     if len != std::mem::size_of::<libc::xdp_mmap_offsets>() {
-        return Err(XskError::KernelTooOld { what: "XDP_MMAP_OFFSETS has no ring flags (need_wakeup)" });
+        return Err(XskError::KernelTooOld {
+            what: "XDP_MMAP_OFFSETS has no ring flags (need_wakeup)",
+        });
     }
     Ok(off)
 }
 
 /// Sets one ring's size on the socket.
-pub(crate) fn set_ring_size(fd: BorrowedFd<'_>, opt: i32, name: &'static str, size: u32) -> Result<(), XskError> {
+pub(crate) fn set_ring_size(
+    fd: BorrowedFd<'_>,
+    opt: i32,
+    name: &'static str,
+    size: u32,
+) -> Result<(), XskError> {
     sys::setsockopt(fd, libc::SOL_XDP, opt, &size).map_err(|e| XskError::io(ring_opt_name(name), e))
 }
 
@@ -180,11 +218,29 @@ pub(crate) fn fill_and_completion(
     layout: UmemLayout,
 ) -> Result<(FillRing, CompletionRing), XskError> {
     set_ring_size(fd, libc::XDP_UMEM_FILL_RING, "fill", config.fill_size)?;
-    set_ring_size(fd, libc::XDP_UMEM_COMPLETION_RING, "completion", config.comp_size)?;
+    set_ring_size(
+        fd,
+        libc::XDP_UMEM_COMPLETION_RING,
+        "completion",
+        config.comp_size,
+    )?;
     let off = mmap_offsets(fd)?;
-    let fr = map_ring(fd, &off.fr, libc::XDP_UMEM_PGOFF_FILL_RING, config.fill_size, 8, "mmap(fill ring)")?;
-    let cr =
-        map_ring(fd, &off.cr, libc::XDP_UMEM_PGOFF_COMPLETION_RING, config.comp_size, 8, "mmap(completion ring)")?;
+    let fr = map_ring(
+        fd,
+        &off.fr,
+        libc::XDP_UMEM_PGOFF_FILL_RING,
+        config.fill_size,
+        8,
+        "mmap(fill ring)",
+    )?;
+    let cr = map_ring(
+        fd,
+        &off.cr,
+        libc::XDP_UMEM_PGOFF_COMPLETION_RING,
+        config.comp_size,
+        8,
+        "mmap(completion ring)",
+    )?;
     // SAFETY: offsets from XDP_MMAP_OFFSETS of this socket, sizes just set on it,
     // u64 entries for fill/completion.
     Ok(unsafe { (fr.into_fill(), cr.into_completion(layout)) })
@@ -200,7 +256,11 @@ impl Umem {
     /// any socket bound on it lives: the kernel writes received frames into it at any
     /// time. The caller (the recycler) owns the memory and decides which chunk goes
     /// where.
-    pub unsafe fn register(area: *mut u8, len: usize, config: UmemConfig) -> Result<Umem, XskError> {
+    pub unsafe fn register(
+        area: *mut u8,
+        len: usize,
+        config: UmemConfig,
+    ) -> Result<Umem, XskError> {
         config.validate(area as usize, len)?;
         let area = NonNull::new(area).ok_or_else(|| XskError::InvalidUmem {
             reason: "area pointer is NULL: allocate the area with mmap".into(),
@@ -211,16 +271,30 @@ impl Umem {
             len: len as u64,
             chunk_size: config.chunk_size,
             headroom: config.headroom,
-            flags: if config.unaligned { libc::XDP_UMEM_UNALIGNED_CHUNK_FLAG } else { 0 },
+            flags: if config.unaligned {
+                libc::XDP_UMEM_UNALIGNED_CHUNK_FLAG
+            } else {
+                0
+            },
             tx_metadata_len: 0,
         };
-        sys::setsockopt(fd.as_fd(), libc::SOL_XDP, libc::XDP_UMEM_REG, &reg).map_err(|e| umem_reg_error(e, len))?;
-        let layout = UmemLayout::new(len as u64, config.chunk_size, config.headroom, config.unaligned);
+        sys::setsockopt(fd.as_fd(), libc::SOL_XDP, libc::XDP_UMEM_REG, &reg)
+            .map_err(|e| umem_reg_error(e, len))?;
+        let layout = UmemLayout::new(
+            len as u64,
+            config.chunk_size,
+            config.headroom,
+            config.unaligned,
+        );
         let (fill, comp) = fill_and_completion(fd.as_fd(), &config, layout)?;
         tracing::debug!(len, chunk = config.chunk_size, "registered UMEM");
         Ok(Umem {
             shared: Arc::new(UmemShared {
-                primary: Mutex::new(Primary::Unbound { fill, comp, rx_tx: None }),
+                primary: Mutex::new(Primary::Unbound {
+                    fill,
+                    comp,
+                    rx_tx: None,
+                }),
                 fd,
                 area,
                 len,
@@ -306,17 +380,44 @@ mod tests {
         let page = sys::page_size();
         let ok = cfg().validate(page, 64 * 2048);
         assert!(ok.is_ok(), "{ok:?}");
-        let e = UmemConfig { chunk_size: 1024, ..cfg() }.validate(page, 1 << 20).unwrap_err();
+        let e = UmemConfig {
+            chunk_size: 1024,
+            ..cfg()
+        }
+        .validate(page, 1 << 20)
+        .unwrap_err();
         assert!(e.to_string().contains("use 2048 or 4096"), "{e}");
-        let e = UmemConfig { headroom: 2048 - 256, ..cfg() }.validate(page, 1 << 20).unwrap_err();
+        let e = UmemConfig {
+            headroom: 2048 - 256,
+            ..cfg()
+        }
+        .validate(page, 1 << 20)
+        .unwrap_err();
         assert!(e.to_string().contains("below 1792"), "{e}");
         let e = cfg().validate(page + 8, 1 << 20).unwrap_err();
         assert!(e.to_string().contains("page-aligned"), "{e}");
         let e = cfg().validate(page, 2048 * 3 + 1).unwrap_err();
         assert!(e.to_string().contains("multiple of the chunk size"), "{e}");
-        let e = UmemConfig { fill_size: 100, ..cfg() }.validate(page, 1 << 20).unwrap_err();
-        assert!(matches!(e, XskError::InvalidRingSize { ring: "fill", size: 100, .. }));
+        let e = UmemConfig {
+            fill_size: 100,
+            ..cfg()
+        }
+        .validate(page, 1 << 20)
+        .unwrap_err();
+        assert!(matches!(
+            e,
+            XskError::InvalidRingSize {
+                ring: "fill",
+                size: 100,
+                ..
+            }
+        ));
         // Unaligned mode accepts a length that is not a multiple of the chunk size.
-        assert!(UmemConfig { unaligned: true, ..cfg() }.validate(page, 2048 * 3 + 1).is_ok());
+        assert!(UmemConfig {
+            unaligned: true,
+            ..cfg()
+        }
+        .validate(page, 2048 * 3 + 1)
+        .is_ok());
     }
 }
