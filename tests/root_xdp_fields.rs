@@ -124,6 +124,7 @@ fn random_rule(rng: &mut XorShift64, set: u8) -> ValidRule {
         to: None,
         mac: MacRewrite::Swap,
         mirror_to: None,
+        call: None,
     }
 }
 
@@ -140,6 +141,7 @@ fn catch_all(action: Action) -> ValidRule {
         to: None,
         mac: MacRewrite::Swap,
         mirror_to: None,
+        call: None,
     }
 }
 

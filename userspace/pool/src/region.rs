@@ -350,6 +350,57 @@ impl Region {
         })
     }
 
+    /// The whole chunk of `frame`, writable. The slice borrows the token mutably, so
+    /// while it lives no other view of the chunk ([`frame_bytes`](Self::frame_bytes),
+    /// [`write_frame`](Self::write_frame)) can exist, and the token cannot be returned.
+    /// `None`, counted, for a foreign or stale token or a frame not held by the
+    /// application.
+    ///
+    /// ```
+    /// # use pool::*;
+    /// let r = Region::new(RegionConfig::default()).unwrap();
+    /// let mut p = PoolOwner::new(&r, PoolConfig::default());
+    /// let mut f = p.alloc().unwrap();
+    /// r.chunk_mut(&mut f).unwrap()[..2].copy_from_slice(&[1, 2]);
+    /// assert_eq!(r.frame_bytes(&f, 0, 2), Some(&[1u8, 2][..]));
+    /// p.recycle(f);
+    /// ```
+    /// The slice cannot outlive the token:
+    /// ```compile_fail,E0505
+    /// # use pool::*;
+    /// let r = Region::new(RegionConfig::default()).unwrap();
+    /// let mut p = PoolOwner::new(&r, PoolConfig::default());
+    /// let mut f = p.alloc().unwrap();
+    /// let chunk = r.chunk_mut(&mut f).unwrap();
+    /// p.recycle(f);
+    /// chunk[0] = 1;
+    /// ```
+    #[inline]
+    pub fn chunk_mut<'a>(&'a self, frame: &'a mut Frame) -> Option<&'a mut [u8]> {
+        let idx = frame.idx();
+        if frame.region() != self.tag || idx >= self.frames {
+            self.misuse_foreign.inc();
+            return None;
+        }
+        let st = self.state(idx);
+        if st.gen() != frame.gen() || st.loc() != Location::Application {
+            self.refuse_view(st);
+            return None;
+        }
+        let addr = (idx as u64) << self.shift;
+        // SAFETY: idx < frames, so addr..addr+chunk_size is one chunk inside the
+        // mapping, which lives as long as &self. The token is current and the frame
+        // is held by the application (no kernel ring has it). A chunk has exactly one
+        // `Frame` token (not Clone) and every view or write of it borrows that token,
+        // so the `&mut` borrow of the token makes this slice the only access.
+        Some(unsafe {
+            std::slice::from_raw_parts_mut(
+                self.base.as_ptr().add(addr as usize),
+                self.chunk_size as usize,
+            )
+        })
+    }
+
     /// Counts a view refused for the frame's state.
     #[cold]
     #[inline(never)]

@@ -8,6 +8,7 @@ use serde::Deserialize;
 use std::fmt;
 use std::net::IpAddr;
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 use toml::Spanned;
 
 /// A configuration error: key, line (1-based, when known) and what would be valid.
@@ -63,6 +64,44 @@ pub struct Config {
     /// Stats export.
     #[serde(default)]
     pub stats: StatsConfig,
+    /// The packet functions the program registered (`action = "call"` rules name
+    /// them): not from the file, kept so that a reload validates against them.
+    #[serde(skip)]
+    pub handlers: Arc<HandlerTable>,
+}
+
+/// What the program registered for `action = "call"` rules: each handler's name and
+/// what it declared.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct HandlerTable {
+    /// In registration order: a handler's index here is its id.
+    pub handlers: Vec<HandlerDecl>,
+}
+
+/// One registered handler, as the config sees it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct HandlerDecl {
+    /// The name rules give as `handler`.
+    pub name: String,
+    /// The ports (by name) it may send frames to, besides back out of the arrival port.
+    pub ports: Vec<String>,
+    /// Most descriptors one frame puts on the arrival port's TX ring.
+    pub tx_per_frame: usize,
+}
+
+/// A `call` rule's handler, resolved.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CallSpec {
+    /// The handler's id (its index in [`HandlerTable::handlers`]).
+    pub handler: u16,
+    /// The rule's `arg`.
+    pub arg: Option<String>,
+    /// The rule's `name`.
+    pub rule_name: Option<String>,
+    /// Descriptors one frame may put on the arrival port's TX ring.
+    pub own_tx: usize,
+    /// Ports (by index) the handler may hand frames to.
+    pub egress: Vec<usize>,
 }
 
 /// `[interface]`
@@ -319,6 +358,20 @@ pub struct WorkersConfig {
     /// the RX ring (the kernel drops at the empty fill ring, before its copy) or
     /// `shed` (take them, drop what TX cannot take, counted by the worker).
     pub tx_bottleneck: TxBottleneck,
+    /// What a packet function's panic does: `drop` the frame and go on (counted
+    /// `handler_panic`, logged once per queue) or `stop` the run with an error.
+    pub handler_panic: HandlerPanic,
+}
+
+/// `workers.handler_panic`.
+#[derive(Debug, Clone, Copy, Default, Deserialize, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum HandlerPanic {
+    /// Drop the frame, count it and go on.
+    #[default]
+    Drop,
+    /// Drop the frame and stop the run: every port detached, exit code non-zero.
+    Stop,
 }
 
 /// `workers.tx_bottleneck`.
@@ -357,6 +410,7 @@ impl Default for WorkersConfig {
             busy_poll_budget: Spanned::new(0..0, DEFAULT_BUSY_POLL_BUDGET),
             poll_coalesce_us: Spanned::new(0..0, DEFAULT_POLL_COALESCE_US),
             tx_bottleneck: TxBottleneck::Hold,
+            handler_panic: HandlerPanic::Drop,
         }
     }
 }
@@ -402,10 +456,15 @@ pub enum Action {
     Pass,
     /// Drop in the XDP program (never reaches a worker).
     Xdpdrop,
+    /// Hand the frame to a packet function of the program (`handler = "name"`, an
+    /// optional `arg`): an application built on the library registers it with
+    /// `App::handler`; the `xdpool` binary has none.
+    Call,
 }
 
 /// Every action name, as a rule writes it.
-pub const ACTION_NAMES: &str = "drop, l2fwd, forward, reflect-twice, copybreak, pass, xdpdrop";
+pub const ACTION_NAMES: &str =
+    "drop, l2fwd, forward, reflect-twice, copybreak, pass, xdpdrop, call";
 
 impl TryFrom<String> for Action {
     type Error = String;
@@ -418,6 +477,7 @@ impl TryFrom<String> for Action {
             "copybreak" => Action::Copybreak,
             "pass" => Action::Pass,
             "xdpdrop" => Action::Xdpdrop,
+            "call" => Action::Call,
             "mirror" => {
                 return Err("action `mirror` was renamed `reflect-twice` (the frame sent back twice on the same socket); \
                             for a port mirror keep the action and add mirror_to = \"<port>\""
@@ -439,6 +499,7 @@ impl Action {
             Action::Copybreak => "copybreak",
             Action::Pass => "pass",
             Action::Xdpdrop => "xdpdrop",
+            Action::Call => "call",
         }
     }
 }
@@ -453,6 +514,8 @@ pub enum MacRewrite {
     Neigh,
     /// Destination: this MAC; source: the egress device's MAC.
     Fixed([u8; 6]),
+    /// As they are (a packet function wrote them, or means them so).
+    Keep,
 }
 
 /// `[[rule]]`: match fields are ANDed; an absent field matches anything.
@@ -488,6 +551,12 @@ pub struct RuleConfig {
     /// What to do with matching frames.
     #[serde(default)]
     pub action: Action,
+    /// `call`: the name of the packet function the program registered.
+    #[serde(default)]
+    pub handler: Option<Spanned<String>>,
+    /// `call`: a string the handler reads with every frame of this rule.
+    #[serde(default)]
+    pub arg: Option<Spanned<String>>,
     /// `forward`: the egress port.
     #[serde(default)]
     pub to: Option<Spanned<String>>,
@@ -601,6 +670,8 @@ pub struct ValidRule {
     pub mac: MacRewrite,
     /// Index of the port a copy of each matched frame also leaves.
     pub mirror_to: Option<usize>,
+    /// `call`: the handler and its argument.
+    pub call: Option<CallSpec>,
 }
 
 fn line_of(text: &str, offset: usize) -> Option<usize> {
@@ -619,13 +690,19 @@ fn line_of(text: &str, offset: usize) -> Option<usize> {
 impl Config {
     /// Reads, parses and validates a config file.
     pub fn load(path: &Path) -> Result<Config, ConfigError> {
+        Self::load_with(path, Arc::default())
+    }
+
+    /// [`load`](Self::load) for a program with packet functions: `call` rules are
+    /// checked against `handlers`.
+    pub fn load_with(path: &Path, handlers: Arc<HandlerTable>) -> Result<Config, ConfigError> {
         let text = std::fs::read_to_string(path).map_err(|e| ConfigError {
             key: "-".into(),
             line: None,
             message: format!("cannot read the file: {e}; pass an existing file with --config (see configs/lab.toml)"),
             file: Some(path.to_path_buf()),
         })?;
-        Self::parse(&text).map_err(|mut e| {
+        Self::parse_with(&text, handlers).map_err(|mut e| {
             e.file = Some(path.to_path_buf());
             e
         })
@@ -633,7 +710,13 @@ impl Config {
 
     /// Parses and validates config text.
     pub fn parse(text: &str) -> Result<Config, ConfigError> {
-        let cfg: Config = toml::from_str(text).map_err(|e| decode_error(text, e))?;
+        Self::parse_with(text, Arc::default())
+    }
+
+    /// [`parse`](Self::parse), checking `call` rules against `handlers`.
+    pub fn parse_with(text: &str, handlers: Arc<HandlerTable>) -> Result<Config, ConfigError> {
+        let mut cfg: Config = toml::from_str(text).map_err(|e| decode_error(text, e))?;
+        cfg.handlers = handlers;
         cfg.validate(text)?;
         Ok(cfg)
     }
@@ -756,7 +839,7 @@ impl Config {
         let names: Vec<&str> = ports.iter().map(|p| p.name.as_str()).collect();
         let mut named: Vec<(usize, &str)> = Vec::new();
         for (i, r) in self.rules.iter().enumerate() {
-            let v = validate_rule(r, &names)
+            let v = validate_rule(r, &names, &self.handlers)
                 .map_err(|(key, span, msg)| err(&format!("rule[{i}].{key}"), span, msg))?;
             if let Some(n) = &r.name {
                 let name = n.get_ref().as_str();
@@ -798,7 +881,7 @@ impl Config {
             for (i, r) in self.rules.iter().enumerate() {
                 if matches!(
                     r.action,
-                    Action::ReflectTwice | Action::Copybreak | Action::Forward
+                    Action::ReflectTwice | Action::Copybreak | Action::Forward | Action::Call
                 ) || r.mirror_to.is_some()
                 {
                     let what = if r.mirror_to.is_some() {
@@ -896,7 +979,7 @@ impl Config {
     pub fn parse_rules(&self, text: &str) -> Result<ParsedRules, ConfigError> {
         let table: toml::Table = toml::from_str(text).map_err(|e| decode_error(text, e))?;
         let cfg = if table.keys().any(|k| k != "rule") {
-            let cfg = Config::parse(text)?;
+            let cfg = Config::parse_with(text, self.handlers.clone())?;
             let key = |p: &PortDef| {
                 (
                     p.name.clone(),
@@ -945,7 +1028,7 @@ impl Config {
         let names: Vec<&str> = ports.iter().map(|p| p.name.as_str()).collect();
         self.rules
             .iter()
-            .map(|r| validate_rule(r, &names).expect("validated at load"))
+            .map(|r| validate_rule(r, &names, &self.handlers).expect("validated at load"))
             .collect()
     }
 
@@ -1149,7 +1232,11 @@ fn decode_error(text: &str, e: toml::de::Error) -> ConfigError {
 
 type RuleErr = (&'static str, std::ops::Range<usize>, String);
 
-fn validate_rule(r: &RuleConfig, ports: &[&str]) -> Result<ValidRule, RuleErr> {
+fn validate_rule(
+    r: &RuleConfig,
+    ports: &[&str],
+    handlers: &HandlerTable,
+) -> Result<ValidRule, RuleErr> {
     let find = |key: &'static str, n: &Spanned<String>| -> Result<usize, RuleErr> {
         ports
             .iter()
@@ -1275,6 +1362,7 @@ fn validate_rule(r: &RuleConfig, ports: &[&str]) -> Result<ValidRule, RuleErr> {
             ));
         }
     }
+    let call = validate_call(r, port, ports, handlers)?;
     let vlan = match &r.vlan {
         None => None,
         Some(v) => match u16::try_from(*v.get_ref()) {
@@ -1294,7 +1382,85 @@ fn validate_rule(r: &RuleConfig, ports: &[&str]) -> Result<ValidRule, RuleErr> {
         to,
         mac,
         mirror_to,
+        call,
     })
+}
+
+/// A `call` rule's `handler` (registered by the program, its declared ports in the
+/// config) and `arg`; both keys belong to `call` only.
+fn validate_call(
+    r: &RuleConfig,
+    port: usize,
+    ports: &[&str],
+    handlers: &HandlerTable,
+) -> Result<Option<CallSpec>, RuleErr> {
+    if r.action != Action::Call {
+        for (key, v) in [("handler", &r.handler), ("arg", &r.arg)] {
+            if let Some(v) = v {
+                return Err((
+                    key,
+                    v.span(),
+                    format!("`{key}` belongs to action = \"call\", not `{}`", r.action.name()),
+                ));
+            }
+        }
+        return Ok(None);
+    }
+    let Some(name) = &r.handler else {
+        return Err((
+            "handler",
+            0..0,
+            "`call` needs handler = \"<name>\": the name the program registered with App::handler"
+                .into(),
+        ));
+    };
+    let Some(id) = handlers
+        .handlers
+        .iter()
+        .position(|h| h.name == *name.get_ref())
+    else {
+        let message = if handlers.handlers.is_empty() {
+            format!(
+                "no handler named `{}`: this program registers no packet functions (the xdpool \
+                 binary has none); build your own with xdpool::App (docs/library.md)",
+                name.get_ref()
+            )
+        } else {
+            let known: Vec<&str> = handlers.handlers.iter().map(|h| h.name.as_str()).collect();
+            format!(
+                "no handler named `{}`: this program registers {}",
+                name.get_ref(),
+                known.join(", ")
+            )
+        };
+        return Err(("handler", name.span(), message));
+    };
+    let decl = &handlers.handlers[id];
+    let mut egress = Vec::new();
+    for p in &decl.ports {
+        let Some(i) = ports.iter().position(|n| n == p) else {
+            return Err((
+                "handler",
+                name.span(),
+                format!(
+                    "handler `{}` declares it sends to port `{p}`, which this config does not have \
+                     (ports are {}): add the port, or declare the ports the config has",
+                    decl.name,
+                    ports.join(", ")
+                ),
+            ));
+        };
+        if i != port && !egress.contains(&i) {
+            egress.push(i);
+        }
+    }
+    Ok(Some(CallSpec {
+        handler: id as u16,
+        arg: r.arg.as_ref().map(|a| a.get_ref().clone()),
+        rule_name: r.name.as_ref().map(|n| n.get_ref().clone()),
+        own_tx: decl.tx_per_frame,
+        egress,
+    }))
 }
 
 /// A `dst_port` / `src_port` value: one port or an inclusive range; only with
@@ -1524,7 +1690,8 @@ action = "drop"
                 port: 0,
                 to: None,
                 mac: MacRewrite::Swap,
-                mirror_to: None
+                mirror_to: None,
+                call: None
             }
         );
         let ports = c.ports();

@@ -33,6 +33,8 @@ pub enum ExitCode {
     /// `xdpool rules apply`: valid rules the running instance refused (or could not
     /// swap in); it keeps its rules.
     RulesRefused = 11,
+    /// A packet function panicked and `workers.handler_panic = "stop"` was set.
+    HandlerPanicked = 12,
 }
 
 /// An error that carries its exit code; the binary prints `xdpool: <message>`.
@@ -144,6 +146,7 @@ mod tests {
             StalledShutdown,
             NetnsReplaced,
             RulesRefused,
+            HandlerPanicked,
         ];
         let mut v: Vec<u8> = all.iter().map(|c| *c as u8).collect();
         v.sort();

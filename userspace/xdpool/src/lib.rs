@@ -1,6 +1,11 @@
 //! xdpool: an AF_XDP userspace packet processor whose UMEM frames are managed by
 //! a page_pool-style recycler (the `pool` crate).
 #![warn(missing_docs, unsafe_op_in_unsafe_fn)]
+mod api;
+pub use api::{
+    App, Counter, Declaration, Error, Handler, HandlerSet, LaneSetup, Mac, Named, NoRoom,
+    Packet, PortRef, UserCounters, Verdict,
+};
 pub mod bench;
 pub mod capture;
 pub mod cli;

@@ -68,6 +68,7 @@ fn cmd_run(args: RunArgs) -> Result<(), Fatal> {
         ready_line: args.ready_line,
         hold_frames: args.hold_frames,
         config_path: Some(args.config.clone()),
+        worker: None,
     };
     let summary = xdpool::run::run(&cfg, &opts)?;
     println!("{}", xdpool::run::summary_text(&summary));

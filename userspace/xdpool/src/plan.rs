@@ -101,7 +101,8 @@ pub fn plan(cfg: &Config, cores: &[usize]) -> Plan {
         .collect();
     for r in &rules {
         ports[r.port].transmits |= sends_back(r.action);
-        for p in r.to.into_iter().chain(r.mirror_to) {
+        let declared = r.call.iter().flat_map(|c| c.egress.iter().copied());
+        for p in r.to.into_iter().chain(r.mirror_to).chain(declared) {
             ports[p].transmits = true;
         }
     }
@@ -285,7 +286,8 @@ pub fn steer_rule(r: &ValidRule) -> Rule {
         | Action::L2fwd
         | Action::Forward
         | Action::ReflectTwice
-        | Action::Copybreak => RuleAction::Steer,
+        | Action::Copybreak
+        | Action::Call => RuleAction::Steer,
         Action::Pass => RuleAction::Pass,
         Action::Xdpdrop => RuleAction::Drop,
     };
@@ -295,7 +297,8 @@ pub fn steer_rule(r: &ValidRule) -> Rule {
 /// Whether `a` sends frames back out of the receiving port.
 fn sends_back(a: Action) -> bool {
     match a {
-        Action::L2fwd | Action::ReflectTwice | Action::Copybreak => true,
+        // A handler may send any frame back (`Verdict::back`).
+        Action::L2fwd | Action::ReflectTwice | Action::Copybreak | Action::Call => true,
         Action::Drop | Action::Forward | Action::Pass | Action::Xdpdrop => false,
     }
 }

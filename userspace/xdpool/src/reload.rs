@@ -721,6 +721,9 @@ fn sends_out_of(r: &ValidRule) -> Vec<usize> {
     let mut out = match r.action {
         Action::L2fwd | Action::ReflectTwice | Action::Copybreak => vec![r.port],
         Action::Forward => r.to.into_iter().collect(),
+        Action::Call => std::iter::once(r.port)
+            .chain(r.call.iter().flat_map(|c| c.egress.iter().copied()))
+            .collect(),
         Action::Drop | Action::Pass | Action::Xdpdrop => Vec::new(),
     };
     out.extend(r.mirror_to);
@@ -809,6 +812,7 @@ mod tests {
             to,
             mac: MacRewrite::Swap,
             mirror_to,
+            call: None,
         }
     }
 

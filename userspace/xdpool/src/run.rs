@@ -50,6 +50,22 @@ pub struct RunOptions {
     pub hold_frames: u32,
     /// The config file, read again on SIGHUP (its `[[rule]]` tables; `reload`).
     pub config_path: Option<PathBuf>,
+    /// The worker loop to run (compiled for the program's packet functions);
+    /// `None`: the built-in actions only.
+    pub worker: Option<WorkerBody>,
+}
+
+/// A worker thread's body: [`worker::run_with`] for one set of handlers.
+#[derive(Clone)]
+pub struct WorkerBody(
+    #[allow(clippy::type_complexity)]
+    pub  Arc<dyn Fn(Arc<Region>, WorkerSpec, Arc<Fabric>, Arc<AtomicBool>) -> Vec<WorkerExit> + Send + Sync>,
+);
+
+impl std::fmt::Debug for WorkerBody {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("WorkerBody")
+    }
 }
 
 fn xsk_fatal(e: XskError, iface: &str) -> Fatal {
@@ -221,6 +237,7 @@ fn worker_specs(
                 *cfg.workers.poll_coalesce_us.get_ref(),
             )),
             shed: cfg.workers.tx_bottleneck == crate::config::TxBottleneck::Shed,
+            stop_on_handler_panic: cfg.workers.handler_panic == crate::config::HandlerPanic::Stop,
         })
         .collect()
 }
@@ -261,6 +278,7 @@ fn build_fabric(plan: &Plan, neighbours: Arc<Neighbours>) -> Result<Arc<Fabric>,
         neighbours,
         capture: Default::default(),
         file_capture: Default::default(),
+        handler_failure: Default::default(),
     }))
 }
 
@@ -270,13 +288,18 @@ fn start_workers(
     region: &Arc<Region>,
     fabric: &Arc<Fabric>,
     stop: &Arc<AtomicBool>,
+    body: Option<WorkerBody>,
 ) -> Result<Vec<JoinHandle<Vec<WorkerExit>>>, Fatal> {
     let mut handles = Vec::new();
     for (i, spec) in specs.into_iter().enumerate() {
         let (region, fabric2, worker_stop) = (region.clone(), fabric.clone(), stop.clone());
+        let body = body.clone();
         match std::thread::Builder::new()
             .name(format!("xdpool-w{i}"))
-            .spawn(move || worker::run(region, spec, fabric2, worker_stop))
+            .spawn(move || match body {
+                Some(b) => (b.0)(region, spec, fabric2, worker_stop),
+                None => worker::run(region, spec, fabric2, worker_stop),
+            })
         {
             Ok(h) => handles.push(h),
             Err(e) => {
@@ -564,6 +587,7 @@ fn start(
         &region,
         &fabric,
         &stop,
+        opts.worker.clone(),
     )?;
     let device = DeviceStats::new(ifindexes.first().copied().unwrap_or(0));
     let netns = spaces
@@ -631,6 +655,8 @@ struct Seen {
     peak_pps: f64,
     device_gone: bool,
     netns_gone: bool,
+    /// A packet function panicked under `workers.handler_panic = "stop"`.
+    handler_failure: Option<String>,
 }
 
 /// The control loop: link events as they come (at most 20 ms late), each program
@@ -669,6 +695,12 @@ fn control_loop(
         if rt.netns_gone {
             seen.device_gone = true;
             seen.netns_gone = true;
+            break;
+        }
+        let failure = rt.fabric.handler_failure.lock().unwrap_or_else(|p| p.into_inner()).take();
+        if let Some(msg) = failure {
+            tracing::error!("{msg}; stopping (workers.handler_panic = \"stop\")");
+            seen.handler_failure = Some(msg);
             break;
         }
         if opts.no_reattach && rt.lc.ports.iter().any(|p| p.attached.is_none()) {
@@ -1064,6 +1096,16 @@ fn finish(
             format!(
                 "network namespace `{}` was deleted or replaced under the run and --no-reattach was given; frames were reclaimed (accounting {}). Run without --no-reattach to follow the namespace into its new incarnation\n{}",
                 cfg_netns_name(&rt_netns),
+                if summary.accounting_ok { "ok" } else { "MISMATCH" },
+                summary_text(&summary)
+            ),
+        ));
+    }
+    if let Some(msg) = &seen.handler_failure {
+        return Err(Fatal::new(
+            ExitCode::HandlerPanicked,
+            format!(
+                "{msg}; the run stopped (workers.handler_panic = \"stop\"), every port detached, frames reclaimed (accounting {}). Fix the handler, or set workers.handler_panic = \"drop\" to drop such frames and go on\n{}",
                 if summary.accounting_ok { "ok" } else { "MISMATCH" },
                 summary_text(&summary)
             ),

@@ -150,6 +150,7 @@ mod tests {
             to: None,
             mac: MacRewrite::Swap,
             mirror_to: None,
+            call: None,
         }
     }
 

@@ -105,6 +105,7 @@ pub const QUEUE_COUNTERS: &[(&str, Def)] = &[
     ("capture_dropped", c("xdpool_capture_dropped", "xdpool capture: matching frames not captured because the capture queue was full (the client read too slowly); the frames themselves went on to their action.")),
     ("file_captured", c("xdpool_file_captured", "A rule's capture file: frames the worker copied (at most the rule's snaplen bytes) into the queue of the daemon's pcapng writer.")),
     ("file_capture_dropped", c("xdpool_file_capture_dropped", "A rule's capture file: matching frames not written because the file capture queue was full (the writer fell behind); the frames themselves went on to their action.")),
+    ("handler_calls", c("xdpool_handler_calls", "action = \"call\": frames handed to a packet function of the program.")),
     ("poll_naps", c("xdpool_poll_naps", "poll mode: naps taken while traffic flowed (workers.poll_coalesce_us) instead of waiting in poll().")),
 ];
 
@@ -126,6 +127,8 @@ pub const DROP_REASONS: &[(&[&str], &str)] = &[
     (&["egress_full_drop"], "egress_queue_full"),
     (&["egress_port_down_drop"], "egress_port_down"),
     (&["neigh_miss_drop"], "next_hop_unknown"),
+    (&["handler_panics"], "handler_panic"),
+    (&["handler_refused"], "handler_refused"),
     (&["xsk", "rx_ring_full"], "kernel_rx_ring_full"),
     (
         &["xsk", "rx_fill_ring_empty_descs"],

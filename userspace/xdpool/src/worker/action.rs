@@ -39,6 +39,20 @@ pub enum Act {
         /// MAC rewrite.
         mac: MacRewrite,
     },
+    /// The RX chunk is sent back out of the same socket, MACs rewritten as `mac`
+    /// says (`l2fwd` is `Back` with a swap; a packet function's `Verdict::back`).
+    Back {
+        /// MAC rewrite.
+        mac: MacRewrite,
+    },
+    /// A packet function decides (`action = "call"`): the worker calls handler
+    /// `handler` and applies the verdict it returns (never `Call` again).
+    Call {
+        /// The handler's id (registration order).
+        handler: u16,
+        /// The rule's position in its port's list (its name and `arg`).
+        rule: u16,
+    },
 }
 
 /// An action plus the optional port mirror.
@@ -94,6 +108,12 @@ impl Verdict {
                 egress: [Some(to), None],
                 ..Needs::default()
             },
+            Act::Back { .. } => Needs {
+                own_tx: 1,
+                ..Needs::default()
+            },
+            // What the handler declared: the rule's `CallSpec` (`Classifier::needs`).
+            Act::Call { .. } => Needs::default(),
         };
         if let Some(m) = self.mirror_to {
             n.frag = true;
@@ -132,11 +152,15 @@ pub struct ActCtx<'a> {
 pub fn apply(v: Verdict, frame: Frame, d: XdpDesc, cx: &mut ActCtx<'_>) {
     match v.act {
         Act::Drop => drop_frame(frame, d, v.mirror_to, cx),
-        Act::L2fwd => l2fwd(frame, d, v.mirror_to, cx),
+        Act::L2fwd => back(frame, d, MacRewrite::Swap, v.mirror_to, cx),
         Act::ReflectTwice => reflect_twice(frame, d, cx),
         Act::Copybreak if d.len <= cx.copybreak_bytes => copybreak(frame, d, cx),
-        Act::Copybreak => l2fwd(frame, d, None, cx),
+        Act::Copybreak => back(frame, d, MacRewrite::Swap, None, cx),
         Act::Forward { to, mac } => forward(frame, d, to, mac, v.mirror_to, cx),
+        Act::Back { mac } => back(frame, d, mac, v.mirror_to, cx),
+        // The worker calls the handler and applies its verdict instead (`Worker::call`);
+        // a `Call` here would be a worker bug: the frame is dropped, not lost.
+        Act::Call { .. } => drop_frame(frame, d, v.mirror_to, cx),
     }
 }
 
@@ -156,10 +180,17 @@ fn drop_frame(frame: Frame, d: XdpDesc, mirror_to: Option<PortId>, cx: &mut ActC
     }
 }
 
-/// `l2fwd`: swap MACs in place and queue the RX chunk itself for TX.
+/// `l2fwd` (a swap) and a handler's `back`: rewrite the MACs in place and queue the
+/// RX chunk itself for TX.
 #[inline]
-fn l2fwd(frame: Frame, d: XdpDesc, mirror_to: Option<PortId>, cx: &mut ActCtx<'_>) {
-    let Some(frame) = rewrite(frame, d, MacRewrite::Swap, None, cx) else {
+fn back(
+    frame: Frame,
+    d: XdpDesc,
+    mac: MacRewrite,
+    mirror_to: Option<PortId>,
+    cx: &mut ActCtx<'_>,
+) {
+    let Some(frame) = rewrite(frame, d, mac, None, cx) else {
         return;
     };
     match mirror_to {
@@ -321,6 +352,9 @@ pub(crate) fn rewrite(
         cx.c.rx_too_short += 1;
         return None;
     }
+    if how == MacRewrite::Keep {
+        return Some(frame);
+    }
     let macs = match new_macs(bytes, how, egress, cx.macs) {
         Some(m) => m,
         None => {
@@ -348,6 +382,7 @@ fn new_macs(
 ) -> Option<[u8; 12]> {
     let mut macs = [0u8; 12];
     match how {
+        MacRewrite::Keep => macs.copy_from_slice(&frame[..12]),
         MacRewrite::Swap => {
             macs[..6].copy_from_slice(&frame[6..12]);
             macs[6..].copy_from_slice(&frame[..6]);

@@ -21,8 +21,19 @@ impl Classifier {
     pub fn new(rules: Vec<ValidRule>) -> Classifier {
         let rules: Vec<(ValidRule, Option<Verdict>)> = rules
             .into_iter()
-            .map(|r| {
-                let v = verdict(&r);
+            .enumerate()
+            .map(|(i, r)| {
+                let v = verdict(&r).map(|v| match v.act {
+                    // The rule's position: its name and `arg` reach the handler.
+                    Act::Call { handler, .. } => Verdict {
+                        act: Act::Call {
+                            handler,
+                            rule: i as u16,
+                        },
+                        ..v
+                    },
+                    _ => v,
+                });
                 (r, v)
             })
             .collect();
@@ -41,10 +52,13 @@ impl Classifier {
     pub fn needs(&self) -> (usize, Vec<PortId>) {
         let mut own = 0;
         let mut egress = Vec::new();
-        for v in self.rules.iter().filter_map(|(_, v)| *v) {
+        for (r, v) in self.rules.iter().filter_map(|(r, v)| Some((r, (*v)?))) {
             let n = v.needs();
             own = own.max(n.own_tx);
-            for p in n.egress.into_iter().flatten() {
+            let call = r.call.as_ref();
+            own = own.max(call.map_or(0, |c| c.own_tx));
+            let declared = call.into_iter().flat_map(|c| c.egress.iter().copied());
+            for p in n.egress.into_iter().flatten().chain(declared) {
                 if !egress.contains(&p) {
                     egress.push(p);
                 }
@@ -85,6 +99,12 @@ impl Classifier {
 }
 
 impl Classifier {
+    /// The rule at `index` (a `call` verdict names its rule so).
+    #[inline]
+    pub fn rule(&self, index: usize) -> Option<&ValidRule> {
+        self.rules.get(index).map(|(r, _)| r)
+    }
+
     /// Position (among this port's rules) of the first rule matching `frame`, parsed
     /// even when the verdict is uniform: what `xdpool capture` selects frames by.
     pub fn first_match(&self, frame: &[u8]) -> Option<usize> {
@@ -105,6 +125,10 @@ pub fn verdict(r: &ValidRule) -> Option<Verdict> {
             to: r.to?,
             mac: r.mac,
         },
+        Action::Call => Act::Call {
+            handler: r.call.as_ref()?.handler,
+            rule: 0,
+        },
         Action::Pass | Action::Xdpdrop => return None,
     };
     Some(Verdict {
@@ -121,7 +145,8 @@ impl Action {
             | Action::L2fwd
             | Action::Forward
             | Action::ReflectTwice
-            | Action::Copybreak => true,
+            | Action::Copybreak
+            | Action::Call => true,
             Action::Pass | Action::Xdpdrop => false,
         }
     }
@@ -228,6 +253,7 @@ mod tests {
             to: (action == Action::Forward).then_some(1),
             mac: crate::config::MacRewrite::Swap,
             mirror_to: None,
+            call: None,
         }
     }
 

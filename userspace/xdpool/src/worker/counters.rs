@@ -153,4 +153,12 @@ counters!(
     /// Of those, audits that failed: a frame lost or doubled (must stay 0; the run
     /// ends with an accounting mismatch).
     teardown_audit_failures,
+    /// Frames handed to a packet function (`action = "call"`).
+    handler_calls,
+    /// Frames whose handler panicked: each was dropped (`handlers.on_panic = "drop"`)
+    /// and is counted here, not in `action_drop`.
+    handler_panics,
+    /// Handler verdicts naming a port this lane cannot send to (a `PortRef` of another
+    /// program), or a frame left shorter than its MACs: dropped.
+    handler_refused,
 });

@@ -10,6 +10,7 @@
 //! with `recvfrom` and TX with `sendto` on every empty pass).
 
 pub mod action;
+mod call;
 mod capture;
 mod chain;
 pub mod classify;
@@ -24,6 +25,7 @@ pub mod shared;
 #[cfg(test)]
 mod tests;
 
+pub use call::install_panic_hook;
 pub use counters::{WorkerCounters, WorkerCountersSnapshot};
 pub use port::{fill_target, Port, PortIo, PortRings, MAX_BATCH};
 pub use shared::{PortShared, Waker};
@@ -31,7 +33,9 @@ pub use shared::{PortShared, Waker};
 use crate::config::WaitMode;
 use crate::neigh::{MacBook, Neighbours};
 use crate::xsk::{XdpDesc, XdpStatistics};
-use action::{ActCtx, PortId};
+use crate::api::{HandlerSet, LaneSetup, PortRef};
+use crate::config::HandlerDecl;
+use action::{Act, ActCtx, PortId};
 use handoff::{Egress, Remotes};
 use handover::Phase;
 use lane::Lane;
@@ -99,6 +103,9 @@ pub struct WorkerSpec {
     pub poll_coalesce: Duration,
     /// `workers.tx_bottleneck = "shed"`: shed once the fill ring runs low (`rx_budget`).
     pub shed: bool,
+    /// `workers.handler_panic = "stop"`: a handler's panic stops the run (the frame is
+    /// dropped and counted either way).
+    pub stop_on_handler_panic: bool,
 }
 
 /// What every worker shares: each socket's shared state, which sockets a port has,
@@ -116,6 +123,9 @@ pub struct Fabric {
     pub capture: Arc<crate::capture::CaptureTap>,
     /// The tap of the rules' `capture` files (empty while no rule has one).
     pub file_capture: Arc<crate::capture::CaptureTap>,
+    /// The first handler panic, when `workers.handler_panic = "stop"`: the control
+    /// loop stops the run with it.
+    pub handler_failure: std::sync::Mutex<Option<String>>,
 }
 
 impl Fabric {
@@ -170,12 +180,26 @@ pub fn run(
     fabric: Arc<Fabric>,
     stop: Arc<AtomicBool>,
 ) -> Vec<WorkerExit> {
+    run_with(region, spec, fabric, stop, Arc::new(()))
+}
+
+/// [`run`] with a program's packet functions: the loop is compiled for `H`, so a
+/// `call` rule's handler is inlined into it. Each lane's handler state is made here,
+/// on the worker's thread, and lives as long as the lane (across sockets and
+/// reloads).
+pub fn run_with<H: HandlerSet>(
+    region: Arc<Region>,
+    spec: WorkerSpec,
+    fabric: Arc<Fabric>,
+    stop: Arc<AtomicBool>,
+    handlers: Arc<H>,
+) -> Vec<WorkerExit> {
     if let Some(core) = spec.core {
         if let Err(e) = pin_to_core(core) {
             tracing::warn!(core, error = %e, "could not pin worker; running unpinned");
         }
     }
-    let mut w = Worker::new(&region, spec, fabric);
+    let mut w = Worker::new(&region, spec, fabric, handlers);
     let mut passes: u32 = 0;
     let mut was_busy = false;
     while !stop.load(Ordering::Relaxed) {
@@ -199,8 +223,13 @@ pub fn run(
     w.finish()
 }
 
-struct Worker {
+struct Worker<H: HandlerSet> {
     spec: WorkerSpec,
+    /// The program's packet functions and each lane's state of them.
+    handlers: Arc<H>,
+    handler_lanes: Vec<H::Lanes>,
+    /// Lanes whose handler panicked already (one log line each).
+    panic_logged: Vec<bool>,
     lanes: Vec<Lane>,
     fabric: Arc<Fabric>,
     /// Lane index of each socket this worker serves, by socket index.
@@ -220,8 +249,13 @@ struct Worker {
     shedding: bool,
 }
 
-impl Worker {
-    fn new(region: &Arc<Region>, spec: WorkerSpec, fabric: Arc<Fabric>) -> Worker {
+impl<H: HandlerSet> Worker<H> {
+    fn new(
+        region: &Arc<Region>,
+        spec: WorkerSpec,
+        fabric: Arc<Fabric>,
+        handlers: Arc<H>,
+    ) -> Worker<H> {
         let node = spec
             .core
             .map(|c| region.topology().node_of_cpu(c as u32))
@@ -244,8 +278,12 @@ impl Worker {
             let port = Port::new(ls.socket, pool, ls.rings, spec.batch);
             lanes.push(Lane::new(port, shared, ls.clone(), spec.mode));
         }
+        let handler_lanes = handler_lanes(&*handlers, &spec, &fabric);
         let book = fabric.neighbours.current();
         Worker {
+            panic_logged: vec![false; lanes.len()],
+            handler_lanes,
+            handlers,
             book_version: fabric.neighbours.version(),
             book,
             lanes,
@@ -383,6 +421,9 @@ impl Worker {
             book,
             spec,
             fabric,
+            handlers,
+            handler_lanes,
+            panic_logged,
             ..
         } = self;
         let lane = &mut lanes[i];
@@ -412,6 +453,39 @@ impl Worker {
             let Some(frame) = lane.hold(frame, d, verdict, spec.hold_frames) else {
                 continue;
             };
+            let (mut frame, mut d, mut verdict) = (frame, d, verdict);
+            if let Act::Call { handler, rule } = verdict.act {
+                lane.port.c.handler_calls += 1;
+                let call = lane
+                    .rules
+                    .last_set()
+                    .classifier
+                    .rule(rule as usize)
+                    .and_then(|r| r.call.as_ref());
+                let site = call::CallSite {
+                    port: spec.lanes[i].port,
+                    queue: lane.shared.queue,
+                    rule_name: call.and_then(|c| c.rule_name.as_deref()),
+                    arg: call.and_then(|c| c.arg.as_deref()),
+                    egress: &lane.needs.egress,
+                };
+                let region = lane.port.region().clone();
+                let lanes = &mut handler_lanes[i];
+                match call::call(&**handlers, lanes, handler, &mut frame, d, &region, &site) {
+                    Ok((nd, v)) => (d, verdict) = (nd, v),
+                    Err(refused) => {
+                        lane.port.pool.recycle(frame);
+                        match refused {
+                            call::Refused::Verdict => lane.port.c.handler_refused += 1,
+                            call::Refused::Panic(msg) => {
+                                lane.port.c.handler_panics += 1;
+                                handler_panicked(&mut panic_logged[i], spec, fabric, lane, msg);
+                            }
+                        }
+                        continue;
+                    }
+                }
+            }
             let region = lane.port.region().clone();
             let origin = lane.port.socket as u16;
             let (pool, c, tx) = lane.port.parts();
@@ -579,5 +653,53 @@ impl Worker {
         }
         self.publish(true);
         self.lanes.into_iter().map(Lane::finish).collect()
+    }
+}
+
+/// Every lane's handler state, made on the worker's thread (the states may be
+/// `!Send`): a lane's [`LaneSetup`] names its port, queue and the ports of the plan.
+fn handler_lanes<H: HandlerSet>(handlers: &H, spec: &WorkerSpec, fabric: &Fabric) -> Vec<H::Lanes> {
+    let mut decls: Vec<HandlerDecl> = Vec::new();
+    handlers.decls(&mut decls);
+    let port_names: Vec<String> = fabric
+        .port_sockets
+        .iter()
+        .map(|s| s.first().map_or_else(String::new, |&s| fabric.sockets[s].port.clone()))
+        .collect();
+    spec.lanes
+        .iter()
+        .map(|ls| {
+            let shared = &fabric.sockets[ls.socket];
+            let mut setup = LaneSetup {
+                port: PortRef(ls.port as u16),
+                queue: shared.queue,
+                port_names: &port_names,
+                handler: "",
+                declared: &[],
+                counters: &shared.user_counters,
+            };
+            handlers.lanes(&mut setup, &decls)
+        })
+        .collect()
+}
+
+/// A handler panicked on lane `lane` (its frame is already dropped and counted):
+/// logged once per lane; with `workers.handler_panic = "stop"` the control loop is
+/// told to stop the run.
+#[cold]
+#[inline(never)]
+fn handler_panicked(logged: &mut bool, spec: &WorkerSpec, fabric: &Fabric, lane: &Lane, msg: String) {
+    if !std::mem::replace(logged, true) {
+        tracing::error!(
+            port = %lane.shared.port, queue = lane.shared.queue,
+            "a packet function panicked: {msg}; its frame was dropped (counted handler_panic; \
+             further panics on this queue are counted, not logged)"
+        );
+    }
+    if spec.stop_on_handler_panic {
+        let mut first = fabric.handler_failure.lock().unwrap_or_else(|p| p.into_inner());
+        first.get_or_insert_with(|| {
+            format!("a packet function panicked on port {} queue {}: {msg}", lane.shared.port, lane.shared.queue)
+        });
     }
 }

@@ -448,6 +448,7 @@ mod tests {
             to: None,
             mac: MacRewrite::Swap,
             mirror_to: None,
+            call: None,
         }])
     }
 

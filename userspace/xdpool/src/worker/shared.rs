@@ -104,6 +104,8 @@ pub struct PortShared {
     pub inbound: ArrayQueue<Egress>,
     /// The worker's wake-up (shared by every socket of one worker).
     pub waker: Arc<Waker>,
+    /// The counters this socket's packet functions registered.
+    pub user_counters: crate::api::UserCounters,
     handover: Handover<XskSocket, Waker>,
 }
 
@@ -134,6 +136,7 @@ impl PortShared {
             inbound: ArrayQueue::new(handoff.max(1)),
             handover: Handover::new(waker.clone()),
             waker,
+            user_counters: Default::default(),
         })
     }
 

@@ -292,6 +292,7 @@ fn one_lane_spec(lane: super::LaneSpec, mode: crate::config::WaitMode) -> super:
         busy_poll_budget: 64,
         poll_coalesce: std::time::Duration::ZERO,
         shed: false,
+        stop_on_handler_panic: false,
     }
 }
 
@@ -759,6 +760,7 @@ fn port_teardown_audits_its_pool_and_a_frame_lost_there_fails_it() {
         to: None,
         mac: MacRewrite::Swap,
         mirror_to: None,
+        call: None,
     }];
     let spec = LaneSpec {
         socket: 1,
@@ -843,6 +845,7 @@ fn a_chain_with_a_refused_buffer_is_dropped_whole() {
         to: None,
         mac: MacRewrite::Swap,
         mirror_to: None,
+        call: None,
     }];
     let spec = LaneSpec {
         socket: 0,
@@ -921,6 +924,7 @@ fn a_worker_hands_frames_to_another_workers_queue_and_counts_a_full_one() {
         neighbours: crate::neigh::Neighbours::new(MacBook::new(2)),
         capture: Default::default(),
         file_capture: Default::default(),
+        handler_failure: Default::default(),
     });
     let rule = crate::config::ValidRule {
         proto: None,
@@ -934,6 +938,7 @@ fn a_worker_hands_frames_to_another_workers_queue_and_counts_a_full_one() {
         to: Some(1),
         mac: MacRewrite::Swap,
         mirror_to: None,
+        call: None,
     };
     let lane = LaneSpec {
         socket: 0,
@@ -943,7 +948,7 @@ fn a_worker_hands_frames_to_another_workers_queue_and_counts_a_full_one() {
         rings: PortRings { fill: 64, rx: 64 },
     };
     let spec = one_lane_spec(lane, crate::config::WaitMode::Spin);
-    let mut w = Worker::new(&region, spec, fabric.clone());
+    let mut w = Worker::new(&region, spec, fabric.clone(), Arc::new(()));
     stamp(&mut w.lanes[0].port, 0);
     let (io, kernel) = heap_socket(&region, 64);
     w.lanes[0].port.attach(io);
@@ -976,7 +981,7 @@ fn a_worker_hands_frames_to_another_workers_queue_and_counts_a_full_one() {
 /// A shedding l2fwd worker (`tx_bottleneck = "shed"`) with `batch`, copy-mode rings
 /// that let the kernel hold 128 frames (low below 64) and a TX ring of 64 that the
 /// test's kernel drains only when told to.
-fn shedding_l2fwd_worker(batch: usize) -> (Arc<Region>, Arc<super::Fabric>, super::Worker, Kernel) {
+fn shedding_l2fwd_worker(batch: usize) -> (Arc<Region>, Arc<super::Fabric>, super::Worker<()>, Kernel) {
     use super::shared::{PortShared, Waker};
     use super::{Fabric, LaneSpec, Worker, WorkerSpec};
     let region = Region::new(RegionConfig {
@@ -1001,6 +1006,7 @@ fn shedding_l2fwd_worker(batch: usize) -> (Arc<Region>, Arc<super::Fabric>, supe
         neighbours: crate::neigh::Neighbours::new(MacBook::new(1)),
         capture: Default::default(),
         file_capture: Default::default(),
+        handler_failure: Default::default(),
     });
     let rule = crate::config::ValidRule {
         proto: None,
@@ -1014,6 +1020,7 @@ fn shedding_l2fwd_worker(batch: usize) -> (Arc<Region>, Arc<super::Fabric>, supe
         to: None,
         mac: MacRewrite::Swap,
         mirror_to: None,
+        call: None,
     };
     let lane = LaneSpec {
         socket: 0,
@@ -1024,10 +1031,11 @@ fn shedding_l2fwd_worker(batch: usize) -> (Arc<Region>, Arc<super::Fabric>, supe
     };
     let spec = WorkerSpec {
         shed: true,
+        stop_on_handler_panic: false,
         batch,
         ..one_lane_spec(lane, crate::config::WaitMode::Spin)
     };
-    let mut w = Worker::new(&region, spec, fabric.clone());
+    let mut w = Worker::new(&region, spec, fabric.clone(), Arc::new(()));
     stamp(&mut w.lanes[0].port, 3);
     let (io, kernel) = heap_socket(&region, 64);
     w.lanes[0].port.attach(io);
@@ -1176,6 +1184,7 @@ fn capture_copies_the_rules_frames_before_the_action_and_counts_a_full_tap() {
         neighbours: crate::neigh::Neighbours::new(MacBook::new(1)),
         capture: tap.clone(),
         file_capture: Default::default(),
+        handler_failure: Default::default(),
     });
     let rule = |port: u16| crate::config::ValidRule {
         proto: Some(17),
@@ -1189,6 +1198,7 @@ fn capture_copies_the_rules_frames_before_the_action_and_counts_a_full_tap() {
         to: None,
         mac: MacRewrite::Swap,
         mirror_to: None,
+        call: None,
     };
     // The template goes to UDP port 9: rule 1 is its first match, rule 0 never matches.
     let lane = LaneSpec {
@@ -1202,12 +1212,12 @@ fn capture_copies_the_rules_frames_before_the_action_and_counts_a_full_tap() {
         rings: PortRings { fill: 64, rx: 64 },
     };
     let spec = one_lane_spec(lane, crate::config::WaitMode::Spin);
-    let mut w = Worker::new(&region, spec, fabric.clone());
+    let mut w = Worker::new(&region, spec, fabric.clone(), Arc::new(()));
     stamp(&mut w.lanes[0].port, 7);
     let (io, kernel) = heap_socket(&region, 64);
     w.lanes[0].port.attach(io);
     let remotes = fabric.remotes.clone();
-    let round = |w: &mut Worker, n: usize| {
+    let round = |w: &mut Worker<()>, n: usize| {
         w.lanes[0].port.refill();
         kernel.deliver(n);
         assert_eq!(w.receive(0), n);
@@ -1324,6 +1334,7 @@ fn capture_follows_the_rule_key_across_a_renumbering_and_a_rule_file_gets_its_fr
         neighbours: crate::neigh::Neighbours::new(MacBook::new(1)),
         capture: tap.clone(),
         file_capture: file_tap.clone(),
+        handler_failure: Default::default(),
     });
     let rule = |port: u16| crate::config::ValidRule {
         proto: Some(17),
@@ -1337,6 +1348,7 @@ fn capture_follows_the_rule_key_across_a_renumbering_and_a_rule_file_gets_its_fr
         to: None,
         mac: MacRewrite::Swap,
         mirror_to: None,
+        call: None,
     };
     let classifier =
         |ports: &[u16]| super::classify::Classifier::new(ports.iter().map(|p| rule(*p)).collect());
@@ -1355,11 +1367,11 @@ fn capture_follows_the_rule_key_across_a_renumbering_and_a_rule_file_gets_its_fr
         rings: PortRings { fill: 64, rx: 64 },
     };
     let spec = one_lane_spec(lane, crate::config::WaitMode::Spin);
-    let mut w = Worker::new(&region, spec, fabric.clone());
+    let mut w = Worker::new(&region, spec, fabric.clone(), Arc::new(()));
     stamp(&mut w.lanes[0].port, 7);
     let (io, kernel) = heap_socket(&region, 64);
     w.lanes[0].port.attach(io);
-    let round = |w: &mut Worker, n: usize| {
+    let round = |w: &mut Worker<()>, n: usize| {
         w.lanes[0].refresh_rules();
         w.lanes[0].port.refill();
         kernel.deliver(n);
@@ -1471,6 +1483,7 @@ fn busy_poll_counts_polls_the_napi_served_and_falls_back_without_one() {
             neighbours: crate::neigh::Neighbours::new(MacBook::new(1)),
             capture: Default::default(),
             file_capture: Default::default(),
+            handler_failure: Default::default(),
         });
         let rule = crate::config::ValidRule {
             proto: None,
@@ -1484,6 +1497,7 @@ fn busy_poll_counts_polls_the_napi_served_and_falls_back_without_one() {
             to: None,
             mac: MacRewrite::Swap,
             mirror_to: None,
+            call: None,
         };
         let lane = LaneSpec {
             socket: 0,
@@ -1493,7 +1507,7 @@ fn busy_poll_counts_polls_the_napi_served_and_falls_back_without_one() {
             rings: PortRings { fill: 64, rx: 64 },
         };
         let spec = one_lane_spec(lane, crate::config::WaitMode::BusyPoll);
-        let mut w = Worker::new(&region, spec, fabric.clone());
+        let mut w = Worker::new(&region, spec, fabric.clone(), Arc::new(()));
         let (io, kernel) = heap_socket_napi(&region, 64, napi);
         w.lanes[0].start(io, 64, WaitMode::BusyPoll);
         // Nothing yet: a busy poll, not served (and the NAPI id is not known yet).

@@ -1,0 +1,150 @@
+//! The application builder: a program's packet functions on the whole runtime.
+
+use super::handler::{HandlerSet, Named};
+use super::Handler;
+use crate::config::{Config, HandlerTable};
+use crate::exit::Fatal;
+use crate::run::{RunOptions, Summary, WorkerBody};
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::Duration;
+
+/// A program built on xdpool: a config file and the packet functions its
+/// `action = "call"` rules name, run with everything `xdpool run` has (ports on one
+/// shared UMEM, zero-copy, NUMA-aware pools, pinned workers, device loss and
+/// re-attach, hot rule reload on SIGHUP and `xdpool rules apply`, the control socket
+/// for `xdpool stats` and `xdpool capture`, Prometheus, systemd notify, and the
+/// summary with its frame accounting).
+///
+/// ```no_run
+/// use xdpool::{App, Mac, Packet, Verdict};
+///
+/// fn main() -> Result<(), xdpool::Error> {
+///     let summary = App::from_config("/etc/xdpool/reflect.toml")
+///         .handler("reflect", |pkt: &mut Packet<'_>| {
+///             Verdict::back().with_mac(Mac::Swap)
+///         })
+///         .run()?;
+///     println!("{} frames", summary.total.rx_packets);
+///     Ok(())
+/// }
+/// ```
+///
+/// The rule that sends frames to it:
+///
+/// ```toml
+/// [[rule]]
+/// proto = "udp"
+/// action = "call"
+/// handler = "reflect"
+/// ```
+pub struct App<H: HandlerSet = ()> {
+    config: PathBuf,
+    handlers: H,
+    options: RunOptions,
+}
+
+impl App<()> {
+    /// A program running the config file at `path` (read when it runs).
+    pub fn from_config(path: impl AsRef<Path>) -> App<()> {
+        App {
+            config: path.as_ref().to_path_buf(),
+            handlers: (),
+            options: RunOptions::default(),
+        }
+    }
+}
+
+impl<H: HandlerSet> App<H> {
+    /// Registers `handler` under `name`, the name rules give as `handler`.
+    pub fn handler<F: Handler>(self, name: &str, handler: F) -> App<(H, Named<F>)> {
+        App {
+            config: self.config,
+            handlers: (self.handlers, Named::new(name, handler)),
+            options: self.options,
+        }
+    }
+
+    /// Stops the run after `d` (default: until SIGINT or SIGTERM).
+    pub fn duration(mut self, d: Duration) -> Self {
+        self.options.duration = Some(d);
+        self
+    }
+
+    /// No live line on stderr (the log stays).
+    pub fn quiet(mut self) -> Self {
+        self.options.quiet = true;
+        self
+    }
+
+    /// Prints `ready` on stdout once every port is attached with carrier.
+    pub fn ready_line(mut self) -> Self {
+        self.options.ready_line = true;
+        self
+    }
+
+    /// The handlers' names and declarations, as the config is checked against.
+    fn table(&self) -> Arc<HandlerTable> {
+        let mut handlers = Vec::new();
+        self.handlers.decls(&mut handlers);
+        Arc::new(HandlerTable { handlers })
+    }
+
+    /// Reads and checks the config against the registered handlers (a rule naming an
+    /// unknown handler, or a handler declaring a port the config lacks, is an error
+    /// naming the file, the line and the key), without running anything.
+    pub fn check(&self) -> Result<(), Error> {
+        Config::load_with(&self.config, self.table())
+            .map(|_| ())
+            .map_err(Error::from_config)
+    }
+
+    /// Runs until stopped (SIGINT, SIGTERM, [`duration`](Self::duration)), then
+    /// detaches everything and returns the summary. Two handlers may not share a
+    /// name.
+    pub fn run(self) -> Result<Summary, Error> {
+        let table = self.table();
+        for (i, h) in table.handlers.iter().enumerate() {
+            if table.handlers[..i].iter().any(|o| o.name == h.name) {
+                return Err(Error(Fatal::new(
+                    crate::exit::ExitCode::Usage,
+                    format!("two handlers are registered as `{}`: give each its own name", h.name),
+                )));
+            }
+        }
+        let cfg = Config::load_with(&self.config, table).map_err(Error::from_config)?;
+        crate::worker::install_panic_hook();
+        let handlers = Arc::new(self.handlers);
+        let mut options = self.options;
+        options.config_path = Some(self.config);
+        options.worker = Some(WorkerBody(Arc::new(move |region, spec, fabric, stop| {
+            crate::worker::run_with(region, spec, fabric, stop, handlers.clone())
+        })));
+        let summary = crate::run::run(&cfg, &options).map_err(Error)?;
+        Ok(summary)
+    }
+}
+
+/// Why a program did not run, or stopped: the message says what to do; the exit
+/// code is the one `xdpool run` uses for the same cause.
+#[derive(Debug)]
+pub struct Error(pub(crate) Fatal);
+
+impl Error {
+    fn from_config(e: crate::config::ConfigError) -> Error {
+        Error(Fatal::new(crate::exit::ExitCode::Usage, e.to_string()))
+    }
+
+    /// The process exit code `xdpool run` would end with.
+    pub fn exit_code(&self) -> i32 {
+        self.0.code as i32
+    }
+}
+
+impl std::fmt::Display for Error {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.0.message)
+    }
+}
+
+impl std::error::Error for Error {}

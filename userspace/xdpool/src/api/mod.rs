@@ -1,0 +1,20 @@
+//! The public API: packet functions ([`Handler`]) over the runtime ([`App`]).
+//!
+//! A handler gets each frame of its rules as a [`Packet`] (bytes, parsed headers,
+//! where it came from, room to grow or shrink it) and returns a [`Verdict`] (drop,
+//! back, forward, mirror). It never owns a frame: the worker does, before and after
+//! the call, so no handler can leak one, and a panicking handler's frame is dropped
+//! and counted. See `docs/library.md`.
+
+mod app;
+mod handler;
+mod packet;
+mod verdict;
+
+pub use app::{App, Error};
+pub use handler::{Counter, Declaration, Handler, HandlerSet, LaneSetup, Named, UserCounters};
+pub use packet::{NoRoom, Packet};
+pub use verdict::{Mac, PortRef, Verdict};
+
+pub(crate) use packet::Meta;
+pub(crate) use verdict::Kind;

@@ -1,0 +1,309 @@
+//! The borrowed view of one received frame that a packet function works on.
+
+use super::PortRef;
+use crate::wire;
+use std::fmt;
+
+/// One received frame, lent to a handler for the length of one call.
+///
+/// The view covers the frame's bytes inside its UMEM chunk; the chunk's room
+/// before and after them can be taken with [`push_head`](Self::push_head) and
+/// [`push_tail`](Self::push_tail) (encapsulation, a VLAN tag) and given back with
+/// [`pull_head`](Self::pull_head) and [`trim_tail`](Self::trim_tail). Every access
+/// is bounds-checked: no input makes a method panic, and none reaches outside the
+/// chunk.
+///
+/// A `Packet` cannot be kept past its call (it borrows the frame):
+///
+/// ```compile_fail
+/// # use xdpool::{Packet, Verdict};
+/// let mut kept: Option<&[u8]> = None;
+/// let f = |pkt: &mut Packet<'_>| {
+///     kept = Some(pkt.bytes());
+///     Verdict::drop()
+/// };
+/// ```
+pub struct Packet<'a> {
+    chunk: &'a mut [u8],
+    head: usize,
+    tail: usize,
+    meta: Meta<'a>,
+}
+
+/// Where a frame came from and which rule sent it to the handler.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Meta<'a> {
+    pub port: PortRef,
+    pub queue: u32,
+    pub rule: Option<&'a str>,
+    pub arg: Option<&'a str>,
+}
+
+/// The chunk has not that much room, or the frame not that many bytes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct NoRoom {
+    /// Bytes asked for.
+    pub asked: usize,
+    /// Bytes there were.
+    pub room: usize,
+}
+
+impl fmt::Display for NoRoom {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{} bytes asked, {} available", self.asked, self.room)
+    }
+}
+
+impl std::error::Error for NoRoom {}
+
+impl<'a> Packet<'a> {
+    /// `chunk[head..tail]` is the frame. The caller checked `head <= tail <= len`.
+    pub(crate) fn new(chunk: &'a mut [u8], head: usize, tail: usize, meta: Meta<'a>) -> Self {
+        debug_assert!(head <= tail && tail <= chunk.len());
+        Packet {
+            chunk,
+            head,
+            tail,
+            meta,
+        }
+    }
+
+    /// The frame's span in its chunk after the call: (offset, length).
+    pub(crate) fn span(&self) -> (usize, usize) {
+        (self.head, self.tail - self.head)
+    }
+
+    /// The frame's bytes, from the destination MAC.
+    #[inline]
+    pub fn bytes(&self) -> &[u8] {
+        &self.chunk[self.head..self.tail]
+    }
+
+    /// The frame's bytes, writable in place (a rewrite costs no copy).
+    #[inline]
+    pub fn bytes_mut(&mut self) -> &mut [u8] {
+        &mut self.chunk[self.head..self.tail]
+    }
+
+    /// Length of the frame in bytes.
+    #[inline]
+    pub fn len(&self) -> usize {
+        self.tail - self.head
+    }
+
+    /// Whether the frame has no bytes (only after [`trim_tail`](Self::trim_tail)).
+    #[inline]
+    pub fn is_empty(&self) -> bool {
+        self.head == self.tail
+    }
+
+    /// The frame's headers (Ethernet, VLAN tags, IPv4/IPv6, UDP/TCP), parsed by the
+    /// bounds-checked parser the built-in actions use.
+    ///
+    /// ```
+    /// # use xdpool::{Packet, Verdict};
+    /// let count_udp = |pkt: &mut Packet<'_>| match pkt.parse() {
+    ///     Ok(p) if p.udp().is_some() => Verdict::back(),
+    ///     _ => Verdict::drop(),
+    /// };
+    /// # let _ = count_udp;
+    /// ```
+    #[inline]
+    pub fn parse(&self) -> Result<wire::Parsed, wire::ParseError> {
+        wire::parse(self.bytes())
+    }
+
+    /// The port the frame arrived on.
+    #[inline]
+    pub fn port(&self) -> PortRef {
+        self.meta.port
+    }
+
+    /// The RX queue the frame arrived on.
+    #[inline]
+    pub fn queue(&self) -> u32 {
+        self.meta.queue
+    }
+
+    /// The `name` of the rule that sent the frame here, if it has one.
+    #[inline]
+    pub fn rule_name(&self) -> Option<&str> {
+        self.meta.rule
+    }
+
+    /// The `arg` of the rule that sent the frame here, if it has one.
+    #[inline]
+    pub fn arg(&self) -> Option<&str> {
+        self.meta.arg
+    }
+
+    /// Bytes free in the chunk before the frame.
+    #[inline]
+    pub fn headroom(&self) -> usize {
+        self.head
+    }
+
+    /// Bytes free in the chunk after the frame.
+    #[inline]
+    pub fn tailroom(&self) -> usize {
+        self.chunk.len() - self.tail
+    }
+
+    /// Grows the frame by `n` bytes at its front (an outer header) and returns them,
+    /// to be written; the bytes hold whatever the chunk held there.
+    pub fn push_head(&mut self, n: usize) -> Result<&mut [u8], NoRoom> {
+        if n > self.head {
+            return Err(NoRoom {
+                asked: n,
+                room: self.head,
+            });
+        }
+        self.head -= n;
+        Ok(&mut self.chunk[self.head..self.head + n])
+    }
+
+    /// Removes `n` bytes from the frame's front (decapsulation).
+    pub fn pull_head(&mut self, n: usize) -> Result<(), NoRoom> {
+        if n > self.len() {
+            return Err(NoRoom {
+                asked: n,
+                room: self.len(),
+            });
+        }
+        self.head += n;
+        Ok(())
+    }
+
+    /// Grows the frame by `n` bytes at its end and returns them, to be written.
+    pub fn push_tail(&mut self, n: usize) -> Result<&mut [u8], NoRoom> {
+        if n > self.tailroom() {
+            return Err(NoRoom {
+                asked: n,
+                room: self.tailroom(),
+            });
+        }
+        let at = self.tail;
+        self.tail += n;
+        Ok(&mut self.chunk[at..self.tail])
+    }
+
+    /// Removes `n` bytes from the frame's end.
+    pub fn trim_tail(&mut self, n: usize) -> Result<(), NoRoom> {
+        if n > self.len() {
+            return Err(NoRoom {
+                asked: n,
+                room: self.len(),
+            });
+        }
+        self.tail -= n;
+        Ok(())
+    }
+
+    /// Inserts `len` bytes at `at` (from the frame's start), moving the bytes before
+    /// `at` forward into the headroom: a VLAN tag after the MACs is
+    /// `insert(12, 4)`. Returns the new bytes, to be written.
+    pub fn insert(&mut self, at: usize, len: usize) -> Result<&mut [u8], NoRoom> {
+        if at > self.len() {
+            return Err(NoRoom {
+                asked: at,
+                room: self.len(),
+            });
+        }
+        let old = self.head;
+        self.push_head(len)?;
+        self.chunk.copy_within(old..old + at, self.head);
+        Ok(&mut self.chunk[self.head + at..self.head + at + len])
+    }
+
+    /// Removes `len` bytes at `at` (from the frame's start), moving the bytes before
+    /// them back: popping a VLAN tag is `remove(12, 4)`.
+    pub fn remove(&mut self, at: usize, len: usize) -> Result<(), NoRoom> {
+        let end = at.checked_add(len).unwrap_or(usize::MAX);
+        if end > self.len() {
+            return Err(NoRoom {
+                asked: end,
+                room: self.len(),
+            });
+        }
+        self.chunk
+            .copy_within(self.head..self.head + at, self.head + len);
+        self.head += len;
+        Ok(())
+    }
+
+    /// Exchanges the destination and source MACs; `false` (nothing changed) for a
+    /// frame shorter than two MACs.
+    #[inline]
+    pub fn swap_macs(&mut self) -> bool {
+        let b = self.bytes_mut();
+        if b.len() < 12 {
+            return false;
+        }
+        let (dst, rest) = b.split_at_mut(6);
+        dst.swap_with_slice(&mut rest[..6]);
+        true
+    }
+}
+
+impl fmt::Debug for Packet<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Packet")
+            .field("len", &self.len())
+            .field("port", &self.meta.port)
+            .field("queue", &self.meta.queue)
+            .field("rule", &self.meta.rule)
+            .field("arg", &self.meta.arg)
+            .finish()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn meta() -> Meta<'static> {
+        Meta {
+            port: PortRef(0),
+            queue: 0,
+            rule: None,
+            arg: None,
+        }
+    }
+
+    #[test]
+    fn head_and_tail_move_within_the_chunk_only() {
+        let mut chunk = vec![0u8; 64];
+        chunk[16..28].copy_from_slice(&[1, 1, 1, 1, 1, 1, 2, 2, 2, 2, 2, 2]);
+        let mut p = Packet::new(&mut chunk, 16, 40, meta());
+        assert_eq!((p.headroom(), p.len(), p.tailroom()), (16, 24, 24));
+        assert_eq!(p.push_head(17), Err(NoRoom { asked: 17, room: 16 }));
+        p.push_head(16).unwrap().fill(9);
+        assert_eq!((p.headroom(), p.len()), (0, 40));
+        p.pull_head(16).unwrap();
+        assert_eq!(p.pull_head(25), Err(NoRoom { asked: 25, room: 24 }));
+        assert_eq!(p.push_tail(25), Err(NoRoom { asked: 25, room: 24 }));
+        p.push_tail(24).unwrap();
+        p.trim_tail(48).unwrap();
+        assert!(p.is_empty() && !p.swap_macs());
+        assert_eq!(p.trim_tail(1), Err(NoRoom { asked: 1, room: 0 }));
+    }
+
+    #[test]
+    fn insert_and_remove_a_vlan_tag_keep_the_macs() {
+        let mut chunk = vec![0u8; 64];
+        let frame: Vec<u8> = (1..=20).collect();
+        chunk[8..28].copy_from_slice(&frame);
+        let mut p = Packet::new(&mut chunk, 8, 28, meta());
+        p.insert(12, 4).unwrap().copy_from_slice(&[0x81, 0, 0, 7]);
+        assert_eq!(&p.bytes()[..12], &frame[..12]);
+        assert_eq!(&p.bytes()[12..16], &[0x81, 0, 0, 7]);
+        assert_eq!(&p.bytes()[16..], &frame[12..]);
+        p.remove(12, 4).unwrap();
+        assert_eq!(p.bytes(), &frame[..]);
+        assert!(p.remove(10, usize::MAX).is_err());
+        assert!(p.insert(21, 1).is_err());
+        assert!(p.insert(0, 9).is_err(), "8 bytes of headroom");
+        assert!(p.swap_macs());
+        assert_eq!(&p.bytes()[..6], &frame[6..12]);
+    }
+}

@@ -1,0 +1,126 @@
+//! A `call` rule's frame through its packet function: the frame lent to the handler
+//! as a [`Packet`], the handler's [`Verdict`](crate::api::Verdict) turned into the
+//! worker's own, and a panic caught so that the frame is dropped and counted.
+
+use super::action::{Act, PortId, Verdict};
+use crate::api::{HandlerSet, Kind, Meta, Packet, PortRef};
+use crate::config::MacRewrite;
+use crate::xsk::XdpDesc;
+use pool::{Frame, Region};
+use std::cell::{Cell, RefCell};
+use std::panic::{catch_unwind, AssertUnwindSafe};
+
+/// Why a handler's frame is not acted on: each is dropped and counted.
+pub(super) enum Refused {
+    /// The handler panicked (its message).
+    Panic(String),
+    /// The verdict named a port this lane cannot send to, or the frame cannot be
+    /// viewed (a recycler refusal; counted `rx_rejected` by the caller's drop).
+    Verdict,
+}
+
+/// Where a lane's handler call comes from: its rule's metadata and the ports a
+/// verdict may name.
+pub(super) struct CallSite<'a> {
+    pub port: PortId,
+    pub queue: u32,
+    pub rule_name: Option<&'a str>,
+    pub arg: Option<&'a str>,
+    /// Ports other than the arrival port that this lane's rules may send to.
+    pub egress: &'a [PortId],
+}
+
+thread_local! {
+    /// Set while a handler runs on this thread: the panic hook keeps quiet then and
+    /// leaves the message here, for the worker to log once per lane.
+    static IN_HANDLER: Cell<bool> = const { Cell::new(false) };
+    static LAST_PANIC: RefCell<Option<String>> = const { RefCell::new(None) };
+}
+
+/// Installs (once per process) a panic hook that stays silent for panics inside a
+/// handler (the worker counts them and logs the first of each lane) and leaves every
+/// other panic to the previous hook.
+pub fn install_panic_hook() {
+    static ONCE: std::sync::Once = std::sync::Once::new();
+    ONCE.call_once(|| {
+        let previous = std::panic::take_hook();
+        std::panic::set_hook(Box::new(move |info| {
+            if IN_HANDLER.with(Cell::get) {
+                LAST_PANIC.with(|p| *p.borrow_mut() = Some(info.to_string()));
+            } else {
+                previous(info);
+            }
+        }));
+    });
+}
+
+/// Calls handler `id` on `frame` (`d` its descriptor). On success: the frame's new
+/// descriptor (the handler may have moved its head or tail) and the verdict to
+/// apply. The frame stays the caller's either way.
+#[inline]
+pub(super) fn call<H: HandlerSet>(
+    handlers: &H,
+    lanes: &mut H::Lanes,
+    id: u16,
+    frame: &mut Frame,
+    d: XdpDesc,
+    region: &Region,
+    site: &CallSite<'_>,
+) -> Result<(XdpDesc, Verdict), Refused> {
+    let base = frame.addr();
+    let head = (d.addr - base) as usize;
+    let Some(chunk) = region.chunk_mut(frame) else {
+        return Err(Refused::Verdict);
+    };
+    let meta = Meta {
+        port: PortRef(site.port as u16),
+        queue: site.queue,
+        rule: site.rule_name,
+        arg: site.arg,
+    };
+    let mut pkt = Packet::new(chunk, head, head + d.len as usize, meta);
+    IN_HANDLER.with(|f| f.set(true));
+    let r = catch_unwind(AssertUnwindSafe(|| handlers.call(id, lanes, &mut pkt)));
+    IN_HANDLER.with(|f| f.set(false));
+    let v = match r {
+        Ok(v) => v,
+        Err(payload) => {
+            let msg = LAST_PANIC
+                .with(|p| p.borrow_mut().take())
+                .or_else(|| payload.downcast_ref::<&str>().map(|s| s.to_string()))
+                .or_else(|| payload.downcast_ref::<String>().cloned())
+                .unwrap_or_else(|| "a handler panicked".to_string());
+            return Err(Refused::Panic(msg));
+        }
+    };
+    let (off, len) = pkt.span();
+    let d = XdpDesc {
+        addr: base + off as u64,
+        len: len as u32,
+        options: 0,
+    };
+    Ok((d, verdict(v, site).ok_or(Refused::Verdict)?))
+}
+
+/// The worker's verdict for a handler's: `None` for a port the lane cannot send to.
+#[inline]
+fn verdict(v: crate::api::Verdict, site: &CallSite<'_>) -> Option<Verdict> {
+    let port = |p: PortRef| -> Option<PortId> {
+        let p = p.0 as PortId;
+        (p == site.port || site.egress.contains(&p)).then_some(p)
+    };
+    let mac: MacRewrite = v.mac.rewrite();
+    let act = match v.kind {
+        Kind::Drop => Act::Drop,
+        Kind::Back => Act::Back { mac },
+        Kind::Forward(to) => match port(to)? {
+            p if p == site.port => Act::Back { mac },
+            to => Act::Forward { to, mac },
+        },
+    };
+    let mirror_to = match v.mirror {
+        None => None,
+        Some(m) => Some(port(m)?),
+    };
+    Some(Verdict { act, mirror_to })
+}
