@@ -674,6 +674,18 @@ pub struct ValidRule {
     pub call: Option<CallSpec>,
 }
 
+impl ValidRule {
+    /// A rule without conditions: it takes every frame, malformed ones included.
+    pub fn matches_anything(&self) -> bool {
+        self.proto.is_none()
+            && self.dst_port.is_none()
+            && self.dst.is_none()
+            && self.src_port.is_none()
+            && self.src.is_none()
+            && self.vlan.is_none()
+    }
+}
+
 fn line_of(text: &str, offset: usize) -> Option<usize> {
     if offset == 0 && text.is_empty() {
         return None;

@@ -26,5 +26,7 @@ pub mod stats;
 pub mod steer;
 pub mod summary;
 pub mod wire;
+#[cfg(any(test, feature = "testing"))]
+pub mod testing;
 pub mod worker;
 pub mod xsk;

@@ -42,7 +42,7 @@ use std::sync::{Arc, Mutex};
 ///     }
 ///     fn handle(&self, lane: &mut Lane, pkt: &mut Packet<'_>) -> Verdict {
 ///         lane.seen += 1;
-///         if pkt.parse().is_ok_and(|p| p.udp().is_some()) {
+///         if pkt.parse().is_ok_and(|p| p.ip_proto() == Some(17)) {
 ///             lane.udp.inc();
 ///         }
 ///         Verdict::drop()

@@ -9,6 +9,8 @@
 mod app;
 mod handler;
 mod packet;
+#[cfg(test)]
+mod tests;
 mod verdict;
 
 pub use app::{App, Error};

@@ -103,7 +103,7 @@ impl<'a> Packet<'a> {
     /// ```
     /// # use xdpool::{Packet, Verdict};
     /// let count_udp = |pkt: &mut Packet<'_>| match pkt.parse() {
-    ///     Ok(p) if p.udp().is_some() => Verdict::back(),
+    ///     Ok(p) if p.ip_proto() == Some(17) => Verdict::back(),
     ///     _ => Verdict::drop(),
     /// };
     /// # let _ = count_udp;

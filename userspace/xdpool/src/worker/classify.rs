@@ -155,7 +155,7 @@ impl Action {
 /// Whether every condition of `r` holds for `p` (the XDP program's rule_matches,
 /// xdpool.h "Semantics"): VLAN is the outer tag's id (an untagged frame never
 /// matches), ports need a UDP/TCP header, prefixes the frame's family.
-fn matches(r: &ValidRule, p: &wire::Parsed) -> bool {
+pub(crate) fn matches(r: &ValidRule, p: &wire::Parsed) -> bool {
     if let Some(id) = r.vlan {
         if p.outer_vlan_id() != Some(id) {
             return false;

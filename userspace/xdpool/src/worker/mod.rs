@@ -17,6 +17,8 @@ pub mod classify;
 pub mod counters;
 pub mod handoff;
 pub mod handover;
+#[cfg(any(test, feature = "testing"))]
+pub(crate) mod harness;
 pub mod inflight;
 mod lane;
 pub mod port;

@@ -6,71 +6,22 @@
 //! say exactly what happened, and the frame accounting holds.
 
 use super::action::{apply, Act, ActCtx, PortId, Verdict};
+use super::harness::HeapIo;
 use super::handoff::{Egress, Remotes};
 use super::port::{Port, PortIo, PortRings};
 use crate::config::MacRewrite;
 use crate::neigh::MacBook;
 use crate::xsk::{
-    CompletionRing, FillRing, HeapRingPeer, RingErrors, RingsMut, RxRing, TxRing, UmemLayout,
-    Wakeup, XdpDesc, XdpStatistics, XskError, XDP_PKT_CONTD,
+    CompletionRing, FillRing, HeapRingPeer, RxRing, TxRing, UmemLayout, XdpDesc, XDP_PKT_CONTD,
 };
 use pool::{PoolConfig, PoolOwner, Region, RegionConfig};
 use std::collections::BTreeMap;
-use std::os::fd::BorrowedFd;
 use std::sync::Arc;
 
 const FRAMES: u32 = 512;
 const CHUNK: u32 = 2048;
 const HEADROOM: u64 = 256;
 const LEN: u32 = 60;
-
-/// A socket on heap rings.
-struct HeapIo {
-    fill: FillRing,
-    comp: CompletionRing,
-    rx: RxRing,
-    tx: TxRing,
-    /// What `SO_INCOMING_NAPI_ID` would say.
-    napi: Option<u32>,
-}
-
-impl PortIo for HeapIo {
-    fn rings(&mut self) -> RingsMut<'_> {
-        RingsMut {
-            fill: &mut self.fill,
-            completion: &mut self.comp,
-            rx: &mut self.rx,
-            tx: &mut self.tx,
-        }
-    }
-    fn wakeup_rx(&self) -> Result<Wakeup, XskError> {
-        Ok(Wakeup::Done)
-    }
-    fn wakeup_tx(&self) -> Result<Wakeup, XskError> {
-        Ok(Wakeup::Done)
-    }
-    fn poll_fd(&self) -> Option<BorrowedFd<'_>> {
-        None
-    }
-    fn statistics(&self) -> Option<XdpStatistics> {
-        None
-    }
-    fn reports_device_gone(&self) -> bool {
-        false
-    }
-    fn ring_errors(&self) -> RingErrors {
-        RingErrors::default()
-    }
-    fn set_busy_poll(&self, _: u16) -> Result<(), XskError> {
-        Ok(())
-    }
-    fn napi_id(&self) -> Option<u32> {
-        self.napi
-    }
-    fn zero_copy(&self) -> bool {
-        false
-    }
-}
 
 /// The kernel's side of one heap socket.
 struct Kernel {

@@ -19,7 +19,7 @@ pub use error::XskError;
 /// The kernel side of a heap ring, for the ring tests and fuzz targets only (it can
 /// break the single-producer protocol on purpose, which is only sound within one
 /// test).
-#[cfg(any(test, fuzzing))]
+#[cfg(any(test, fuzzing, feature = "testing"))]
 pub use ring::HeapRingPeer;
 pub use ring::{kernel_held, CompletionRing, FillRing, RxConsumed, RxRing, TxRing};
 pub use socket::{IrqDeferral, RingsMut, SocketConfig, Wakeup, XdpStatistics, XskSocket};

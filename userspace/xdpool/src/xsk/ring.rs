@@ -10,11 +10,11 @@
 //! Context rule: a ring has one owner (the worker of its queue); it is `Send`, not
 //! `Sync`, and every operation takes `&mut self`.
 
-#[cfg(any(test, fuzzing))]
+#[cfg(any(test, fuzzing, feature = "testing"))]
 use std::any::Any;
 use std::ptr::NonNull;
 use std::sync::atomic::Ordering;
-#[cfg(any(test, fuzzing))]
+#[cfg(any(test, fuzzing, feature = "testing"))]
 use std::sync::Arc;
 
 use slot::{AtomicU32, Slot};
@@ -41,18 +41,18 @@ mod slot {
         // SAFETY: caller contract.
         unsafe { p.write(v) }
     }
-    #[cfg(any(test, fuzzing))]
+    #[cfg(any(test, fuzzing, feature = "testing"))]
     pub(super) type HeapSlot<T> = std::cell::UnsafeCell<T>;
-    #[cfg(any(test, fuzzing))]
+    #[cfg(any(test, fuzzing, feature = "testing"))]
     pub(super) fn heap_slot<T>(v: T) -> HeapSlot<T> {
         std::cell::UnsafeCell::new(v)
     }
-    #[cfg(any(test, fuzzing))]
+    #[cfg(any(test, fuzzing, feature = "testing"))]
     pub(super) fn heap_ptr<T>(s: &HeapSlot<T>) -> *mut Slot<T> {
         s.get()
     }
     /// The first entry, with provenance over the whole slice.
-    #[cfg(any(test, fuzzing))]
+    #[cfg(any(test, fuzzing, feature = "testing"))]
     pub(super) fn heap_base<T>(s: &[HeapSlot<T>]) -> *mut Slot<T> {
         std::cell::UnsafeCell::raw_get(s.as_ptr())
     }
@@ -75,17 +75,17 @@ mod slot {
         // SAFETY: caller contract.
         unsafe { (*p).with_mut(|q| q.write(v)) }
     }
-    #[cfg(any(test, fuzzing))]
+    #[cfg(any(test, fuzzing, feature = "testing"))]
     pub(super) type HeapSlot<T> = Slot<T>;
-    #[cfg(any(test, fuzzing))]
+    #[cfg(any(test, fuzzing, feature = "testing"))]
     pub(super) fn heap_slot<T>(v: T) -> HeapSlot<T> {
         loom::cell::UnsafeCell::new(v)
     }
-    #[cfg(any(test, fuzzing))]
+    #[cfg(any(test, fuzzing, feature = "testing"))]
     pub(super) fn heap_ptr<T>(s: &HeapSlot<T>) -> *mut Slot<T> {
         s as *const Slot<T> as *mut Slot<T>
     }
-    #[cfg(any(test, fuzzing))]
+    #[cfg(any(test, fuzzing, feature = "testing"))]
     pub(super) fn heap_base<T>(s: &[HeapSlot<T>]) -> *mut Slot<T> {
         s.as_ptr() as *mut Slot<T>
     }
@@ -104,7 +104,7 @@ enum Backing {
     /// The kernel's ring, mmap'd from the socket; unmapped on drop.
     Mmap(#[allow(dead_code)] MmapRegion),
     /// Heap memory shared with a [`HeapRingPeer`] (tests, simulations).
-    #[cfg(any(test, fuzzing))]
+    #[cfg(any(test, fuzzing, feature = "testing"))]
     Heap(#[allow(dead_code)] Arc<dyn Any + Send + Sync>),
 }
 
@@ -719,7 +719,7 @@ impl MappedRing {
 }
 
 /// Ring memory on the heap, laid out like the kernel's: three words and the entries.
-#[cfg(any(test, fuzzing))]
+#[cfg(any(test, fuzzing, feature = "testing"))]
 struct HeapRingMem<T> {
     producer: AtomicU32,
     consumer: AtomicU32,
@@ -729,18 +729,18 @@ struct HeapRingMem<T> {
 
 // SAFETY: entries are accessed under the SPSC protocol (each slot owned by one side at
 // a time, handed over with release/acquire on the index words).
-#[cfg(any(test, fuzzing))]
+#[cfg(any(test, fuzzing, feature = "testing"))]
 unsafe impl<T: Send> Sync for HeapRingMem<T> {}
 
 /// The other side of a ring built on heap memory: it plays the kernel in tests and
 /// simulations. It may also break the protocol on purpose (publish bad indices or
 /// descriptors) to exercise validation; it never causes an out-of-bounds access.
-#[cfg(any(test, fuzzing))]
+#[cfg(any(test, fuzzing, feature = "testing"))]
 pub struct HeapRingPeer<T: Copy> {
     mem: Arc<HeapRingMem<T>>,
 }
 
-#[cfg(any(test, fuzzing))]
+#[cfg(any(test, fuzzing, feature = "testing"))]
 impl<T: Copy + Default + Send + 'static> HeapRingPeer<T> {
     /// A ring (with its first error counts) and its peer, starting at producer
     /// `prod` and consumer `cons`; an impossible pair is handled as for a mapped ring.
@@ -839,7 +839,7 @@ impl<T: Copy + Default + Send + 'static> HeapRingPeer<T> {
     }
 }
 
-#[cfg(any(test, fuzzing))]
+#[cfg(any(test, fuzzing, feature = "testing"))]
 impl FillRing {
     /// A fill ring on heap memory, with the peer that plays the kernel.
     pub fn new_heap(size: u32) -> (Self, HeapRingPeer<u64>) {
@@ -853,7 +853,7 @@ impl FillRing {
     }
 }
 
-#[cfg(any(test, fuzzing))]
+#[cfg(any(test, fuzzing, feature = "testing"))]
 impl CompletionRing {
     /// A completion ring on heap memory, with the peer that plays the kernel.
     pub fn new_heap(size: u32, layout: UmemLayout) -> (Self, HeapRingPeer<u64>) {
@@ -879,7 +879,7 @@ impl CompletionRing {
     }
 }
 
-#[cfg(any(test, fuzzing))]
+#[cfg(any(test, fuzzing, feature = "testing"))]
 impl RxRing {
     /// An RX ring on heap memory, with the peer that plays the kernel.
     pub fn new_heap(size: u32, layout: UmemLayout) -> (Self, HeapRingPeer<XdpDesc>) {
@@ -905,7 +905,7 @@ impl RxRing {
     }
 }
 
-#[cfg(any(test, fuzzing))]
+#[cfg(any(test, fuzzing, feature = "testing"))]
 impl TxRing {
     /// A TX ring on heap memory, with the peer that plays the kernel.
     pub fn new_heap(size: u32) -> (Self, HeapRingPeer<XdpDesc>) {

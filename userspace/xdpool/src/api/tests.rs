@@ -1,0 +1,304 @@
+//! Packet functions through the real worker over heap rings (`crate::testing`):
+//! what leaves each port, byte for byte, the counters, and the frame accounting.
+
+use crate::testing::{FrameBuilder, Harness, Steered};
+use crate::{Counter, Declaration, Handler, LaneSetup, Mac, Packet, PortRef, Verdict};
+
+const TWO_PORTS: &str = r#"
+[umem]
+frames = 4096
+
+[rings]
+fill = 512
+rx = 512
+tx = 512
+completion = 512
+
+[[port]]
+name = "in"
+interface = "a0"
+queues = [0]
+
+[[port]]
+name = "out"
+interface = "b0"
+queues = [0]
+"#;
+
+fn udp(dport: u16, tag: u8) -> Vec<u8> {
+    FrameBuilder::new()
+        .macs([2, 0, 0, 0, 0, 1], [2, 0, 0, 0, 0, 2])
+        .ipv4("198.18.0.1".parse().unwrap(), "198.18.1.1".parse().unwrap())
+        .udp(1024, dport)
+        .payload(&[tag; 18])
+        .build()
+        .bytes
+}
+
+fn with_rules(rules: &str) -> String {
+    format!("{TWO_PORTS}\n{rules}")
+}
+
+#[test]
+fn a_closure_reflects_and_its_verdict_uses_the_built_in_rewrite() {
+    let mut h = Harness::builder(&with_rules(
+        "[[rule]]\nport = \"in\"\nproto = \"udp\"\naction = \"call\"\nhandler = \"reflect\"",
+    ))
+    .handler("reflect", |_: &mut Packet<'_>| {
+        Verdict::back().with_mac(Mac::Swap)
+    })
+    .build()
+    .unwrap();
+    let f = udp(9, 1);
+    for _ in 0..100 {
+        assert_eq!(h.send("in", &f), Steered::Worker);
+    }
+    h.run();
+    let out = h.sent("in");
+    assert_eq!(out.len(), 100);
+    let mut want = f.clone();
+    want[..6].copy_from_slice(&f[6..12]);
+    want[6..12].copy_from_slice(&f[..6]);
+    assert!(out.iter().all(|o| *o == want));
+    assert_eq!(h.counter("in", "handler_calls"), 100);
+    assert_eq!(h.counter("in", "tx_packets"), 100);
+    assert!(h.sent("out").is_empty());
+    h.check_accounting().unwrap();
+}
+
+/// Forwards to a declared port with the rule's arg as the new destination port,
+/// counts by arg, and drops what it does not know.
+struct Steer;
+struct SteerLane {
+    out: PortRef,
+    forwarded: Counter,
+}
+
+impl Handler for Steer {
+    type Lane = SteerLane;
+    fn declare(&self) -> Declaration {
+        Declaration::new().sends_to("out").tx_per_frame(0)
+    }
+    fn lane(&self, setup: &mut LaneSetup<'_>) -> SteerLane {
+        SteerLane {
+            out: setup.port("out").expect("declared"),
+            forwarded: setup.counter("forwarded"),
+        }
+    }
+    fn handle(&self, lane: &mut SteerLane, pkt: &mut Packet<'_>) -> Verdict {
+        let Some(port) = pkt.arg().and_then(|a| a.parse::<u16>().ok()) else {
+            return Verdict::drop();
+        };
+        let Ok(p) = pkt.parse() else {
+            return Verdict::drop();
+        };
+        let (Some(17), Some(l4)) = (p.ip_proto(), p.l4_offset()) else {
+            return Verdict::drop();
+        };
+        let at = l4 + 2;
+        pkt.bytes_mut()[at..at + 2].copy_from_slice(&port.to_be_bytes());
+        lane.forwarded.inc();
+        Verdict::forward(lane.out).with_mac(Mac::To([2, 0, 0, 0, 0xbb, 1]))
+    }
+}
+
+#[test]
+fn a_handler_forwards_to_its_declared_port_with_the_rule_arg_and_counts() {
+    let rules = r#"
+[[rule]]
+port = "in"
+name = "to-53"
+proto = "udp"
+dst_port = 9
+action = "call"
+handler = "steer"
+arg = "53"
+
+[[rule]]
+port = "in"
+proto = "udp"
+dst_port = 10
+action = "call"
+handler = "steer"
+"#;
+    let mut h = Harness::builder(&with_rules(rules))
+        .handler("steer", Steer)
+        .build()
+        .unwrap();
+    for i in 0..40 {
+        h.send("in", &udp(9, i));
+    }
+    for i in 0..7 {
+        h.send("in", &udp(10, i));
+    }
+    assert_eq!(h.send("in", &udp(11, 0)), Steered::Passed, "no rule: the kernel's");
+    h.run();
+    let out = h.sent("out");
+    assert_eq!(out.len(), 40);
+    for (i, o) in out.iter().enumerate() {
+        assert_eq!(&o[..6], &[2, 0, 0, 0, 0xbb, 1]);
+        assert_eq!(&o[6..12], &[2, 0, 0, 0, 0xd0, 1], "the egress device's MAC");
+        assert_eq!(u16::from_be_bytes([o[36], o[37]]), 53);
+        assert_eq!(o[o.len() - 1], i as u8, "in order");
+    }
+    assert_eq!(h.user_counter("in", "steer", "forwarded"), 40);
+    assert_eq!(h.counter("in", "handler_calls"), 47);
+    assert_eq!(h.counter("in", "action_drop"), 7, "no arg: dropped");
+    assert_eq!(h.counter("in", "forwarded"), 40);
+    h.check_accounting().unwrap();
+}
+
+#[test]
+fn the_rule_name_and_arg_reach_the_handler() {
+    let seen = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+    let s = seen.clone();
+    let mut h = Harness::builder(&with_rules(
+        "[[rule]]\nport = \"in\"\nname = \"r1\"\naction = \"call\"\nhandler = \"see\"\narg = \"x\"",
+    ))
+    .handler("see", move |pkt: &mut Packet<'_>| {
+        let mut s = s.lock().unwrap();
+        s.push((pkt.rule_name().map(String::from), pkt.arg().map(String::from), pkt.queue()));
+        Verdict::drop()
+    })
+    .build()
+    .unwrap();
+    h.send("in", &udp(9, 0));
+    h.run();
+    assert_eq!(*seen.lock().unwrap(), vec![(Some("r1".into()), Some("x".into()), 0)]);
+}
+
+#[test]
+fn a_panicking_handler_loses_no_frame() {
+    let mut h = Harness::builder(&with_rules(
+        "[[rule]]\nport = \"in\"\naction = \"call\"\nhandler = \"boom\"",
+    ))
+    .handler("boom", |pkt: &mut Packet<'_>| {
+        if pkt.bytes()[pkt.len() - 1] % 2 == 1 {
+            panic!("odd frame");
+        }
+        Verdict::back()
+    })
+    .build()
+    .unwrap();
+    for i in 0..50 {
+        h.send("in", &udp(9, i));
+    }
+    h.run();
+    assert_eq!(h.sent("in").len(), 25);
+    assert_eq!(h.counter("in", "handler_panics"), 25);
+    assert_eq!(h.counter("in", "handler_calls"), 50);
+    h.check_accounting().unwrap();
+}
+
+#[test]
+fn head_and_tail_changes_leave_with_the_frame() {
+    // Push a VLAN tag after the MACs and cut the payload's last 8 bytes.
+    let mut h = Harness::builder(&with_rules(
+        "[[rule]]\nport = \"in\"\naction = \"call\"\nhandler = \"tag\"",
+    ))
+    .handler("tag", |pkt: &mut Packet<'_>| {
+        if pkt.insert(12, 4).map(|t| t.copy_from_slice(&[0x81, 0, 0, 42])).is_err()
+            || pkt.trim_tail(8).is_err()
+        {
+            return Verdict::drop();
+        }
+        Verdict::back()
+    })
+    .build()
+    .unwrap();
+    let f = udp(9, 7);
+    h.send("in", &f);
+    h.run();
+    let out = h.sent("in");
+    assert_eq!(out.len(), 1);
+    let o = &out[0];
+    assert_eq!(o.len(), f.len() + 4 - 8);
+    assert_eq!(&o[..12], &f[..12]);
+    assert_eq!(&o[12..16], &[0x81, 0, 0, 42]);
+    assert_eq!(&o[16..], &f[12..f.len() - 8]);
+    h.check_accounting().unwrap();
+}
+
+#[test]
+fn a_mirror_leaves_a_declared_port_by_reference() {
+    let cfg = format!(
+        "{TWO_PORTS}\n[[port]]\nname = \"mon\"\ninterface = \"c0\"\nqueues = [0]\n\n\
+         [[rule]]\nport = \"in\"\naction = \"call\"\nhandler = \"m\""
+    );
+    struct Mirror;
+    impl Handler for Mirror {
+        type Lane = (PortRef, PortRef);
+        fn declare(&self) -> Declaration {
+            Declaration::new().sends_to("out").sends_to("mon")
+        }
+        fn lane(&self, s: &mut LaneSetup<'_>) -> (PortRef, PortRef) {
+            (s.port("out").unwrap(), s.port("mon").unwrap())
+        }
+        fn handle(&self, l: &mut (PortRef, PortRef), _: &mut Packet<'_>) -> Verdict {
+            Verdict::forward(l.0).mirror(l.1)
+        }
+    }
+    let mut h = Harness::builder(&cfg).handler("m", Mirror).build().unwrap();
+    for i in 0..10 {
+        h.send("in", &udp(9, i));
+    }
+    h.run();
+    let (out, mon) = (h.sent("out"), h.sent("mon"));
+    assert_eq!(out.len(), 10);
+    assert_eq!(out, mon);
+    assert_eq!(h.counter("in", "mirrored"), 10);
+    h.check_accounting().unwrap();
+}
+
+#[test]
+fn an_undeclared_port_is_not_given_to_the_handler() {
+    let mut h = Harness::builder(&with_rules(
+        "[[rule]]\nport = \"in\"\naction = \"call\"\nhandler = \"h\"",
+    ))
+    .handler("h", |_: &mut Packet<'_>| Verdict::drop())
+    .build()
+    .unwrap();
+    struct Probe;
+    impl Handler for Probe {
+        type Lane = ();
+        fn lane(&self, s: &mut LaneSetup<'_>) {
+            // Each lane sees its own arrival port and nothing undeclared.
+            let other = if s.arrival_name() == "in" { "out" } else { "in" };
+            assert!(s.port(other).is_none(), "{other} is not declared");
+            assert_eq!(s.port(s.arrival_name()), Some(s.arrival()));
+        }
+        fn handle(&self, _: &mut (), _: &mut Packet<'_>) -> Verdict {
+            Verdict::drop()
+        }
+    }
+    Harness::builder(&with_rules(
+        "[[rule]]\nport = \"in\"\naction = \"call\"\nhandler = \"p\"",
+    ))
+    .handler("p", Probe)
+    .build()
+    .unwrap();
+    h.check_accounting().unwrap();
+}
+
+#[test]
+fn config_errors_name_the_rule_key_and_what_to_do() {
+    let call = |extra: &str| with_rules(&format!("[[rule]]\nport = \"in\"\naction = \"call\"\n{extra}"));
+    let err = |text: &str| match Harness::builder(text).handler("known", Steer).build() {
+        Ok(_) => panic!("accepted: {text}"),
+        Err(e) => e.to_string(),
+    };
+    let e = err(&call("handler = \"nope\""));
+    assert!(e.contains("rule[0].handler") && e.contains("this program registers known"), "{e}");
+    let e = err(&call(""));
+    assert!(e.contains("rule[0].handler") && e.contains("needs handler"), "{e}");
+    let e = err(&with_rules("[[rule]]\nport = \"in\"\naction = \"drop\"\narg = \"1\""));
+    assert!(e.contains("rule[0].arg") && e.contains("belongs to action = \"call\""), "{e}");
+    let one_port = "[[port]]\nname = \"in\"\ninterface = \"a0\"\nqueues = [0]\n[[rule]]\naction = \"call\"\nhandler = \"known\"";
+    let e = err(one_port);
+    assert!(e.contains("sends to port `out`") && e.contains("line"), "{e}");
+    let e = match Harness::builder(&call("handler = \"x\"")).build() {
+        Ok(_) => panic!("a program without handlers accepted a call rule"),
+        Err(e) => e.to_string(),
+    };
+    assert!(e.contains("registers no packet functions"), "{e}");
+}

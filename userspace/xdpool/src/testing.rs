@@ -1,0 +1,354 @@
+//! Drive a program's packet functions without root, sockets or a NIC: the worker
+//! runs over rings on the heap and this module plays the kernel on their other side
+//! (enabled by the `testing` cargo feature).
+//!
+//! A [`Harness`] is built from config text and the same handlers an
+//! [`App`](crate::App) registers. Frames go in as bytes (or from a pcap/pcapng
+//! file) on a named port; the steering rules decide, as the XDP program would,
+//! whether a frame reaches a worker at all; [`Harness::run`] lets the worker act;
+//! [`Harness::sent`] gives what left each port, byte for byte; the counters and the
+//! frame accounting say what happened to the rest.
+//!
+//! ```
+//! use xdpool::testing::{FrameBuilder, Harness, Steered};
+//! use xdpool::{Mac, Packet, Verdict};
+//!
+//! let config = r#"
+//! [[port]]
+//! name = "in"
+//! interface = "veth0"
+//! queues = [0]
+//!
+//! [[rule]]
+//! proto = "udp"
+//! action = "call"
+//! handler = "reflect"
+//! "#;
+//! let mut h = Harness::builder(config)
+//!     .handler("reflect", |pkt: &mut Packet<'_>| Verdict::back().with_mac(Mac::Swap))
+//!     .build()
+//!     .unwrap();
+//! let frame = FrameBuilder::new()
+//!     .macs([2, 0, 0, 0, 0, 1], [2, 0, 0, 0, 0, 2])
+//!     .ipv4("198.18.0.1".parse().unwrap(), "198.18.0.2".parse().unwrap())
+//!     .udp(1024, 9)
+//!     .build()
+//!     .bytes;
+//! assert_eq!(h.send("in", &frame), Steered::Worker);
+//! h.run();
+//! let out = h.sent("in");
+//! assert_eq!(out.len(), 1);
+//! assert_eq!(&out[0][..6], &frame[6..12]);
+//! h.check_accounting().unwrap();
+//! ```
+
+use crate::api::{Error, Handler, HandlerSet, Named};
+use crate::config::{Action, Config, HandlerTable, ValidRule};
+use crate::exit::{ExitCode, Fatal};
+use crate::neigh::{MacBook, Neighbours};
+use crate::worker::classify::Classifier;
+use crate::worker::handoff::Remotes;
+use crate::worker::harness::{heap_socket, Driven, HeapKernel, Undelivered};
+use crate::worker::rules::RuleSlot;
+use crate::worker::{Fabric, LaneSpec, PortRings, PortShared, Waker, WorkerSpec};
+use pool::{Accounting, Region, RegionConfig};
+use std::net::IpAddr;
+use std::sync::Arc;
+
+pub use crate::wire::build::{BuiltFrame, ExtHeader, FrameBuilder};
+
+/// How the steering rules took a frame sent to a port.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Steered {
+    /// Into the port's socket: a worker acts on it (its rule's action or handler).
+    Worker,
+    /// To the kernel's stack (no rule matched, or the rule says `pass`).
+    Passed,
+    /// Dropped by the XDP program (`xdpdrop`).
+    XdpDropped,
+}
+
+/// Builds a [`Harness`]: config text, handlers, and the MACs a `forward` needs.
+pub struct Builder<H: HandlerSet = ()> {
+    config: String,
+    handlers: H,
+    macs: Vec<(String, [u8; 6])>,
+    next_hops: Vec<(String, IpAddr, [u8; 6])>,
+}
+
+/// One worker serving queue `queues[0]` of every port of a config, over heap rings.
+pub struct Harness<H: HandlerSet = ()> {
+    driven: Driven<H>,
+    kernels: Vec<HeapKernel>,
+    ports: Vec<String>,
+    steering: Vec<Vec<ValidRule>>,
+    sent: Vec<Vec<Vec<u8>>>,
+    fabric: Arc<Fabric>,
+    region: Arc<Region>,
+}
+
+impl Harness<()> {
+    /// A harness for `config` (the TOML an `App` reads; interfaces need not exist).
+    pub fn builder(config: &str) -> Builder<()> {
+        Builder {
+            config: config.to_string(),
+            handlers: (),
+            macs: Vec::new(),
+            next_hops: Vec::new(),
+        }
+    }
+}
+
+impl<H: HandlerSet> Builder<H> {
+    /// Registers `handler` under `name`, as [`App::handler`](crate::App::handler).
+    pub fn handler<F: Handler>(self, name: &str, handler: F) -> Builder<(H, Named<F>)> {
+        Builder {
+            config: self.config,
+            handlers: (self.handlers, Named::new(name, handler)),
+            macs: self.macs,
+            next_hops: self.next_hops,
+        }
+    }
+
+    /// Port `port`'s device MAC (what `Mac::NextHop` and `Mac::To` write as source).
+    pub fn device_mac(mut self, port: &str, mac: [u8; 6]) -> Self {
+        self.macs.push((port.to_string(), mac));
+        self
+    }
+
+    /// A neighbour of port `port` (what `Mac::NextHop` looks up).
+    pub fn next_hop(mut self, port: &str, ip: IpAddr, mac: [u8; 6]) -> Self {
+        self.next_hops.push((port.to_string(), ip, mac));
+        self
+    }
+
+    /// Checks the config against the handlers (the errors `App::run` gives) and
+    /// starts the worker: every fill ring stocked.
+    pub fn build(self) -> Result<Harness<H>, Error> {
+        let mut decls = Vec::new();
+        self.handlers.decls(&mut decls);
+        let table = Arc::new(HandlerTable { handlers: decls });
+        let cfg = Config::parse_with(&self.config, table)
+            .map_err(|e| Error(Fatal::new(ExitCode::Usage, e.to_string())))?;
+        let defs = cfg.ports();
+        let ports: Vec<String> = defs.iter().map(|p| p.name.clone()).collect();
+        let port_of = |name: &str| {
+            ports.iter().position(|p| p == name).ok_or_else(|| {
+                Error(Fatal::new(ExitCode::Usage, format!("no port named `{name}` in the config")))
+            })
+        };
+        let mut book = MacBook::new(ports.len());
+        for (i, _) in ports.iter().enumerate() {
+            book.set_device(i, [2, 0, 0, 0, 0xd0, i as u8]);
+        }
+        for (p, mac) in &self.macs {
+            book.set_device(port_of(p)?, *mac);
+        }
+        for (p, ip, mac) in &self.next_hops {
+            book.set_next_hop(port_of(p)?, *ip, *mac);
+        }
+        let region = Region::new(RegionConfig {
+            frames: *cfg.umem.frames.get_ref(),
+            chunk_size: *cfg.umem.chunk_size.get_ref(),
+            ..RegionConfig::default()
+        })
+        .map_err(|e| Error(Fatal::new(ExitCode::Failure, format!("cannot make the UMEM: {e}"))))?;
+        let rules = cfg.valid_rules();
+        let steering: Vec<Vec<ValidRule>> = (0..ports.len())
+            .map(|p| rules.iter().filter(|r| r.port == p).cloned().collect())
+            .collect();
+        let tx = *cfg.rings.tx.get_ref();
+        let rings = PortRings {
+            fill: *cfg.rings.fill.get_ref(),
+            rx: *cfg.rings.rx.get_ref(),
+        };
+        let waker = Waker::new()
+            .map_err(|e| Error(Fatal::new(ExitCode::Failure, format!("cannot make an eventfd: {e}"))))?;
+        let sockets = defs
+            .iter()
+            .enumerate()
+            .map(|(i, d)| {
+                PortShared::new(i, &d.name, &d.interface, d.queues.first().copied().unwrap_or(0), None, tx as usize, waker.clone())
+            })
+            .collect();
+        let fabric = Arc::new(Fabric {
+            sockets,
+            port_sockets: (0..ports.len()).map(|p| vec![p]).collect(),
+            remotes: Remotes::new(ports.len()),
+            neighbours: Neighbours::new(book),
+            capture: Default::default(),
+            file_capture: Default::default(),
+            handler_failure: Default::default(),
+        });
+        let lanes = (0..ports.len())
+            .map(|p| LaneSpec {
+                socket: p,
+                port: p,
+                queue_pos: 0,
+                rules: RuleSlot::new(0, Classifier::new(steering[p].clone())),
+                rings,
+            })
+            .collect();
+        let spec = WorkerSpec {
+            core: None,
+            batch: *cfg.workers.batch.get_ref() as usize,
+            mode: crate::config::WaitMode::Spin,
+            lanes,
+            hold_frames: 0,
+            copybreak_bytes: *cfg.workers.copybreak_bytes.get_ref(),
+            busy_poll_budget: 64,
+            poll_coalesce: std::time::Duration::ZERO,
+            shed: cfg.workers.tx_bottleneck == crate::config::TxBottleneck::Shed,
+            stop_on_handler_panic: cfg.workers.handler_panic == crate::config::HandlerPanic::Stop,
+        };
+        crate::worker::install_panic_hook();
+        let mut driven = Driven::new(&region, spec, fabric.clone(), Arc::new(self.handlers));
+        let mut kernels = Vec::new();
+        for p in 0..ports.len() {
+            let (io, kernel) = heap_socket(&region, rings.fill, rings.rx, tx);
+            driven.attach(p, io);
+            kernels.push(kernel);
+        }
+        driven.pass();
+        Ok(Harness {
+            driven,
+            kernels,
+            sent: vec![Vec::new(); ports.len()],
+            ports,
+            steering,
+            fabric,
+            region,
+        })
+    }
+}
+
+impl<H: HandlerSet> Harness<H> {
+    fn port(&self, name: &str) -> usize {
+        self.ports
+            .iter()
+            .position(|p| p == name)
+            .unwrap_or_else(|| panic!("no port named `{name}`: the config's ports are {:?}", self.ports))
+    }
+
+    /// Port `port` receives `frame`: steered by the port's rules as the XDP program
+    /// steers (first match; a rule without conditions takes every frame), and, when
+    /// steered to the worker, put on the socket's RX ring. Panics for an unknown
+    /// port or a frame longer than a chunk's room.
+    pub fn send(&mut self, port: &str, frame: &[u8]) -> Steered {
+        let p = self.port(port);
+        let parsed = crate::wire::parse(frame).ok();
+        let rule = self.steering[p].iter().find(|r| match &parsed {
+            Some(parsed) => crate::worker::classify::matches(r, parsed),
+            None => r.matches_anything(),
+        });
+        match rule.map(|r| r.action) {
+            None | Some(Action::Pass) => return Steered::Passed,
+            Some(Action::Xdpdrop) => return Steered::XdpDropped,
+            Some(_) => {}
+        }
+        for _ in 0..64 {
+            match self.kernels[p].deliver(frame) {
+                Ok(()) => return Steered::Worker,
+                Err(Undelivered::TooLong) => panic!(
+                    "a {}-byte frame does not fit a chunk's room after the headroom",
+                    frame.len()
+                ),
+                Err(Undelivered::NoFillEntry | Undelivered::RxRingFull) => self.run(),
+            }
+        }
+        panic!("port `{port}`: the worker takes no frames (no fill entries, RX ring full)")
+    }
+
+    /// Every frame of a pcap or pcapng file is sent to `port`; returns how many were
+    /// steered to the worker.
+    pub fn send_pcap(&mut self, port: &str, path: &std::path::Path) -> std::io::Result<usize> {
+        let data = std::fs::read(path)?;
+        let frames = read_capture(&data)
+            .map_err(|e| std::io::Error::new(std::io::ErrorKind::InvalidData, format!("{}: {e}", path.display())))?;
+        Ok(frames
+            .iter()
+            .filter(|f| self.send(port, f) == Steered::Worker)
+            .count())
+    }
+
+    /// Lets the worker act on everything it was sent, the kernel send what the TX
+    /// rings hold and complete it, until nothing moves.
+    pub fn run(&mut self) {
+        for _ in 0..10_000 {
+            let busy = self.driven.pass();
+            let mut sent = 0;
+            for (p, k) in self.kernels.iter().enumerate() {
+                let out = k.send();
+                sent += out.len();
+                self.sent[p].extend(out);
+            }
+            if !busy && sent == 0 {
+                self.driven.pass();
+                self.driven.publish();
+                return;
+            }
+        }
+        panic!("the worker did not settle in 10 000 passes");
+    }
+
+    /// The frames that left `port` since the last call, in order, byte for byte.
+    pub fn sent(&mut self, port: &str) -> Vec<Vec<u8>> {
+        let p = self.port(port);
+        std::mem::take(&mut self.sent[p])
+    }
+
+    /// A built-in counter of `port`'s queue by its name in `xdpool stats --json`
+    /// (`rx_packets`, `action_drop`, `forwarded`, `handler_calls`, `handler_panics`...).
+    /// Panics for a name that is not a counter.
+    pub fn counter(&self, port: &str, name: &str) -> u64 {
+        let c = self.driven.counters(self.port(port));
+        let v = serde_json::to_value(c).expect("counters serialize");
+        v.get(name)
+            .and_then(|x| x.as_u64())
+            .unwrap_or_else(|| panic!("no counter `{name}`"))
+    }
+
+    /// A handler's counter on `port`'s queue (0 when never registered).
+    pub fn user_counter(&self, port: &str, handler: &str, name: &str) -> u64 {
+        self.fabric.sockets[self.port(port)]
+            .user_counters
+            .read()
+            .into_iter()
+            .find(|(h, n, _)| h == handler && n == name)
+            .map_or(0, |(_, _, v)| v)
+    }
+
+    /// The UMEM's frame accounting: every frame in exactly one place, and none held
+    /// by the application at rest (call after [`run`](Self::run)).
+    pub fn check_accounting(&mut self) -> Result<Accounting, String> {
+        self.driven.publish();
+        let a = self.region.accounting();
+        a.check().map_err(|e| format!("{e}: {a:?}"))?;
+        if a.application != 0 {
+            return Err(format!("{} frames still with the application at rest: {a:?}", a.application));
+        }
+        Ok(a)
+    }
+}
+
+/// The frames of a pcap or pcapng file.
+fn read_capture(data: &[u8]) -> Result<Vec<Vec<u8>>, String> {
+    if data.len() >= 4 && data[..4] == [0x0a, 0x0d, 0x0d, 0x0a] {
+        let mut r = pcap_file::pcapng::PcapNgReader::new(data).map_err(|e| e.to_string())?;
+        let mut out = Vec::new();
+        while let Some(block) = r.next_block() {
+            match block.map_err(|e| e.to_string())? {
+                pcap_file::pcapng::Block::EnhancedPacket(p) => out.push(p.data.to_vec()),
+                pcap_file::pcapng::Block::SimplePacket(p) => out.push(p.data.to_vec()),
+                _ => {}
+            }
+        }
+        return Ok(out);
+    }
+    let mut r = pcap_file::pcap::PcapReader::new(data).map_err(|e| e.to_string())?;
+    let mut out = Vec::new();
+    while let Some(p) = r.next_packet() {
+        out.push(p.map_err(|e| e.to_string())?.data.to_vec());
+    }
+    Ok(out)
+}
