@@ -321,6 +321,7 @@ impl<H: HandlerSet> Harness<H> {
     /// The UMEM's frame accounting: every frame in exactly one place, and none held
     /// by the application at rest (call after [`run`](Self::run)).
     pub fn check_accounting(&mut self) -> Result<Accounting, String> {
+        self.driven.drain_frags();
         self.driven.publish();
         let a = self.region.accounting();
         a.check().map_err(|e| format!("{e}: {a:?}"))?;

@@ -15,8 +15,8 @@ mod verdict;
 
 pub use app::{App, Error};
 pub use handler::{Counter, Declaration, Handler, HandlerSet, LaneSetup, Named, UserCounters};
-pub use packet::{NoRoom, Packet};
+pub use packet::{EmitError, NoRoom, Packet};
 pub use verdict::{Mac, PortRef, Verdict};
 
-pub(crate) use packet::Meta;
+pub(crate) use packet::{Emit, Meta};
 pub(crate) use verdict::Kind;

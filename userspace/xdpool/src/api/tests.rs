@@ -302,3 +302,41 @@ fn config_errors_name_the_rule_key_and_what_to_do() {
     };
     assert!(e.contains("registers no packet functions"), "{e}");
 }
+
+/// Answers each frame with a new small frame (its first 14 bytes, MACs swapped, and
+/// a marker) out of the arrival port, and drops the frame itself.
+#[test]
+fn emitted_frames_leave_and_are_accounted() {
+    let mut h = Harness::builder(&with_rules(
+        "[[rule]]\nport = \"in\"\naction = \"call\"\nhandler = \"answer\"",
+    ))
+    .handler("answer", |pkt: &mut Packet<'_>| {
+        let mut reply = [0u8; 20];
+        reply[..6].copy_from_slice(&pkt.bytes()[6..12]);
+        reply[6..12].copy_from_slice(&pkt.bytes()[..6]);
+        reply[12..14].copy_from_slice(&[0x88, 0xb5]);
+        reply[14] = pkt.bytes()[pkt.len() - 1];
+        let here = pkt.port();
+        assert_eq!(pkt.emit(here, &reply[..5]), Err(crate::EmitError::Length(5)));
+        pkt.emit(here, &reply).unwrap();
+        Verdict::drop()
+    })
+    .build()
+    .unwrap();
+    for i in 0..300u16 {
+        h.send("in", &udp(9, i as u8));
+        if i % 100 == 99 {
+            h.run();
+        }
+    }
+    let out = h.sent("in");
+    assert_eq!(out.len(), 300);
+    for (i, o) in out.iter().enumerate() {
+        assert_eq!(o.len(), 20);
+        assert_eq!(&o[..6], &[2, 0, 0, 0, 0, 2]);
+        assert_eq!(o[14], i as u8);
+    }
+    assert_eq!(h.counter("in", "handler_emitted"), 300);
+    assert_eq!(h.counter("in", "action_drop"), 300);
+    h.check_accounting().unwrap();
+}

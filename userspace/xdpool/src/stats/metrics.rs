@@ -106,6 +106,7 @@ pub const QUEUE_COUNTERS: &[(&str, Def)] = &[
     ("file_captured", c("xdpool_file_captured", "A rule's capture file: frames the worker copied (at most the rule's snaplen bytes) into the queue of the daemon's pcapng writer.")),
     ("file_capture_dropped", c("xdpool_file_capture_dropped", "A rule's capture file: matching frames not written because the file capture queue was full (the writer fell behind); the frames themselves went on to their action.")),
     ("handler_calls", c("xdpool_handler_calls", "action = \"call\": frames handed to a packet function of the program.")),
+    ("handler_emitted", c("xdpool_handler_emitted", "New frames packet functions sent (replies built in frags).")),
     ("poll_naps", c("xdpool_poll_naps", "poll mode: naps taken while traffic flowed (workers.poll_coalesce_us) instead of waiting in poll().")),
 ];
 

@@ -161,4 +161,6 @@ counters!(
     /// Handler verdicts naming a port this lane cannot send to (a `PortRef` of another
     /// program), or a frame left shorter than its MACs: dropped.
     handler_refused,
+    /// New frames packet functions sent (`Packet::emit`).
+    handler_emitted,
 });

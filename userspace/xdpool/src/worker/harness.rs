@@ -185,6 +185,14 @@ impl<H: HandlerSet> Driven<H> {
         self.worker.lanes[lane].port.c
     }
 
+    /// Gives back each pool's partly split frag chunk (held for the next frag), so
+    /// that a check at rest finds no frame with the application.
+    pub(crate) fn drain_frags(&mut self) {
+        for l in &mut self.worker.lanes {
+            l.port.pool.frag_drain();
+        }
+    }
+
     /// Publishes every lane's pool stats (the accounting's second source).
     pub(crate) fn publish(&mut self) {
         for l in &self.worker.lanes {

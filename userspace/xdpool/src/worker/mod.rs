@@ -473,7 +473,28 @@ impl<H: HandlerSet> Worker<H> {
                 };
                 let region = lane.port.region().clone();
                 let lanes = &mut handler_lanes[i];
-                match call::call(&**handlers, lanes, handler, &mut frame, d, &region, &site) {
+                let origin = lane.port.socket as u16;
+                let (pool, c, tx) = lane.port.parts();
+                let mut emitter = call::Emitter {
+                    pool,
+                    c,
+                    tx,
+                    out,
+                    region: &region,
+                    origin,
+                    arrival: spec.lanes[i].port,
+                    egress: &lane.needs.egress,
+                };
+                let called = call::call(
+                    &**handlers,
+                    lanes,
+                    handler,
+                    &mut frame,
+                    d,
+                    &site,
+                    &mut emitter,
+                );
+                match called {
                     Ok((nd, v)) => (d, verdict) = (nd, v),
                     Err(refused) => {
                         lane.port.pool.recycle(frame);
