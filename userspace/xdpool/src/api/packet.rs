@@ -1,6 +1,6 @@
 //! The borrowed view of one received frame that a packet function works on.
 
-use super::PortRef;
+use super::{PortRef, Verdict};
 use crate::wire;
 use std::fmt;
 
@@ -34,6 +34,8 @@ pub struct Packet<'a> {
 /// Where [`Packet::emit`] puts a new frame (the worker's pool and queues).
 pub(crate) trait Emit {
     fn emit(&mut self, to: PortRef, frame: &[u8]) -> Result<(), EmitError>;
+    fn keep(&mut self) -> Option<super::Kept>;
+    fn send_kept(&mut self, kept: super::Kept, verdict: super::Verdict) -> Result<(), EmitError>;
 }
 
 /// Why [`Packet::emit`] sent nothing.
@@ -101,6 +103,49 @@ impl<'a> Packet<'a> {
             tail,
             meta,
             emit,
+        }
+    }
+
+    /// Keeps this frame past the call: the worker applies no verdict to it, and the
+    /// handle answers for it from now on (send it later with
+    /// [`send_kept`](Self::send_kept), or drop the handle to give it back). Counted
+    /// `kept_taken`; the frames kept now are the gauge `kept`. `None` when this
+    /// frame is kept already. Bytes written during this call stay in the kept frame.
+    ///
+    /// ```
+    /// use std::collections::VecDeque;
+    /// use xdpool::{Handler, Kept, LaneSetup, Packet, Verdict};
+    ///
+    /// /// Sends each frame back one frame late: a delay line of one.
+    /// struct DelayOne;
+    /// impl Handler for DelayOne {
+    ///     type Lane = VecDeque<Kept>;
+    ///     fn lane(&self, _: &mut LaneSetup<'_>) -> VecDeque<Kept> {
+    ///         VecDeque::new()
+    ///     }
+    ///     fn handle(&self, line: &mut VecDeque<Kept>, pkt: &mut Packet<'_>) -> Verdict {
+    ///         if let Some(older) = line.pop_front() {
+    ///             let _ = pkt.send_kept(older, Verdict::back());
+    ///         }
+    ///         if let Some(k) = pkt.keep() {
+    ///             line.push_back(k);
+    ///         }
+    ///         Verdict::drop() // not applied: this frame is kept
+    ///     }
+    /// }
+    /// ```
+    pub fn keep(&mut self) -> Option<super::Kept> {
+        self.emit.as_mut()?.keep()
+    }
+
+    /// Sends a frame kept earlier on this lane as `verdict` says (back, forward,
+    /// mirror; a drop gives it back), once this call returns. The handle is used
+    /// up either way; on an error (a port the handler did not declare) the frame
+    /// goes back to the pool.
+    pub fn send_kept(&mut self, kept: super::Kept, verdict: Verdict) -> Result<(), EmitError> {
+        match &mut self.emit {
+            Some(e) => e.send_kept(kept, verdict),
+            None => Err(EmitError::NoMemory),
         }
     }
 

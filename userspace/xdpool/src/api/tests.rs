@@ -340,3 +340,75 @@ fn emitted_frames_leave_and_are_accounted() {
     assert_eq!(h.counter("in", "action_drop"), 300);
     h.check_accounting().unwrap();
 }
+
+/// A delay line of two: each frame is kept and sent back two frames later; at the
+/// end the two still kept go back to the pool when the handler's state is dropped.
+#[test]
+fn kept_frames_leave_later_or_go_back_when_their_handle_drops() {
+    use std::collections::VecDeque;
+    struct Delay;
+    impl Handler for Delay {
+        type Lane = VecDeque<crate::Kept>;
+        fn lane(&self, _: &mut LaneSetup<'_>) -> VecDeque<crate::Kept> {
+            VecDeque::new()
+        }
+        fn handle(&self, line: &mut VecDeque<crate::Kept>, pkt: &mut Packet<'_>) -> Verdict {
+            if line.len() == 2 {
+                let k = line.pop_front().unwrap();
+                pkt.send_kept(k, Verdict::back()).unwrap();
+            }
+            let k = pkt.keep().expect("kept once");
+            assert!(pkt.keep().is_none(), "not twice");
+            line.push_back(k);
+            Verdict::back() // not applied: kept
+        }
+    }
+    let mut h = Harness::builder(&with_rules(
+        "[[rule]]\nport = \"in\"\naction = \"call\"\nhandler = \"d\"",
+    ))
+    .handler("d", Delay)
+    .build()
+    .unwrap();
+    for i in 0..10 {
+        h.send("in", &udp(9, i));
+        h.run();
+    }
+    let out = h.sent("in");
+    assert_eq!(out.len(), 8);
+    for (i, o) in out.iter().enumerate() {
+        assert_eq!(o[o.len() - 1], i as u8, "two frames late, in order");
+    }
+    assert_eq!(h.counter("in", "kept_taken"), 10);
+    assert_eq!(h.counter("in", "kept_sent"), 8);
+    assert_eq!(h.counter("in", "kept"), 2);
+    let a = h.check_accounting().expect_err("two frames are the application's");
+    assert!(a.contains("2 frames still with the application"), "{a}");
+    let end = h.finish();
+    assert_eq!(end, crate::testing::Finished { kept_leaked: 0, inflight_at_destroy: 0 });
+}
+
+/// A handle leaked with mem::forget: its frame is named at the end and stays out of
+/// the pool (a stalled shutdown), never silently lost.
+#[test]
+fn a_leaked_kept_frame_is_named_at_the_end() {
+    let mut h = Harness::builder(&with_rules(
+        "[[rule]]\nport = \"in\"\naction = \"call\"\nhandler = \"leak\"",
+    ))
+    .handler("leak", |pkt: &mut Packet<'_>| {
+        if pkt.bytes()[pkt.len() - 1] == 3 {
+            std::mem::forget(pkt.keep());
+        }
+        Verdict::drop()
+    })
+    .build()
+    .unwrap();
+    for i in 0..5 {
+        h.send("in", &udp(9, i));
+    }
+    h.run();
+    assert_eq!(h.counter("in", "kept"), 1);
+    assert_eq!(h.counter("in", "action_drop"), 4);
+    let end = h.finish();
+    assert_eq!(end.kept_leaked, 1);
+    assert_eq!(end.inflight_at_destroy, 1);
+}

@@ -5,7 +5,8 @@
 use super::action::{Act, PortId, Verdict};
 use super::counters::WorkerCountersSnapshot;
 use super::handoff::Egress;
-use crate::api::{Emit, EmitError, HandlerSet, Kind, Meta, Packet, PortRef};
+use crate::api::{Emit, EmitError, HandlerSet, Kept, KeptStore, Kind, Meta, Packet, PortRef};
+use std::rc::Rc;
 use crate::config::MacRewrite;
 use crate::xsk::XdpDesc;
 use pool::{Frame, PoolOwner, Region};
@@ -67,9 +68,38 @@ pub(super) struct Emitter<'a> {
     pub origin: u16,
     pub arrival: PortId,
     pub egress: &'a [PortId],
+    /// The lane's kept frames.
+    pub store: &'a Rc<KeptStore>,
+    /// The slot `Packet::keep` reserved for the frame of this call.
+    pub kept: Option<u32>,
 }
 
 impl Emit for Emitter<'_> {
+    fn keep(&mut self) -> Option<Kept> {
+        if self.kept.is_some() {
+            return None;
+        }
+        let k = self.store.reserve();
+        self.kept = Some(k.slot());
+        Some(k)
+    }
+
+    fn send_kept(&mut self, kept: Kept, v: crate::api::Verdict) -> Result<(), EmitError> {
+        let ok = [v.mirror, match v.kind {
+            Kind::Forward(p) => Some(p),
+            _ => None,
+        }]
+        .into_iter()
+        .flatten()
+        .all(|p| p.0 as PortId == self.arrival || self.egress.contains(&(p.0 as PortId)));
+        if !ok {
+            drop(kept);
+            return Err(EmitError::UndeclaredPort);
+        }
+        crate::api::kept_send(kept, v);
+        Ok(())
+    }
+
     fn emit(&mut self, to: PortRef, frame: &[u8]) -> Result<(), EmitError> {
         let p = to.0 as PortId;
         if p != self.arrival && !self.egress.contains(&p) {
@@ -171,7 +201,7 @@ pub(super) fn call<H: HandlerSet>(
 
 /// The worker's verdict for a handler's: `None` for a port the lane cannot send to.
 #[inline]
-fn verdict(v: crate::api::Verdict, site: &CallSite<'_>) -> Option<Verdict> {
+pub(super) fn verdict(v: crate::api::Verdict, site: &CallSite<'_>) -> Option<Verdict> {
     let port = |p: PortRef| -> Option<PortId> {
         let p = p.0 as PortId;
         (p == site.port || site.egress.contains(&p)).then_some(p)
