@@ -1,7 +1,10 @@
 //! Exit codes: each environment or privilege failure a user can meet has its own code,
-//! documented in the README, and a one-line reason with what to do.
+//! documented in the README, and a one-line reason with what to do. The library
+//! returns typed errors ([`RunError`]); this table is the binary's alone.
 
 use std::fmt;
+
+use xdpool::internal::error::RunError;
 
 /// Process exit codes.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -18,6 +21,9 @@ pub enum ExitCode {
     /// The interface (or network namespace) does not exist.
     InterfaceMissing = 4,
     /// bpffs is not mounted and cannot be mounted.
+    // Documented in the README and kept reserved; nothing returns it today (xdpool
+    // pins nothing in bpffs).
+    #[allow(dead_code)]
     BpffsMissing = 5,
     /// The driver refused the XDP attach mode.
     XdpModeRefused = 6,
@@ -62,71 +68,25 @@ impl fmt::Display for Fatal {
 
 impl std::error::Error for Fatal {}
 
-/// The capabilities `xdpool run` checks at start: (bit, name). deploy/xdpool.service
-/// and deploy/kubernetes/xdpool.yaml grant exactly these plus CAP_SYS_ADMIN (setns
-/// into a port's namespace), and tests/deploy_files.rs holds them to it.
-pub const REQUIRED_CAPABILITIES: [(u32, &str); 5] = [
-    (12, "CAP_NET_ADMIN"),
-    (13, "CAP_NET_RAW"),
-    (14, "CAP_IPC_LOCK"),
-    (38, "CAP_PERFMON"),
-    (39, "CAP_BPF"),
-];
-
-/// Fails with [`ExitCode::Privilege`] unless the process has the capabilities xdpool
-/// needs (root has them all).
-pub fn require_privileges(what: &str) -> Result<(), Fatal> {
-    // CAP_NET_ADMIN=12, CAP_NET_RAW=13, CAP_IPC_LOCK=14, CAP_SYS_ADMIN=21, CAP_PERFMON=38,
-    // CAP_BPF=39. CAP_PERFMON: the verifier allows packet pointers moved by a variable
-    // (IPv6 extension headers, IP lengths) only to it (Spectre v1 hardening otherwise
-    // refuses the steering program: "pointer arithmetic ... prohibited for !root").
-    let needed = REQUIRED_CAPABILITIES;
-    let eff = effective_caps().unwrap_or(0);
-    let missing: Vec<&str> = needed
-        .iter()
-        .filter(|(bit, _)| {
-            let has = eff & (1u64 << bit) != 0;
-            // CAP_SYS_ADMIN implies CAP_BPF and CAP_PERFMON (older kernels have neither).
-            !(has || ((*bit == 38 || *bit == 39) && eff & (1u64 << 21) != 0))
-        })
-        .map(|(_, n)| *n)
-        .collect();
-    if missing.is_empty() {
-        return Ok(());
+impl From<RunError> for Fatal {
+    fn from(e: RunError) -> Fatal {
+        let code = match &e {
+            RunError::Usage(_) => ExitCode::Usage,
+            RunError::Privilege(_) => ExitCode::Privilege,
+            RunError::InterfaceMissing(_) => ExitCode::InterfaceMissing,
+            RunError::XdpModeRefused(_) => ExitCode::XdpModeRefused,
+            RunError::ZeroCopyRefused(_) => ExitCode::ZeroCopyRefused,
+            RunError::DeviceGone(_) => ExitCode::DeviceGone,
+            RunError::NetnsReplaced(_) => ExitCode::NetnsReplaced,
+            RunError::Failure(_) => ExitCode::Failure,
+        };
+        Fatal::new(code, e.to_string())
     }
-    Err(Fatal::new(
-        ExitCode::Privilege,
-        format!(
-            "{what} needs root (missing {}); run it with sudo, or grant the capabilities: setcap cap_net_admin,cap_net_raw,cap_ipc_lock,cap_bpf,cap_perfmon,cap_sys_admin+ep target/release/xdpool",
-            missing.join(", ")
-        ),
-    ))
-}
-
-/// The effective capability set of this process, from /proc/self/status.
-pub fn effective_caps() -> Option<u64> {
-    let status = std::fs::read_to_string("/proc/self/status").ok()?;
-    parse_cap_eff(&status)
-}
-
-fn parse_cap_eff(status: &str) -> Option<u64> {
-    let line = status.lines().find(|l| l.starts_with("CapEff:"))?;
-    u64::from_str_radix(line.trim_start_matches("CapEff:").trim(), 16).ok()
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn cap_eff_parses() {
-        assert_eq!(
-            parse_cap_eff("Name:\tx\nCapEff:\t000001ffffffffff\n"),
-            Some(0x1ffffffffff)
-        );
-        assert_eq!(parse_cap_eff("CapEff:\t0000000000000000\n"), Some(0));
-        assert_eq!(parse_cap_eff("nothing"), None);
-    }
 
     #[test]
     fn codes_are_distinct() {
@@ -149,5 +109,30 @@ mod tests {
         v.sort();
         v.dedup();
         assert_eq!(v.len(), all.len());
+    }
+
+    /// The codes the README documents, by reason: a library error keeps the code it
+    /// had when the library chose codes itself.
+    #[test]
+    fn run_errors_keep_their_codes() {
+        let m = || "m".to_string();
+        let cases = [
+            (RunError::Failure(m()), 1),
+            (RunError::Usage(m()), 2),
+            (RunError::Privilege(m()), 3),
+            (RunError::InterfaceMissing(m()), 4),
+            (RunError::XdpModeRefused(m()), 6),
+            (RunError::ZeroCopyRefused(m()), 7),
+            (RunError::DeviceGone(m()), 8),
+            (RunError::NetnsReplaced(m()), 10),
+        ];
+        for (e, code) in cases {
+            let f = Fatal::from(e);
+            assert_eq!(f.code as u8, code, "{f:?}");
+            assert_eq!(f.message, "m");
+        }
+        assert_eq!(ExitCode::BpffsMissing as u8, 5);
+        assert_eq!(ExitCode::StalledShutdown as u8, 9);
+        assert_eq!(ExitCode::RulesRefused as u8, 11);
     }
 }
