@@ -587,3 +587,36 @@ pub struct DemoArgs {
     #[arg(long)]
     pub config: Option<PathBuf>,
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// `--xdp-mode` parses into the library's one XDP-mode enum, by its `FromStr`.
+    #[test]
+    fn xdp_mode_parses_into_the_library_enum() {
+        let mode = |arg: &str| {
+            let argv = ["xdpool", "run", "--config", "c.toml", "--xdp-mode", arg];
+            match Cli::try_parse_from(argv) {
+                Ok(Cli {
+                    command: Command::Run(run),
+                    ..
+                }) => Ok(run.xdp_mode),
+                Ok(other) => panic!("not `run`: {other:?}"),
+                Err(e) => Err(e.kind()),
+            }
+        };
+        assert_eq!(mode("native"), Ok(Some(XdpAttachMode::Native)));
+        assert_eq!(mode("skb"), Ok(Some(XdpAttachMode::Skb)));
+        assert_eq!(mode("drv"), Err(clap::error::ErrorKind::InvalidValue));
+    }
+
+    /// The command line's own value enums name the lab's types one to one.
+    #[test]
+    fn arg_enums_map_to_the_lab_types() {
+        assert_eq!(Payload::from(PayloadArg::Template), Payload::Template);
+        assert_eq!(Payload::from(PayloadArg::Sequenced), Payload::Sequenced);
+        assert_eq!(NapiMode::from(NapiArg::Softirq), NapiMode::Softirq);
+        assert_eq!(NapiMode::from(NapiArg::Threaded), NapiMode::Threaded);
+    }
+}
