@@ -393,7 +393,7 @@ pub fn run(cfg: &Config, opts: &RunOptions) -> Result<Summary, RunError> {
             .run(|| crate::netns::rx_queues(dev).map(|q| q.max).unwrap_or(1))
             .unwrap_or(1)
     })
-    .map_err(|e| RunError::Usage(e))?;
+    .map_err(RunError::Usage)?;
     let cfg = &cfg;
     // The process (every thread made from now on) lives in the first port's namespace.
     let netns = cfg.netns();
@@ -524,7 +524,7 @@ fn start(
     );
     let sinks = files
         .prepare(&cfg.rule_captures())
-        .map_err(|e| RunError::Usage(e))?;
+        .map_err(RunError::Usage)?;
     files.settle(&sinks.iter().flatten().cloned().collect::<Vec<_>>());
     let valid = cfg.valid_rules();
     let port_sinks = |p: usize| {
