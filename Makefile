@@ -64,9 +64,9 @@ test-loom:
 # The recycler's micro-benchmark with its targets checked: ratios to references
 # measured in the same run, limits about 2x above the development machine's, a target
 # failing only when missed in each of up to 3 runs, so only a real slowdown of a product
-# path fails (release build of the pool crate only).
+# path fails (the pool crate's code, measured by xdpool-lab's example).
 test-bench:
-	cargo run -p pool --release --example bench_pool -- --check
+	XDPOOL_CLANG=clang-$(CLANG_VERSION) cargo run -p xdpool-lab --release --example bench_pool -- --check
 
 # Coverage-guided fuzzing (cargo fuzz: libFuzzer on the nightly toolchain). Targets
 # live in userspace/xdpool/fuzz/; their committed corpora are copied to a scratch

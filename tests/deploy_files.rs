@@ -18,7 +18,7 @@ fn read(rel: &str) -> String {
 
 /// The capability names the product needs, without `CAP_`, plus SYS_ADMIN.
 fn wanted_caps() -> BTreeSet<String> {
-    let mut caps: BTreeSet<String> = xdpool::exit::REQUIRED_CAPABILITIES
+    let mut caps: BTreeSet<String> = xdpool::internal::privilege::REQUIRED_CAPABILITIES
         .iter()
         .map(|(_, n)| n.trim_start_matches("CAP_").to_string())
         .collect();
@@ -113,7 +113,7 @@ fn daemonset_grants_the_checked_capabilities_and_its_config_parses() {
     // the port the pod and its scrape annotation name.
     let cm = kind(&d, "ConfigMap");
     let text = cm["data"]["xdpool.toml"].as_str().unwrap();
-    let cfg = xdpool::config::Config::parse(text)
+    let cfg = xdpool::internal::config::Config::parse(text)
         .unwrap_or_else(|e| panic!("the DaemonSet's config: {e}"));
     let addr: std::net::SocketAddr = cfg
         .stats
@@ -162,7 +162,7 @@ fn daemonset_grants_the_checked_capabilities_and_its_config_parses() {
 fn every_dashboard_query_names_an_exported_metric() {
     let dash: serde_json::Value =
         serde_json::from_str(&read("deploy/grafana/xdpool.json")).unwrap();
-    let exported: BTreeSet<String> = xdpool::stats::metrics::exported_names()
+    let exported: BTreeSet<String> = xdpool::internal::stats::metrics::exported_names()
         .into_iter()
         .collect();
     let mut exprs: Vec<String> = dash["panels"]

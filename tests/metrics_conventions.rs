@@ -21,17 +21,18 @@ fn fill(v: &mut Value, next: &mut u64) {
 
 /// A snapshot with every field the running product exports, built from the real types.
 fn full_snapshot() -> Value {
-    let mut q = serde_json::to_value(xdpool::worker::WorkerCountersSnapshot::default()).unwrap();
+    let mut q =
+        serde_json::to_value(xdpool::internal::worker::WorkerCountersSnapshot::default()).unwrap();
     q["pool"] = serde_json::to_value(pool::PoolStats::default()).unwrap();
-    q["xsk"] = serde_json::to_value(xdpool::xsk::XdpStatistics::default()).unwrap();
-    q["ring_errors"] = serde_json::to_value(xdpool::xsk::RingErrors::default()).unwrap();
+    q["xsk"] = serde_json::to_value(xdpool::internal::xsk::XdpStatistics::default()).unwrap();
+    q["ring_errors"] = serde_json::to_value(xdpool::internal::xsk::RingErrors::default()).unwrap();
     let mut snap = json!({
         "interface": "xdpb0",
         "uptime_s": 1.5,
         "queues": [q.clone(), q],
-        "xdp": serde_json::to_value(xdpool::steer::XdpCounters::default()).unwrap(),
+        "xdp": serde_json::to_value(xdpool::internal::steer::XdpCounters::default()).unwrap(),
         "accounting": serde_json::to_value(pool::Accounting::default()).unwrap(),
-        "device": serde_json::to_value(xdpool::device::DeviceReport::default()).unwrap(),
+        "device": serde_json::to_value(xdpool::internal::device::DeviceReport::default()).unwrap(),
         // reload::Reloader::snapshot's form.
         "rules": {"generation": 1, "reloads": 1, "refused": 1, "last": null, "list": [
             {"port": "main", "index": 0, "name": "lab", "action": "drop", "match": "udp dst_port 9", "packets": 1, "bytes": 1},
@@ -60,7 +61,7 @@ fn promtool() -> Option<String> {
 
 #[test]
 fn promtool_finds_nothing_to_say_about_the_metrics() {
-    let text = xdpool::stats::prom::render(&full_snapshot());
+    let text = xdpool::internal::stats::prom::render(&full_snapshot());
     let Some(tool) = promtool() else {
         assert!(
             std::env::var_os("CI").is_none(),
@@ -96,7 +97,7 @@ fn promtool_finds_nothing_to_say_about_the_metrics() {
 
 #[test]
 fn every_family_is_typed_and_documented_and_counters_end_in_total() {
-    let text = xdpool::stats::prom::render(&full_snapshot());
+    let text = xdpool::internal::stats::prom::render(&full_snapshot());
     let mut types = std::collections::BTreeMap::new();
     for line in text.lines() {
         if let Some(rest) = line.strip_prefix("# TYPE ") {
@@ -104,7 +105,7 @@ fn every_family_is_typed_and_documented_and_counters_end_in_total() {
             types.insert(name.to_string(), kind.to_string());
         }
     }
-    for name in xdpool::stats::metrics::exported_names() {
+    for name in xdpool::internal::stats::metrics::exported_names() {
         let base = name.as_str();
         let kind = types
             .get(base)

@@ -6,10 +6,10 @@ mod common;
 
 use common::*;
 use std::time::Duration;
-use xdpool::gen::count::RxCounter;
-use xdpool::gen::packet::PortRange;
-use xdpool::gen::{self, GenConfig};
-use xdpool::lab::{LabConfig, LabStatus};
+use xdpool_lab::gen::count::RxCounter;
+use xdpool_lab::gen::packet::PortRange;
+use xdpool_lab::gen::{self, GenConfig};
+use xdpool_lab::lab::{LabConfig, LabStatus};
 
 fn rule(action: &str) -> String {
     format!("[[rule]]\nproto = \"udp\"\ndst_port = \"9\"\naction = \"{action}\"\n")
@@ -64,7 +64,7 @@ fn set_multi_buffer(cfg: &std::path::Path, queues: &str) {
 }
 
 fn total(sock: &std::path::Path, key: &str) -> u64 {
-    xdpool::stats::control::query(sock)
+    xdpool::internal::stats::control::query(sock)
         .map(|s| s["total"][key].as_u64().unwrap_or(0))
         .unwrap_or(0)
 }
@@ -175,7 +175,7 @@ fn copybreak_packs_small_frames_into_fewer_chunks_and_returns_all() {
         total(sock, "tx_completed") >= SMALL
     });
     // One snapshot after the small frames: the peak gauge is theirs alone.
-    let mid = xdpool::stats::control::query(sock).expect("stats");
+    let mid = xdpool::internal::stats::control::query(sock).expect("stats");
     let t = |k: &str| {
         mid["total"][k]
             .as_u64()

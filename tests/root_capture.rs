@@ -16,9 +16,9 @@ use std::io::{BufRead, BufReader};
 use std::path::Path;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
-use xdpool::gen::packet::PortRange;
-use xdpool::gen::{self, seq, GenConfig, Payload};
-use xdpool::lab::{LabConfig, LabStatus};
+use xdpool_lab::gen::packet::PortRange;
+use xdpool_lab::gen::{self, seq, GenConfig, Payload};
+use xdpool_lab::lab::{LabConfig, LabStatus};
 
 /// Rule 0: UDP to port 9, rule 1: UDP to port 10; both dropped by the workers.
 const RULES: &str = "[[rule]]\nproto = \"udp\"\ndst_port = 9\naction = \"drop\"\n\n[[rule]]\nproto = \"udp\"\ndst_port = 10\naction = \"drop\"\n";
@@ -144,7 +144,7 @@ fn read_pcapng(file: &Path) -> Vec<(String, u32, Vec<u8>)> {
 }
 
 fn total(sock: &Path, key: &str) -> u64 {
-    xdpool::stats::control::query(sock).expect("stats")["total"][key]
+    xdpool::internal::stats::control::query(sock).expect("stats")["total"][key]
         .as_u64()
         .unwrap_or_else(|| panic!("{key} missing"))
 }
@@ -185,10 +185,9 @@ fn capture_writes_the_rules_frames_to_pcapng_under_traffic_and_stops() {
     let run = XdpoolRun::start(&cfg, &[]);
     // `ready` comes before the control socket is up.
     assert!(
-        wait_for(Duration::from_secs(10), || xdpool::stats::control::query(
-            sock
-        )
-        .is_ok()),
+        wait_for(Duration::from_secs(10), || {
+            xdpool::internal::stats::control::query(sock).is_ok()
+        }),
         "no control socket at {}",
         sock.display()
     );
@@ -422,10 +421,9 @@ fn capture_stays_on_its_rule_across_a_renumbering_reload_and_ends_when_it_is_gon
     );
     let run = XdpoolRun::start(&cfg, &[]);
     assert!(
-        wait_for(Duration::from_secs(10), || xdpool::stats::control::query(
-            sock
-        )
-        .is_ok()),
+        wait_for(Duration::from_secs(10), || {
+            xdpool::internal::stats::control::query(sock).is_ok()
+        }),
         "no control socket at {}",
         sock.display()
     );
@@ -596,7 +594,7 @@ fn rule_capture_files_get_exactly_their_rules_frames_across_a_reload() {
     let cfg = rig.config("capture-file", &[0], &rules);
     let run = XdpoolRun::start(&cfg, &[]);
     assert!(wait_for(Duration::from_secs(10), || {
-        xdpool::stats::control::query(sock).is_ok()
+        xdpool::internal::stats::control::query(sock).is_ok()
     }));
     const R: u64 = 500;
     send(st, 9, R, 0, 100_000);
@@ -641,7 +639,7 @@ fn rule_capture_files_get_exactly_their_rules_frames_across_a_reload() {
     );
     let (code, err) = rules_apply(sock, &reloaded, &rig.dir().join("reloaded.toml"));
     assert_eq!(code, Some(0), "{err}");
-    let snap = xdpool::stats::control::query(sock).unwrap();
+    let snap = xdpool::internal::stats::control::query(sock).unwrap();
     let files: Vec<Option<String>> = snap["rules"]["list"]
         .as_array()
         .unwrap()

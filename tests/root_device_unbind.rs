@@ -19,9 +19,9 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use serde_json::Value;
-use xdpool::gen::{self, GenConfig};
-use xdpool::lab::{LabConfig, LabGuard, LabNames, LabStatus};
-use xdpool::netns;
+use xdpool::internal::netns;
+use xdpool_lab::gen::{self, GenConfig};
+use xdpool_lab::lab::{LabConfig, LabGuard, LabNames, LabStatus};
 
 #[macro_use]
 mod common;
@@ -221,20 +221,20 @@ live = false
         // `ready` comes once attached; the control socket (replacing a stale one
         // left by a killed instance) follows right after.
         wait_for("the control socket", Duration::from_secs(5), || {
-            xdpool::stats::control::query(&self.socket).is_ok()
+            xdpool::internal::stats::control::query(&self.socket).is_ok()
         });
         p
     }
 
     fn stats(&self) -> Value {
-        xdpool::stats::control::query(&self.socket).expect("control socket answers")
+        xdpool::internal::stats::control::query(&self.socket).expect("control socket answers")
     }
 
     fn recreate_pair(&self) {
         let (n, mac_a, mac_b) = (
             &self.names,
-            xdpool::lab::format_mac(&xdpool::lab::MAC_A),
-            xdpool::lab::format_mac(&xdpool::lab::MAC_B),
+            xdpool_lab::lab::format_mac(&xdpool_lab::lab::MAC_A),
+            xdpool_lab::lab::format_mac(&xdpool_lab::lab::MAC_B),
         );
         ip(&[
             "-n", &n.netns_a, "link", "add", &n.dev_a, "type", "veth", "peer", "name", &n.dev_b,
@@ -249,7 +249,9 @@ live = false
     fn program_on_b(&self) -> Option<u32> {
         netns::in_netns(&self.names.netns_b, || {
             let ifindex = netns::ifindex(&self.names.dev_b).ok()?;
-            xdpool::steer::xdp_program_on(ifindex).ok().flatten()
+            xdpool::internal::steer::xdp_program_on(ifindex)
+                .ok()
+                .flatten()
         })
         .unwrap()
     }
@@ -631,12 +633,12 @@ fn cycles_of(kind: Kind, tag: &str, n: usize) -> Vec<Duration> {
 
 fn report(kind: &str, times: &[Duration], sent: u64, summary: &Value) {
     let ms: Vec<f64> = times.iter().map(|d| d.as_secs_f64() * 1e3).collect();
-    let p = |q| xdpool::device::percentile(&ms, q).unwrap_or(0.0);
+    let p = |q| xdpool::internal::device::percentile(&ms, q).unwrap_or(0.0);
     let inner: Vec<f64> = summary["device"]["reattach_ms"]
         .as_array()
         .map(|a| a.iter().filter_map(Value::as_f64).collect())
         .unwrap_or_default();
-    let pi = |q| xdpool::device::percentile(&inner, q).unwrap_or(0.0);
+    let pi = |q| xdpool::internal::device::percentile(&inner, q).unwrap_or(0.0);
     // Computed, not printed as a literal: frames not back on the free lists after the
     // instance tore everything down (the assertion above wants 0).
     let acc = &summary["accounting"];
@@ -721,9 +723,9 @@ fn unbind_sigkill_leaves_no_program_and_restart_works() {
     println!(
         "unbind Sigkill: cycles {} no program left after any kill | start->traffic p50 {:.1} ms p99 {:.1} ms max {:.1} ms",
         times.len(),
-        xdpool::device::percentile(&ms, 50.0).unwrap(),
-        xdpool::device::percentile(&ms, 99.0).unwrap(),
-        xdpool::device::percentile(&ms, 100.0).unwrap()
+        xdpool::internal::device::percentile(&ms, 50.0).unwrap(),
+        xdpool::internal::device::percentile(&ms, 99.0).unwrap(),
+        xdpool::internal::device::percentile(&ms, 100.0).unwrap()
     );
 }
 

@@ -7,9 +7,9 @@ mod common;
 
 use common::*;
 use std::time::Duration;
-use xdpool::gen::packet::PortRange;
-use xdpool::gen::{self, GenConfig};
-use xdpool::lab::LabConfig;
+use xdpool_lab::gen::packet::PortRange;
+use xdpool_lab::gen::{self, GenConfig};
+use xdpool_lab::lab::LabConfig;
 
 #[test]
 fn e2e_lab_rxdrop_counts_every_frame_and_leaves_nothing() {
@@ -58,11 +58,11 @@ fn e2e_lab_rxdrop_counts_every_frame_and_leaves_nothing() {
 
     // Wait until the instance has seen them (its control socket answers).
     let seen = wait_for(Duration::from_secs(10), || {
-        xdpool::stats::control::query(&sock)
+        xdpool::internal::stats::control::query(&sock)
             .map(|s| s["total"]["rx_packets"].as_u64().unwrap_or(0) >= into_ring)
             .unwrap_or(false)
     });
-    let live = xdpool::stats::control::query(&sock).expect("control socket answers");
+    let live = xdpool::internal::stats::control::query(&sock).expect("control socket answers");
     let (code, summary, out) = run.stop();
     assert_eq!(code, Some(0), "xdpool run exit code; stdout:\n{out}");
 
@@ -137,7 +137,8 @@ fn e2e_lab_rxdrop_counts_every_frame_and_leaves_nothing() {
     assert!(!sock.exists(), "control socket removed at exit");
     drop(rig);
     assert!(
-        !xdpool::netns::exists(&st.a.netns) && !xdpool::netns::exists(&st.b.netns),
+        !xdpool::internal::netns::exists(&st.a.netns)
+            && !xdpool::internal::netns::exists(&st.b.netns),
         "lab namespaces removed"
     );
 }
@@ -239,7 +240,7 @@ fn run_config(cfg: &std::path::Path) -> (Option<i32>, String) {
 
 /// The id of the XDP program on `ifindex` in namespace `netns`, if any.
 fn program_on(netns: &str, ifindex: u32) -> Option<u32> {
-    xdpool::netns::in_netns(netns, || xdpool::steer::xdp_program_on(ifindex))
+    xdpool::internal::netns::in_netns(netns, || xdpool::internal::steer::xdp_program_on(ifindex))
         .unwrap()
         .unwrap()
 }
@@ -319,7 +320,7 @@ fn e2e_native_mode_refused_names_the_fix() {
         err.contains("frame accounting exact"),
         "teardown after the refusal: {err}"
     );
-    let lo = xdpool::netns::in_netns(&st.b.netns, || nix::net::if_::if_nametoindex("lo"))
+    let lo = xdpool::internal::netns::in_netns(&st.b.netns, || nix::net::if_::if_nametoindex("lo"))
         .unwrap()
         .unwrap();
     assert_eq!(program_on(&st.b.netns, lo), None);

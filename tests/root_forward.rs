@@ -2,7 +2,7 @@
 //!
 //! P-src (xdps0) -> xdpool's port "in" (xdpf0) -> port "out" (xdpf1) -> P-dst (xdpd0);
 //! port "mon" (xdpf2) -> P-dst (xdpm0). The generator numbers every frame and derives
-//! its payload from the number ([`xdpool::gen::seq`]); receivers in P-dst (a UDP
+//! its payload from the number ([`xdpool_lab::gen::seq`]); receivers in P-dst (a UDP
 //! socket through the stack, or a packet socket on a device) check every byte and
 //! count each number, so "all arrived, once, intact" is asserted frame by frame.
 //! P-fwd has IP forwarding off: without xdpool nothing reaches P-dst (checked).
@@ -13,10 +13,10 @@ mod common;
 use common::*;
 use std::net::{Ipv4Addr, SocketAddr};
 use std::time::Duration;
-use xdpool::gen::sink::{SeqSink, SinkReport};
-use xdpool::gen::{self, GenConfig};
-use xdpool::lab::forward::{outer_end, port_end, ForwardLab, ForwardNames, Link};
-use xdpool::lab::{format_mac, Lab, LabConfig};
+use xdpool_lab::gen::sink::{SeqSink, SinkReport};
+use xdpool_lab::gen::{self, GenConfig};
+use xdpool_lab::lab::forward::{outer_end, port_end, ForwardLab, ForwardNames, Link};
+use xdpool_lab::lab::{format_mac, Lab, LabConfig};
 
 /// `n` sequenced UDP frames of `size` bytes, numbers from `first`, at `pps`, from
 /// the sender (xdps0) through port "in" to 198.18.2.1:9. Returns frames sent.
@@ -166,7 +166,7 @@ fn forward_lab_comes_up_with_permanent_neighbours_and_goes_down_leaving_nothing(
             ]
         );
         // The SPEC's entries, with the MACs the devices really have.
-        let mac = |s: &xdpool::lab::LabSide| format_mac(&s.mac);
+        let mac = |s: &xdpool_lab::lab::LabSide| format_mac(&s.mac);
         let has = |ns: &str, dev: &str, ip: &str, want_mac: String| {
             let got = permanent_neighbours(ns, dev);
             assert!(
@@ -193,7 +193,7 @@ fn forward_lab_comes_up_with_permanent_neighbours_and_goes_down_leaving_nothing(
         ] {
             assert!(routes.contains(want), "no `{want}` in\n{routes}");
         }
-        let fwd_on = xdpool::netns::in_netns(&n.fwd, || {
+        let fwd_on = xdpool::internal::netns::in_netns(&n.fwd, || {
             std::fs::read_to_string("/proc/sys/net/ipv4/ip_forward").unwrap()
         })
         .unwrap();

@@ -13,10 +13,10 @@ mod common;
 use common::*;
 use std::net::SocketAddr;
 use std::time::Duration;
-use xdpool::gen::packet::PortRange;
-use xdpool::gen::sink::SeqSink;
-use xdpool::gen::{self, GenConfig};
-use xdpool::lab::forward::{outer_end, ForwardLab, Link};
+use xdpool_lab::gen::packet::PortRange;
+use xdpool_lab::gen::sink::SeqSink;
+use xdpool_lab::gen::{self, GenConfig};
+use xdpool_lab::lab::forward::{outer_end, ForwardLab, Link};
 
 /// `n` sequenced UDP frames of `size` bytes to port `dst_port`, numbers from `first`,
 /// at `pps`, from the sender through port "in". Returns frames sent.
@@ -40,7 +40,7 @@ fn serial() -> std::sync::MutexGuard<'static, ()> {
 }
 
 fn ifindex_in(ns: &str, dev: &str) -> u32 {
-    xdpool::netns::ifindex_in(Some(ns), dev).unwrap()
+    xdpool::internal::netns::ifindex_in(Some(ns), dev).unwrap()
 }
 
 /// 100 000 frames from P-src through "in" (P-fwd) out of "out" (P-fwd2) to P-dst:
@@ -298,7 +298,7 @@ fn replacing_the_namespace_of_the_umems_first_socket_brings_both_ports_back() {
     assert_eq!(send(&prefix, 9, N1, 0, 64, 30_000), N1);
     let r1 = sink.settle(Duration::from_millis(500), Duration::from_secs(10));
     assert_eq!(r1.unique, N1, "before: {}", r1.line());
-    ForwardLab::replace_netns(rig.lab_config(), xdpool::lab::forward::Role::Fwd)
+    ForwardLab::replace_netns(rig.lab_config(), xdpool_lab::lab::forward::Role::Fwd)
         .expect("replace P-fwd");
     let mut probes = 0;
     let back = wait_for(Duration::from_secs(15), || {

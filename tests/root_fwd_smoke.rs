@@ -282,7 +282,7 @@ fn payload(i: u32) -> Vec<u8> {
 
 /// Sends `n` datagrams from the source namespace, paced, numbered from `from`.
 fn send(ns: &str, from: u32, n: u32) {
-    xdpool::netns::in_netns(ns, || {
+    xdpool::internal::netns::in_netns(ns, || {
         let s = UdpSocket::bind("198.18.1.1:0").unwrap();
         for i in from..from + n {
             s.send_to(&payload(i), "198.18.2.1:9").unwrap();
@@ -296,7 +296,8 @@ fn send(ns: &str, from: u32, n: u32) {
 
 /// A receiver in the destination namespace: numbers of the byte-exact datagrams.
 fn receiver(ns: &str) -> UdpSocket {
-    let s = xdpool::netns::in_netns(ns, || UdpSocket::bind("198.18.2.1:9").unwrap()).unwrap();
+    let s =
+        xdpool::internal::netns::in_netns(ns, || UdpSocket::bind("198.18.2.1:9").unwrap()).unwrap();
     s.set_read_timeout(Some(Duration::from_millis(500)))
         .unwrap();
     // Room for every datagram of a run, so a receiver thread that is descheduled on

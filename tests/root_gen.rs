@@ -3,10 +3,10 @@
 //! `xdpool_count` XDP program, and checks the counts exactly.
 use std::time::Duration;
 
-use xdpool::gen::count::{RxCounter, RxCounts};
-use xdpool::gen::{self, Engine, GenConfig, GenError};
-use xdpool::lab::{Lab, LabConfig, LabGuard, LabNames};
-use xdpool::netns;
+use xdpool::internal::netns;
+use xdpool_lab::gen::count::{RxCounter, RxCounts};
+use xdpool_lab::gen::{self, Engine, GenConfig, GenError};
+use xdpool_lab::lab::{Lab, LabConfig, LabGuard, LabNames};
 
 #[macro_use]
 mod common;
@@ -47,7 +47,10 @@ fn lab_up_is_idempotent_and_down_removes_both_namespaces() {
         (s.a.rx_queues, s.a.tx_queues, s.b.rx_queues, s.b.tx_queues),
         (2, 2, 2, 2)
     );
-    assert_eq!((s.a.mac, s.b.mac), (xdpool::lab::MAC_A, xdpool::lab::MAC_B));
+    assert_eq!(
+        (s.a.mac, s.b.mac),
+        (xdpool_lab::lab::MAC_A, xdpool_lab::lab::MAC_B)
+    );
     assert_eq!(
         netns::ifindex_in(Some(&names.netns_a), &names.dev_a).unwrap(),
         s.a.ifindex
@@ -360,9 +363,9 @@ fn afxdp_generator_delivers_exact_counts_and_accounting() {
 
 #[test]
 fn generator_bench_measures_three_receivers_and_removes_its_lab() {
-    use xdpool::bench::generator::{run_gen_bench, GenBenchConfig, Receiver};
+    use xdpool_lab::bench::generator::{run_gen_bench, GenBenchConfig, Receiver};
     require_root!();
-    let online = xdpool::config::online_cpus();
+    let online = xdpool::internal::config::online_cpus();
     let cfg = GenBenchConfig {
         prefix: prefix("gb"),
         size: 64,

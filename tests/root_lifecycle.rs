@@ -12,9 +12,9 @@ use std::path::Path;
 use std::process::Command;
 use std::sync::Mutex;
 use std::time::Duration;
-use xdpool::gen::packet::PortRange;
-use xdpool::gen::{self, GenConfig};
-use xdpool::lab::{Lab, LabConfig, LabStatus};
+use xdpool_lab::gen::packet::PortRange;
+use xdpool_lab::gen::{self, GenConfig};
+use xdpool_lab::lab::{Lab, LabConfig, LabStatus};
 
 const DROP_UDP9: &str = "[[rule]]\nproto = \"udp\"\ndst_port = \"9\"\naction = \"drop\"\n";
 
@@ -39,7 +39,7 @@ fn sh(cmd: &[&str]) {
 }
 
 fn snap(sock: &Path) -> Value {
-    xdpool::stats::control::query(sock).unwrap_or(Value::Null)
+    xdpool::internal::stats::control::query(sock).unwrap_or(Value::Null)
 }
 
 fn rx(sock: &Path) -> u64 {

@@ -10,8 +10,8 @@ mod common;
 use common::*;
 use std::net::{Ipv4Addr, Ipv6Addr};
 use std::time::Duration;
-use xdpool::lab::LabConfig;
-use xdpool::wire::build::FrameBuilder;
+use xdpool::internal::wire::build::FrameBuilder;
+use xdpool_lab::lab::LabConfig;
 
 const RULES: &str = r#"
 [[rule]]
@@ -44,8 +44,8 @@ action = "xdpdrop"
 fn send_raw_in(ns: &str, dev: &str, frame: &[u8], count: usize) {
     let dev = dev.to_string();
     let frame = frame.to_vec();
-    xdpool::netns::in_netns(ns, move || {
-        let ifindex = xdpool::netns::ifindex(&dev).expect("sender's veth");
+    xdpool::internal::netns::in_netns(ns, move || {
+        let ifindex = xdpool::internal::netns::ifindex(&dev).expect("sender's veth");
         send_raw(ifindex, &frame, count, Some(32));
     })
     .expect("enter the sender's namespace");
@@ -131,7 +131,7 @@ fn vlan_and_source_rules_steer_and_drop_exactly_their_frames() {
     let mut want_hits = [0u64; 4];
     for (what, frame, count, rule) in &sends {
         assert!(
-            xdpool::wire::parse(frame).is_ok(),
+            xdpool::internal::wire::parse(frame).is_ok(),
             "{what}: not a well-formed frame"
         );
         send_raw_in(&st.a.netns, &st.a.dev, frame, *count);
@@ -141,7 +141,7 @@ fn vlan_and_source_rules_steer_and_drop_exactly_their_frames() {
     }
     let (steer_want, xdpdrop_want) = (want_hits[0] + want_hits[2], want_hits[1] + want_hits[3]);
     let snap = |k: &str| {
-        xdpool::stats::control::query(sock)
+        xdpool::internal::stats::control::query(sock)
             .map(|s| s["xdp"][k].as_u64().unwrap_or(0))
             .unwrap_or(0)
     };
@@ -149,7 +149,7 @@ fn vlan_and_source_rules_steer_and_drop_exactly_their_frames() {
         snap("steered") >= steer_want && snap("dropped") >= xdpdrop_want
     });
     std::thread::sleep(Duration::from_millis(200));
-    let s = xdpool::stats::control::query(sock).expect("stats");
+    let s = xdpool::internal::stats::control::query(sock).expect("stats");
     let list = s["rules"]["list"]
         .as_array()
         .expect("rules in the snapshot")

@@ -5,10 +5,10 @@ mod common;
 use common::*;
 use std::io::{Read, Write};
 use std::time::Duration;
-use xdpool::gen::count::RxCounter;
-use xdpool::gen::packet::PortRange;
-use xdpool::gen::{self, GenConfig};
-use xdpool::lab::LabConfig;
+use xdpool_lab::gen::count::RxCounter;
+use xdpool_lab::gen::packet::PortRange;
+use xdpool_lab::gen::{self, GenConfig};
+use xdpool_lab::lab::LabConfig;
 
 const DROP_UDP9: &str = "[[rule]]\nproto = \"udp\"\ndst_port = \"9\"\naction = \"drop\"\n";
 
@@ -40,7 +40,7 @@ fn two_queue_lab_each_worker_receives_on_its_queue() {
     g.dst_ports = PortRange::single(9);
     assert_eq!(gen::run(&g).expect("generator").sent, N);
     wait_for(Duration::from_secs(5), || {
-        xdpool::stats::control::query(sock)
+        xdpool::internal::stats::control::query(sock)
             .map(|s| s["total"]["rx_packets"].as_u64().unwrap_or(0) >= N)
             .unwrap_or(false)
     });
@@ -156,7 +156,7 @@ fn stats_prometheus_equals_stats_json_and_socket_refuses_others() {
     gen::run(&g).expect("generator");
     // Let the counters settle so both reads see the same numbers.
     assert!(wait_for(Duration::from_secs(5), || {
-        xdpool::stats::control::query(sock)
+        xdpool::internal::stats::control::query(sock)
             .map(|s| s["total"]["rx_packets"].as_u64() == Some(5_000))
             .unwrap_or(false)
     }));
@@ -174,7 +174,7 @@ fn stats_prometheus_equals_stats_json_and_socket_refuses_others() {
     );
     let snap: serde_json::Value = serde_json::from_slice(&json_out.stdout).unwrap();
     let body = http_get(&format!("127.0.0.1:{port}"), "/metrics");
-    let metrics = xdpool::stats::prom::parse_text(&body).expect("Prometheus text parses");
+    let metrics = xdpool::internal::stats::prom::parse_text(&body).expect("Prometheus text parses");
     // Every sample the catalogue takes from the JSON is on /metrics with the same value.
     // A few counters move by themselves between the two reads (clock, idle passes, the
     // kernel's TX-ring-empty count while polling, IPv6 chatter the program passes, the
@@ -187,13 +187,13 @@ fn stats_prometheus_equals_stats_json_and_socket_refuses_others() {
         "xdpool_device_",
     ];
     let mut compared = 0;
-    for fam in xdpool::stats::metrics::collect(&snap) {
+    for fam in xdpool::internal::stats::metrics::collect(&snap) {
         let name = match fam.def.kind {
-            xdpool::stats::metrics::Kind::Counter => format!("{}_total", fam.def.name),
-            xdpool::stats::metrics::Kind::Gauge => fam.def.name.to_string(),
+            xdpool::internal::stats::metrics::Kind::Counter => format!("{}_total", fam.def.name),
+            xdpool::internal::stats::metrics::Kind::Gauge => fam.def.name.to_string(),
         };
         for (labels, value) in &fam.samples {
-            let key = xdpool::stats::prom::sample_key(&name, labels);
+            let key = xdpool::internal::stats::prom::sample_key(&name, labels);
             let got = metrics
                 .get(&key)
                 .copied()

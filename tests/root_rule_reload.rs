@@ -9,16 +9,16 @@ mod common;
 use common::*;
 use std::path::Path;
 use std::time::{Duration, Instant};
-use xdpool::gen::packet::PortRange;
-use xdpool::gen::{self, GenConfig};
-use xdpool::lab::LabConfig;
+use xdpool_lab::gen::packet::PortRange;
+use xdpool_lab::gen::{self, GenConfig};
+use xdpool_lab::lab::LabConfig;
 
 /// The two tests run one after the other: each alone on the machine's cores, so that
 /// the socket drops little and the per-list checks stay sharp.
 static SERIAL: std::sync::Mutex<()> = std::sync::Mutex::new(());
 
 fn snapshot(sock: &Path) -> serde_json::Value {
-    xdpool::stats::control::query(sock).expect("control socket answers")
+    xdpool::internal::stats::control::query(sock).expect("control socket answers")
 }
 
 /// (packets, bytes) of the running rule named `name`.
@@ -59,7 +59,7 @@ fn kernel_udp(ns: &str) -> u64 {
     a + b + c
 }
 
-fn lab_traffic(st: &xdpool::lab::LabStatus, n: u64, pps: u64) -> GenConfig {
+fn lab_traffic(st: &xdpool_lab::lab::LabStatus, n: u64, pps: u64) -> GenConfig {
     let mut g = GenConfig::for_lab(st);
     g.count = Some(n);
     g.size = 64;
@@ -147,9 +147,11 @@ fn reload_drop_to_pass_under_traffic_is_seen_within_100ms_and_counts_every_frame
         let from = kernel_udp(&ns_b);
         let passed_from = snapshot(&sock2)["xdp"]["passed"].as_u64().unwrap();
         let t0 = Instant::now();
-        let reply =
-            xdpool::stats::control::apply_rules(&sock2, &std::fs::read_to_string(&pass2).unwrap())
-                .expect("apply");
+        let reply = xdpool::internal::stats::control::apply_rules(
+            &sock2,
+            &std::fs::read_to_string(&pass2).unwrap(),
+        )
+        .expect("apply");
         answered = Some(t0.elapsed());
         // Frames the program steered under the old list, all before the swap.
         steered_at_reply = snapshot(&sock2)["xdp"]["steered"].as_u64().unwrap();
@@ -332,7 +334,7 @@ fn hundred_reloads_under_traffic_lose_no_frame_and_act_on_each_under_its_list() 
                 &lists[(i + 1) % 2]
             };
             let t0 = Instant::now();
-            let reply = xdpool::stats::control::apply_rules(&sock2, text).expect("apply");
+            let reply = xdpool::internal::stats::control::apply_rules(&sock2, text).expect("apply");
             took.push(t0.elapsed().as_secs_f64() * 1e3);
             assert_eq!(reply["ok"], true, "reload {i}: {reply}");
             swaps.push(reply["applied"]["swap_ms"].as_f64().unwrap());

@@ -3,8 +3,8 @@
 use std::sync::atomic::AtomicBool;
 use std::time::{Duration, Instant};
 
-use xdpool::bench::{self, Subject, SweepConfig};
-use xdpool::lab::LabNames;
+use xdpool_lab::bench::{self, Subject, SweepConfig};
+use xdpool_lab::lab::LabNames;
 
 #[macro_use]
 mod common;
@@ -13,7 +13,7 @@ mod common;
 fn short_sweep_gives_table_json_and_plot() {
     require_root!();
     let prefix = format!("xdptp{}", std::process::id());
-    let online = xdpool::config::online_cpus();
+    let online = xdpool::internal::config::online_cpus();
     let cfg = SweepConfig {
         prefix: prefix.clone(),
         sizes: vec![64, 1500],
@@ -33,7 +33,10 @@ fn short_sweep_gives_table_json_and_plot() {
 
     // The lab is gone.
     let names = LabNames::from_prefix(&prefix).unwrap();
-    assert!(!xdpool::netns::exists(&names.netns_a) && !xdpool::netns::exists(&names.netns_b));
+    assert!(
+        !xdpool::internal::netns::exists(&names.netns_a)
+            && !xdpool::internal::netns::exists(&names.netns_b)
+    );
 
     // Progress: one report per measurement, in order.
     assert_eq!(progress.len(), 6);

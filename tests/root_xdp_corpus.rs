@@ -20,11 +20,11 @@ use std::net::IpAddr;
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
-use xdpool::steer::{
+use xdpool::internal::steer::{
     Rule, RuleAction, RuleMatch, SteerError, Steering, XdpCounters, TEST_RUN_MIN_FRAME,
 };
-use xdpool::wire::fuzz::{mutate, XorShift64};
-use xdpool::wire::{parse, Layer, ParseError, Parsed, L3};
+use xdpool::internal::wire::fuzz::{mutate, XorShift64};
+use xdpool::internal::wire::{parse, Layer, ParseError, Parsed, L3};
 
 const XDP_PASS: u32 = 2;
 const XDP_REDIRECT: u32 = 4;
@@ -1053,7 +1053,7 @@ fn other_shapes_follow_the_model() {
 /// A number from the environment, hex (`0x...`, as the reports print seeds) or decimal.
 fn env_u64(name: &str, default: u64) -> u64 {
     match std::env::var(name) {
-        Ok(v) => xdpool::wire::fuzz::parse_seed(&v)
+        Ok(v) => xdpool::internal::wire::fuzz::parse_seed(&v)
             .unwrap_or_else(|| panic!("{name}={v:?}: use hex (0x...) or decimal")),
         Err(_) => default,
     }
@@ -1107,7 +1107,7 @@ fn bounded_fuzz_never_steers_what_the_parser_rejects_and_counts_each_frame_once(
     require_root!();
     let max_frames = env_u64("XDPOOL_XDP_FUZZ_FRAMES", 100_000);
     let budget = Duration::from_secs(env_u64("XDPOOL_FUZZ_SECS", 30));
-    let seed = xdpool::wire::fuzz::seed_from_env("XDPOOL_FUZZ_SEED");
+    let seed = xdpool::internal::wire::fuzz::seed_from_env("XDPOOL_FUZZ_SEED");
     println!("kernel fuzz seed {seed:#x} (replay: XDPOOL_FUZZ_SEED={seed:#x})");
     let rules = fuzz_rules();
     let mut runner = Runner::new(rules.clone());

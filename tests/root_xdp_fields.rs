@@ -17,12 +17,12 @@
 //! `XDPOOL_FUZZ_SEED` (printed).
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 
-use xdpool::config::{Action, MacRewrite, ValidRule};
-use xdpool::plan::steer_rule;
-use xdpool::steer::{abi, Rule, Shape, Steering};
-use xdpool::wire::build::{ExtHeader, FrameBuilder};
-use xdpool::wire::fuzz::XorShift64;
-use xdpool::worker::classify::Classifier;
+use xdpool::internal::config::{Action, MacRewrite, ValidRule};
+use xdpool::internal::plan::steer_rule;
+use xdpool::internal::steer::{abi, Rule, Shape, Steering};
+use xdpool::internal::wire::build::{ExtHeader, FrameBuilder};
+use xdpool::internal::wire::fuzz::XorShift64;
+use xdpool::internal::worker::classify::Classifier;
 
 #[macro_use]
 mod common;
@@ -299,7 +299,7 @@ impl Runner {
             [] if action == XDP_PASS => Ok(None),
             [i] if self.hits[*i] - before[*i] == 1 => {
                 let want = match self.rules[*i].action {
-                    xdpool::steer::RuleAction::Drop => XDP_DROP,
+                    xdpool::internal::steer::RuleAction::Drop => XDP_DROP,
                     _ => XDP_PASS,
                 };
                 if action == want {
@@ -343,7 +343,7 @@ fn check_list(
     for _ in 0..frames {
         let aim = rng.one_in(2).then(|| &rules[rng.below(rules.len())]);
         let frame = random_frame(rng, aim);
-        if let Err(e) = xdpool::wire::parse(&frame) {
+        if let Err(e) = xdpool::internal::wire::parse(&frame) {
             failures.push(format!(
                 "the generator built a frame the parser rejects ({e}): {}",
                 hex(&frame)
@@ -374,14 +374,14 @@ fn check_list(
 fn env_u64(name: &str, default: u64) -> u64 {
     std::env::var(name)
         .ok()
-        .and_then(|v| xdpool::wire::fuzz::parse_seed(&v))
+        .and_then(|v| xdpool::internal::wire::fuzz::parse_seed(&v))
         .unwrap_or(default)
 }
 
 #[test]
 fn classifier_and_program_pick_the_same_rule_over_every_field_set() {
     require_root!();
-    let seed = xdpool::wire::fuzz::seed_from_env("XDPOOL_FUZZ_SEED");
+    let seed = xdpool::internal::wire::fuzz::seed_from_env("XDPOOL_FUZZ_SEED");
     let per_list = env_u64("XDPOOL_XDP_FIELDS_FRAMES", 300);
     println!("seed {seed:#x} (replay: XDPOOL_FUZZ_SEED={seed:#x}), {per_list} frames per list");
     let mut rng = XorShift64::new(seed);

@@ -6,7 +6,7 @@
 
 use std::net::IpAddr;
 
-use xdpool::steer::{
+use xdpool::internal::steer::{
     xdp_program_on, Ceiling, Rule, RuleAction, RuleMatch, SteerError, Steering, XdpAttachMode,
     XdpCounters, TEST_RUN_MIN_FRAME,
 };
@@ -930,7 +930,7 @@ fn steer_port_9(shape: usize) -> Vec<Rule> {
 
 #[test]
 fn reload_under_traffic_keeps_the_socket_and_steers_every_frame() {
-    use xdpool::xsk::{SocketConfig, Umem, UmemConfig, XdpDesc, XskSocket};
+    use xdpool::internal::xsk::{SocketConfig, Umem, UmemConfig, XdpDesc, XskSocket};
     require_root!();
     let ns = NetnsGuard::new("reload");
     ns.run(|| {

@@ -11,7 +11,7 @@ use std::process::Command;
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::{Duration, Instant};
 
-use xdpool::xsk::{
+use xdpool::internal::xsk::{
     SocketConfig, Umem, UmemConfig, Wakeup, XdpDesc, XdpStatistics, XskError, XskSocket,
 };
 

@@ -6,7 +6,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
-use xdpool::lab::{LabConfig, LabGuard, LabStatus};
+use xdpool_lab::lab::{LabConfig, LabGuard, LabStatus};
 
 /// Whether the test runs as root; prints the skip line otherwise.
 pub fn root_or_skip(test: &str) -> bool {
@@ -330,7 +330,7 @@ pub fn wait_for(timeout: Duration, mut f: impl FnMut() -> bool) -> bool {
 
 /// Reads the named `Udp:` counters from /proc/net/snmp in namespace `ns`, in order.
 pub fn udp_counters<const N: usize>(ns: &str, wanted: [&str; N]) -> [u64; N] {
-    xdpool::netns::in_netns(ns, || {
+    xdpool::internal::netns::in_netns(ns, || {
         let text = std::fs::read_to_string("/proc/thread-self/net/snmp").unwrap();
         let mut lines = text.lines().filter(|l| l.starts_with("Udp:"));
         let names: Vec<&str> = lines.next().unwrap().split_whitespace().collect();
@@ -451,11 +451,11 @@ pub fn assert_all_frames_back(s: &serde_json::Value) {
 /// removes the scratch dir, then the three namespaces, even when the test failed.
 pub struct ForwardRig {
     /// The lab's namespaces, devices and addresses.
-    pub st: xdpool::lab::forward::ForwardStatus,
+    pub st: xdpool_lab::lab::forward::ForwardStatus,
     /// The control socket every config from `config` names.
     pub sock: PathBuf,
     tmp: tempfile::TempDir,
-    lab: xdpool::lab::forward::ForwardLabGuard,
+    lab: xdpool_lab::lab::forward::ForwardLabGuard,
 }
 
 impl ForwardRig {
@@ -477,7 +477,7 @@ impl ForwardRig {
 
     /// A forward lab built from `cfg` (its prefix unique to the test).
     pub fn up_with(cfg: LabConfig, name: &str) -> ForwardRig {
-        let lab = xdpool::lab::forward::ForwardLabGuard::up(&cfg).expect("forward lab up");
+        let lab = xdpool_lab::lab::forward::ForwardLabGuard::up(&cfg).expect("forward lab up");
         let st = lab.status().clone();
         let tmp = scratch_dir(name);
         let sock = tmp.path().join("control.sock");
@@ -540,7 +540,7 @@ pub fn pool_counter(s: &serde_json::Value, key: &str) -> u64 {
 
 /// Sets IP forwarding (IPv4) in namespace `ns` (the forward lab leaves it off).
 pub fn set_ip_forward(ns: &str, on: bool) {
-    xdpool::netns::in_netns(ns, || {
+    xdpool::internal::netns::in_netns(ns, || {
         std::fs::write("/proc/sys/net/ipv4/ip_forward", if on { "1" } else { "0" })
     })
     .unwrap()

@@ -41,7 +41,7 @@ KDIR=$(bash "$HERE/setup.sh" | tee /dev/stderr | sed -n 's/^KERNEL_DIR=//p')
 VMLINUZ=$(ls "$KDIR"/usr/lib/modules/*/vmlinuz | head -1)
 XDPOOL_BIN=$ROOT/target/release/xdpool
 if [ ! -x "$XDPOOL_BIN" ]; then
-    (cd "$ROOT" && XDPOOL_CLANG=${XDPOOL_CLANG:-clang-19} cargo build --release -p xdpool)
+    (cd "$ROOT" && XDPOOL_CLANG=${XDPOOL_CLANG:-clang-19} cargo build --release -p xdpool-cli)
 fi
 mkdir -p "$OUT"
 bash "$HERE/initramfs.sh" "$KDIR" "$XDPOOL_BIN" "$OUT/initramfs.cpio"

@@ -16,13 +16,12 @@
 //!
 //! Tests: `cargo test -p pool`; loom:
 //! `RUSTFLAGS="--cfg loom" LOOM_MAX_PREEMPTIONS=2 cargo test -p pool --release --test loom_pool`;
-//! benchmark: `cargo run -p pool --example bench_pool --release [-- --json]`.
+//! benchmark (in the tools' crate, over this crate's public API):
+//! `cargo run -p xdpool-lab --example bench_pool --release [-- --json]`.
 #![warn(missing_docs, unsafe_op_in_unsafe_fn)]
 
 mod accounting;
 mod batch;
-pub mod bench;
-mod cpu;
 mod error;
 mod frame;
 mod pool;

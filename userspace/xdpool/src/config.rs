@@ -4,6 +4,7 @@
 //! keys, wrong types) come from the TOML decoder with its span; range errors come from
 //! [`Config::validate`], which uses the spans kept in [`toml::Spanned`] fields.
 
+use crate::steer::XdpAttachMode;
 use serde::Deserialize;
 use std::fmt;
 use std::net::IpAddr;
@@ -115,7 +116,7 @@ pub struct InterfaceConfig {
     pub netns: Option<String>,
     /// XDP attach mode: native (default) or skb.
     #[serde(default)]
-    pub xdp_mode: XdpModeConfig,
+    pub xdp_mode: XdpAttachMode,
     /// Zero-copy AF_XDP: `true` (refused on veth), `false` (default here), `"auto"`.
     #[serde(default = "zero_copy_off")]
     pub zero_copy: Spanned<ZeroCopy>,
@@ -144,7 +145,7 @@ pub struct PortConfig {
     pub netns: Option<Spanned<String>>,
     /// XDP attach mode: native (default) or skb.
     #[serde(default)]
-    pub xdp_mode: XdpModeConfig,
+    pub xdp_mode: XdpAttachMode,
     /// `"auto"` (default: try zero-copy, fall back to copy with one log line), `true`, `false`.
     #[serde(default = "zero_copy_auto")]
     pub zero_copy: Spanned<ZeroCopy>,
@@ -254,7 +255,7 @@ pub struct PortDef {
     /// `queues = "all"`: at each bring-up, serve the planned queues the device has.
     pub follow_queues: bool,
     /// XDP attach mode.
-    pub xdp_mode: XdpModeConfig,
+    pub xdp_mode: XdpAttachMode,
     /// Zero-copy wish.
     pub zero_copy: ZeroCopy,
     /// Multi-buffer sockets.
@@ -270,17 +271,6 @@ fn default_multi_buffer() -> Spanned<bool> {
 
 fn default_queues() -> Spanned<Queues> {
     Spanned::new(0..0, Queues::List(vec![0]))
-}
-
-/// XDP attach mode.
-#[derive(Debug, Clone, Copy, Default, Deserialize, PartialEq, Eq, serde::Serialize)]
-#[serde(rename_all = "lowercase")]
-pub enum XdpModeConfig {
-    /// Driver (native) mode.
-    #[default]
-    Native,
-    /// Generic (skb) mode: works everywhere, slower.
-    Skb,
 }
 
 /// `[umem]`
@@ -1412,7 +1402,10 @@ fn validate_call(
                 return Err((
                     key,
                     v.span(),
-                    format!("`{key}` belongs to action = \"call\", not `{}`", r.action.name()),
+                    format!(
+                        "`{key}` belongs to action = \"call\", not `{}`",
+                        r.action.name()
+                    ),
                 ));
             }
         }

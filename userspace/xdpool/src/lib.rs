@@ -1,32 +1,62 @@
 //! xdpool: an AF_XDP userspace packet processor whose UMEM frames are managed by
 //! a page_pool-style recycler (the `pool` crate).
+//!
+//! The public API is what this root exports: packet functions ([`Handler`], a
+//! closure or a type) over frames lent as a [`Packet`], deciding a [`Verdict`],
+//! run by an [`App`] with the whole runtime; [`wire`] parses headers; the
+//! `testing` feature's `testing` module drives handlers without root. Every other
+//! module is private; the project's own tools, tests and fuzz targets reach them
+//! through `internal`, which is not a stable interface.
 #![warn(missing_docs, unsafe_op_in_unsafe_fn)]
 mod api;
-pub use api::{
-    App, Counter, Declaration, EmitError, Error, Handler, HandlerSet, Kept, LaneSetup, Mac, Named, NoRoom,
-    Packet, PortRef, UserCounters, Verdict,
-};
-pub mod bench;
-pub mod capture;
-pub mod cli;
-pub mod config;
-pub mod device;
-pub mod exit;
-pub mod gen;
-pub mod lab;
-pub mod lifecycle;
-pub mod neigh;
-pub mod netns;
-pub mod plan;
-pub mod reload;
-pub mod run;
-pub mod service;
-pub mod signal;
-pub mod stats;
-pub mod steer;
-pub mod summary;
-pub mod wire;
+mod capture;
+mod config;
+mod device;
+mod error;
+mod lifecycle;
+mod neigh;
+mod netns;
+mod plan;
+mod privilege;
+mod reload;
+mod run;
+mod service;
+mod signal;
+mod stats;
+mod steer;
+mod summary;
 #[cfg(any(test, feature = "testing"))]
 pub mod testing;
-pub mod worker;
-pub mod xsk;
+pub mod wire;
+mod worker;
+mod xsk;
+
+pub use api::{
+    App, Counter, Declaration, EmitError, Handler, HandlerSet, Kept, LaneSetup, Mac, Named, NoRoom,
+    Packet, PortRef, UserCounters, Verdict,
+};
+pub use error::RunError as Error;
+pub use run::Summary;
+
+/// The library's modules, for the project's own binary (xdpool-cli), tools
+/// (xdpool-lab), integration tests and fuzz targets. Not a stable interface: the
+/// public API will be the items at the crate root.
+#[doc(hidden)]
+pub mod internal {
+    // A private module cannot be re-exported as a whole (E0365): each one's public
+    // items are, under the module's name.
+    macro_rules! reexport {
+        ($($m:ident),* $(,)?) => {
+            $(
+                #[allow(missing_docs)]
+                pub mod $m {
+                    pub use crate::$m::*;
+                }
+            )*
+        };
+    }
+    reexport!(
+        capture, config, device, error, lifecycle, neigh, netns, plan, privilege, reload, run,
+        service, signal, stats, steer, summary, wire, worker, xsk,
+    );
+}

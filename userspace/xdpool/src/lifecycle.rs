@@ -152,7 +152,7 @@ impl Lifecycle {
         region: Arc<Region>,
         sockets: Vec<Arc<PortShared>>,
         steerings: Vec<Steering>,
-        xdp_mode: Option<crate::config::XdpModeConfig>,
+        xdp_mode: Option<XdpAttachMode>,
         device: Arc<DeviceStats>,
         netns: Vec<PortNetns>,
         of_port: &[usize],

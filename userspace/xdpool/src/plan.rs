@@ -4,7 +4,8 @@
 //! port needs a TX ring, and the one UMEM every socket shares. Pure, so it is
 //! unit-tested; `lifecycle` and `run` do the I/O.
 
-use crate::config::{Action, Config, PortDef, ValidRule, XdpModeConfig, ZeroCopy};
+use crate::config::{Action, Config, PortDef, ValidRule, ZeroCopy};
+use crate::steer::XdpAttachMode;
 use crate::steer::{Rule, RuleAction, RuleMatch};
 
 /// Everything `run` builds, decided.
@@ -310,11 +311,8 @@ impl PortPlan {
     }
 
     /// The XDP attach mode.
-    pub fn xdp_mode(&self, over: Option<XdpModeConfig>) -> crate::steer::XdpAttachMode {
-        match over.unwrap_or(self.def.xdp_mode) {
-            XdpModeConfig::Native => crate::steer::XdpAttachMode::Native,
-            XdpModeConfig::Skb => crate::steer::XdpAttachMode::Skb,
-        }
+    pub fn xdp_mode(&self, over: Option<XdpAttachMode>) -> XdpAttachMode {
+        over.unwrap_or(self.def.xdp_mode)
     }
 
     /// Whether some rule of this port uses `mac = "neigh"` or a fixed MAC (the

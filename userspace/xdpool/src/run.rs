@@ -3,9 +3,9 @@
 //! the live line, and on stop tear down in the order that loses nothing and report
 //! (`summary`).
 
-use crate::config::{Config, XdpModeConfig};
+use crate::config::Config;
 use crate::device::{decide, Backoff, Decision, DeviceStats, LinkEvent, LinkWatcher, LossKind};
-use crate::exit::{ExitCode, Fatal};
+use crate::error::RunError;
 use crate::lifecycle::{Lifecycle, UpError};
 use crate::neigh::{MacBook, Neighbours};
 use crate::netns::PortNetns;
@@ -39,7 +39,7 @@ pub struct RunOptions {
     /// Write the summary as JSON here.
     pub summary_json: Option<PathBuf>,
     /// Override the XDP mode.
-    pub xdp_mode: Option<XdpModeConfig>,
+    pub xdp_mode: Option<crate::steer::XdpAttachMode>,
     /// Exit when a device goes away.
     pub no_reattach: bool,
     /// No live line.
@@ -59,7 +59,11 @@ pub struct RunOptions {
 #[derive(Clone)]
 pub struct WorkerBody(
     #[allow(clippy::type_complexity)]
-    pub  Arc<dyn Fn(Arc<Region>, WorkerSpec, Arc<Fabric>, Arc<AtomicBool>) -> Vec<WorkerExit> + Send + Sync>,
+    pub  Arc<
+        dyn Fn(Arc<Region>, WorkerSpec, Arc<Fabric>, Arc<AtomicBool>) -> Vec<WorkerExit>
+            + Send
+            + Sync,
+    >,
 );
 
 impl std::fmt::Debug for WorkerBody {
@@ -68,35 +72,33 @@ impl std::fmt::Debug for WorkerBody {
     }
 }
 
-fn xsk_fatal(e: XskError, iface: &str) -> Fatal {
-    let code = match &e {
-        XskError::ZeroCopyUnsupported { .. } => ExitCode::ZeroCopyRefused,
-        XskError::NoDevice { .. } | XskError::NoSuchQueue { .. } => ExitCode::InterfaceMissing,
-        XskError::MemlockRefused { .. } => ExitCode::Privilege,
-        _ => ExitCode::Failure,
+fn xsk_fatal(e: XskError, iface: &str) -> RunError {
+    let reason: fn(String) -> RunError = match &e {
+        XskError::ZeroCopyUnsupported { .. } => RunError::ZeroCopyRefused,
+        XskError::NoDevice { .. } | XskError::NoSuchQueue { .. } => RunError::InterfaceMissing,
+        XskError::MemlockRefused { .. } => RunError::Privilege,
+        _ => RunError::Failure,
     };
-    Fatal::new(code, format!("AF_XDP socket on {iface}: {e}"))
+    reason(format!("AF_XDP socket on {iface}: {e}"))
 }
 
-fn steer_fatal(e: crate::steer::SteerError, iface: &str) -> Fatal {
+fn steer_fatal(e: crate::steer::SteerError, iface: &str) -> RunError {
     use crate::steer::SteerError as E;
-    let code = match &e {
-        E::NotPermitted { .. } => ExitCode::Privilege,
-        E::InterfaceMissing { .. } => ExitCode::InterfaceMissing,
-        E::ModeRefused { .. } => ExitCode::XdpModeRefused,
-        _ => ExitCode::Failure,
+    let reason: fn(String) -> RunError = match &e {
+        E::NotPermitted { .. } => RunError::Privilege,
+        E::InterfaceMissing { .. } => RunError::InterfaceMissing,
+        E::ModeRefused { .. } => RunError::XdpModeRefused,
+        _ => RunError::Failure,
     };
-    Fatal::new(code, format!("XDP program on {iface}: {e}"))
+    reason(format!("XDP program on {iface}: {e}"))
 }
 
-fn up_fatal(e: UpError, iface: &str) -> Fatal {
+fn up_fatal(e: UpError, iface: &str) -> RunError {
     match e {
         UpError::Xsk(e) => xsk_fatal(e, iface),
         UpError::Steer(e) => steer_fatal(e, iface),
-        UpError::WorkersSlow => Fatal::new(ExitCode::Failure, UpError::WorkersSlow.to_string()),
-        UpError::Netns(e) => {
-            Fatal::new(ExitCode::InterfaceMissing, format!("port on {iface}: {e}"))
-        }
+        UpError::WorkersSlow => RunError::Failure(UpError::WorkersSlow.to_string()),
+        UpError::Netns(e) => RunError::InterfaceMissing(format!("port on {iface}: {e}")),
     }
 }
 
@@ -176,18 +178,16 @@ impl Spaces {
     }
 }
 
-/// The devices, by port, each in its port's namespace: their ifindex, or a Fatal
+/// The devices, by port, each in its port's namespace: their ifindex, or a RunError
 /// saying what to do.
-fn find_devices(plan: &Plan, spaces: &Spaces) -> Result<Vec<u32>, Fatal> {
+fn find_devices(plan: &Plan, spaces: &Spaces) -> Result<Vec<u32>, RunError> {
     plan.ports
         .iter()
         .enumerate()
         .map(|(i, p)| {
             let netns = p.def.netns.as_deref();
-            spaces.of(i).run(|| crate::netns::ifindex(&p.def.interface)).map_err(|e| Fatal::new(ExitCode::InterfaceMissing, e.to_string())).and_then(|r| r.map_err(|_| {
-                Fatal::new(
-                    ExitCode::InterfaceMissing,
-                    format!(
+            spaces.of(i).run(|| crate::netns::ifindex(&p.def.interface)).map_err(|e| RunError::InterfaceMissing(e.to_string())).and_then(|r| r.map_err(|_| {
+                RunError::InterfaceMissing(format!(
                         "interface `{}` (port `{}`) does not exist{}; bring the lab up (`xdpool lab up`), or fix the port's interface",
                         p.def.interface,
                         p.def.name,
@@ -243,14 +243,13 @@ fn worker_specs(
 }
 
 /// Every socket's shared state (one waker per worker) and the fabric between them.
-fn build_fabric(plan: &Plan, neighbours: Arc<Neighbours>) -> Result<Arc<Fabric>, Fatal> {
+fn build_fabric(plan: &Plan, neighbours: Arc<Neighbours>) -> Result<Arc<Fabric>, RunError> {
     let mut wakers = Vec::new();
     for _ in &plan.workers {
         wakers.push(Waker::new().map_err(|e| {
-            Fatal::new(
-                ExitCode::Failure,
-                format!("cannot make a worker's eventfd: {e} (raise ulimit -n)"),
-            )
+            RunError::Failure(format!(
+                "cannot make a worker's eventfd: {e} (raise ulimit -n)"
+            ))
         })?);
     }
     let sockets = plan
@@ -289,7 +288,7 @@ fn start_workers(
     fabric: &Arc<Fabric>,
     stop: &Arc<AtomicBool>,
     body: Option<WorkerBody>,
-) -> Result<Vec<JoinHandle<Vec<WorkerExit>>>, Fatal> {
+) -> Result<Vec<JoinHandle<Vec<WorkerExit>>>, RunError> {
     let mut handles = Vec::new();
     for (i, spec) in specs.into_iter().enumerate() {
         let (region, fabric2, worker_stop) = (region.clone(), fabric.clone(), stop.clone());
@@ -299,18 +298,16 @@ fn start_workers(
             .spawn(move || match body {
                 Some(b) => (b.0)(region, spec, fabric2, worker_stop),
                 None => worker::run(region, spec, fabric2, worker_stop),
-            })
-        {
+            }) {
             Ok(h) => handles.push(h),
             Err(e) => {
                 stop_workers(stop, fabric);
                 for h in handles {
                     let _ = h.join();
                 }
-                return Err(Fatal::new(
-                    ExitCode::Failure,
-                    format!("cannot start a worker thread: {e}"),
-                ));
+                return Err(RunError::Failure(format!(
+                    "cannot start a worker thread: {e}"
+                )));
             }
         }
     }
@@ -402,15 +399,15 @@ pub fn netns_change(
 /// Runs the processor until the duration passes or SIGINT/SIGTERM arrives, following
 /// each port's device through losses and returns (or exiting on a loss with
 /// `--no-reattach`).
-pub fn run(cfg: &Config, opts: &RunOptions) -> Result<Summary, Fatal> {
-    crate::exit::require_privileges("xdpool run")?;
+pub fn run(cfg: &Config, opts: &RunOptions) -> Result<Summary, RunError> {
+    crate::privilege::require_privileges("xdpool run")?;
     // Every port's namespace, opened before the process moves: a port without one
     // lives where xdpool was started.
     let (names, of_port) = crate::plan::namespaces(&cfg.ports());
     let mut list = Vec::new();
     for name in &names {
         list.push(PortNetns::open(name.as_deref()).map_err(|e| {
-            Fatal::new(ExitCode::InterfaceMissing, format!("cannot open network namespace `{}`: {e}; create it (`xdpool lab up`) or fix the port's netns", name.as_deref().unwrap_or("")))
+            RunError::InterfaceMissing(format!("cannot open network namespace `{}`: {e}; create it (`xdpool lab up`) or fix the port's netns", name.as_deref().unwrap_or("")))
         })?);
     }
     let spaces = Spaces { list, of_port };
@@ -422,23 +419,20 @@ pub fn run(cfg: &Config, opts: &RunOptions) -> Result<Summary, Fatal> {
             .run(|| crate::netns::rx_queues(dev).map(|q| q.max).unwrap_or(1))
             .unwrap_or(1)
     })
-    .map_err(|e| Fatal::new(ExitCode::Usage, e))?;
+    .map_err(RunError::Usage)?;
     let cfg = &cfg;
     // The process (every thread made from now on) lives in the first port's namespace.
     let netns = cfg.netns();
     if let Some(ns) = &netns {
         crate::netns::enter_forever(Some(ns)).map_err(|e| {
-            Fatal::new(ExitCode::InterfaceMissing, format!("cannot enter network namespace `{ns}`: {e}; create it (`xdpool lab up`) or fix the port's netns"))
+            RunError::InterfaceMissing(format!("cannot enter network namespace `{ns}`: {e}; create it (`xdpool lab up`) or fix the port's netns"))
         })?;
     }
     let plan = plan(cfg, &crate::plan::machine_cores(cfg, &Topology::detect()));
     let ifindexes = find_devices(&plan, &spaces)?;
     warn_if_mtu_needs_multi_buffer(&plan, &spaces);
     let stop_signal: &'static AtomicBool = crate::signal::install_stop_flag().map_err(|e| {
-        Fatal::new(
-            ExitCode::Failure,
-            format!("cannot install the SIGINT/SIGTERM handler: {e}"),
-        )
+        RunError::Failure(format!("cannot install the SIGINT/SIGTERM handler: {e}"))
     })?;
     // Subscribed before anything is attached, so no event of our devices is missed;
     // one watcher in each namespace.
@@ -446,10 +440,8 @@ pub fn run(cfg: &Config, opts: &RunOptions) -> Result<Summary, Fatal> {
     for ns in &spaces.list {
         let w = ns
             .run(LinkWatcher::start)
-            .map_err(|e| Fatal::new(ExitCode::Failure, e.to_string()))?;
-        watchers.push(
-            w.map_err(|e| Fatal::new(ExitCode::Failure, format!("{e} (in {})", ns.label())))?,
-        );
+            .map_err(|e| RunError::Failure(e.to_string()))?;
+        watchers.push(w.map_err(|e| RunError::Failure(format!("{e} (in {})", ns.label())))?);
     }
     let mut rt = start(cfg, opts, plan, &ifindexes, watchers, spaces)?;
     tracing::info!(ports = ?rt.lc.ports.iter().map(|p| (&p.name, &p.iface, p.attached)).collect::<Vec<_>>(), "attached; workers running");
@@ -528,14 +520,14 @@ fn start(
     ifindexes: &[u32],
     watchers: Vec<LinkWatcher>,
     spaces: Spaces,
-) -> Result<Running, Fatal> {
+) -> Result<Running, RunError> {
     let region = Region::new(RegionConfig {
         frames: plan.umem.frames,
         chunk_size: plan.umem.chunk_size,
         hugepages: plan.umem.hugepages,
         topology: crate::plan::umem_topology(cfg, &plan, Topology::detect()),
     })
-    .map_err(|e| Fatal::new(ExitCode::Failure, format!("cannot build the UMEM: {e}")))?;
+    .map_err(|e| RunError::Failure(format!("cannot build the UMEM: {e}")))?;
     let mut steerings = Vec::new();
     for p in &plan.ports {
         let mut st = Steering::load().map_err(|e| steer_fatal(e, &p.def.interface))?;
@@ -558,7 +550,7 @@ fn start(
     );
     let sinks = files
         .prepare(&cfg.rule_captures())
-        .map_err(|e| Fatal::new(ExitCode::Usage, e))?;
+        .map_err(RunError::Usage)?;
     files.settle(&sinks.iter().flatten().cloned().collect::<Vec<_>>());
     let valid = cfg.valid_rules();
     let port_sinks = |p: usize| {
@@ -697,7 +689,12 @@ fn control_loop(
             seen.netns_gone = true;
             break;
         }
-        let failure = rt.fabric.handler_failure.lock().unwrap_or_else(|p| p.into_inner()).take();
+        let failure = rt
+            .fabric
+            .handler_failure
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .take();
         if let Some(msg) = failure {
             tracing::error!("{msg}; stopping (workers.handler_panic = \"stop\")");
             seen.handler_failure = Some(msg);
@@ -923,7 +920,7 @@ fn follow_devices(
 /// first port's) is also re-entered by the control thread. Deleted without a new
 /// one yet: said once, and we stay. Returns whether a namespace was left. With
 /// `--no-reattach`, a deleted or replaced namespace ends the run
-/// (ExitCode::NetnsReplaced).
+/// (RunError::NetnsReplaced).
 fn follow_netns(rt: &mut Running, opts: &RunOptions) -> bool {
     let mut left = false;
     for i in 0..rt.netns.len() {
@@ -1027,7 +1024,7 @@ fn finish(
     opts: &RunOptions,
     seen: Seen,
     started: Instant,
-) -> Result<Summary, Fatal> {
+) -> Result<Summary, RunError> {
     let duration_s = started.elapsed().as_secs_f64();
     let rt_netns = Some(
         rt.netns
@@ -1047,9 +1044,8 @@ fn finish(
         match h.join() {
             Ok(e) => exits.extend(e),
             Err(_) => {
-                return Err(Fatal::new(
-                    ExitCode::Failure,
-                    "a worker thread panicked; see the message above",
+                return Err(RunError::Failure(
+                    "a worker thread panicked; see the message above".into(),
                 ))
             }
         }
@@ -1083,17 +1079,11 @@ fn finish(
     drop(rt);
     if let Some(path) = &opts.summary_json {
         let text = serde_json::to_string_pretty(&summary).expect("summary serializes");
-        std::fs::write(path, text).map_err(|e| {
-            Fatal::new(
-                ExitCode::Failure,
-                format!("cannot write {}: {e}", path.display()),
-            )
-        })?;
+        std::fs::write(path, text)
+            .map_err(|e| RunError::Failure(format!("cannot write {}: {e}", path.display())))?;
     }
     if seen.netns_gone {
-        return Err(Fatal::new(
-            ExitCode::NetnsReplaced,
-            format!(
+        return Err(RunError::NetnsReplaced(format!(
                 "network namespace `{}` was deleted or replaced under the run and --no-reattach was given; frames were reclaimed (accounting {}). Run without --no-reattach to follow the namespace into its new incarnation\n{}",
                 cfg_netns_name(&rt_netns),
                 if summary.accounting_ok { "ok" } else { "MISMATCH" },
@@ -1102,19 +1092,14 @@ fn finish(
         ));
     }
     if let Some(msg) = &seen.handler_failure {
-        return Err(Fatal::new(
-            ExitCode::HandlerPanicked,
-            format!(
+        return Err(RunError::HandlerPanicked(format!(
                 "{msg}; the run stopped (workers.handler_panic = \"stop\"), every port detached, frames reclaimed (accounting {}). Fix the handler, or set workers.handler_panic = \"drop\" to drop such frames and go on\n{}",
                 if summary.accounting_ok { "ok" } else { "MISMATCH" },
                 summary_text(&summary)
-            ),
-        ));
+            )));
     }
     if seen.device_gone && opts.no_reattach {
-        return Err(Fatal::new(
-            ExitCode::DeviceGone,
-            format!(
+        return Err(RunError::DeviceGone(format!(
                 "{}: a device went away and --no-reattach was given; frames were reclaimed (accounting {}). Run without --no-reattach to wait for it to return\n{}",
                 summary.interface,
                 if summary.accounting_ok { "ok" } else { "MISMATCH" },

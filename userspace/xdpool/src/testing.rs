@@ -42,9 +42,9 @@
 //! h.check_accounting().unwrap();
 //! ```
 
-use crate::api::{Error, Handler, HandlerSet, Named};
+use crate::api::{Handler, HandlerSet, Named};
 use crate::config::{Action, Config, HandlerTable, ValidRule};
-use crate::exit::{ExitCode, Fatal};
+use crate::error::RunError as Error;
 use crate::neigh::{MacBook, Neighbours};
 use crate::worker::classify::Classifier;
 use crate::worker::handoff::Remotes;
@@ -137,14 +137,15 @@ impl<H: HandlerSet> Builder<H> {
         let mut decls = Vec::new();
         self.handlers.decls(&mut decls);
         let table = Arc::new(HandlerTable { handlers: decls });
-        let cfg = Config::parse_with(&self.config, table)
-            .map_err(|e| Error(Fatal::new(ExitCode::Usage, e.to_string())))?;
+        let cfg =
+            Config::parse_with(&self.config, table).map_err(|e| Error::Usage(e.to_string()))?;
         let defs = cfg.ports();
         let ports: Vec<String> = defs.iter().map(|p| p.name.clone()).collect();
         let port_of = |name: &str| {
-            ports.iter().position(|p| p == name).ok_or_else(|| {
-                Error(Fatal::new(ExitCode::Usage, format!("no port named `{name}` in the config")))
-            })
+            ports
+                .iter()
+                .position(|p| p == name)
+                .ok_or_else(|| Error::Usage(format!("no port named `{name}` in the config")))
         };
         let mut book = MacBook::new(ports.len());
         for (i, _) in ports.iter().enumerate() {
@@ -161,7 +162,7 @@ impl<H: HandlerSet> Builder<H> {
             chunk_size: *cfg.umem.chunk_size.get_ref(),
             ..RegionConfig::default()
         })
-        .map_err(|e| Error(Fatal::new(ExitCode::Failure, format!("cannot make the UMEM: {e}"))))?;
+        .map_err(|e| Error::Failure(format!("cannot make the UMEM: {e}")))?;
         let rules = cfg.valid_rules();
         let steering: Vec<Vec<ValidRule>> = (0..ports.len())
             .map(|p| rules.iter().filter(|r| r.port == p).cloned().collect())
@@ -171,13 +172,21 @@ impl<H: HandlerSet> Builder<H> {
             fill: *cfg.rings.fill.get_ref(),
             rx: *cfg.rings.rx.get_ref(),
         };
-        let waker = Waker::new()
-            .map_err(|e| Error(Fatal::new(ExitCode::Failure, format!("cannot make an eventfd: {e}"))))?;
+        let waker =
+            Waker::new().map_err(|e| Error::Failure(format!("cannot make an eventfd: {e}")))?;
         let sockets = defs
             .iter()
             .enumerate()
             .map(|(i, d)| {
-                PortShared::new(i, &d.name, &d.interface, d.queues.first().copied().unwrap_or(0), None, tx as usize, waker.clone())
+                PortShared::new(
+                    i,
+                    &d.name,
+                    &d.interface,
+                    d.queues.first().copied().unwrap_or(0),
+                    None,
+                    tx as usize,
+                    waker.clone(),
+                )
             })
             .collect();
         let fabric = Arc::new(Fabric {
@@ -236,7 +245,12 @@ impl<H: HandlerSet> Harness<H> {
         self.ports
             .iter()
             .position(|p| p == name)
-            .unwrap_or_else(|| panic!("no port named `{name}`: the config's ports are {:?}", self.ports))
+            .unwrap_or_else(|| {
+                panic!(
+                    "no port named `{name}`: the config's ports are {:?}",
+                    self.ports
+                )
+            })
     }
 
     /// Port `port` receives `frame`: steered by the port's rules as the XDP program
@@ -272,8 +286,12 @@ impl<H: HandlerSet> Harness<H> {
     /// steered to the worker.
     pub fn send_pcap(&mut self, port: &str, path: &std::path::Path) -> std::io::Result<usize> {
         let data = std::fs::read(path)?;
-        let frames = read_capture(&data)
-            .map_err(|e| std::io::Error::new(std::io::ErrorKind::InvalidData, format!("{}: {e}", path.display())))?;
+        let frames = read_capture(&data).map_err(|e| {
+            std::io::Error::new(
+                std::io::ErrorKind::InvalidData,
+                format!("{}: {e}", path.display()),
+            )
+        })?;
         Ok(frames
             .iter()
             .filter(|f| self.send(port, f) == Steered::Worker)
@@ -347,7 +365,10 @@ impl<H: HandlerSet> Harness<H> {
         let a = self.region.accounting();
         a.check().map_err(|e| format!("{e}: {a:?}"))?;
         if a.application != 0 {
-            return Err(format!("{} frames still with the application at rest: {a:?}", a.application));
+            return Err(format!(
+                "{} frames still with the application at rest: {a:?}",
+                a.application
+            ));
         }
         Ok(a)
     }

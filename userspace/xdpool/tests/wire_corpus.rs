@@ -12,8 +12,8 @@ use std::path::PathBuf;
 use std::sync::OnceLock;
 use std::time::{Duration, Instant};
 
-use xdpool::wire::build::{ExtHeader, FrameBuilder};
-use xdpool::wire::{
+use xdpool::internal::wire::build::{ExtHeader, FrameBuilder};
+use xdpool::internal::wire::{
     fuzz, parse, proto, ParseError, Parsed, ETHERTYPE_ARP, ETHERTYPE_QINQ, ETHERTYPE_VLAN,
 };
 
@@ -785,7 +785,7 @@ fn parse_throughput() {
         seeds.len()
     );
     for (name, el) in [
-        ("xdpool::wire::parse", ours),
+        ("xdpool::internal::wire::parse", ours),
         ("etherparse::SlicedPacket", theirs),
     ] {
         println!(

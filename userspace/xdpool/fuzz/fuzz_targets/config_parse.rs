@@ -2,7 +2,7 @@
 //! config yields its rules and worker cores without panicking either.
 #![no_main]
 use libfuzzer_sys::fuzz_target;
-use xdpool::config::Config;
+use xdpool::internal::config::Config;
 
 fuzz_target!(|data: &[u8]| {
     let Ok(text) = std::str::from_utf8(data) else {

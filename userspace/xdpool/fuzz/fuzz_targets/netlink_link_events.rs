@@ -2,7 +2,7 @@
 //! event it returns came from a message inside the datagram.
 #![no_main]
 use libfuzzer_sys::fuzz_target;
-use xdpool::device::parse_link_events;
+use xdpool::internal::device::parse_link_events;
 
 fuzz_target!(|datagram: &[u8]| {
     let events = parse_link_events(datagram);

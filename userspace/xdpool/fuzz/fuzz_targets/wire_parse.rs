@@ -2,7 +2,7 @@
 //! `wire::fuzz::check_invariants` states (offsets inside the frame, lengths agree).
 #![no_main]
 use libfuzzer_sys::fuzz_target;
-use xdpool::wire::{fuzz::check_invariants, parse};
+use xdpool::internal::wire::{fuzz::check_invariants, parse};
 
 fuzz_target!(|frame: &[u8]| {
     if let Ok(p) = parse(frame) {

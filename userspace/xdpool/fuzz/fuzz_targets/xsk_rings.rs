@@ -4,7 +4,7 @@
 //! arithmetic, not the validator's), and the counts must stay within the ring.
 #![no_main]
 use libfuzzer_sys::fuzz_target;
-use xdpool::xsk::{CompletionRing, FillRing, RxRing, UmemLayout, XdpDesc};
+use xdpool::internal::xsk::{CompletionRing, FillRing, RxRing, UmemLayout, XdpDesc};
 
 struct Bytes<'a>(&'a [u8]);
 

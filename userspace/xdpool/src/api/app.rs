@@ -3,7 +3,7 @@
 use super::handler::{HandlerSet, Named};
 use super::Handler;
 use crate::config::{Config, HandlerTable};
-use crate::exit::Fatal;
+use crate::error::RunError as Error;
 use crate::run::{RunOptions, Summary, WorkerBody};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -19,14 +19,19 @@ use std::time::Duration;
 /// ```no_run
 /// use xdpool::{App, Mac, Packet, Verdict};
 ///
-/// fn main() -> Result<(), xdpool::Error> {
-///     let summary = App::from_config("/etc/xdpool/reflect.toml")
+/// fn main() {
+///     let run = App::from_config("/etc/xdpool/reflect.toml")
 ///         .handler("reflect", |pkt: &mut Packet<'_>| {
 ///             Verdict::back().with_mac(Mac::Swap)
 ///         })
-///         .run()?;
-///     println!("{} frames", summary.total.rx_packets);
-///     Ok(())
+///         .run();
+///     match run {
+///         Ok(summary) => println!("{} frames", summary.packets),
+///         Err(e) => {
+///             eprintln!("reflect: {e}");
+///             std::process::exit(e.exit_code());
+///         }
+///     }
 /// }
 /// ```
 ///
@@ -96,7 +101,7 @@ impl<H: HandlerSet> App<H> {
     pub fn check(&self) -> Result<(), Error> {
         Config::load_with(&self.config, self.table())
             .map(|_| ())
-            .map_err(Error::from_config)
+            .map_err(|e| Error::Usage(e.to_string()))
     }
 
     /// Runs until stopped (SIGINT, SIGTERM, [`duration`](Self::duration)), then
@@ -106,13 +111,14 @@ impl<H: HandlerSet> App<H> {
         let table = self.table();
         for (i, h) in table.handlers.iter().enumerate() {
             if table.handlers[..i].iter().any(|o| o.name == h.name) {
-                return Err(Error(Fatal::new(
-                    crate::exit::ExitCode::Usage,
-                    format!("two handlers are registered as `{}`: give each its own name", h.name),
+                return Err(Error::Usage(format!(
+                    "two handlers are registered as `{}`: give each its own name",
+                    h.name
                 )));
             }
         }
-        let cfg = Config::load_with(&self.config, table).map_err(Error::from_config)?;
+        let cfg =
+            Config::load_with(&self.config, table).map_err(|e| Error::Usage(e.to_string()))?;
         crate::worker::install_panic_hook();
         let handlers = Arc::new(self.handlers);
         let mut options = self.options;
@@ -120,31 +126,6 @@ impl<H: HandlerSet> App<H> {
         options.worker = Some(WorkerBody(Arc::new(move |region, spec, fabric, stop| {
             crate::worker::run_with(region, spec, fabric, stop, handlers.clone())
         })));
-        let summary = crate::run::run(&cfg, &options).map_err(Error)?;
-        Ok(summary)
+        crate::run::run(&cfg, &options)
     }
 }
-
-/// Why a program did not run, or stopped: the message says what to do; the exit
-/// code is the one `xdpool run` uses for the same cause.
-#[derive(Debug)]
-pub struct Error(pub(crate) Fatal);
-
-impl Error {
-    fn from_config(e: crate::config::ConfigError) -> Error {
-        Error(Fatal::new(crate::exit::ExitCode::Usage, e.to_string()))
-    }
-
-    /// The process exit code `xdpool run` would end with.
-    pub fn exit_code(&self) -> i32 {
-        self.0.code as i32
-    }
-}
-
-impl std::fmt::Display for Error {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(&self.0.message)
-    }
-}
-
-impl std::error::Error for Error {}

@@ -119,7 +119,11 @@ impl KeptStore {
     /// Every frame still kept (at the end, after the handlers' states are gone:
     /// their handles were leaked).
     pub(crate) fn drain_all(&self) -> Vec<(Frame, XdpDesc)> {
-        self.slab.borrow_mut().iter_mut().filter_map(Option::take).collect()
+        self.slab
+            .borrow_mut()
+            .iter_mut()
+            .filter_map(Option::take)
+            .collect()
     }
 }
 

@@ -14,7 +14,7 @@ mod packet;
 mod tests;
 mod verdict;
 
-pub use app::{App, Error};
+pub use app::App;
 pub use handler::{Counter, Declaration, Handler, HandlerSet, LaneSetup, Named, UserCounters};
 pub use kept::Kept;
 pub use packet::{EmitError, NoRoom, Packet};

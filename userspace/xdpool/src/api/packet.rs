@@ -370,12 +370,30 @@ mod tests {
         chunk[16..28].copy_from_slice(&[1, 1, 1, 1, 1, 1, 2, 2, 2, 2, 2, 2]);
         let mut p = Packet::new(&mut chunk, 16, 40, meta(), None);
         assert_eq!((p.headroom(), p.len(), p.tailroom()), (16, 24, 24));
-        assert_eq!(p.push_head(17), Err(NoRoom { asked: 17, room: 16 }));
+        assert_eq!(
+            p.push_head(17),
+            Err(NoRoom {
+                asked: 17,
+                room: 16
+            })
+        );
         p.push_head(16).unwrap().fill(9);
         assert_eq!((p.headroom(), p.len()), (0, 40));
         p.pull_head(16).unwrap();
-        assert_eq!(p.pull_head(25), Err(NoRoom { asked: 25, room: 24 }));
-        assert_eq!(p.push_tail(25), Err(NoRoom { asked: 25, room: 24 }));
+        assert_eq!(
+            p.pull_head(25),
+            Err(NoRoom {
+                asked: 25,
+                room: 24
+            })
+        );
+        assert_eq!(
+            p.push_tail(25),
+            Err(NoRoom {
+                asked: 25,
+                room: 24
+            })
+        );
         p.push_tail(24).unwrap();
         p.trim_tail(48).unwrap();
         assert!(p.is_empty() && !p.swap_macs());

@@ -131,7 +131,11 @@ handler = "steer"
     for i in 0..7 {
         h.send("in", &udp(10, i));
     }
-    assert_eq!(h.send("in", &udp(11, 0)), Steered::Passed, "no rule: the kernel's");
+    assert_eq!(
+        h.send("in", &udp(11, 0)),
+        Steered::Passed,
+        "no rule: the kernel's"
+    );
     h.run();
     let out = h.sent("out");
     assert_eq!(out.len(), 40);
@@ -157,14 +161,21 @@ fn the_rule_name_and_arg_reach_the_handler() {
     ))
     .handler("see", move |pkt: &mut Packet<'_>| {
         let mut s = s.lock().unwrap();
-        s.push((pkt.rule_name().map(String::from), pkt.arg().map(String::from), pkt.queue()));
+        s.push((
+            pkt.rule_name().map(String::from),
+            pkt.arg().map(String::from),
+            pkt.queue(),
+        ));
         Verdict::drop()
     })
     .build()
     .unwrap();
     h.send("in", &udp(9, 0));
     h.run();
-    assert_eq!(*seen.lock().unwrap(), vec![(Some("r1".into()), Some("x".into()), 0)]);
+    assert_eq!(
+        *seen.lock().unwrap(),
+        vec![(Some("r1".into()), Some("x".into()), 0)]
+    );
 }
 
 #[test]
@@ -197,7 +208,10 @@ fn head_and_tail_changes_leave_with_the_frame() {
         "[[rule]]\nport = \"in\"\naction = \"call\"\nhandler = \"tag\"",
     ))
     .handler("tag", |pkt: &mut Packet<'_>| {
-        if pkt.insert(12, 4).map(|t| t.copy_from_slice(&[0x81, 0, 0, 42])).is_err()
+        if pkt
+            .insert(12, 4)
+            .map(|t| t.copy_from_slice(&[0x81, 0, 0, 42]))
+            .is_err()
             || pkt.trim_tail(8).is_err()
         {
             return Verdict::drop();
@@ -263,7 +277,11 @@ fn an_undeclared_port_is_not_given_to_the_handler() {
         type Lane = ();
         fn lane(&self, s: &mut LaneSetup<'_>) {
             // Each lane sees its own arrival port and nothing undeclared.
-            let other = if s.arrival_name() == "in" { "out" } else { "in" };
+            let other = if s.arrival_name() == "in" {
+                "out"
+            } else {
+                "in"
+            };
             assert!(s.port(other).is_none(), "{other} is not declared");
             assert_eq!(s.port(s.arrival_name()), Some(s.arrival()));
         }
@@ -282,20 +300,38 @@ fn an_undeclared_port_is_not_given_to_the_handler() {
 
 #[test]
 fn config_errors_name_the_rule_key_and_what_to_do() {
-    let call = |extra: &str| with_rules(&format!("[[rule]]\nport = \"in\"\naction = \"call\"\n{extra}"));
+    let call = |extra: &str| {
+        with_rules(&format!(
+            "[[rule]]\nport = \"in\"\naction = \"call\"\n{extra}"
+        ))
+    };
     let err = |text: &str| match Harness::builder(text).handler("known", Steer).build() {
         Ok(_) => panic!("accepted: {text}"),
         Err(e) => e.to_string(),
     };
     let e = err(&call("handler = \"nope\""));
-    assert!(e.contains("rule[0].handler") && e.contains("this program registers known"), "{e}");
+    assert!(
+        e.contains("rule[0].handler") && e.contains("this program registers known"),
+        "{e}"
+    );
     let e = err(&call(""));
-    assert!(e.contains("rule[0].handler") && e.contains("needs handler"), "{e}");
-    let e = err(&with_rules("[[rule]]\nport = \"in\"\naction = \"drop\"\narg = \"1\""));
-    assert!(e.contains("rule[0].arg") && e.contains("belongs to action = \"call\""), "{e}");
+    assert!(
+        e.contains("rule[0].handler") && e.contains("needs handler"),
+        "{e}"
+    );
+    let e = err(&with_rules(
+        "[[rule]]\nport = \"in\"\naction = \"drop\"\narg = \"1\"",
+    ));
+    assert!(
+        e.contains("rule[0].arg") && e.contains("belongs to action = \"call\""),
+        "{e}"
+    );
     let one_port = "[[port]]\nname = \"in\"\ninterface = \"a0\"\nqueues = [0]\n[[rule]]\naction = \"call\"\nhandler = \"known\"";
     let e = err(one_port);
-    assert!(e.contains("sends to port `out`") && e.contains("line"), "{e}");
+    assert!(
+        e.contains("sends to port `out`") && e.contains("line"),
+        "{e}"
+    );
     let e = match Harness::builder(&call("handler = \"x\"")).build() {
         Ok(_) => panic!("a program without handlers accepted a call rule"),
         Err(e) => e.to_string(),
@@ -317,7 +353,10 @@ fn emitted_frames_leave_and_are_accounted() {
         reply[12..14].copy_from_slice(&[0x88, 0xb5]);
         reply[14] = pkt.bytes()[pkt.len() - 1];
         let here = pkt.port();
-        assert_eq!(pkt.emit(here, &reply[..5]), Err(crate::EmitError::Length(5)));
+        assert_eq!(
+            pkt.emit(here, &reply[..5]),
+            Err(crate::EmitError::Length(5))
+        );
         pkt.emit(here, &reply).unwrap();
         Verdict::drop()
     })
@@ -381,10 +420,18 @@ fn kept_frames_leave_later_or_go_back_when_their_handle_drops() {
     assert_eq!(h.counter("in", "kept_taken"), 10);
     assert_eq!(h.counter("in", "kept_sent"), 8);
     assert_eq!(h.counter("in", "kept"), 2);
-    let a = h.check_accounting().expect_err("two frames are the application's");
+    let a = h
+        .check_accounting()
+        .expect_err("two frames are the application's");
     assert!(a.contains("2 frames still with the application"), "{a}");
     let end = h.finish();
-    assert_eq!(end, crate::testing::Finished { kept_leaked: 0, inflight_at_destroy: 0 });
+    assert_eq!(
+        end,
+        crate::testing::Finished {
+            kept_leaked: 0,
+            inflight_at_destroy: 0
+        }
+    );
 }
 
 /// A handle leaked with mem::forget: its frame is named at the end and stays out of

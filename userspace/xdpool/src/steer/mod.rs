@@ -11,7 +11,7 @@
 pub mod abi;
 mod error;
 mod link;
-pub(crate) mod netlink;
+pub mod netlink;
 mod rule;
 mod shape;
 
@@ -34,10 +34,6 @@ use abi::{BankAbi, ConfigAbi, RuleAbi, RuleHitsAbi};
 /// The object built from `xdp-prog/xdpool.bpf.c` by build.rs.
 static OBJECT: &[u8] = aya::include_bytes_aligned!(concat!(env!("OUT_DIR"), "/xdpool.bpf.o"));
 
-/// The object built from `xdp-prog/redirect.bpf.c`: the benchmark's reference.
-static REDIRECT_OBJECT: &[u8] =
-    aya::include_bytes_aligned!(concat!(env!("OUT_DIR"), "/redirect.bpf.o"));
-
 const STEER_PROG: &str = "xdpool_steer";
 /// The same program for single-buffer frames (section "xdp": no length helper).
 const STEER_PROG_1BUF: &str = "xdpool_steer_1buf";
@@ -46,14 +42,13 @@ const STEER_PROG_1BUF: &str = "xdpool_steer_1buf";
 const STEER_PROG_PORT: &str = "xdpool_steer_port";
 const STEER_PROG_1BUF_PORT: &str = "xdpool_steer_1buf_port";
 const CEILING_PROG: &str = "xdpool_ceiling";
-const REDIRECT_PROG: &str = "xdpool_redirect_ref";
 
 /// `XDP_FLAGS_SKB_MODE` and `XDP_FLAGS_DRV_MODE` from `linux/if_link.h`.
 const XDP_FLAGS_SKB_MODE: u32 = 1 << 1;
 const XDP_FLAGS_DRV_MODE: u32 = 1 << 2;
 
 /// Where the kernel runs the XDP program.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize, clap::ValueEnum)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum XdpAttachMode {
     /// In the driver (fast; the driver must support XDP).
@@ -82,6 +77,19 @@ impl XdpAttachMode {
 impl std::fmt::Display for XdpAttachMode {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.write_str(self.name())
+    }
+}
+
+impl std::str::FromStr for XdpAttachMode {
+    type Err = String;
+
+    /// `native` or `skb`, as in the config file's `xdp_mode`.
+    fn from_str(s: &str) -> Result<Self, String> {
+        match s {
+            "native" => Ok(XdpAttachMode::Native),
+            "skb" => Ok(XdpAttachMode::Skb),
+            _ => Err(format!("unknown XDP mode `{s}`: use `native` or `skb`")),
+        }
     }
 }
 
@@ -1001,26 +1009,31 @@ impl Ceiling {
     }
 }
 
-/// `xdpool_redirect_ref` (`xdp-prog/redirect.bpf.c`): redirects every frame to its
-/// queue's socket and does nothing else; the floor `xdpool bench steer` measures
-/// the steering program against. Never attached.
+/// An XDP program of another object, loaded but never attached, that runs under
+/// `BPF_PROG_TEST_RUN` as the steering program does: `xdpool bench steer` measures
+/// the steering program against `xdpool_redirect_ref` (`xdp-prog/redirect.bpf.c`,
+/// built by xdpool-lab), which redirects every frame to its queue's socket and does
+/// nothing else.
 #[derive(Debug)]
-pub struct RedirectReference {
+pub struct ReferenceProgram {
     ebpf: Ebpf,
+    name: &'static str,
 }
 
-impl RedirectReference {
-    /// Loads the program (its XSKMAP stays empty: every run falls back to XDP_PASS,
-    /// as the steering program's steer rules do under test).
-    pub fn load() -> Result<Self, SteerError> {
-        Ok(RedirectReference {
-            ebpf: load_object(&mut EbpfLoader::new(), REDIRECT_OBJECT, REDIRECT_PROG)?,
+impl ReferenceProgram {
+    /// Loads program `name` of `object` (an XSKMAP in it stays empty: every run of a
+    /// redirect falls back to XDP_PASS, as the steering program's steer rules do under
+    /// test).
+    pub fn load(object: &[u8], name: &'static str) -> Result<Self, SteerError> {
+        Ok(ReferenceProgram {
+            ebpf: load_object(&mut EbpfLoader::new(), object, name)?,
+            name,
         })
     }
 
     /// Runs the program `repeat` times on `frame`; the XDP action and the kernel's
     /// mean time per run.
     pub fn test_run_timed(&self, frame: &[u8], repeat: u32) -> Result<(u32, Duration), SteerError> {
-        test_run_xdp(xdp(&self.ebpf, REDIRECT_PROG)?, frame, repeat)
+        test_run_xdp(xdp(&self.ebpf, self.name)?, frame, repeat)
     }
 }

@@ -32,7 +32,7 @@ pub(crate) fn link_mtu(ifindex: u32) -> io::Result<Option<u32>> {
 
 /// RTM_GETLINK for one index in the calling thread's namespace; `None` when no link
 /// has this index (ENODEV).
-pub(crate) fn get_link(ifindex: u32) -> io::Result<Option<LinkMessage>> {
+pub fn get_link(ifindex: u32) -> io::Result<Option<LinkMessage>> {
     let mut link = LinkMessage::default();
     link.header.index = ifindex;
     let mut header = NetlinkHeader::default();

@@ -183,13 +183,7 @@ fn drop_frame(frame: Frame, d: XdpDesc, mirror_to: Option<PortId>, cx: &mut ActC
 /// `l2fwd` (a swap) and a handler's `back`: rewrite the MACs in place and queue the
 /// RX chunk itself for TX.
 #[inline]
-fn back(
-    frame: Frame,
-    d: XdpDesc,
-    mac: MacRewrite,
-    mirror_to: Option<PortId>,
-    cx: &mut ActCtx<'_>,
-) {
+fn back(frame: Frame, d: XdpDesc, mac: MacRewrite, mirror_to: Option<PortId>, cx: &mut ActCtx<'_>) {
     let Some(frame) = rewrite(frame, d, mac, None, cx) else {
         return;
     };

@@ -6,12 +6,12 @@ use super::action::{Act, PortId, Verdict};
 use super::counters::WorkerCountersSnapshot;
 use super::handoff::Egress;
 use crate::api::{Emit, EmitError, HandlerSet, Kept, KeptStore, Kind, Meta, Packet, PortRef};
-use std::rc::Rc;
 use crate::config::MacRewrite;
 use crate::xsk::XdpDesc;
 use pool::{Frame, PoolOwner, Region};
 use std::cell::{Cell, RefCell};
 use std::panic::{catch_unwind, AssertUnwindSafe};
+use std::rc::Rc;
 
 /// Why a handler's frame is not acted on: each is dropped and counted.
 pub(super) enum Refused {
@@ -85,10 +85,13 @@ impl Emit for Emitter<'_> {
     }
 
     fn send_kept(&mut self, kept: Kept, v: crate::api::Verdict) -> Result<(), EmitError> {
-        let ok = [v.mirror, match v.kind {
-            Kind::Forward(p) => Some(p),
-            _ => None,
-        }]
+        let ok = [
+            v.mirror,
+            match v.kind {
+                Kind::Forward(p) => Some(p),
+                _ => None,
+            },
+        ]
         .into_iter()
         .flatten()
         .all(|p| p.0 as PortId == self.arrival || self.egress.contains(&(p.0 as PortId)));

@@ -99,7 +99,10 @@ impl HeapKernel {
             return Err(Undelivered::NoFillEntry);
         }
         let at = addr[0] + crate::xsk::XDP_PACKET_HEADROOM as u64;
-        assert!(at + frame.len() as u64 <= self.region.len() as u64, "a fill entry out of the region");
+        assert!(
+            at + frame.len() as u64 <= self.region.len() as u64,
+            "a fill entry out of the region"
+        );
         // SAFETY: the range lies inside the region's mapping (checked above; the
         // mapping lives as long as `self.region`). The chunk came off the fill ring,
         // so it is the kernel's (state Fill): no token of the worker views it, and
@@ -111,7 +114,11 @@ impl HeapKernel {
                 frame.len(),
             )
         };
-        let d = XdpDesc { addr: at, len: frame.len() as u32, options: 0 };
+        let d = XdpDesc {
+            addr: at,
+            len: frame.len() as u32,
+            options: 0,
+        };
         assert_eq!(self.rx.produce(&[d]), 1);
         Ok(())
     }
@@ -126,12 +133,18 @@ impl HeapKernel {
                 return out;
             }
             for d in &descs[..n] {
-                assert!(d.addr + d.len as u64 <= self.region.len() as u64, "a TX descriptor out of the region");
+                assert!(
+                    d.addr + d.len as u64 <= self.region.len() as u64,
+                    "a TX descriptor out of the region"
+                );
                 // SAFETY: inside the mapping (checked above). The descriptor is on the
                 // TX ring, so its chunk is the kernel's until completed (state Tx):
                 // the worker writes none of it, and no worker code runs meanwhile.
                 let bytes = unsafe {
-                    std::slice::from_raw_parts(self.region.as_ptr().add(d.addr as usize), d.len as usize)
+                    std::slice::from_raw_parts(
+                        self.region.as_ptr().add(d.addr as usize),
+                        d.len as usize,
+                    )
                 };
                 out.push(bytes.to_vec());
             }
@@ -142,15 +155,33 @@ impl HeapKernel {
 }
 
 /// A socket on heap rings for `region` and the kernel side that drives it.
-pub(crate) fn heap_socket(region: &Arc<Region>, fill: u32, rx: u32, tx: u32) -> (Box<dyn PortIo>, HeapKernel) {
+pub(crate) fn heap_socket(
+    region: &Arc<Region>,
+    fill: u32,
+    rx: u32,
+    tx: u32,
+) -> (Box<dyn PortIo>, HeapKernel) {
     let layout = UmemLayout::new(region.len() as u64, region.chunk_size(), 0, false);
     let (fill_ring, kfill) = FillRing::new_heap(fill);
     let (comp, kcomp) = CompletionRing::new_heap(fill.max(tx) * 2, layout);
     let (rx_ring, krx) = RxRing::new_heap(rx, layout);
     let (tx_ring, ktx) = TxRing::new_heap(tx);
     (
-        Box::new(HeapIo { fill: fill_ring, comp, rx: rx_ring, tx: tx_ring, napi: None }),
-        HeapKernel { fill: kfill, comp: kcomp, rx: krx, tx: ktx, rx_size: rx, region: region.clone() },
+        Box::new(HeapIo {
+            fill: fill_ring,
+            comp,
+            rx: rx_ring,
+            tx: tx_ring,
+            napi: None,
+        }),
+        HeapKernel {
+            fill: kfill,
+            comp: kcomp,
+            rx: krx,
+            tx: ktx,
+            rx_size: rx,
+            region: region.clone(),
+        },
     )
 }
 
@@ -161,8 +192,15 @@ pub(crate) struct Driven<H: HandlerSet> {
 
 impl<H: HandlerSet> Driven<H> {
     /// The worker of `spec`, its handler states made here.
-    pub(crate) fn new(region: &Arc<Region>, spec: WorkerSpec, fabric: Arc<Fabric>, handlers: Arc<H>) -> Self {
-        Driven { worker: Worker::new(region, spec, fabric, handlers) }
+    pub(crate) fn new(
+        region: &Arc<Region>,
+        spec: WorkerSpec,
+        fabric: Arc<Fabric>,
+        handlers: Arc<H>,
+    ) -> Self {
+        Driven {
+            worker: Worker::new(region, spec, fabric, handlers),
+        }
     }
 
     /// Lane `lane` runs on `io` from now on.

@@ -32,18 +32,18 @@ pub use counters::{WorkerCounters, WorkerCountersSnapshot};
 pub use port::{fill_target, Port, PortIo, PortRings, MAX_BATCH};
 pub use shared::{PortShared, Waker};
 
+use crate::api::{HandlerSet, KeptStore, LaneSetup, PortRef};
+use crate::config::HandlerDecl;
 use crate::config::WaitMode;
 use crate::neigh::{MacBook, Neighbours};
 use crate::xsk::{XdpDesc, XdpStatistics};
-use crate::api::{HandlerSet, KeptStore, LaneSetup, PortRef};
-use std::rc::Rc;
-use crate::config::HandlerDecl;
 use action::{Act, ActCtx, PortId};
 use handoff::{Egress, Remotes};
 use handover::Phase;
 use lane::Lane;
 use pool::{PoolConfig, PoolOwner, PoolStats, Region};
 use serde::Serialize;
+use std::rc::Rc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -545,9 +545,19 @@ impl<H: HandlerSet> Worker<H> {
             action::apply(verdict, frame, d, &mut cx);
         }
         if !kept[i].returned.borrow().is_empty() || !kept[i].sent.borrow().is_empty() {
-            settle_kept(lane, &kept[i], spec.lanes[i].port, out, scratch, spec, book, &mut missed);
+            settle_kept(
+                lane,
+                &kept[i],
+                spec.lanes[i].port,
+                out,
+                scratch,
+                spec,
+                book,
+                &mut missed,
+            );
         }
-        lane.port.c.kept = lane.port.c.kept_taken - lane.port.c.kept_returned - lane.port.c.kept_sent;
+        lane.port.c.kept =
+            lane.port.c.kept_taken - lane.port.c.kept_returned - lane.port.c.kept_sent;
         if missed {
             fabric.neighbours.report_miss();
         }
@@ -693,8 +703,18 @@ impl<H: HandlerSet> Worker<H> {
             let store = self.kept[i].clone();
             let port = self.spec.lanes[i].port;
             let mut missed = false;
-            let (out, scratch, spec, book) = (&mut self.out, &mut self.scratch, &self.spec, &self.book);
-            settle_kept(&mut self.lanes[i], &store, port, out, scratch, spec, book, &mut missed);
+            let (out, scratch, spec, book) =
+                (&mut self.out, &mut self.scratch, &self.spec, &self.book);
+            settle_kept(
+                &mut self.lanes[i],
+                &store,
+                port,
+                out,
+                scratch,
+                spec,
+                book,
+                &mut missed,
+            );
             let leaked = store.drain_all();
             if !leaked.is_empty() {
                 let lane = &mut self.lanes[i];
@@ -735,7 +755,10 @@ fn handler_lanes<H: HandlerSet>(handlers: &H, spec: &WorkerSpec, fabric: &Fabric
     let port_names: Vec<String> = fabric
         .port_sockets
         .iter()
-        .map(|s| s.first().map_or_else(String::new, |&s| fabric.sockets[s].port.clone()))
+        .map(|s| {
+            s.first()
+                .map_or_else(String::new, |&s| fabric.sockets[s].port.clone())
+        })
         .collect();
     spec.lanes
         .iter()
@@ -759,7 +782,13 @@ fn handler_lanes<H: HandlerSet>(handlers: &H, spec: &WorkerSpec, fabric: &Fabric
 /// told to stop the run.
 #[cold]
 #[inline(never)]
-fn handler_panicked(logged: &mut bool, spec: &WorkerSpec, fabric: &Fabric, lane: &Lane, msg: String) {
+fn handler_panicked(
+    logged: &mut bool,
+    spec: &WorkerSpec,
+    fabric: &Fabric,
+    lane: &Lane,
+    msg: String,
+) {
     if !std::mem::replace(logged, true) {
         tracing::error!(
             port = %lane.shared.port, queue = lane.shared.queue,
@@ -768,9 +797,15 @@ fn handler_panicked(logged: &mut bool, spec: &WorkerSpec, fabric: &Fabric, lane:
         );
     }
     if spec.stop_on_handler_panic {
-        let mut first = fabric.handler_failure.lock().unwrap_or_else(|p| p.into_inner());
+        let mut first = fabric
+            .handler_failure
+            .lock()
+            .unwrap_or_else(|p| p.into_inner());
         first.get_or_insert_with(|| {
-            format!("a packet function panicked on port {} queue {}: {msg}", lane.shared.port, lane.shared.queue)
+            format!(
+                "a packet function panicked on port {} queue {}: {msg}",
+                lane.shared.port, lane.shared.queue
+            )
         });
     }
 }
@@ -798,7 +833,9 @@ fn settle_kept(
     }
     let sent = std::mem::take(&mut *store.sent.borrow_mut());
     for (slot, v) in sent {
-        let Some((frame, d)) = store.take(slot) else { continue };
+        let Some((frame, d)) = store.take(slot) else {
+            continue;
+        };
         let site = call::CallSite {
             port,
             queue: lane.shared.queue,

@@ -6,8 +6,8 @@
 //! say exactly what happened, and the frame accounting holds.
 
 use super::action::{apply, Act, ActCtx, PortId, Verdict};
-use super::harness::HeapIo;
 use super::handoff::{Egress, Remotes};
+use super::harness::HeapIo;
 use super::port::{Port, PortIo, PortRings};
 use crate::config::MacRewrite;
 use crate::neigh::MacBook;
@@ -932,7 +932,9 @@ fn a_worker_hands_frames_to_another_workers_queue_and_counts_a_full_one() {
 /// A shedding l2fwd worker (`tx_bottleneck = "shed"`) with `batch`, copy-mode rings
 /// that let the kernel hold 128 frames (low below 64) and a TX ring of 64 that the
 /// test's kernel drains only when told to.
-fn shedding_l2fwd_worker(batch: usize) -> (Arc<Region>, Arc<super::Fabric>, super::Worker<()>, Kernel) {
+fn shedding_l2fwd_worker(
+    batch: usize,
+) -> (Arc<Region>, Arc<super::Fabric>, super::Worker<()>, Kernel) {
     use super::shared::{PortShared, Waker};
     use super::{Fabric, LaneSpec, Worker, WorkerSpec};
     let region = Region::new(RegionConfig {

@@ -20,7 +20,13 @@ use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 use serde::Serialize;
 
 use super::math::{spread, Spread};
-use crate::steer::{RedirectReference, Rule, RuleAction, RuleMatch, SteerError, Steering};
+use crate::steer::{ReferenceProgram, Rule, RuleAction, RuleMatch, SteerError, Steering};
+
+/// The reference, built from `xdp-prog/redirect.bpf.c` by this crate's build.rs.
+static REDIRECT_OBJECT: &[u8] =
+    aya::include_bytes_aligned!(concat!(env!("OUT_DIR"), "/redirect.bpf.o"));
+/// Its program: redirects every frame to its queue's socket, nothing else.
+const REDIRECT_PROG: &str = "xdpool_redirect_ref";
 
 /// Settings of one run.
 #[derive(Debug, Clone)]
@@ -288,7 +294,7 @@ fn rows_for(
 }
 
 enum Loaded {
-    Reference(RedirectReference),
+    Reference(ReferenceProgram),
     Steer(Box<Steering>),
 }
 
@@ -312,7 +318,10 @@ pub fn run_steer_bench(
     for s in &subjects {
         match &s.rules {
             None => {
-                loaded.push(Loaded::Reference(RedirectReference::load()?));
+                loaded.push(Loaded::Reference(ReferenceProgram::load(
+                    REDIRECT_OBJECT,
+                    REDIRECT_PROG,
+                )?));
                 shapes.push("reference".to_string());
             }
             Some(rules) => {
@@ -373,7 +382,7 @@ pub fn run_steer_bench(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::wire::parse;
+    use xdpool::internal::wire::parse;
 
     #[test]
     fn frames_parse_as_udp_to_the_lab_port() {

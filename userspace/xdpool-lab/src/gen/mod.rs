@@ -33,7 +33,7 @@ use crate::netns::NetnsError;
 use packet::{PacketError, PortRange};
 
 /// Which generator sends.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, clap::ValueEnum)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "lowercase")]
 pub enum Engine {
     /// BPF_PROG_RUN live frames (XDP_TX out of the ingress device).
@@ -45,7 +45,7 @@ pub enum Engine {
 }
 
 /// What the frames carry.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, clap::ValueEnum)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "lowercase")]
 pub enum Payload {
     /// The same template bytes over and over (every engine).

@@ -1,9 +1,12 @@
 //! `xdpool bench pool`: the recycler's micro-benchmark, after the kernel's
-//! `bench_page_pool_simple`, with naive free lists measured in the same run.
+//! `bench_page_pool_simple`, with naive free lists measured in the same run. It uses
+//! only the `pool` crate's public API (and [`cpu`], its own CPU helpers).
 
-use crate::cpu::{affinity, pin_to_cpu, set_affinity, tsc};
-use crate::{OwnerBatch, PoolConfig, PoolOwner, Region, RegionConfig, Topology};
+mod cpu;
+
+use cpu::{affinity, pin_to_cpu, set_affinity, tsc};
 use crossbeam_queue::ArrayQueue;
+use pool::{OwnerBatch, PoolConfig, PoolOwner, Region, RegionConfig, Topology};
 use serde::Serialize;
 use std::hint::black_box;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -526,7 +529,7 @@ fn loop_rx_drop(pool: &mut PoolOwner, ring: &mut [u64; 64], n: u64) {
 }
 
 #[inline(never)]
-fn loop_ring(pool: &mut PoolOwner, remote: &crate::PoolRemote, n: u64) {
+fn loop_ring(pool: &mut PoolOwner, remote: &pool::PoolRemote, n: u64) {
     in_batches(pool, n, |b| {
         let f = b.alloc().expect("frame");
         remote.recycle(black_box(f));
@@ -546,8 +549,8 @@ fn loop_slow(pool: &mut PoolOwner, n: u64) {
 fn cross_thread(r: &mut Runner, reg: Arc<Region>) -> bool {
     const BATCH: usize = 64;
     let (alloc_cpu, free_cpu) = r.cfg.cross_cpus;
-    let to_free: Arc<ArrayQueue<Vec<crate::Frame>>> = Arc::new(ArrayQueue::new(8));
-    let empties: Arc<ArrayQueue<Vec<crate::Frame>>> = Arc::new(ArrayQueue::new(16));
+    let to_free: Arc<ArrayQueue<Vec<pool::Frame>>> = Arc::new(ArrayQueue::new(8));
+    let empties: Arc<ArrayQueue<Vec<pool::Frame>>> = Arc::new(ArrayQueue::new(16));
     for _ in 0..12 {
         let _ = empties.push(Vec::with_capacity(BATCH));
     }
@@ -563,7 +566,7 @@ fn cross_thread(r: &mut Runner, reg: Arc<Region>) -> bool {
         );
         std::thread::spawn(move || {
             pinned_free.store(pin_to_cpu(free_cpu), Ordering::Relaxed);
-            let remote: crate::PoolRemote = rx_remote.recv().expect("remote handle");
+            let remote: pool::PoolRemote = rx_remote.recv().expect("remote handle");
             // The freeing side's own cost: cycles inside the recycle loops only.
             let (mut busy, mut freed) = (0u64, 0u64);
             loop {
@@ -779,7 +782,7 @@ fn targets(res: &[BenchResult]) -> Vec<TargetCheck> {
     ]
 }
 
-#[cfg(all(test, not(loom)))]
+#[cfg(test)]
 mod tests {
     use super::*;
 

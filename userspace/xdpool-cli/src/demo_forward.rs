@@ -7,12 +7,12 @@ use std::path::{Path, PathBuf};
 use std::sync::atomic::Ordering;
 use std::time::Duration;
 
-use xdpool::cli::DemoArgs;
-use xdpool::exit::{ExitCode, Fatal};
-use xdpool::gen::sink::SeqSink;
-use xdpool::gen::GenConfig;
-use xdpool::lab::forward::{outer_end, ForwardLab, ForwardNames, Link};
-use xdpool::lab::{Lab, LabConfig, DEFAULT_PREFIX};
+use crate::cli::DemoArgs;
+use crate::exit::{ExitCode, Fatal};
+use xdpool_lab::gen::sink::SeqSink;
+use xdpool_lab::gen::GenConfig;
+use xdpool_lab::lab::forward::{outer_end, ForwardLab, ForwardNames, Link};
+use xdpool_lab::lab::{Lab, LabConfig, DEFAULT_PREFIX};
 
 /// Frames sent unless --count says otherwise.
 pub const DEFAULT_COUNT: u64 = 200_000;
@@ -60,7 +60,7 @@ pub fn run(args: &DemoArgs) -> Result<(), Fatal> {
         .unwrap_or_else(|| "configs/forward.toml".into());
     let names = ForwardNames::from_prefix(DEFAULT_PREFIX).map_err(fail)?;
     check_config(&config, &names.fwd)?;
-    let stop = xdpool::signal::install_stop_flag()
+    let stop = xdpool::internal::signal::install_stop_flag()
         .map_err(|e| fail(format!("cannot install the SIGINT handler: {e}")))?;
     let lab = LabConfig::default();
     let st = ForwardLab::up(&lab).map_err(fail)?;
@@ -113,7 +113,7 @@ fn inner(
     g.size = args.size as usize;
     g.rate_pps = Some(rate);
     g.duration = Some(Duration::from_secs(30));
-    let gen = xdpool::gen::run(&g).map_err(fail);
+    let gen = xdpool_lab::gen::run(&g).map_err(fail);
     let got = sink.settle(Duration::from_millis(1000), Duration::from_secs(10));
     let status = child.interrupt_and_wait(Duration::from_secs(10));
     while let Ok(l) = child.lines.recv_timeout(Duration::from_millis(500)) {

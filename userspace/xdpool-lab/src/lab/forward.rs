@@ -61,7 +61,7 @@ pub enum Role {
 }
 
 /// One of the lab's three veth pairs, named after xdpool's port on it.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, clap::ValueEnum)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "lowercase")]
 pub enum Link {
     /// xdps0 (P-src) <-> xdpf0 (P-fwd).

@@ -17,7 +17,7 @@ pub mod math;
 pub mod plot;
 pub mod report;
 /// Ctrl-C handling (lives in the product; re-exported for the tools).
-pub use crate::signal;
+pub use xdpool::internal::signal;
 pub mod steer;
 pub mod sweep;
 

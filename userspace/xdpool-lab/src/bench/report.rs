@@ -92,7 +92,7 @@ pub struct SizeRow {
 }
 
 /// How NAPI ran on the receiving veth.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, clap::ValueEnum)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum NapiMode {
     /// In softirq context on the CPU that scheduled it.

@@ -51,7 +51,7 @@ pub(crate) fn set_affinity(set: &libc::cpu_set_t) -> bool {
     unsafe { libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), set) == 0 }
 }
 
-#[cfg(all(test, not(loom)))]
+#[cfg(test)]
 mod tests {
     use super::*;
 

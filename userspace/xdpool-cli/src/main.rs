@@ -2,17 +2,19 @@
 //! user is here; the library logs through `tracing`.
 
 use clap::Parser;
+use cli::{
+    BenchWhich, CaptureArgs, Cli, Command, DemoArgs, EngineArg, GenArgs, LabAction, LabTopology,
+    LogFormat, RulesAction, RulesApplyArgs, RunArgs, StatsArgs,
+};
+use exit::{ExitCode, Fatal};
 use std::io::{BufRead, BufReader};
 use std::process::{Command as Process, Stdio};
 use std::time::{Duration, Instant};
-use xdpool::cli::{
-    BenchWhich, CaptureArgs, Cli, Command, DemoArgs, EngineArg, GenArgs, LabAction, LabTopology,
-    LogFormat, RulesAction, RulesApplyArgs, RunArgs, StatsArgs, XdpModeArg,
-};
-use xdpool::config::{Config, XdpModeConfig};
-use xdpool::exit::{ExitCode, Fatal};
+use xdpool::internal::config::Config;
 
+mod cli;
 mod demo_forward;
+mod exit;
 
 fn main() {
     let cli = Cli::parse();
@@ -46,7 +48,7 @@ fn main() {
         Command::Demo(args) => cmd_demo(args),
     };
     match result {
-        Ok(()) => std::process::exit(0),
+        Ok(()) => std::process::exit(ExitCode::Ok as i32),
         Err(f) => {
             eprintln!("xdpool: {}", f.message);
             std::process::exit(f.code as i32);
@@ -56,13 +58,10 @@ fn main() {
 
 fn cmd_run(args: RunArgs) -> Result<(), Fatal> {
     let cfg = Config::load(&args.config).map_err(|e| Fatal::new(ExitCode::Usage, e.to_string()))?;
-    let opts = xdpool::run::RunOptions {
+    let opts = xdpool::internal::run::RunOptions {
         duration: args.duration.map(Duration::from_secs_f64),
         summary_json: args.summary_json,
-        xdp_mode: args.xdp_mode.map(|m| match m {
-            XdpModeArg::Native => XdpModeConfig::Native,
-            XdpModeArg::Skb => XdpModeConfig::Skb,
-        }),
+        xdp_mode: args.xdp_mode,
         no_reattach: args.no_reattach,
         quiet: args.quiet,
         ready_line: args.ready_line,
@@ -70,8 +69,8 @@ fn cmd_run(args: RunArgs) -> Result<(), Fatal> {
         config_path: Some(args.config.clone()),
         worker: None,
     };
-    let summary = xdpool::run::run(&cfg, &opts)?;
-    println!("{}", xdpool::run::summary_text(&summary));
+    let summary = xdpool::internal::run::run(&cfg, &opts)?;
+    println!("{}", xdpool::internal::run::summary_text(&summary));
     if !summary.accounting_ok {
         return Err(Fatal::new(
             ExitCode::Failure,
@@ -88,8 +87,8 @@ fn cmd_run(args: RunArgs) -> Result<(), Fatal> {
 }
 
 fn cmd_lab(action: LabAction) -> Result<(), Fatal> {
-    use xdpool::lab::{Lab, LabConfig};
-    xdpool::exit::require_privileges("xdpool lab")?;
+    use xdpool_lab::lab::{Lab, LabConfig};
+    xdpool::internal::privilege::require_privileges("xdpool lab")?;
     match action {
         LabAction::Up {
             topology: LabTopology::Forward,
@@ -105,7 +104,7 @@ fn cmd_lab(action: LabAction) -> Result<(), Fatal> {
                 split_netns,
                 ..LabConfig::default()
             };
-            let st = xdpool::lab::forward::ForwardLab::up(&cfg)
+            let st = xdpool_lab::lab::forward::ForwardLab::up(&cfg)
                 .map_err(|e| Fatal::new(ExitCode::Failure, e.to_string()))?;
             println!(
                 "{}",
@@ -126,7 +125,7 @@ fn cmd_lab(action: LabAction) -> Result<(), Fatal> {
                     side.dev,
                     role,
                     side.ifindex,
-                    xdpool::lab::format_mac(&side.mac),
+                    xdpool_lab::lab::format_mac(&side.mac),
                     side.ipv4,
                     side.ipv6
                 );
@@ -172,7 +171,7 @@ fn cmd_lab(action: LabAction) -> Result<(), Fatal> {
                     side.netns,
                     side.dev,
                     side.ifindex,
-                    xdpool::lab::format_mac(&side.mac),
+                    xdpool_lab::lab::format_mac(&side.mac),
                     side.ipv4,
                     side.ipv6,
                     side.rx_queues,
@@ -197,12 +196,12 @@ fn cmd_lab(action: LabAction) -> Result<(), Fatal> {
     }
 }
 
-fn gen_config(args: &GenArgs) -> Result<xdpool::gen::GenConfig, Fatal> {
-    use xdpool::gen::{Engine, GenConfig};
+fn gen_config(args: &GenArgs) -> Result<xdpool_lab::gen::GenConfig, Fatal> {
+    use xdpool_lab::gen::{Engine, GenConfig};
     let usage = |e: String| Fatal::new(ExitCode::Usage, e);
     let mut cfg = match args.lab_topology {
         LabTopology::Pair => {
-            let names = xdpool::lab::LabNames::from_prefix(&args.prefix)
+            let names = xdpool_lab::lab::LabNames::from_prefix(&args.prefix)
                 .map_err(|e| usage(e.to_string()))?;
             GenConfig {
                 netns: Some(names.netns_a),
@@ -233,11 +232,11 @@ fn gen_config(args: &GenArgs) -> Result<xdpool::gen::GenConfig, Fatal> {
         None => {}
     }
     if let Some(mac) = &args.dst_mac {
-        cfg.dst_mac = xdpool::lab::parse_mac(mac)
+        cfg.dst_mac = xdpool_lab::lab::parse_mac(mac)
             .ok_or_else(|| usage(format!("--dst-mac {mac}: write it as aa:bb:cc:dd:ee:ff")))?;
     }
     if let Some(p) = args.payload {
-        cfg.payload = p;
+        cfg.payload = p.into();
     }
     cfg.seq_first = args.seq_first;
     cfg.count = Some(args.count);
@@ -263,17 +262,17 @@ fn gen_config(args: &GenArgs) -> Result<xdpool::gen::GenConfig, Fatal> {
     };
     if args.payload.is_none() && cfg.engine != Engine::Afxdp {
         // Only the AF_XDP engine numbers frames; the forward lab's default follows it.
-        cfg.payload = xdpool::gen::Payload::Template;
+        cfg.payload = xdpool_lab::gen::Payload::Template;
     }
     cfg.queue = args.queue;
     Ok(cfg)
 }
 
 fn cmd_gen(args: GenArgs) -> Result<(), Fatal> {
-    xdpool::exit::require_privileges("xdpool gen")?;
+    xdpool::internal::privilege::require_privileges("xdpool gen")?;
     let cfg = gen_config(&args)?;
     let report =
-        xdpool::gen::run(&cfg).map_err(|e| Fatal::new(ExitCode::Failure, e.to_string()))?;
+        xdpool_lab::gen::run(&cfg).map_err(|e| Fatal::new(ExitCode::Failure, e.to_string()))?;
     println!("{}", report.summary());
     if let Some(path) = &args.json {
         let text = serde_json::to_string_pretty(&report).expect("report serializes");
@@ -297,7 +296,7 @@ fn cmd_rules_apply(args: RulesApplyArgs) -> Result<(), Fatal> {
             ),
         )
     })?;
-    let reply = xdpool::stats::control::apply_rules(&args.socket, &text)
+    let reply = xdpool::internal::stats::control::apply_rules(&args.socket, &text)
         .map_err(|e| Fatal::new(ExitCode::Failure, e.to_string()))?;
     if args.json {
         println!("{reply}");
@@ -323,7 +322,7 @@ fn cmd_rules_apply(args: RulesApplyArgs) -> Result<(), Fatal> {
 
 fn cmd_stats(args: StatsArgs) -> Result<(), Fatal> {
     let ask = || {
-        xdpool::stats::control::query(&args.socket)
+        xdpool::internal::stats::control::query(&args.socket)
             .map_err(|e| Fatal::new(ExitCode::Failure, e.to_string()))
     };
     if args.json {
@@ -380,7 +379,7 @@ fn cmd_stats(args: StatsArgs) -> Result<(), Fatal> {
             std::thread::sleep(every.saturating_sub(at.elapsed()));
         }
         let now = ask()?;
-        let text = xdpool::stats::view::render(
+        let text = xdpool::internal::stats::view::render(
             &now,
             prev.as_ref().map(|(p, at)| (p, at.elapsed().as_secs_f64())),
         );
@@ -396,8 +395,8 @@ fn cmd_stats(args: StatsArgs) -> Result<(), Fatal> {
 }
 
 fn cmd_capture(args: CaptureArgs) -> Result<(), Fatal> {
-    use xdpool::capture::client::{capture, report_line, CaptureError, CaptureOptions};
-    let stop = xdpool::signal::install_stop_flag().map_err(|e| {
+    use xdpool::internal::capture::client::{capture, report_line, CaptureError, CaptureOptions};
+    let stop = xdpool::internal::signal::install_stop_flag().map_err(|e| {
         Fatal::new(
             ExitCode::Failure,
             format!("cannot install the SIGINT handler: {e}"),
@@ -405,7 +404,7 @@ fn cmd_capture(args: CaptureArgs) -> Result<(), Fatal> {
     })?;
     let opts = CaptureOptions {
         socket: args.socket,
-        rule: xdpool::capture::live::RuleRef::parse(&args.rule),
+        rule: xdpool::internal::capture::live::RuleRef::parse(&args.rule),
         count: args.count,
         snaplen: args.snaplen,
         file: args.file,
@@ -421,9 +420,9 @@ fn cmd_capture(args: CaptureArgs) -> Result<(), Fatal> {
     Ok(())
 }
 
-fn bench_capture(args: xdpool::cli::CaptureBenchArgs) -> Result<(), Fatal> {
-    use xdpool::bench::capture::{run, table, CaptureBenchConfig};
-    xdpool::exit::require_privileges("xdpool bench capture")?;
+fn bench_capture(args: cli::CaptureBenchArgs) -> Result<(), Fatal> {
+    use xdpool_lab::bench::capture::{run, table, CaptureBenchConfig};
+    xdpool::internal::privilege::require_privileges("xdpool bench capture")?;
     let exe = std::env::current_exe()
         .map_err(|e| Fatal::new(ExitCode::Failure, format!("cannot find my own binary: {e}")))?;
     let cfg = CaptureBenchConfig {
@@ -436,7 +435,7 @@ fn bench_capture(args: xdpool::cli::CaptureBenchArgs) -> Result<(), Fatal> {
         worker_core: args.worker_core,
         gen_core: args.gen_core,
     };
-    let stop = xdpool::signal::install_stop_flag().map_err(|e| {
+    let stop = xdpool::internal::signal::install_stop_flag().map_err(|e| {
         Fatal::new(
             ExitCode::Failure,
             format!("cannot install the Ctrl-C handler: {e}"),
@@ -451,7 +450,7 @@ fn bench_capture(args: xdpool::cli::CaptureBenchArgs) -> Result<(), Fatal> {
 fn cmd_bench(which: BenchWhich) -> Result<(), Fatal> {
     match which {
         BenchWhich::Pool { json, check } => {
-            let show = |report: &pool::bench::BenchReport| {
+            let show = |report: &xdpool_lab::pool_bench::BenchReport| {
                 if json {
                     println!(
                         "{}",
@@ -461,20 +460,24 @@ fn cmd_bench(which: BenchWhich) -> Result<(), Fatal> {
                     println!("{}", report.table());
                 }
             };
-            let cfg = pool::bench::BenchConfig::default();
+            let cfg = xdpool_lab::pool_bench::BenchConfig::default();
             if !check {
-                show(&pool::bench::run(&cfg));
+                show(&xdpool_lab::pool_bench::run(&cfg));
                 return Ok(());
             }
-            let failures = pool::bench::check(&cfg, pool::bench::CHECK_ATTEMPTS, |n, report| {
-                if n > 1 {
-                    eprintln!(
-                        "a target was missed; run {n} of at most {}",
-                        pool::bench::CHECK_ATTEMPTS
-                    );
-                }
-                show(report);
-            });
+            let failures = xdpool_lab::pool_bench::check(
+                &cfg,
+                xdpool_lab::pool_bench::CHECK_ATTEMPTS,
+                |n, report| {
+                    if n > 1 {
+                        eprintln!(
+                            "a target was missed; run {n} of at most {}",
+                            xdpool_lab::pool_bench::CHECK_ATTEMPTS
+                        );
+                    }
+                    show(report);
+                },
+            );
             if !failures.is_empty() {
                 return Err(Fatal::new(ExitCode::Failure, format!("pool benchmark missed: {}; rerun on an idle machine (or see docs/verification.md for the limits)", failures.join("; "))));
             }
@@ -482,8 +485,8 @@ fn cmd_bench(which: BenchWhich) -> Result<(), Fatal> {
         }
         BenchWhich::Capture(args) => bench_capture(args),
         BenchWhich::Throughput(args) => {
-            use xdpool::bench::{self, SweepConfig};
-            xdpool::exit::require_privileges("xdpool bench throughput")?;
+            use xdpool_lab::bench::{self, SweepConfig};
+            xdpool::internal::privilege::require_privileges("xdpool bench throughput")?;
             let fail = |e: bench::BenchError| Fatal::new(ExitCode::Failure, e.to_string());
             let exe = std::env::current_exe().map_err(|e| {
                 Fatal::new(ExitCode::Failure, format!("cannot find my own binary: {e}"))
@@ -497,12 +500,12 @@ fn cmd_bench(which: BenchWhich) -> Result<(), Fatal> {
                     .map_err(|e| Fatal::new(ExitCode::Usage, format!("--time-limit: {e}")))?,
                 gen_core: args.gen_core,
                 worker_core: args.worker_core,
-                napi: args.napi,
+                napi: args.napi.into(),
                 napi_core: args.napi_core,
                 worker_mode: match args.worker_mode.as_str() {
-                    "spin" => xdpool::config::WaitMode::Spin,
-                    "busy-poll" => xdpool::config::WaitMode::BusyPoll,
-                    _ => xdpool::config::WaitMode::Poll,
+                    "spin" => xdpool::internal::config::WaitMode::Spin,
+                    "busy-poll" => xdpool::internal::config::WaitMode::BusyPoll,
+                    _ => xdpool::internal::config::WaitMode::Poll,
                 },
                 ..SweepConfig::new(exe)
             };
@@ -526,9 +529,9 @@ fn cmd_bench(which: BenchWhich) -> Result<(), Fatal> {
                         gen_netns: args.gen_netns.clone(),
                     },
                     engine: match args.engine {
-                        Some(EngineArg::Live) => xdpool::gen::Engine::Live,
-                        Some(EngineArg::Afxdp) => xdpool::gen::Engine::Afxdp,
-                        Some(EngineArg::Pktgen) | None => xdpool::gen::Engine::Pktgen,
+                        Some(EngineArg::Live) => xdpool_lab::gen::Engine::Live,
+                        Some(EngineArg::Afxdp) => xdpool_lab::gen::Engine::Afxdp,
+                        Some(EngineArg::Pktgen) | None => xdpool_lab::gen::Engine::Pktgen,
                     },
                     rate_pps: args.rate,
                 };
@@ -581,8 +584,8 @@ fn cmd_bench(which: BenchWhich) -> Result<(), Fatal> {
             Ok(())
         }
         BenchWhich::Steer(args) => {
-            use xdpool::bench::steer::{run_steer_bench, SteerBenchConfig};
-            xdpool::exit::require_privileges("xdpool bench steer")?;
+            use xdpool_lab::bench::steer::{run_steer_bench, SteerBenchConfig};
+            xdpool::internal::privilege::require_privileges("xdpool bench steer")?;
             if args.rounds == 0 || args.repeat == 0 {
                 return Err(Fatal::new(
                     ExitCode::Usage,
@@ -603,22 +606,23 @@ fn cmd_bench(which: BenchWhich) -> Result<(), Fatal> {
             println!("{}", report.table());
             if let Some(path) = &args.json {
                 let text = serde_json::to_vec_pretty(&report).expect("the report serializes");
-                xdpool::bench::write_creating_dirs(path, &text)
+                xdpool_lab::bench::write_creating_dirs(path, &text)
                     .map_err(|e| Fatal::new(ExitCode::Failure, e.to_string()))?;
                 eprintln!("bench steer: JSON written to {}", path.display());
             }
             Ok(())
         }
         BenchWhich::Generator(args) => {
-            use xdpool::bench::generator::{run_gen_bench, GenBenchConfig};
-            xdpool::exit::require_privileges("xdpool bench generator")?;
-            let fail = |e: xdpool::bench::BenchError| Fatal::new(ExitCode::Failure, e.to_string());
+            use xdpool_lab::bench::generator::{run_gen_bench, GenBenchConfig};
+            xdpool::internal::privilege::require_privileges("xdpool bench generator")?;
+            let fail =
+                |e: xdpool_lab::bench::BenchError| Fatal::new(ExitCode::Failure, e.to_string());
             let secs = |what: &str, v: f64| {
                 Duration::try_from_secs_f64(v)
                     .map_err(|e| Fatal::new(ExitCode::Usage, format!("{what}: {e}")))
             };
             let peer = match args.peer {
-                Some(path) => Some(xdpool::bench::gen_peer::PeerConfig {
+                Some(path) => Some(xdpool_lab::bench::gen_peer::PeerConfig {
                     path,
                     pairs: args.reps,
                     lead: secs("--peer-lead", args.peer_lead)?,
@@ -639,7 +643,7 @@ fn cmd_bench(which: BenchWhich) -> Result<(), Fatal> {
             };
             cfg.validate()
                 .map_err(|e| Fatal::new(ExitCode::Usage, e.to_string()))?;
-            let stop = xdpool::bench::signal::install_stop_flag().map_err(|e| {
+            let stop = xdpool_lab::bench::signal::install_stop_flag().map_err(|e| {
                 Fatal::new(
                     ExitCode::Failure,
                     format!("cannot install the Ctrl-C handler: {e}"),
@@ -655,7 +659,7 @@ fn cmd_bench(which: BenchWhich) -> Result<(), Fatal> {
             println!("{}", report.table());
             if let Some(path) = &args.json {
                 let text = serde_json::to_vec_pretty(&report).expect("the report serializes");
-                xdpool::bench::write_creating_dirs(path, &text).map_err(fail)?;
+                xdpool_lab::bench::write_creating_dirs(path, &text).map_err(fail)?;
                 eprintln!("bench generator: JSON written to {}", path.display());
             }
             if report.interrupted {
@@ -672,8 +676,8 @@ fn cmd_bench(which: BenchWhich) -> Result<(), Fatal> {
 /// `make run`: lab up, `xdpool run` in a child, traffic from the generator, summary,
 /// lab down (also when something fails).
 fn cmd_demo(mut args: DemoArgs) -> Result<(), Fatal> {
-    use xdpool::lab::{Lab, LabConfig};
-    xdpool::exit::require_privileges("xdpool demo")?;
+    use xdpool_lab::lab::{Lab, LabConfig};
+    xdpool::internal::privilege::require_privileges("xdpool demo")?;
     if args.forward {
         return demo_forward::run(&args);
     }
@@ -683,7 +687,7 @@ fn cmd_demo(mut args: DemoArgs) -> Result<(), Fatal> {
         .clone();
     let cfg = Config::load(&config).map_err(|e| Fatal::new(ExitCode::Usage, e.to_string()))?;
     let lab = LabConfig::default();
-    let names = xdpool::lab::LabNames::from_prefix(&lab.prefix)
+    let names = xdpool_lab::lab::LabNames::from_prefix(&lab.prefix)
         .map_err(|e| Fatal::new(ExitCode::Failure, e.to_string()))?;
     // The demo only ever attaches to the lab's receiving end, inside its namespace.
     let ports = cfg.ports();
@@ -701,7 +705,7 @@ fn cmd_demo(mut args: DemoArgs) -> Result<(), Fatal> {
             ),
         ));
     }
-    let stop = xdpool::bench::signal::install_stop_flag().map_err(|e| {
+    let stop = xdpool_lab::bench::signal::install_stop_flag().map_err(|e| {
         Fatal::new(
             ExitCode::Failure,
             format!("cannot install the SIGINT handler: {e}"),
@@ -789,7 +793,7 @@ fn demo_inner(args: &DemoArgs, stop: &std::sync::atomic::AtomicBool) -> Result<(
     );
     let gen_args = GenArgs {
         lab_topology: LabTopology::Pair,
-        prefix: xdpool::lab::DEFAULT_PREFIX.into(),
+        prefix: xdpool_lab::lab::DEFAULT_PREFIX.into(),
         netns: None,
         dev: None,
         dst_ip: None,
@@ -810,7 +814,7 @@ fn demo_inner(args: &DemoArgs, stop: &std::sync::atomic::AtomicBool) -> Result<(
         json: None,
     };
     let gen = gen_config(&gen_args).and_then(|c| {
-        xdpool::gen::run(&c).map_err(|e| Fatal::new(ExitCode::Failure, e.to_string()))
+        xdpool_lab::gen::run(&c).map_err(|e| Fatal::new(ExitCode::Failure, e.to_string()))
     });
     std::thread::sleep(Duration::from_millis(1500));
     let status = child.interrupt_and_wait(Duration::from_secs(10));

@@ -1,7 +1,11 @@
-//! The command line (clap derive).
+//! The command line (clap derive: the only crate that depends on clap).
 
+use clap::builder::{PossibleValue, PossibleValuesParser, TypedValueParser};
 use clap::{Args, Parser, Subcommand, ValueEnum};
 use std::path::PathBuf;
+use xdpool::internal::steer::XdpAttachMode;
+use xdpool_lab::bench::NapiMode;
+use xdpool_lab::gen::Payload;
 
 /// xdpool: an AF_XDP userspace packet processor with a page_pool-style frame recycler.
 ///
@@ -93,8 +97,8 @@ pub struct RunArgs {
     #[arg(long)]
     pub summary_json: Option<PathBuf>,
     /// Override the config's XDP attach mode.
-    #[arg(long, value_enum)]
-    pub xdp_mode: Option<XdpModeArg>,
+    #[arg(long, value_parser = xdp_mode_parser())]
+    pub xdp_mode: Option<XdpAttachMode>,
     /// Exit (code 8) when the device goes away instead of waiting for it to return.
     #[arg(long)]
     pub no_reattach: bool,
@@ -114,13 +118,14 @@ pub struct RunArgs {
     pub hold_frames: u32,
 }
 
-/// XDP attach mode on the command line.
-#[derive(Debug, Clone, Copy, ValueEnum, PartialEq, Eq)]
-pub enum XdpModeArg {
-    /// Driver mode.
-    Native,
-    /// Generic (skb) mode.
-    Skb,
+/// `--xdp-mode`: the library's XDP mode, parsed by its `FromStr` (the names are the
+/// config file's `xdp_mode`).
+fn xdp_mode_parser() -> impl TypedValueParser<Value = XdpAttachMode> {
+    PossibleValuesParser::new([
+        PossibleValue::new("native").help("Driver mode"),
+        PossibleValue::new("skb").help("Generic (skb) mode"),
+    ])
+    .try_map(|s| s.parse::<XdpAttachMode>())
 }
 
 /// `xdpool lab up|down`
@@ -170,6 +175,43 @@ pub enum LabTopology {
     Forward,
 }
 
+/// `xdpool gen --payload`: what the frames carry ([`Payload`]).
+#[derive(Debug, Clone, Copy, ValueEnum, PartialEq, Eq)]
+pub enum PayloadArg {
+    /// The same template bytes over and over (every engine).
+    Template,
+    /// Each frame its own number and bytes derived from it, UDP checksum recomputed
+    /// ([`seq`]): a receiver ([`sink::SeqSink`]) can check every frame. AF_XDP engine only.
+    Sequenced,
+}
+
+impl From<PayloadArg> for Payload {
+    fn from(p: PayloadArg) -> Payload {
+        match p {
+            PayloadArg::Template => Payload::Template,
+            PayloadArg::Sequenced => Payload::Sequenced,
+        }
+    }
+}
+
+/// `xdpool bench throughput --napi`: how NAPI runs on the receiving veth ([`NapiMode`]).
+#[derive(Debug, Clone, Copy, ValueEnum, PartialEq, Eq)]
+pub enum NapiArg {
+    /// In softirq context on the CPU that scheduled it.
+    Softirq,
+    /// In a kernel thread (`/sys/class/net/DEV/threaded` = 1).
+    Threaded,
+}
+
+impl From<NapiArg> for NapiMode {
+    fn from(n: NapiArg) -> NapiMode {
+        match n {
+            NapiArg::Softirq => NapiMode::Softirq,
+            NapiArg::Threaded => NapiMode::Threaded,
+        }
+    }
+}
+
 /// Generator engine.
 #[derive(Debug, Clone, Copy, ValueEnum, PartialEq, Eq)]
 pub enum EngineArg {
@@ -209,7 +251,7 @@ pub struct GenArgs {
     /// derived from the number and its UDP checksum recomputed, so a receiver can
     /// check every frame (needs --engine afxdp; the default with --lab-topology forward).
     #[arg(long, value_enum)]
-    pub payload: Option<crate::gen::Payload>,
+    pub payload: Option<PayloadArg>,
     /// `sequenced`: the first frame's number.
     #[arg(long, default_value_t = 0)]
     pub seq_first: u64,
@@ -260,7 +302,7 @@ pub struct GenArgs {
 #[derive(Debug, Args)]
 pub struct StatsArgs {
     /// Control socket of the running instance.
-    #[arg(long, default_value = crate::config::DEFAULT_CONTROL_SOCKET)]
+    #[arg(long, default_value = xdpool::internal::config::DEFAULT_CONTROL_SOCKET)]
     pub socket: PathBuf,
     /// Print the raw snapshot as JSON (for scripts) instead of the table.
     #[arg(long)]
@@ -283,7 +325,7 @@ pub struct StatsArgs {
 #[derive(Debug, Args)]
 pub struct CaptureArgs {
     /// Control socket of the running instance.
-    #[arg(long, default_value = crate::config::DEFAULT_CONTROL_SOCKET)]
+    #[arg(long, default_value = xdpool::internal::config::DEFAULT_CONTROL_SOCKET)]
     pub socket: PathBuf,
     /// The rule: its index in the rules that run now (0 is the first `[[rule]]` of
     /// the config, or of the last `xdpool rules apply`), or its `name`. The capture
@@ -355,7 +397,7 @@ pub struct RulesApplyArgs {
     /// The rules file (or whole config) to apply.
     pub file: PathBuf,
     /// Control socket of the running instance.
-    #[arg(long, default_value = crate::config::DEFAULT_CONTROL_SOCKET)]
+    #[arg(long, default_value = xdpool::internal::config::DEFAULT_CONTROL_SOCKET)]
     pub socket: PathBuf,
     /// Print the instance's reply as JSON.
     #[arg(long)]
@@ -487,7 +529,7 @@ pub struct ThroughputArgs {
     pub worker_core: usize,
     /// NAPI mode of the lab's veth pair.
     #[arg(long, value_enum, default_value = "softirq")]
-    pub napi: crate::bench::NapiMode,
+    pub napi: NapiArg,
     /// With `--napi threaded`: pin the NAPI threads to this core.
     #[arg(long)]
     pub napi_core: Option<usize>,
@@ -544,4 +586,37 @@ pub struct DemoArgs {
     /// Config for xdpool (default configs/lab.toml; configs/forward.toml with --forward).
     #[arg(long)]
     pub config: Option<PathBuf>,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// `--xdp-mode` parses into the library's one XDP-mode enum, by its `FromStr`.
+    #[test]
+    fn xdp_mode_parses_into_the_library_enum() {
+        let mode = |arg: &str| {
+            let argv = ["xdpool", "run", "--config", "c.toml", "--xdp-mode", arg];
+            match Cli::try_parse_from(argv) {
+                Ok(Cli {
+                    command: Command::Run(run),
+                    ..
+                }) => Ok(run.xdp_mode),
+                Ok(other) => panic!("not `run`: {other:?}"),
+                Err(e) => Err(e.kind()),
+            }
+        };
+        assert_eq!(mode("native"), Ok(Some(XdpAttachMode::Native)));
+        assert_eq!(mode("skb"), Ok(Some(XdpAttachMode::Skb)));
+        assert_eq!(mode("drv"), Err(clap::error::ErrorKind::InvalidValue));
+    }
+
+    /// The command line's own value enums name the lab's types one to one.
+    #[test]
+    fn arg_enums_map_to_the_lab_types() {
+        assert_eq!(Payload::from(PayloadArg::Template), Payload::Template);
+        assert_eq!(Payload::from(PayloadArg::Sequenced), Payload::Sequenced);
+        assert_eq!(NapiMode::from(NapiArg::Softirq), NapiMode::Softirq);
+        assert_eq!(NapiMode::from(NapiArg::Threaded), NapiMode::Threaded);
+    }
 }
