@@ -103,7 +103,12 @@ fn frame() -> Vec<u8> {
 
 /// Sends `n` frames through `h` in batches; checks that each left `port` as
 /// `want` and that the accounting holds. Returns the frames that left.
-fn drive<H: xdpool::HandlerSet>(mut h: Harness<H>, n: usize, port: &str, want: &[u8]) -> Result<usize, String> {
+fn drive<H: xdpool::HandlerSet>(
+    mut h: Harness<H>,
+    n: usize,
+    port: &str,
+    want: &[u8],
+) -> Result<usize, String> {
     let f = frame();
     let mut left = 0;
     let mut sent = 0;
@@ -116,7 +121,9 @@ fn drive<H: xdpool::HandlerSet>(mut h: Harness<H>, n: usize, port: &str, want: &
         h.run();
         let out = h.sent(port);
         if let Some(bad) = out.iter().find(|o| o.as_slice() != want) {
-            return Err(format!("a frame left `{port}` as {bad:02x?}, not {want:02x?}"));
+            return Err(format!(
+                "a frame left `{port}` as {bad:02x?}, not {want:02x?}"
+            ));
         }
         left += out.len();
     }
@@ -139,29 +146,47 @@ fn run(variant: &str, n: usize) -> Result<usize, String> {
     let e = |e: xdpool::Error| e.to_string();
     let call = |name: &str| format!("action = \"call\"\nhandler = \"{name}\"");
     match variant {
-        "l2fwd" => drive(Harness::builder(&config("action = \"l2fwd\"")).build().map_err(e)?, n, "in", &swapped),
+        "l2fwd" => drive(
+            Harness::builder(&config("action = \"l2fwd\""))
+                .build()
+                .map_err(e)?,
+            n,
+            "in",
+            &swapped,
+        ),
         "call-swap-bytes" => drive(
-            Harness::builder(&config(&call("swap"))).handler("swap", swap_bytes).build().map_err(e)?,
+            Harness::builder(&config(&call("swap")))
+                .handler("swap", swap_bytes)
+                .build()
+                .map_err(e)?,
             n,
             "in",
             &swapped,
         ),
         "call-mac-swap" => drive(
-            Harness::builder(&config(&call("swap"))).handler("swap", mac_swap).build().map_err(e)?,
+            Harness::builder(&config(&call("swap")))
+                .handler("swap", mac_swap)
+                .build()
+                .map_err(e)?,
             n,
             "in",
             &swapped,
         ),
         "forward" => drive(
-            Harness::builder(&config("action = \"forward\"\nto = \"out\"\nmac = \"02:00:00:00:bb:01\""))
-                .build()
-                .map_err(e)?,
+            Harness::builder(&config(
+                "action = \"forward\"\nto = \"out\"\nmac = \"02:00:00:00:bb:01\"",
+            ))
+            .build()
+            .map_err(e)?,
             n,
             "out",
             &forwarded,
         ),
         "call-forward" => drive(
-            Harness::builder(&config(&call("fwd"))).handler("fwd", ForwardOut).build().map_err(e)?,
+            Harness::builder(&config(&call("fwd")))
+                .handler("fwd", ForwardOut)
+                .build()
+                .map_err(e)?,
             n,
             "out",
             &forwarded,
@@ -174,7 +199,10 @@ fn run(variant: &str, n: usize) -> Result<usize, String> {
 }
 
 fn main() -> ExitCode {
-    let args: Vec<String> = std::env::args().skip(1).filter(|a| a != "--bench").collect();
+    let args: Vec<String> = std::env::args()
+        .skip(1)
+        .filter(|a| a != "--bench")
+        .collect();
     let (variants, n): (Vec<&str>, usize) = match args.as_slice() {
         [] => (VARIANTS.iter().map(|v| v.0).collect(), 10_000),
         [v, n] => match n.parse() {
