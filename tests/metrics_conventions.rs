@@ -26,6 +26,13 @@ fn full_snapshot() -> Value {
     q["pool"] = serde_json::to_value(pool::PoolStats::default()).unwrap();
     q["xsk"] = serde_json::to_value(xdpool::internal::xsk::XdpStatistics::default()).unwrap();
     q["ring_errors"] = serde_json::to_value(xdpool::internal::xsk::RingErrors::default()).unwrap();
+    // summary::handler_events's form: what one lane's handlers registered.
+    q["handler_events"] = serde_json::to_value([xdpool::internal::summary::HandlerEvent {
+        handler: "lb".into(),
+        counter: "blocked".into(),
+        value: 7,
+    }])
+    .unwrap();
     let mut snap = json!({
         "interface": "xdpb0",
         "uptime_s": 1.5,

@@ -89,6 +89,32 @@ pub struct Drops {
     pub xdp_no_socket: u64,
 }
 
+/// One count a packet function kept on one socket (`LaneSetup::counter`): in the
+/// snapshot's and the summary's per-queue entries as `handler_events`, and in
+/// Prometheus as `xdpool_handler_events_total{port, queue, handler, counter}`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct HandlerEvent {
+    /// The handler's name (as rules call it).
+    pub handler: String,
+    /// The counter's name.
+    pub counter: String,
+    /// Its count now.
+    pub value: u64,
+}
+
+/// Every counter the packet functions of one socket registered, in registration order.
+pub fn handler_events(counters: &crate::api::UserCounters) -> Vec<HandlerEvent> {
+    counters
+        .read()
+        .into_iter()
+        .map(|(handler, counter, value)| HandlerEvent {
+            handler,
+            counter,
+            value,
+        })
+        .collect()
+}
+
 /// What the summary is made of.
 pub struct Parts<'a> {
     /// The plan run.
@@ -229,6 +255,8 @@ pub fn make_snapshot_fn(
                 q["ring_errors"] =
                     serde_json::to_value(*w.ring_errors.lock().unwrap_or_else(|p| p.into_inner()))
                         .expect("serializes");
+                q["handler_events"] =
+                    serde_json::to_value(handler_events(&w.user_counters)).expect("serializes");
                 q
             })
             .collect();
@@ -350,6 +378,21 @@ pub fn summary_text(s: &Summary) -> String {
         .map(|q| format!("{}/{} {:?}", q.port, q.interface, q.unserved))
         .collect();
     let mut text = summary_body(s);
+    let events: Vec<String> = s
+        .workers
+        .iter()
+        .flat_map(|w| {
+            w.handler_events.iter().map(move |e| {
+                format!(
+                    "{}/q{} {} {} {}",
+                    w.port, w.queue, e.handler, e.counter, e.value
+                )
+            })
+        })
+        .collect();
+    if !events.is_empty() {
+        text.push_str(&format!("\nhandlers     {}", events.join(", ")));
+    }
     if !unserved.is_empty() {
         text.push_str(&format!(
             "\nUNSERVED     RX queues without a socket (their frames went to the kernel): {}",
@@ -451,6 +494,82 @@ mod tests {
             ..Default::default()
         };
         assert_eq!(other_rx_drops(&odd, false), 0);
+    }
+
+    /// A packet function's counter, registered on one lane as a handler does, reaches
+    /// that socket's snapshot entry, the Prometheus text with its four labels, and the
+    /// `xdpool stats` table; a socket whose handlers registered none shows none.
+    #[test]
+    fn a_handler_counter_reaches_the_snapshot_prometheus_and_the_table() {
+        let waker = crate::worker::Waker::new().unwrap();
+        let shared = vec![
+            PortShared::new(0, "in", "a0", 2, None, 64, waker.clone()),
+            PortShared::new(1, "out", "b0", 0, None, 64, waker),
+        ];
+        let names = ["in".to_string(), "out".to_string()];
+        let mut setup = crate::api::LaneSetup {
+            port: crate::PortRef(0),
+            queue: 2,
+            port_names: &names,
+            handler: "lb",
+            declared: &[],
+            counters: &shared[0].user_counters,
+        };
+        let blocked = setup.counter("blocked");
+        let passed = setup.counter("passed");
+        blocked.add(41);
+        blocked.inc();
+        passed.inc();
+        let region = Region::new(pool::RegionConfig {
+            frames: 64,
+            ..pool::RegionConfig::default()
+        })
+        .unwrap();
+        let snapshot = make_snapshot_fn(
+            "a0".into(),
+            shared,
+            Vec::new(),
+            region,
+            crate::device::DeviceStats::new(1),
+            Instant::now(),
+        );
+        let snap = snapshot();
+        assert_eq!(
+            snap["queues"][0]["handler_events"],
+            json!([
+                {"handler": "lb", "counter": "blocked", "value": 42},
+                {"handler": "lb", "counter": "passed", "value": 1},
+            ])
+        );
+        assert_eq!(snap["queues"][1]["handler_events"], json!([]));
+        let text = crate::stats::prom::render(&snap);
+        assert!(
+            text.contains("# TYPE xdpool_handler_events_total counter"),
+            "{text}"
+        );
+        let samples: Vec<&str> = text
+            .lines()
+            .filter(|l| l.starts_with("xdpool_handler_events_total{"))
+            .collect();
+        assert_eq!(
+            samples,
+            [
+                r#"xdpool_handler_events_total{counter="blocked",handler="lb",port="in",queue="2"} 42"#,
+                r#"xdpool_handler_events_total{counter="passed",handler="lb",port="in",queue="2"} 1"#,
+            ],
+            "{text}"
+        );
+        let table = crate::stats::view::render(&snap, None);
+        let row = table
+            .lines()
+            .find(|l| l.trim_start().starts_with("handler_events lb/blocked"))
+            .unwrap_or_else(|| panic!("no row for lb/blocked: {table}"));
+        // The row, in/q2, out/q0 (none: `-`), total.
+        assert_eq!(
+            row.split_whitespace().collect::<Vec<_>>(),
+            ["handler_events", "lb/blocked", "42", "-", "42"],
+            "{table}"
+        );
     }
 
     #[test]

@@ -283,6 +283,10 @@ pub const RULE_BYTES: Def = c(
 /// Rule reloads by result.
 pub const RULE_RELOADS: Def = c("xdpool_rule_reloads", "Rule reloads (xdpool rules apply, SIGHUP) by result: applied, or refused (invalid, not runnable or failed; the running rules stayed).");
 
+/// Packet functions' own counters (`LaneSetup::counter`), from a queue entry's
+/// `handler_events` list.
+pub const HANDLER_EVENTS: Def = c("xdpool_handler_events", "Events a packet function counted (LaneSetup::counter), by port and queue of the lane that counted them, handler (its name in the rules) and counter (the name it registered).");
+
 /// Process uptime.
 pub const UPTIME: Def = g("xdpool_uptime_seconds", "Seconds since xdpool attached.");
 
@@ -391,6 +395,25 @@ pub fn collect(snapshot: &Value) -> Vec<FamilyOut> {
                 if let Some(v) = number(q, &["ring_errors", f]) {
                     push(RING_ERROR, labels(&ql, &[("kind", kind)]), v);
                 }
+            }
+            for e in q
+                .get("handler_events")
+                .and_then(Value::as_array)
+                .into_iter()
+                .flatten()
+            {
+                let (Some(handler), Some(counter), Some(v)) = (
+                    e.get("handler").and_then(Value::as_str),
+                    e.get("counter").and_then(Value::as_str),
+                    number(e, &["value"]),
+                ) else {
+                    continue;
+                };
+                push(
+                    HANDLER_EVENTS,
+                    labels(&ql, &[("handler", handler), ("counter", counter)]),
+                    v,
+                );
             }
             if let Some(pool) = q.get("pool") {
                 let ql = match pool.get("pool_id").and_then(Value::as_u64) {
@@ -536,6 +559,7 @@ pub fn exported_names() -> Vec<String> {
         RULE_PACKETS,
         RULE_BYTES,
         RULE_RELOADS,
+        HANDLER_EVENTS,
         UPTIME,
     ]);
     defs.iter()

@@ -52,16 +52,20 @@ fn label<'a>(labels: &'a [(String, String)], name: &str) -> Option<&'a str> {
         .map(|(_, v)| v.as_str())
 }
 
-/// The row name of a sample: the family without `xdpool_`, plus the value of its
-/// label that is neither port, queue nor pool (a reason, a path, a kind).
+/// The row name of a sample: the family without `xdpool_`, plus the values of its
+/// labels that are neither port, queue nor pool (a reason, a path, a kind; a
+/// handler and its counter, joined by `/`).
 fn row_name(fam: &FamilyOut, labels: &[(String, String)]) -> String {
     let base = fam.def.name.trim_start_matches("xdpool_");
-    match labels
+    let rest: Vec<&str> = labels
         .iter()
-        .find(|(k, _)| !matches!(k.as_str(), "port" | "queue" | "pool"))
-    {
-        Some((_, v)) => format!("{base} {v}"),
-        None => base.to_string(),
+        .filter(|(k, _)| !matches!(k.as_str(), "port" | "queue" | "pool"))
+        .map(|(_, v)| v.as_str())
+        .collect();
+    if rest.is_empty() {
+        base.to_string()
+    } else {
+        format!("{base} {}", rest.join("/"))
     }
 }
 
@@ -133,6 +137,8 @@ pub fn render(snap: &Value, prev: Option<(&Value, f64)>) -> String {
         .collect();
     let mut specs: Vec<(&str, &[&str], bool)> = vec![("traffic", TRAFFIC, true)];
     specs.extend(GROUPS.iter().map(|(t, n)| (*t, *n, false)));
+    // Every registered counter, zero or not; no section when none is registered.
+    specs.push(("handlers", &["xdpool_handler_events"], true));
     specs.push(("worker", &rest, false));
     // (title, now, before)
     let sections: Vec<(&str, Table, Option<Table>)> = specs

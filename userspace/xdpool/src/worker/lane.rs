@@ -427,6 +427,7 @@ impl Lane {
             counters: c,
             pool: pool_stats,
             xsk: self.xsk_total,
+            handler_events: crate::summary::handler_events(&self.shared.user_counters),
         }
     }
 }

@@ -163,6 +163,8 @@ pub struct WorkerExit {
     pub pool: PoolStats,
     /// Kernel socket stats, summed over every socket served.
     pub xsk: XdpStatistics,
+    /// The counters this socket's packet functions kept, at the end.
+    pub handler_events: Vec<crate::summary::HandlerEvent>,
 }
 
 /// Pins the calling thread to `core`.
