@@ -466,10 +466,12 @@ pub fn run(cfg: &Config, opts: &RunOptions) -> Result<Summary, Fatal> {
         },
     );
     let snapshot_fn = crate::reload::with_rules(snapshot_fn, reloader.clone());
+    let health = crate::stats::http::Health::new(crate::stats::http::HEALTH_STALE_AFTER);
     let _servers = crate::stats::start_servers(
         cfg,
         &snapshot_fn,
         Some(crate::reload::control_handler(reloader.clone())),
+        &health,
     );
     let _sighup = crate::reload::follow_sighup(reloader);
     crate::capture::session::enable(&_servers, live, &rt.plan, &rt.fabric);
@@ -481,6 +483,7 @@ pub fn run(cfg: &Config, opts: &RunOptions) -> Result<Summary, Fatal> {
         started,
         cfg.stats.live && !opts.quiet,
         &mut service,
+        health,
     );
     service.stopping(if seen.device_gone {
         "a device went away: draining"
@@ -643,6 +646,7 @@ fn control_loop(
     started: Instant,
     live: bool,
     service: &mut crate::service::Service,
+    health: Arc<crate::stats::http::Health>,
 ) -> Seen {
     let mut seen = Seen::default();
     let (mut last_line, mut last_sample, mut last_prog_check) =
@@ -652,9 +656,10 @@ fn control_loop(
     let needs_macs = rt.plan.ports.iter().any(|p| p.needs_macs());
     let mut macs_for: Vec<Option<u32>> = rt.lc.ports.iter().map(|p| p.attached).collect();
     let mut last_macs = Instant::now();
-    let mut ready = Readiness::new();
+    let mut ready = Readiness::new(health);
     loop {
         service.tick();
+        ready.health.beat();
         follow_devices(rt, opts, &mut recheck, &mut last_prog_check);
         ready.check(rt, opts, service);
         // Read MACs again when a worker missed one, when a device came back (its MAC
@@ -722,6 +727,9 @@ const CARRIER_WARN_AFTER: Duration = Duration::from_secs(5);
 /// carrier: only then can frames arrive (a driver such as igb resets its link when
 /// the program is attached, and frames sent before it is back are lost).
 struct Readiness {
+    /// `/healthz` and `/readyz`: beaten each turn, and the same rule kept current
+    /// after `ready` was said (every 500 ms).
+    health: Arc<crate::stats::http::Health>,
     said: bool,
     since: Instant,
     logged: Option<(usize, &'static str)>,
@@ -730,8 +738,9 @@ struct Readiness {
 }
 
 impl Readiness {
-    fn new() -> Readiness {
+    fn new(health: Arc<crate::stats::http::Health>) -> Readiness {
         Readiness {
+            health,
             said: false,
             since: Instant::now(),
             logged: None,
@@ -743,15 +752,16 @@ impl Readiness {
     /// Checks every 10 ms until ready; says what it waits for when that changes,
     /// and warns once when the wait passes CARRIER_WARN_AFTER (it keeps waiting).
     fn check(&mut self, rt: &Running, opts: &RunOptions, service: &mut crate::service::Service) {
-        if self.said
-            || self
-                .last_check
-                .is_some_and(|t| t.elapsed() < Duration::from_millis(10))
-        {
+        let every = Duration::from_millis(if self.said { 500 } else { 10 });
+        if self.last_check.is_some_and(|t| t.elapsed() < every) {
             return;
         }
         self.last_check = Some(Instant::now());
         let waiting = (0..rt.lc.ports.len()).find_map(|p| rt.lc.waits_for(p).map(|w| (p, w)));
+        self.health.set_ready(waiting.is_none());
+        if self.said {
+            return;
+        }
         match waiting {
             None => {
                 self.said = true;
