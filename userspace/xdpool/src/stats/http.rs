@@ -431,6 +431,8 @@ async fn connection(
                 if let Err(e) = r {
                     if e.is_parse() || e.is_parse_too_large() {
                         refusals.say(Some(&peer), &format!("refused: {e}"));
+                    } else if e.is_incomplete_message() {
+                        refusals.say(Some(&peer), "closed: it ended its side before a whole request");
                     } else {
                         tracing::debug!(%peer, error = %e, "HTTP connection ended");
                     }
