@@ -300,6 +300,250 @@ fn raise_fd_limit() {
     }
 }
 
+/// What one round needs of the running instance.
+struct Target<'a> {
+    run: &'a XdpoolRun,
+    st: &'a xdpool::lab::LabStatus,
+    sock: &'a Path,
+    scrape: &'a dyn Fn() -> Result<Duration, String>,
+    rss0: u64,
+    rss_max: u64,
+    log_seen: usize,
+}
+
+/// Runs one abuse for about 5.5 s with paced traffic, a normal scrape and a `stats`
+/// every 100 ms; checks what the module doc says and returns its row.
+fn round(
+    t: &mut Target,
+    name: &'static str,
+    start: &dyn Fn(&mut Abuse),
+    each_named_once: bool,
+) -> Row {
+    let rx0 = ask_stats(t.sock).expect("stats").1;
+    let mut abuse = Abuse::new();
+    start(&mut abuse);
+    let st = t.st.clone();
+    let traffic = std::thread::spawn(move || {
+        let mut g = GenConfig::for_lab(&st);
+        g.count = Some(FRAMES);
+        g.size = 64;
+        g.dst_ports = PortRange::single(9);
+        g.rate_pps = Some(RATE);
+        g.chunk = 2048;
+        veth_delivery(&st.a.netns, &st.a.dev, FRAMES, || {
+            let r = gen::run(&g).expect("generator");
+            assert_eq!(r.sent, FRAMES);
+        })
+    });
+    let (mut scrapes, mut stats) = (Vec::new(), Vec::new());
+    let until = Instant::now() + Duration::from_millis(5_500);
+    while Instant::now() < until {
+        match (t.scrape)() {
+            Ok(d) => scrapes.push(d),
+            Err(e) => panic!("{name}: a normal scrape failed: {e}\nlog:\n{}", t.run.log()),
+        }
+        match ask_stats(t.sock) {
+            Ok((d, _)) => stats.push(d),
+            Err(e) => panic!("{name}: `stats` failed: {e}\nlog:\n{}", t.run.log()),
+        }
+        t.rss_max = t.rss_max.max(rss_kb(t.run.pid()));
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    let (into_ring, refused) = traffic.join().expect("traffic");
+    let names = abuse.end();
+    // Every frame the veth delivered is counted received, exactly.
+    let mut rx = 0;
+    let settled = wait_for(Duration::from_secs(5), || {
+        rx = ask_stats(t.sock)
+            .map(|v| v.1)
+            .unwrap_or(0)
+            .saturating_sub(rx0);
+        rx >= into_ring
+    });
+    assert!(
+        settled && rx == into_ring,
+        "{name}: {rx} frames received of the {into_ring} delivered"
+    );
+    assert_eq!(
+        into_ring + refused,
+        FRAMES,
+        "{name}: frames unaccounted for"
+    );
+    assert_eq!(
+        refused, 0,
+        "{name}: the sender's veth refused {refused} frames at {RATE}/s"
+    );
+    t.rss_max = t.rss_max.max(rss_kb(t.run.pid()));
+    // The log names each refused client once (not per byte or per line).
+    let log = t.run.log();
+    let new_log = log[t.log_seen..].to_string();
+    t.log_seen = log.len();
+    for who in &names {
+        let lines = new_log
+            .lines()
+            .filter(|l| l.contains(&format!("client {who} ")))
+            .count();
+        if each_named_once {
+            assert!(
+                lines >= 1 && (lines == 1 || !who.contains(':')),
+                "{name}: the log names {who} {lines} times:\n{new_log}"
+            );
+        }
+    }
+    if !each_named_once {
+        let named = new_log.lines().filter(|l| l.contains("client ")).count();
+        assert!(
+            named >= 1 && named <= xdpool::stats::RefusalLog::NAMED_PER_WINDOW as usize * 2,
+            "{name}: {named} named lines (the rest are counted):\n{new_log}"
+        );
+    }
+    let worst = scrapes
+        .iter()
+        .chain(stats.iter())
+        .max()
+        .copied()
+        .unwrap_or_default();
+    assert!(worst < ANSWER_WITHIN, "{name}: an answer took {worst:?}");
+    Row {
+        abuse: name,
+        scrapes: scrapes.len(),
+        scrape_p50: pct(&mut scrapes, 0.5),
+        scrape_p99: pct(&mut scrapes, 0.99),
+        stats_p50: pct(&mut stats, 0.5),
+        stats_p99: pct(&mut stats, 0.99),
+        rss_growth_kb: t.rss_max as i64 - t.rss0 as i64,
+        sent: FRAMES,
+        received: rx,
+    }
+}
+
+fn print_table(rows: &[Row]) {
+    println!("\n| abuse | scrapes | scrape p50 ms | scrape p99 ms | stats p50 ms | stats p99 ms | RSS growth so far MB | frames sent / received |");
+    println!("|---|---|---|---|---|---|---|---|");
+    for r in rows {
+        println!(
+            "| {} | {} | {:.1} | {:.1} | {:.1} | {:.1} | {:.1} | {} / {} |",
+            r.abuse,
+            r.scrapes,
+            r.scrape_p50,
+            r.scrape_p99,
+            r.stats_p50,
+            r.stats_p99,
+            r.rss_growth_kb as f64 / 1024.0,
+            r.sent,
+            r.received
+        );
+    }
+}
+
+/// Makes a CA, a server certificate for 127.0.0.1 and a client certificate signed by
+/// it, and a client certificate of another CA, with the openssl CLI, in `dir`.
+fn make_certs(dir: &Path) {
+    let sh = |args: &[&str]| {
+        let out = std::process::Command::new("openssl")
+            .args(args)
+            .current_dir(dir)
+            .output()
+            .expect("openssl CLI");
+        assert!(
+            out.status.success(),
+            "openssl {args:?}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    };
+    std::fs::write(
+        dir.join("server.ext"),
+        "subjectAltName=IP:127.0.0.1\nextendedKeyUsage=serverAuth\n",
+    )
+    .unwrap();
+    std::fs::write(dir.join("client.ext"), "extendedKeyUsage=clientAuth\n").unwrap();
+    for ca in ["ca", "other-ca"] {
+        sh(&[
+            "req",
+            "-x509",
+            "-newkey",
+            "ec",
+            "-pkeyopt",
+            "ec_paramgen_curve:P-256",
+            "-nodes",
+            "-keyout",
+            &format!("{ca}.key"),
+            "-out",
+            &format!("{ca}.crt"),
+            "-days",
+            "2",
+            "-subj",
+            &format!("/CN=xdpool test {ca}"),
+        ]);
+    }
+    for (who, ca, ext) in [
+        ("server", "ca", "server.ext"),
+        ("client", "ca", "client.ext"),
+        ("stranger", "other-ca", "client.ext"),
+    ] {
+        sh(&[
+            "req",
+            "-newkey",
+            "ec",
+            "-pkeyopt",
+            "ec_paramgen_curve:P-256",
+            "-nodes",
+            "-keyout",
+            &format!("{who}.key"),
+            "-out",
+            &format!("{who}.csr"),
+            "-subj",
+            &format!("/CN={who}"),
+        ]);
+        sh(&[
+            "x509",
+            "-req",
+            "-in",
+            &format!("{who}.csr"),
+            "-CA",
+            &format!("{ca}.crt"),
+            "-CAkey",
+            &format!("{ca}.key"),
+            "-CAcreateserial",
+            "-out",
+            &format!("{who}.crt"),
+            "-days",
+            "2",
+            "-extfile",
+            ext,
+        ]);
+    }
+}
+
+/// `curl` over TLS with a client certificate and basic auth: the HTTP code.
+fn curl(dir: &Path, url: &str, who: &str, user_pw: &str) -> Result<(Duration, u16), String> {
+    let t = Instant::now();
+    let out = std::process::Command::new("curl")
+        .args([
+            "-sS",
+            "--max-time",
+            "2",
+            "-o",
+            "/dev/null",
+            "-w",
+            "%{http_code}",
+            "--cacert",
+        ])
+        .arg(dir.join("ca.crt"))
+        .arg("--cert")
+        .arg(dir.join(format!("{who}.crt")))
+        .arg("--key")
+        .arg(dir.join(format!("{who}.key")))
+        .args(["-u", user_pw, url])
+        .output()
+        .map_err(|e| format!("curl: {e}"))?;
+    let code = String::from_utf8_lossy(&out.stdout)
+        .trim()
+        .parse()
+        .unwrap_or(0);
+    Ok((t.elapsed(), code))
+}
+
 #[test]
 fn control_plane_stays_answering_and_bounded_under_abuse() {
     if !root_or_skip("control_plane_stays_answering_and_bounded_under_abuse") {
@@ -334,180 +578,163 @@ fn control_plane_stays_answering_and_bounded_under_abuse() {
         scrape(http).expect("a scrape before any abuse");
         ask_stats(&sock).expect("stats before any abuse");
     }
-    let rss0 = rss_kb(run.pid());
-    let mut rss_max = rss0;
-    let mut rows = Vec::new();
-    type Start = Box<dyn Fn(&mut Abuse)>;
-    let (s1, s2, s3, s4, s5) = (
-        sock.clone(),
-        sock.clone(),
-        sock.clone(),
-        sock.clone(),
-        sock.clone(),
-    );
-    let abuses: Vec<(&'static str, Start, bool)> = vec![
-        (
+    let plain = move || scrape(http);
+    let mut t = Target {
+        run: &run,
+        st: &rig.st,
+        sock: &sock,
+        scrape: &plain,
+        rss0: rss_kb(run.pid()),
+        rss_max: 0,
+        log_seen: 0,
+    };
+    t.rss_max = t.rss0;
+    let (s1, s2, s3, s4) = (sock.clone(), sock.clone(), sock.clone(), sock.clone());
+    let mut rows = vec![
+        round(
+            &mut t,
             "slowloris: 3 clients, a header line every 1.5 s",
-            Box::new(move |a| slowloris(a, http)),
+            &move |a| slowloris(a, http),
             true,
         ),
-        (
+        round(
+            &mut t,
             "one request line of 256 MiB",
-            Box::new(move |a| huge_request_line(a, http)),
+            &move |a| huge_request_line(a, http),
             true,
         ),
-        (
+        round(
+            &mut t,
             "500 idle connections",
-            Box::new(move |a| idle_connections(a, http, 500)),
+            &move |a| idle_connections(a, http, 500),
             false,
         ),
-        (
+        round(
+            &mut t,
             "control socket: a byte every 1.5 s",
-            Box::new(move |a| control_byte_every_1_5_s(a, s1.clone())),
+            &move |a| control_byte_every_1_5_s(a, s1.clone()),
             true,
         ),
-        (
+        round(
+            &mut t,
             "garbage bytes (HTTP and control)",
-            Box::new(move |a| garbage(a, http, s2.clone())),
+            &move |a| garbage(a, http, s2.clone()),
             true,
         ),
-        (
+        round(
+            &mut t,
             "half-closed (HTTP and control)",
-            Box::new(move |a| half_closed(a, http, s3.clone())),
+            &move |a| half_closed(a, http, s3.clone()),
             true,
         ),
-        (
+        round(
+            &mut t,
             "1 000 connections (HTTP and control)",
-            Box::new(move |a| thousand(a, http, s4.clone())),
+            &move |a| thousand(a, http, s4.clone()),
             false,
         ),
     ];
-    let _ = s5;
-    let mut log_seen = 0usize;
-    for (name, start, each_named_once) in &abuses {
-        let st = rig.st.clone();
-        let rx0 = ask_stats(&sock).expect("stats").1;
-        let mut abuse = Abuse::new();
-        start(&mut abuse);
-        // Paced traffic through the data plane while the abuse runs.
-        let traffic = std::thread::spawn(move || {
-            let mut g = GenConfig::for_lab(&st);
-            g.count = Some(FRAMES);
-            g.size = 64;
-            g.dst_ports = PortRange::single(9);
-            g.rate_pps = Some(RATE);
-            g.chunk = 2048;
-            veth_delivery(&st.a.netns, &st.a.dev, FRAMES, || {
-                let r = gen::run(&g).expect("generator");
-                assert_eq!(r.sent, FRAMES);
-            })
-        });
-        let (mut scrapes, mut stats) = (Vec::new(), Vec::new());
-        let until = Instant::now() + Duration::from_millis(5_500);
-        while Instant::now() < until {
-            match scrape(http) {
-                Ok(d) => scrapes.push(d),
-                Err(e) => panic!("{name}: a normal scrape failed: {e}\nlog:\n{}", run.log()),
-            }
-            match ask_stats(&sock) {
-                Ok((d, _)) => stats.push(d),
-                Err(e) => panic!("{name}: `stats` failed: {e}\nlog:\n{}", run.log()),
-            }
-            rss_max = rss_max.max(rss_kb(run.pid()));
-            std::thread::sleep(Duration::from_millis(100));
-        }
-        let (into_ring, refused) = traffic.join().expect("traffic");
-        let names = abuse.end();
-        // Every frame the veth delivered is counted received, exactly.
-        let mut rx = 0;
-        let settled = wait_for(Duration::from_secs(5), || {
-            rx = ask_stats(&sock)
-                .map(|v| v.1)
-                .unwrap_or(0)
-                .saturating_sub(rx0);
-            rx >= into_ring
-        });
-        assert!(
-            settled && rx == into_ring,
-            "{name}: {rx} frames received of the {into_ring} delivered"
-        );
-        assert_eq!(
-            into_ring + refused,
-            FRAMES,
-            "{name}: frames unaccounted for"
-        );
-        assert_eq!(
-            refused, 0,
-            "{name}: the sender's veth refused {refused} frames at {RATE}/s"
-        );
-        rss_max = rss_max.max(rss_kb(run.pid()));
-        // The log names each refused client once (not per byte or per line).
-        let log = run.log();
-        let new_log = &log[log_seen..];
-        log_seen = log.len();
-        for who in &names {
-            let lines = new_log
-                .lines()
-                .filter(|l| l.contains(&format!("client {who} ")))
-                .count();
-            if *each_named_once {
-                assert!(
-                    lines >= 1 && (lines == 1 || who.starts_with("pid ")),
-                    "{name}: the log names {who} {lines} times:\n{new_log}"
-                );
-            }
-        }
-        if !*each_named_once {
-            let named = new_log.lines().filter(|l| l.contains("client ")).count();
-            assert!(
-                named >= 1 && named <= xdpool::stats::RefusalLog::NAMED_PER_WINDOW as usize * 2,
-                "{name}: {named} named lines (the rest are counted):\n{new_log}"
-            );
-        }
-        let (sp50, sp99) = (pct(&mut scrapes, 0.5), pct(&mut scrapes, 0.99));
-        let (qp50, qp99) = (pct(&mut stats, 0.5), pct(&mut stats, 0.99));
-        let worst = scrapes
-            .iter()
-            .chain(stats.iter())
-            .max()
-            .copied()
-            .unwrap_or_default();
-        assert!(worst < ANSWER_WITHIN, "{name}: an answer took {worst:?}");
-        rows.push(Row {
-            abuse: name,
-            scrapes: scrapes.len(),
-            scrape_p50: sp50,
-            scrape_p99: sp99,
-            stats_p50: qp50,
-            stats_p99: qp99,
-            rss_growth_kb: rss_max as i64 - rss0 as i64,
-            sent: FRAMES,
-            received: rx,
-        });
-    }
-    println!("\n| abuse | scrapes | scrape p50 ms | scrape p99 ms | stats p50 ms | stats p99 ms | RSS growth so far MB | frames sent / received |");
-    println!("|---|---|---|---|---|---|---|---|");
-    for r in &rows {
-        println!(
-            "| {} | {} | {:.1} | {:.1} | {:.1} | {:.1} | {:.1} | {} / {} |",
-            r.abuse,
-            r.scrapes,
-            r.scrape_p50,
-            r.scrape_p99,
-            r.stats_p50,
-            r.stats_p99,
-            r.rss_growth_kb as f64 / 1024.0,
-            r.sent,
-            r.received
-        );
-    }
-    println!("RSS {} kB at the start, {} kB at most\n", rss0, rss_max);
+    let (rss0, rss_max) = (t.rss0, t.rss_max);
+    let (code, summary, out) = run.stop();
+    assert_eq!(code, Some(0), "{out}");
+    assert_all_frames_back(&summary);
+
+    // The same instance again with TLS (client certificates) and basic auth.
+    make_certs(rig.dir());
+    let hash = bcrypt::hash("right", 8).unwrap();
+    let web = rig.dir().join("web.yml");
+    std::fs::write(
+        &web,
+        format!("tls_server_config:\n  cert_file: server.crt\n  key_file: server.key\n  client_ca_file: ca.crt\n  client_auth_type: RequireAndVerifyClientCert\nbasic_auth_users:\n  prom: {hash}\n"),
+    )
+    .unwrap();
+    patch_config(
+        &cfg,
+        "[stats]\n",
+        &format!("[stats]\nweb_config = \"{}\"\n", web.display()),
+    );
+    let run = XdpoolRun::spawn(&cfg, &[]);
     assert!(
-        rss_max - rss0 < RSS_GROWTH_MAX_KB,
-        "RSS grew {} kB (from {rss0} kB)",
-        rss_max - rss0
+        run.ready_within(Duration::from_secs(30)),
+        "not ready: {}",
+        run.log()
+    );
+    let url = format!("https://127.0.0.1:{port}/metrics");
+    let dir = rig.dir().to_path_buf();
+    let (d2, u2) = (dir.clone(), url.clone());
+    let good = move || match curl(&d2, &u2, "client", "prom:right")? {
+        (d, 200) => Ok(d),
+        (_, code) => Err(format!("HTTP {code}")),
+    };
+    // Refused before any abuse: no certificate, a stranger's, a wrong password, none.
+    good().expect("a scrape with TLS and auth");
+    let plain_http = scrape(http);
+    assert!(plain_http.is_err(), "plain HTTP answered on a TLS endpoint");
+    assert_ne!(
+        curl(&dir, &url, "stranger", "prom:right").unwrap().1,
+        200,
+        "another CA's client certificate got in"
+    );
+    assert_eq!(curl(&dir, &url, "client", "prom:wrong").unwrap().1, 401);
+    assert_eq!(curl(&dir, &url, "client", "eve:right").unwrap().1, 401);
+    let probe = format!("https://127.0.0.1:{port}/healthz");
+    assert_eq!(
+        curl(&dir, &probe, "client", "x:y").unwrap().1,
+        200,
+        "the probe needs no password"
+    );
+    let mut t = Target {
+        run: &run,
+        st: &rig.st,
+        sock: &sock,
+        scrape: &good,
+        rss0: rss_kb(run.pid()),
+        rss_max: 0,
+        log_seen: 0,
+    };
+    t.rss_max = t.rss0;
+    let (d3, u3, d4, u4) = (dir.clone(), url.clone(), dir.clone(), url.clone());
+    let flood = move |a: &mut Abuse, who: &'static str, pw: &'static str, d: PathBuf, u: String| {
+        a.spawn(move |stop, _| {
+            while !stop.load(Ordering::Relaxed) {
+                let _ = curl(&d, &u, who, pw);
+                std::thread::sleep(Duration::from_millis(20));
+            }
+        });
+    };
+    rows.push(round(
+        &mut t,
+        "TLS: a flood of another CA's client certificates",
+        &move |a| flood(a, "stranger", "prom:right", d3.clone(), u3.clone()),
+        false,
+    ));
+    rows.push(round(
+        &mut t,
+        "TLS + auth: a flood of wrong passwords",
+        &move |a| flood(a, "client", "prom:wrong", d4.clone(), u4.clone()),
+        false,
+    ));
+    let (tls_rss0, tls_rss_max) = (t.rss0, t.rss_max);
+    let log = run.log();
+    assert!(
+        log.contains("TLS handshake failed"),
+        "the stranger is not named:\n{log}"
+    );
+    assert!(
+        log.contains("wrong user or password (user `prom`)"),
+        "the wrong password is not named:\n{log}"
     );
     let (code, summary, out) = run.stop();
     assert_eq!(code, Some(0), "{out}");
     assert_all_frames_back(&summary);
+
+    print_table(&rows);
+    println!("RSS {rss0} kB at the start, {rss_max} kB at most; with TLS {tls_rss0} kB, {tls_rss_max} kB at most\n");
+    for (start, max) in [(rss0, rss_max), (tls_rss0, tls_rss_max)] {
+        assert!(
+            max - start < RSS_GROWTH_MAX_KB,
+            "RSS grew {} kB (from {start} kB)",
+            max - start
+        );
+    }
 }

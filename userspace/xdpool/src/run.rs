@@ -381,6 +381,13 @@ pub fn netns_change(
 /// `--no-reattach`).
 pub fn run(cfg: &Config, opts: &RunOptions) -> Result<Summary, Fatal> {
     crate::exit::require_privileges("xdpool run")?;
+    let web = match &cfg.stats.web_config {
+        Some(path) => Some(
+            crate::stats::web::Web::open(path)
+                .map_err(|e| Fatal::new(ExitCode::Usage, format!("stats.web_config: {e}")))?,
+        ),
+        None => None,
+    };
     // Every port's namespace, opened before the process moves: a port without one
     // lives where xdpool was started.
     let (names, of_port) = crate::plan::namespaces(&cfg.ports());
@@ -472,6 +479,7 @@ pub fn run(cfg: &Config, opts: &RunOptions) -> Result<Summary, Fatal> {
         &snapshot_fn,
         Some(crate::reload::control_handler(reloader.clone())),
         &health,
+        web.as_ref(),
     );
     let _sighup = crate::reload::follow_sighup(reloader);
     crate::capture::session::enable(&_servers, live, &rt.plan, &rt.fabric);

@@ -159,6 +159,12 @@ impl ControlServer {
         // SAFETY: as above, restoring the previous mask.
         unsafe { libc::umask(old) };
         let listener = bound.map_err(io)?;
+        // More than std's 128 pending connects, so a burst does not block `stats`.
+        nix::sys::socket::listen(
+            &listener,
+            nix::sys::socket::Backlog::new(1024).expect("in range"),
+        )
+        .map_err(|e| io(e.into()))?;
         std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o600)).map_err(io)?;
         listener.set_nonblocking(true).map_err(io)?;
         let stop = Arc::new(AtomicBool::new(false));

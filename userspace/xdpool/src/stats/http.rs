@@ -62,6 +62,9 @@ impl Default for Limits {
     }
 }
 
+/// The listen backlog (the kernel caps it at net.core.somaxconn).
+const LISTEN_BACKLOG: i32 = 4096;
+
 /// What the probes report: a heartbeat the control loop bumps each turn
 /// (`/healthz`) and whether every port is attached with carrier (`/readyz`).
 #[derive(Debug)]
@@ -120,6 +123,8 @@ pub struct Routes {
     pub snapshot: SnapshotFn,
     /// The probes' state.
     pub health: Arc<Health>,
+    /// TLS and basic auth (`stats.web_config`), when set.
+    pub web: Option<Arc<super::web::Web>>,
 }
 
 /// A running endpoint; stops when dropped.
@@ -134,10 +139,18 @@ impl HttpServer {
     /// Binds `addr` (in the namespace xdpool was started in) and serves from a thread.
     pub fn start(addr: SocketAddr, routes: Routes, limits: Limits) -> std::io::Result<HttpServer> {
         let std_listener = crate::netns::in_original_netns(|| std::net::TcpListener::bind(addr))?;
+        // std listens with a backlog of 128: a burst of connects past it has its SYNs
+        // dropped, and a scraper among them waits a second for its retry.
+        nix::sys::socket::listen(
+            &std_listener,
+            nix::sys::socket::Backlog::new(LISTEN_BACKLOG)?,
+        )?;
         std_listener.set_nonblocking(true)?;
         let addr = std_listener.local_addr()?;
         let (stop_tx, stop_rx) = tokio::sync::oneshot::channel();
+        // One blocking thread: bcrypt checks (rate-limited) run there, off this one.
         let runtime = tokio::runtime::Builder::new_current_thread()
+            .max_blocking_threads(1)
             .enable_io()
             .enable_time()
             .build()?;
@@ -411,12 +424,46 @@ async fn connection(
     _forget: Forget,
 ) {
     let phase = io.phase.clone();
+    let active = routes.web.as_ref().map(|w| w.current());
+    match active.as_ref().and_then(|a| a.tls.clone()) {
+        None => drive(io, peer, routes, limits, refusals, phase).await,
+        Some(acceptor) => {
+            // The handshake counts against the head's deadline (the phase is FRESH).
+            let (deadline, _) = phase.deadline(&limits);
+            match tokio::time::timeout_at(deadline.into(), acceptor.accept(io)).await {
+                Ok(Ok(tls)) => drive(tls, peer, routes, limits, refusals, phase).await,
+                Ok(Err(e)) => {
+                    refusals.say(Some(&peer), &format!("refused: TLS handshake failed: {e}"))
+                }
+                Err(_) => refusals.say(
+                    Some(&peer),
+                    &format!("closed: no TLS handshake within {:?}", limits.head_deadline),
+                ),
+            }
+        }
+    }
+}
+
+/// Serves HTTP/1 on `io` until the client leaves or a deadline of its phase passes.
+async fn drive<I>(
+    io: I,
+    peer: SocketAddr,
+    routes: Routes,
+    limits: Limits,
+    refusals: Arc<super::RefusalLog>,
+    phase: Arc<Phase>,
+) where
+    I: AsyncRead + AsyncWrite + Unpin + Send + 'static,
+{
     let svc_phase = phase.clone();
+    let svc_refusals = refusals.clone();
     let service = hyper::service::service_fn(move |req| {
         svc_phase.set(ANSWERING);
-        let resp = answer(&routes, req);
-        let phase = svc_phase.clone();
-        async move { Ok::<_, Infallible>(resp.map(|body| Answer { body, phase })) }
+        let (routes, phase, refusals) = (routes.clone(), svc_phase.clone(), svc_refusals.clone());
+        async move {
+            let resp = answer(&routes, req, peer, &refusals).await;
+            Ok::<_, Infallible>(resp.map(|body| Answer { body, phase }))
+        }
     });
     let conn = hyper::server::conn::http1::Builder::new()
         .max_buf_size(limits.max_head.max(8192))
@@ -457,7 +504,12 @@ async fn connection(
 }
 
 /// The answer to one request (no body is read: every route takes none).
-fn answer(routes: &Routes, req: Request<Incoming>) -> Response<Full<Bytes>> {
+async fn answer(
+    routes: &Routes,
+    req: Request<Incoming>,
+    peer: SocketAddr,
+    refusals: &super::RefusalLog,
+) -> Response<Full<Bytes>> {
     let text = |status: StatusCode, body: &str| {
         let mut r = Response::new(Full::new(Bytes::from(body.to_string())));
         *r.status_mut() = status;
@@ -500,7 +552,10 @@ fn answer(routes: &Routes, req: Request<Incoming>) -> Response<Full<Bytes>> {
                     "not ready: a port is not attached with carrier\n",
                 ),
             },
-            _ => metrics(routes, &req),
+            _ => match authorize(routes, &req, peer, refusals).await {
+                Ok(()) => metrics(routes, &req),
+                Err(refused) => refused,
+            },
         }
     };
     if req.version() == Version::HTTP_10 {
@@ -515,6 +570,60 @@ fn answer(routes: &Routes, req: Request<Incoming>) -> Response<Full<Bytes>> {
         resp = Response::from_parts(parts, Full::new(Bytes::new()));
     }
     resp
+}
+
+/// Basic auth for `/metrics`, when the web config has users; the refusal otherwise.
+async fn authorize(
+    routes: &Routes,
+    req: &Request<Incoming>,
+    peer: SocketAddr,
+    refusals: &super::RefusalLog,
+) -> Result<(), Response<Full<Bytes>>> {
+    use super::web::Verdict;
+    let Some(web) = &routes.web else {
+        return Ok(());
+    };
+    let active = web.current();
+    let verdict = web
+        .check(
+            &active,
+            req.headers()
+                .get(header::AUTHORIZATION)
+                .map(|v| v.as_bytes()),
+        )
+        .await;
+    let (status, body) = match verdict {
+        Verdict::Allowed => return Ok(()),
+        Verdict::Missing => (StatusCode::UNAUTHORIZED, "basic auth required\n"),
+        Verdict::Wrong(user) => {
+            refusals.say(
+                Some(&peer),
+                &format!(
+                    "refused: wrong user or password (user `{}`)",
+                    user.escape_debug()
+                ),
+            );
+            (StatusCode::UNAUTHORIZED, "wrong user or password\n")
+        }
+        Verdict::Limited => {
+            refusals.say(Some(&peer), "refused: too many password checks just now");
+            (
+                StatusCode::TOO_MANY_REQUESTS,
+                "too many password checks; try again in a second\n",
+            )
+        }
+    };
+    let mut r = Response::new(Full::new(Bytes::from_static(body.as_bytes())));
+    *r.status_mut() = status;
+    r.headers_mut().insert(
+        header::WWW_AUTHENTICATE,
+        HeaderValue::from_static("Basic realm=\"xdpool\""),
+    );
+    if status == StatusCode::TOO_MANY_REQUESTS {
+        r.headers_mut()
+            .insert(header::RETRY_AFTER, HeaderValue::from_static("1"));
+    }
+    Err(r)
 }
 
 fn has_body(req: &Request<Incoming>) -> bool {
@@ -592,6 +701,7 @@ mod tests {
         let routes = Routes {
             snapshot: snap,
             health: health.clone(),
+            web: None,
         };
         (
             HttpServer::start("127.0.0.1:0".parse().unwrap(), routes, limits).unwrap(),

@@ -9,6 +9,7 @@ pub mod http;
 pub mod metrics;
 pub mod prom;
 pub mod view;
+pub mod web;
 
 use serde_json::Value;
 use std::sync::{Arc, Mutex};
@@ -25,6 +26,7 @@ pub fn start_servers(
     snapshot: &SnapshotFn,
     rules: Option<control::RulesFn>,
     health: &Arc<http::Health>,
+    web: Option<&Arc<web::Web>>,
 ) -> (Option<control::ControlServer>, Option<http::HttpServer>) {
     let handlers = control::Handlers {
         snapshot: snapshot.clone(),
@@ -40,12 +42,13 @@ pub fn start_servers(
     let prom = match &cfg.stats.prometheus {
         Some(addr) => {
             let addr: std::net::SocketAddr = addr.get_ref().parse().expect("validated");
-            if !addr.ip().is_loopback() {
-                tracing::warn!(%addr, "the HTTP endpoint listens beyond loopback: anyone who can reach it sees the traffic stats");
+            if !addr.ip().is_loopback() && web.is_none() {
+                tracing::warn!(%addr, "the HTTP endpoint listens beyond loopback without TLS or auth (stats.insecure_remote): anyone who can reach it sees the traffic stats");
             }
             let routes = http::Routes {
                 snapshot: snapshot.clone(),
                 health: health.clone(),
+                web: web.cloned(),
             };
             match http::HttpServer::start(addr, routes, http::Limits::default()) {
                 Ok(s) => {
