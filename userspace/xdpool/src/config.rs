@@ -566,6 +566,8 @@ pub struct StatsConfig {
     pub web_config: Option<PathBuf>,
     /// Serve a non-loopback `prometheus` without a web config, on purpose.
     pub insecure_remote: bool,
+    /// A group whose members may ask `stats` (socket 0660, its directory 0750).
+    pub control_group: Option<String>,
 }
 
 impl Default for StatsConfig {
@@ -576,6 +578,7 @@ impl Default for StatsConfig {
             live: true,
             web_config: None,
             insecure_remote: false,
+            control_group: None,
         }
     }
 }

@@ -388,6 +388,8 @@ pub fn run(cfg: &Config, opts: &RunOptions) -> Result<Summary, Fatal> {
         ),
         None => None,
     };
+    let access = crate::stats::control::Access::for_group(cfg.stats.control_group.as_deref())
+        .map_err(|e| Fatal::new(ExitCode::Usage, e))?;
     // Every port's namespace, opened before the process moves: a port without one
     // lives where xdpool was started.
     let (names, of_port) = crate::plan::namespaces(&cfg.ports());
@@ -480,6 +482,7 @@ pub fn run(cfg: &Config, opts: &RunOptions) -> Result<Summary, Fatal> {
         Some(crate::reload::control_handler(reloader.clone())),
         &health,
         web.as_ref(),
+        access,
     );
     let _sighup = crate::reload::follow_sighup(reloader);
     crate::capture::session::enable(&_servers, live, &rt.plan, &rt.fabric);

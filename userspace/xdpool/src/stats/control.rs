@@ -1,4 +1,6 @@
-//! The control socket: a unix stream socket, mode 0600, owned by the running user.
+//! The control socket: a unix stream socket, mode 0600, owned by the running user
+//! (0660 of `stats.control_group` when set: its members may ask `stats`, see
+//! [`Access`]).
 //! A client writes one command line and reads one JSON document back:
 //! - `stats`: the snapshot.
 //! - `rules apply`, then the text of a rules file (or a whole config) up to the end
@@ -133,10 +135,26 @@ impl ControlServer {
 
     /// [`ControlServer::start`] serving every command of `handlers`.
     pub fn start_with(path: &Path, handlers: Handlers) -> Result<ControlServer, ControlError> {
+        Self::start_with_access(path, handlers, Access::default())
+    }
+
+    /// [`ControlServer::start_with`], with `access.group` (when set) let in to
+    /// `stats`: socket 0660 and, when xdpool made it or finds it empty and its own,
+    /// its directory 0750, both of that group.
+    pub fn start_with_access(
+        path: &Path,
+        handlers: Handlers,
+        access: Access,
+    ) -> Result<ControlServer, ControlError> {
         let io = |source| ControlError::Io {
             path: path.to_path_buf(),
             source,
         };
+        let group = access
+            .group
+            .as_ref()
+            .map(|(_, gid)| nix::unistd::Gid::from_raw(*gid));
+        let mut made_dir = false;
         if let Some(dir) = path.parent() {
             if !dir.exists() {
                 std::fs::DirBuilder::new()
@@ -144,6 +162,7 @@ impl ControlServer {
                     .mode(0o700)
                     .create(dir)
                     .map_err(io)?;
+                made_dir = true;
             }
         }
         if path.exists() {
@@ -151,6 +170,15 @@ impl ControlServer {
                 return Err(ControlError::InUse(path.to_path_buf()));
             }
             std::fs::remove_file(path).map_err(io)?; // stale, from a killed instance
+        }
+        if let (Some(gid), Some(dir)) = (group, path.parent()) {
+            if made_dir || dir_is_ours_and_empty(dir) {
+                nix::unistd::chown(dir, None, Some(gid)).map_err(|e| io(e.into()))?;
+                std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o750))
+                    .map_err(io)?;
+            } else {
+                tracing::warn!(dir = %dir.display(), "stats.control_group: the socket's directory is not xdpool's own, so its mode and group stay as they are; the group needs search (x) permission on it");
+            }
         }
         // Create with a restrictive umask so there is no window with a wider mode.
         // SAFETY: umask only swaps the process file-mode mask; it touches no memory.
@@ -165,7 +193,15 @@ impl ControlServer {
             nix::sys::socket::Backlog::new(1024).expect("in range"),
         )
         .map_err(|e| io(e.into()))?;
-        std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o600)).map_err(io)?;
+        let mode = match group {
+            Some(gid) => {
+                nix::unistd::chown(path, None, Some(gid)).map_err(|e| io(e.into()))?;
+                0o660
+            }
+            None => 0o600,
+        };
+        std::fs::set_permissions(path, std::fs::Permissions::from_mode(mode)).map_err(io)?;
+        let handlers = Arc::new((handlers, access));
         listener.set_nonblocking(true).map_err(io)?;
         let stop = Arc::new(AtomicBool::new(false));
         let stop2 = stop.clone();
@@ -199,6 +235,7 @@ impl ControlServer {
 struct Peer {
     pid: i32,
     uid: u32,
+    gid: u32,
 }
 
 impl std::fmt::Display for Peer {
@@ -212,12 +249,86 @@ fn peer_of(stream: &UnixStream) -> Peer {
         Ok(c) => Peer {
             pid: c.pid(),
             uid: c.uid(),
+            gid: c.gid(),
         },
         Err(_) => Peer {
             pid: -1,
             uid: u32::MAX,
+            gid: u32::MAX,
         },
     }
+}
+
+/// Who may use the socket beyond root and the daemon's own user.
+#[derive(Debug, Clone, Default)]
+pub struct Access {
+    /// `stats.control_group`: its name and gid; members may ask `stats`.
+    pub group: Option<(String, u32)>,
+}
+
+impl Access {
+    /// Resolves `stats.control_group`; an unknown group says what to do.
+    pub fn for_group(name: Option<&str>) -> Result<Access, String> {
+        let Some(name) = name else {
+            return Ok(Access::default());
+        };
+        match nix::unistd::Group::from_name(name) {
+            Ok(Some(g)) => Ok(Access {
+                group: Some((name.to_string(), g.gid.as_raw())),
+            }),
+            Ok(None) => Err(format!("stats.control_group: there is no group `{name}` on this host; create it (`groupadd {name}`) or remove the key")),
+            Err(e) => Err(format!("stats.control_group: cannot look up group `{name}`: {e}")),
+        }
+    }
+
+    /// Whether `peer` may run `command`: root and the daemon's user anything, the
+    /// group's members (primary, or supplementary from /proc/PID/status) `stats`.
+    fn allows(&self, peer: &Peer, command: &str) -> Result<(), String> {
+        // SAFETY: geteuid has no preconditions.
+        let me = unsafe { libc::geteuid() };
+        if peer.uid == 0 || peer.uid == me {
+            return Ok(());
+        }
+        let owner = format!("root and uid {me} (the daemon's user)");
+        let Some((name, gid)) = &self.group else {
+            return Err(format!("the control socket is for {owner} only"));
+        };
+        if command != "stats" {
+            return Err(format!(
+                "`{command}` is for {owner}; members of group {name} may ask `stats` only"
+            ));
+        }
+        if peer.gid == *gid || supplementary_groups(peer.pid).contains(gid) {
+            return Ok(());
+        }
+        Err(format!(
+            "the control socket is for {owner} and group {name}"
+        ))
+    }
+}
+
+/// The `Groups:` of /proc/PID/status (SO_PEERCRED gives only the primary gid).
+fn supplementary_groups(pid: i32) -> Vec<u32> {
+    std::fs::read_to_string(format!("/proc/{pid}/status"))
+        .ok()
+        .and_then(|t| {
+            t.lines().find_map(|l| l.strip_prefix("Groups:")).map(|g| {
+                g.split_whitespace()
+                    .filter_map(|n| n.parse().ok())
+                    .collect()
+            })
+        })
+        .unwrap_or_default()
+}
+
+/// A directory owned by this user, without the sticky bit, holding nothing (e.g.
+/// systemd's RuntimeDirectory): xdpool may give it to the control group.
+fn dir_is_ours_and_empty(dir: &Path) -> bool {
+    use std::os::unix::fs::MetadataExt;
+    // SAFETY: geteuid has no preconditions.
+    let me = unsafe { libc::geteuid() };
+    std::fs::metadata(dir).is_ok_and(|m| m.uid() == me && m.mode() & 0o1000 == 0)
+        && std::fs::read_dir(dir).is_ok_and(|mut d| d.next().is_none())
 }
 
 /// A client still sending its command line (may be closed to make room).
@@ -248,7 +359,7 @@ impl Drop for Forget {
 
 fn accept_loop(
     listener: UnixListener,
-    handlers: Handlers,
+    handlers: Arc<(Handlers, Access)>,
     capture: CaptureSlot,
     stop: Arc<AtomicBool>,
 ) {
@@ -416,7 +527,7 @@ fn serve_client(
     stream: UnixStream,
     peer: Peer,
     phase: &AtomicU8,
-    handlers: &Handlers,
+    served: &(Handlers, Access),
     capture: &CaptureSlot,
     stop: &Arc<AtomicBool>,
     refusals: &RefusalLog,
@@ -449,7 +560,17 @@ fn serve_client(
         }
     };
     phase.store(ANSWERING, Ordering::Relaxed);
+    let (handlers, access) = served;
     let line = line.trim();
+    let command = match line {
+        "rules apply" => line,
+        _ => line.split_whitespace().next().unwrap_or(""),
+    };
+    if let Err(why) = access.allows(&peer, command) {
+        refusals.say(Some(&peer), &format!("refused `{command}`: {why}"));
+        let _ = out.write_all(error_reply(&format!("permission denied: {why}")).as_bytes());
+        return;
+    }
     let res = match line {
         "stats" => {
             let body = serde_json::to_string(&(handlers.snapshot)())
@@ -584,19 +705,22 @@ pub fn connect(path: &Path) -> Result<UnixStream, ControlError> {
     })
 }
 
-/// "group G" when the socket's group may connect, else "its owner (uid U) only".
+/// "group G" when the socket's group may connect, else "its owner (uid U) only";
+/// read from the directory when the socket itself cannot be looked at.
 fn who_may_connect(path: &Path) -> String {
     use std::os::unix::fs::MetadataExt;
+    let group = |gid: u32| match nix::unistd::Group::from_gid(nix::unistd::Gid::from_raw(gid)) {
+        Ok(Some(g)) => format!("group {}", g.name),
+        _ => format!("group {gid}"),
+    };
     match std::fs::metadata(path) {
-        Ok(m) if m.mode() & 0o060 == 0o060 => {
-            match nix::unistd::Group::from_gid(nix::unistd::Gid::from_raw(m.gid())) {
-                Ok(Some(g)) => format!("group {}", g.name),
-                _ => format!("group {}", m.gid()),
-            }
-        }
+        Ok(m) if m.mode() & 0o060 == 0o060 => group(m.gid()),
         Ok(m) => format!("its owner (uid {}) only", m.uid()),
-        // The directory on the way is closed to this user.
-        Err(_) => "its owner only (its directory is closed to this user)".into(),
+        Err(_) => match path.parent().map(std::fs::metadata) {
+            Some(Ok(d)) if d.mode() & 0o010 != 0 => group(d.gid()),
+            Some(Ok(d)) => format!("its owner (uid {}) only", d.uid()),
+            _ => "its owner only".into(),
+        },
     }
 }
 

@@ -27,12 +27,17 @@ pub fn start_servers(
     rules: Option<control::RulesFn>,
     health: &Arc<http::Health>,
     web: Option<&Arc<web::Web>>,
+    access: control::Access,
 ) -> (Option<control::ControlServer>, Option<http::HttpServer>) {
     let handlers = control::Handlers {
         snapshot: snapshot.clone(),
         rules,
     };
-    let control = match control::ControlServer::start_with(&cfg.stats.control_socket, handlers) {
+    let control = match control::ControlServer::start_with_access(
+        &cfg.stats.control_socket,
+        handlers,
+        access,
+    ) {
         Ok(s) => Some(s),
         Err(e) => {
             tracing::warn!(error = %e, "no control socket: `xdpool stats` will not reach this instance");
