@@ -440,10 +440,13 @@ fn make_room(clients: &Clients, refusals: &RefusalLog) -> bool {
     if t.len() < MAX_CLIENTS {
         return true;
     }
+    // A client whose command already waits in its socket is about to be served: in a
+    // burst of connects its thread may not have run yet, and it must not be the one
+    // closed. The oldest silent client goes first.
     let oldest = t
         .iter()
         .filter(|(_, c)| c.phase.load(Ordering::Relaxed) == READING)
-        .min_by_key(|(id, c)| (c.since, **id))
+        .min_by_key(|(id, c)| (has_bytes_waiting(&c.stream), c.since, **id))
         .map(|(id, _)| *id);
     let Some(id) = oldest else {
         return false;
@@ -457,6 +460,21 @@ fn make_room(clients: &Clients, refusals: &RefusalLog) -> bool {
         ),
     );
     true
+}
+
+/// Whether bytes wait unread in `stream` (a peek, never blocking).
+fn has_bytes_waiting(stream: &UnixStream) -> bool {
+    use nix::sys::socket::{recv, MsgFlags};
+    use std::os::fd::AsRawFd;
+    let mut b = [0u8; 1];
+    matches!(
+        recv(
+            stream.as_raw_fd(),
+            &mut b,
+            MsgFlags::MSG_PEEK | MsgFlags::MSG_DONTWAIT
+        ),
+        Ok(1)
+    )
 }
 
 fn wait_readable(listener: &UnixListener, ms: u16) {
