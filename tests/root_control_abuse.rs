@@ -243,6 +243,19 @@ fn scrape(http: SocketAddr) -> Result<Duration, String> {
     Ok(t.elapsed())
 }
 
+/// The status code of `GET path`.
+fn status_of(http: SocketAddr, path: &str) -> u16 {
+    let mut s = TcpStream::connect(http).unwrap();
+    s.set_read_timeout(Some(ANSWER_WITHIN)).unwrap();
+    write!(s, "GET {path} HTTP/1.0\r\n\r\n").unwrap();
+    let mut head = String::new();
+    let _ = s.read_to_string(&mut head);
+    head.split_whitespace()
+        .nth(1)
+        .and_then(|c| c.parse().ok())
+        .unwrap_or(0)
+}
+
 fn ask_stats(sock: &Path) -> Result<(Duration, u64), String> {
     let t = Instant::now();
     let v = xdpool::stats::control::query(sock).map_err(|e| e.to_string())?;
@@ -577,6 +590,10 @@ fn control_plane_stays_answering_and_bounded_under_abuse() {
     for _ in 0..5 {
         scrape(http).expect("a scrape before any abuse");
         ask_stats(&sock).expect("stats before any abuse");
+    }
+    // The probes: alive, and ready (the port is attached with carrier).
+    for path in ["/healthz", "/readyz"] {
+        assert_eq!(status_of(http, path), 200, "{path}");
     }
     let plain = move || scrape(http);
     let mut t = Target {

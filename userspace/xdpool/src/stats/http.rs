@@ -721,6 +721,8 @@ mod tests {
             .position(|w| w == b"\r\n\r\n")
             .expect("a head");
         let head = String::from_utf8_lossy(&all[..split]).to_string();
+        // An HTTP/1.0 request gets an HTTP/1.0 answer (root_multiqueue reads it so).
+        assert!(head.starts_with("HTTP/1.0 "), "{head}");
         let code = head.split_whitespace().nth(1).unwrap().parse().unwrap();
         (code, all[split + 4..].to_vec())
     }
