@@ -335,6 +335,9 @@ struct Running {
     files: Arc<crate::capture::file::FileCaptures>,
     /// The starting list's capture files, in config rule order.
     sinks: Vec<Option<Arc<crate::capture::file::FileSink>>>,
+    /// What `/healthz` and `/readyz` read: the control loop beats it and keeps its
+    /// readiness current.
+    health: Arc<crate::stats::http::Health>,
 }
 
 /// A configured namespace under a run. A container restart deletes it and makes
@@ -475,7 +478,7 @@ pub fn run(cfg: &Config, opts: &RunOptions) -> Result<Summary, Fatal> {
         },
     );
     let snapshot_fn = crate::reload::with_rules(snapshot_fn, reloader.clone());
-    let health = crate::stats::http::Health::new(crate::stats::http::HEALTH_STALE_AFTER);
+    let health = rt.health.clone();
     let _servers = crate::stats::start_servers(
         cfg,
         &snapshot_fn,
@@ -494,7 +497,6 @@ pub fn run(cfg: &Config, opts: &RunOptions) -> Result<Summary, Fatal> {
         started,
         cfg.stats.live && !opts.quiet,
         &mut service,
-        health,
     );
     service.stopping(if seen.device_gone {
         "a device went away: draining"
@@ -621,6 +623,7 @@ fn start(
         slots,
         files,
         sinks,
+        health: crate::stats::http::Health::new(crate::stats::http::HEALTH_STALE_AFTER),
     };
     if let Err((p, e)) = rt.lc.start(ifindexes) {
         let iface = rt.plan.ports[p].def.interface.clone();
@@ -657,7 +660,6 @@ fn control_loop(
     started: Instant,
     live: bool,
     service: &mut crate::service::Service,
-    health: Arc<crate::stats::http::Health>,
 ) -> Seen {
     let mut seen = Seen::default();
     let (mut last_line, mut last_sample, mut last_prog_check) =
@@ -667,7 +669,7 @@ fn control_loop(
     let needs_macs = rt.plan.ports.iter().any(|p| p.needs_macs());
     let mut macs_for: Vec<Option<u32>> = rt.lc.ports.iter().map(|p| p.attached).collect();
     let mut last_macs = Instant::now();
-    let mut ready = Readiness::new(health);
+    let mut ready = Readiness::new(rt.health.clone());
     loop {
         service.tick();
         ready.health.beat();
