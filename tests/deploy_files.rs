@@ -133,6 +133,12 @@ fn daemonset_grants_the_checked_capabilities_and_its_config_parses() {
         Some(addr.port().to_string().as_str())
     );
     assert_eq!(ann["prometheus.io/scrape"].as_str(), Some("true"));
+    // The probes are the endpoint's own, on its port.
+    for (probe, path) in [("livenessProbe", "/healthz"), ("readinessProbe", "/readyz")] {
+        let get = &c[probe]["httpGet"];
+        assert_eq!(get["path"].as_str(), Some(path), "{probe}");
+        assert_eq!(get["port"].as_i64(), Some(addr.port() as i64), "{probe}");
+    }
     let args: Vec<&str> = c["args"]
         .as_vec()
         .unwrap()

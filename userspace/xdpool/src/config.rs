@@ -620,6 +620,13 @@ pub struct StatsConfig {
     pub control_socket: PathBuf,
     /// Print the live one-line view every second.
     pub live: bool,
+    /// TLS and basic auth for the HTTP endpoint: a web config file in the exporter
+    /// toolkit's format (`stats::web`).
+    pub web_config: Option<PathBuf>,
+    /// Serve a non-loopback `prometheus` without a web config, on purpose.
+    pub insecure_remote: bool,
+    /// A group whose members may ask `stats` (socket 0660, its directory 0750).
+    pub control_group: Option<String>,
 }
 
 impl Default for StatsConfig {
@@ -628,6 +635,9 @@ impl Default for StatsConfig {
             prometheus: None,
             control_socket: PathBuf::from(DEFAULT_CONTROL_SOCKET),
             live: true,
+            web_config: None,
+            insecure_remote: false,
+            control_group: None,
         }
     }
 }
@@ -900,7 +910,7 @@ impl Config {
             }
         }
         if let Some(p) = &self.stats.prometheus {
-            if p.get_ref().parse::<std::net::SocketAddr>().is_err() {
+            let Ok(addr) = p.get_ref().parse::<std::net::SocketAddr>() else {
                 return Err(err(
                     "stats.prometheus",
                     p.span(),
@@ -908,6 +918,16 @@ impl Config {
                         "`{}` is not an address:port, e.g. \"127.0.0.1:9717\"",
                         p.get_ref()
                     ),
+                ));
+            };
+            if !addr.ip().is_loopback()
+                && self.stats.web_config.is_none()
+                && !self.stats.insecure_remote
+            {
+                return Err(err(
+                    "stats.prometheus",
+                    p.span(),
+                    format!("`{addr}` is beyond loopback and there is no stats.web_config: anyone who can reach it would read the traffic stats. Set stats.web_config to a web config with TLS and basic auth, or stats.insecure_remote = true to serve it in the clear on purpose (e.g. behind a NetworkPolicy)"),
                 ));
             }
         }
@@ -1678,6 +1698,28 @@ proto = "udp"
 dst_port = "9-10"
 action = "drop"
 "#;
+
+    #[test]
+    fn a_remote_endpoint_needs_a_web_config_or_insecure_remote() {
+        let with = |stats: &str| format!("{GOOD}\n[stats]\n{stats}\n");
+        let e = Config::parse(&with("prometheus = \"0.0.0.0:9717\"")).unwrap_err();
+        assert_eq!(
+            (e.key.as_str(), e.line.is_some()),
+            ("stats.prometheus", true),
+            "{e}"
+        );
+        assert!(e.message.contains("stats.insecure_remote = true"), "{e}");
+        Config::parse(&with(
+            "prometheus = \"0.0.0.0:9717\"\ninsecure_remote = true",
+        ))
+        .unwrap();
+        Config::parse(&with(
+            "prometheus = \"[::]:9717\"\nweb_config = \"/etc/xdpool/web.yml\"",
+        ))
+        .unwrap();
+        Config::parse(&with("prometheus = \"127.0.0.1:9717\"")).unwrap();
+        Config::parse(&with("prometheus = \"[::1]:9717\"")).unwrap();
+    }
 
     #[test]
     fn good_config_loads() {

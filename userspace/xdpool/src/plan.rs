@@ -318,9 +318,11 @@ impl PortPlan {
     /// Whether some rule of this port uses `mac = "neigh"` or a fixed MAC (the
     /// control thread then reads device MACs and neighbours).
     pub fn needs_macs(&self) -> bool {
-        self.rules
-            .iter()
-            .any(|r| r.action == Action::Forward && r.mac != crate::config::MacRewrite::Swap)
+        // A packet function may ask for any rewrite (`Mac::To`, `Mac::NextHop`).
+        self.rules.iter().any(|r| {
+            (r.action == Action::Forward && r.mac != crate::config::MacRewrite::Swap)
+                || r.action == Action::Call
+        })
     }
 }
 

@@ -355,6 +355,9 @@ struct Running {
     files: Arc<crate::capture::file::FileCaptures>,
     /// The starting list's capture files, in config rule order.
     sinks: Vec<Option<Arc<crate::capture::file::FileSink>>>,
+    /// What `/healthz` and `/readyz` read: the control loop beats it and keeps its
+    /// readiness current.
+    health: Arc<crate::stats::http::Health>,
 }
 
 /// A configured namespace under a run. A container restart deletes it and makes
@@ -401,6 +404,15 @@ pub fn netns_change(
 /// `--no-reattach`).
 pub fn run(cfg: &Config, opts: &RunOptions) -> Result<Summary, RunError> {
     crate::privilege::require_privileges("xdpool run")?;
+    let web = match &cfg.stats.web_config {
+        Some(path) => Some(
+            crate::stats::web::Web::open(path)
+                .map_err(|e| RunError::Usage(format!("stats.web_config: {e}")))?,
+        ),
+        None => None,
+    };
+    let access = crate::stats::control::Access::for_group(cfg.stats.control_group.as_deref())
+        .map_err(RunError::Usage)?;
     // Every port's namespace, opened before the process moves: a port without one
     // lives where xdpool was started.
     let (names, of_port) = crate::plan::namespaces(&cfg.ports());
@@ -481,10 +493,14 @@ pub fn run(cfg: &Config, opts: &RunOptions) -> Result<Summary, RunError> {
         },
     );
     let snapshot_fn = crate::reload::with_rules(snapshot_fn, reloader.clone());
+    let health = rt.health.clone();
     let _servers = crate::stats::start_servers(
         cfg,
         &snapshot_fn,
         Some(crate::reload::control_handler(reloader.clone())),
+        &health,
+        web.as_ref(),
+        access,
     );
     let _sighup = crate::reload::follow_sighup(reloader);
     crate::capture::session::enable(&_servers, live, &rt.plan, &rt.fabric);
@@ -623,6 +639,7 @@ fn start(
         slots,
         files,
         sinks,
+        health: crate::stats::http::Health::new(crate::stats::http::HEALTH_STALE_AFTER),
     };
     if let Err((p, e)) = rt.lc.start(ifindexes) {
         let iface = rt.plan.ports[p].def.interface.clone();
@@ -670,9 +687,10 @@ fn control_loop(
     let needs_macs = rt.plan.ports.iter().any(|p| p.needs_macs());
     let mut macs_for: Vec<Option<u32>> = rt.lc.ports.iter().map(|p| p.attached).collect();
     let mut last_macs = Instant::now();
-    let mut ready = Readiness::new();
+    let mut ready = Readiness::new(rt.health.clone());
     loop {
         service.tick();
+        ready.health.beat();
         follow_devices(rt, opts, &mut recheck, &mut last_prog_check);
         ready.check(rt, opts, service);
         // Read MACs again when a worker missed one, when a device came back (its MAC
@@ -751,6 +769,9 @@ const CARRIER_WARN_AFTER: Duration = Duration::from_secs(5);
 /// carrier: only then can frames arrive (a driver such as igb resets its link when
 /// the program is attached, and frames sent before it is back are lost).
 struct Readiness {
+    /// `/healthz` and `/readyz`: beaten each turn, and the same rule kept current
+    /// after `ready` was said (every 500 ms).
+    health: Arc<crate::stats::http::Health>,
     said: bool,
     since: Instant,
     logged: Option<(usize, &'static str)>,
@@ -759,8 +780,9 @@ struct Readiness {
 }
 
 impl Readiness {
-    fn new() -> Readiness {
+    fn new(health: Arc<crate::stats::http::Health>) -> Readiness {
         Readiness {
+            health,
             said: false,
             since: Instant::now(),
             logged: None,
@@ -772,15 +794,16 @@ impl Readiness {
     /// Checks every 10 ms until ready; says what it waits for when that changes,
     /// and warns once when the wait passes CARRIER_WARN_AFTER (it keeps waiting).
     fn check(&mut self, rt: &Running, opts: &RunOptions, service: &mut crate::service::Service) {
-        if self.said
-            || self
-                .last_check
-                .is_some_and(|t| t.elapsed() < Duration::from_millis(10))
-        {
+        let every = Duration::from_millis(if self.said { 500 } else { 10 });
+        if self.last_check.is_some_and(|t| t.elapsed() < every) {
             return;
         }
         self.last_check = Some(Instant::now());
         let waiting = (0..rt.lc.ports.len()).find_map(|p| rt.lc.waits_for(p).map(|w| (p, w)));
+        self.health.set_ready(waiting.is_none());
+        if self.said {
+            return;
+        }
         match waiting {
             None => {
                 self.said = true;

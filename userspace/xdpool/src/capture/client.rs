@@ -12,7 +12,6 @@ use pcap_file::DataLink;
 use std::borrow::Cow;
 use std::fs::File;
 use std::io::{BufRead, BufReader, BufWriter, Read, Write};
-use std::os::unix::net::UnixStream;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
@@ -103,12 +102,8 @@ fn capture_into(
         path: opts.socket.clone(),
         source,
     };
-    let mut stream = UnixStream::connect(&opts.socket).map_err(|source| {
-        CaptureError::NotRunning(crate::stats::control::ControlError::NotRunning {
-            path: opts.socket.clone(),
-            source,
-        })
-    })?;
+    let mut stream =
+        crate::stats::control::connect(&opts.socket).map_err(CaptureError::NotRunning)?;
     let req = Request {
         rule: opts.rule.clone(),
         count: opts.count,

@@ -40,7 +40,7 @@ pub struct CaptureService {
 pub fn enable(
     servers: &(
         Option<crate::stats::control::ControlServer>,
-        Option<crate::stats::prom::PromServer>,
+        Option<crate::stats::http::HttpServer>,
     ),
     rules: Arc<LiveRules>,
     plan: &Plan,

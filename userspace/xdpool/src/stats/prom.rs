@@ -1,17 +1,9 @@
-//! Prometheus text endpoint (`GET /metrics`), encoded with `prometheus-client`.
-//!
-//! Listens where the config says; anything but a loopback address gets a warning,
-//! since the stats describe traffic.
+//! The Prometheus text format of a snapshot (served by [`super::http`] on
+//! `GET /metrics`), and a parser for it that the tests use.
 
 use super::metrics::{collect, Kind, Labels};
-use super::SnapshotFn;
 use prometheus::{CounterVec, Encoder, GaugeVec, Opts, Registry, TextEncoder};
 use std::collections::BTreeMap;
-use std::io::{BufRead, BufReader, Write};
-use std::net::{SocketAddr, TcpListener};
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::Arc;
-use std::time::Duration;
 
 /// Encodes a snapshot in the Prometheus text format (0.0.4): the families of
 /// [`super::metrics`], each with its type and HELP, per-port/queue values as labels.
@@ -60,89 +52,6 @@ pub fn render(snapshot: &serde_json::Value) -> String {
         .encode(&registry.gather(), &mut out)
         .expect("encoding to memory cannot fail");
     String::from_utf8(out).expect("the text format is UTF-8")
-}
-
-/// A running endpoint; stops when dropped.
-pub struct PromServer {
-    stop: Arc<AtomicBool>,
-    thread: Option<std::thread::JoinHandle<()>>,
-    /// The address it listens on.
-    pub addr: SocketAddr,
-}
-
-impl PromServer {
-    /// Binds `addr` and serves `GET /metrics` from a thread.
-    pub fn start(addr: SocketAddr, snapshot: SnapshotFn) -> std::io::Result<PromServer> {
-        if !addr.ip().is_loopback() {
-            tracing::warn!(%addr, "the Prometheus endpoint listens beyond loopback: anyone who can reach it sees the traffic stats");
-        }
-        // In the namespace xdpool was started in, not the interface's (the lab's).
-        let listener = crate::netns::in_original_netns(|| TcpListener::bind(addr))?;
-        listener.set_nonblocking(true)?;
-        let addr = listener.local_addr()?;
-        let stop = Arc::new(AtomicBool::new(false));
-        let stop2 = stop.clone();
-        let thread = std::thread::Builder::new()
-            .name("xdpool-prom".into())
-            .spawn(move || {
-                while !stop2.load(Ordering::Relaxed) {
-                    match listener.accept() {
-                        Ok((stream, _)) => {
-                            let _ = serve_one(stream, &snapshot);
-                        }
-                        Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {
-                            std::thread::sleep(Duration::from_millis(50))
-                        }
-                        Err(e) => {
-                            tracing::warn!(error = %e, "prometheus accept failed");
-                            std::thread::sleep(Duration::from_millis(200));
-                        }
-                    }
-                }
-            })?;
-        Ok(PromServer {
-            stop,
-            thread: Some(thread),
-            addr,
-        })
-    }
-}
-
-fn serve_one(stream: std::net::TcpStream, snapshot: &SnapshotFn) -> std::io::Result<()> {
-    stream.set_nonblocking(false)?;
-    stream.set_read_timeout(Some(Duration::from_secs(2)))?;
-    let mut reader = BufReader::new(stream.try_clone()?);
-    let mut request = String::new();
-    reader.read_line(&mut request)?;
-    let mut line = String::new();
-    while reader.read_line(&mut line)? > 2 {
-        line.clear();
-    }
-    let mut stream = stream;
-    let path = request.split_whitespace().nth(1).unwrap_or("");
-    if !request.starts_with("GET ") || (path != "/metrics" && path != "/") {
-        write!(
-            stream,
-            "HTTP/1.0 404 Not Found\r\nContent-Length: 24\r\n\r\nonly GET /metrics exists"
-        )?;
-        return Ok(());
-    }
-    let body = render(&snapshot());
-    write!(
-        stream,
-        "HTTP/1.0 200 OK\r\nContent-Type: text/plain; version=0.0.4; charset=utf-8\r\nContent-Length: {}\r\n\r\n{}",
-        body.len(),
-        body
-    )
-}
-
-impl Drop for PromServer {
-    fn drop(&mut self) {
-        self.stop.store(true, Ordering::Relaxed);
-        if let Some(t) = self.thread.take() {
-            let _ = t.join();
-        }
-    }
 }
 
 /// The key [`parse_text`] files a sample under: `name{k="v",...}` with the labels
@@ -242,22 +151,5 @@ mod tests {
         let m = parse_text(&render(&s)).unwrap();
         assert_eq!(m["xdpool_rx_packets_total{port=\"in\",queue=\"0\"}"], 5.0);
         assert_eq!(m["xdpool_rx_packets_total{port=\"out\",queue=\"0\"}"], 7.0);
-    }
-
-    #[test]
-    fn serves_over_loopback() {
-        let snap: SnapshotFn =
-            Arc::new(|| json!({"interface": "x", "queues": [{"queue": 0, "rx_packets": 3}]}));
-        let server = PromServer::start("127.0.0.1:0".parse().unwrap(), snap).unwrap();
-        let mut s = std::net::TcpStream::connect(server.addr).unwrap();
-        write!(s, "GET /metrics HTTP/1.0\r\n\r\n").unwrap();
-        let mut body = String::new();
-        std::io::Read::read_to_string(&mut s, &mut body).unwrap();
-        assert!(body.starts_with("HTTP/1.0 200"));
-        let text = body.split("\r\n\r\n").nth(1).unwrap();
-        assert_eq!(
-            parse_text(text).unwrap()["xdpool_rx_packets_total{port=\"x\",queue=\"0\"}"],
-            3.0
-        );
     }
 }
