@@ -8,6 +8,7 @@
 mod capture;
 mod config;
 mod device;
+mod doctor;
 mod error;
 mod lifecycle;
 mod neigh;
@@ -43,7 +44,7 @@ pub mod internal {
         };
     }
     reexport!(
-        capture, config, device, error, lifecycle, neigh, netns, plan, privilege, reload, run,
-        service, signal, stats, steer, summary, wire, worker, xsk,
+        capture, config, device, doctor, error, lifecycle, neigh, netns, plan, privilege, reload,
+        run, service, signal, stats, steer, summary, wire, worker, xsk,
     );
 }
