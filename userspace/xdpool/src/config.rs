@@ -11,6 +11,8 @@ use std::net::IpAddr;
 use std::path::{Path, PathBuf};
 use toml::Spanned;
 
+pub mod keys;
+
 /// A configuration error: key, line (1-based, when known) and what would be valid.
 #[derive(Debug, thiserror::Error)]
 pub struct ConfigError {

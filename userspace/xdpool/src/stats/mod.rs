@@ -7,6 +7,7 @@
 pub mod control;
 pub mod metrics;
 pub mod prom;
+pub mod reference;
 pub mod view;
 
 use serde_json::Value;
