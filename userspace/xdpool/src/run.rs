@@ -375,6 +375,9 @@ pub fn netns_change(
 /// `--no-reattach`).
 pub fn run(cfg: &Config, opts: &RunOptions) -> Result<Summary, RunError> {
     crate::privilege::require_privileges("xdpool run")?;
+    // `xdpool doctor`'s checks, logged: run goes on and refuses below only what it
+    // always refused (a missing device or namespace, zero-copy the driver lacks).
+    crate::doctor::diagnose(cfg).log();
     // Every port's namespace, opened before the process moves: a port without one
     // lives where xdpool was started.
     let (names, of_port) = crate::plan::namespaces(&cfg.ports());

@@ -76,7 +76,12 @@ pub fn checks(root: &Path, input: &PortInput, facts: &PortFacts) -> Vec<Check> {
         multi_buffer(&facts.xdp, p.multi_buffer, p.zero_copy),
         queues(root, &p.interface, &p.queues, p.follow_queues),
         frame_size(root, p, input.chunk_size, driver.as_deref()),
-        rx_vlan_offload(&facts.rx_vlan_offload, input.vlan_rules, &p.interface),
+        rx_vlan_offload(
+            &facts.rx_vlan_offload,
+            input.vlan_rules,
+            &p.interface,
+            driver.is_none(),
+        ),
         busy_poll_irq(root, &p.interface, input.busy_poll),
         numa(root, &p.interface, &input.cores),
     ];
@@ -302,8 +307,15 @@ pub fn frame_size(root: &Path, p: &PortDef, chunk_size: u32, driver: Option<&str
 }
 
 /// rx-vlan-offload must be off where a rule matches `vlan`: a NIC that strips the tag
-/// hands XDP an untagged frame, which no VLAN rule matches.
-pub fn rx_vlan_offload(offload: &Result<bool, String>, vlan_rules: usize, dev: &str) -> Check {
+/// hands XDP an untagged frame, which no VLAN rule matches. A virtual device (veth)
+/// strips nothing: a tag in the frame's bytes stays, but one a VLAN device on the peer
+/// left in the skb's metadata (the peer's tx-vlan-offload) never reaches XDP.
+pub fn rx_vlan_offload(
+    offload: &Result<bool, String>,
+    vlan_rules: usize,
+    dev: &str,
+    virtual_dev: bool,
+) -> Check {
     if vlan_rules == 0 {
         return Check::ok(
             "rx_vlan_offload",
@@ -312,6 +324,11 @@ pub fn rx_vlan_offload(offload: &Result<bool, String>, vlan_rules: usize, dev: &
     }
     match offload {
         Ok(false) => Check::ok("rx_vlan_offload", format!("off: the {vlan_rules} VLAN rule(s) see the tag")),
+        Ok(true) if virtual_dev => Check::warn(
+            "rx_vlan_offload",
+            format!("on, {vlan_rules} rule(s) match vlan, and {dev} is virtual: tags in the frames' bytes reach XDP, tags a VLAN device on the peer put in metadata do not"),
+            "turn tx-vlan-offload off where the tagged frames are sent (ethtool -K PEER txvlan off), so the tag travels in the frame",
+        ),
         Ok(true) => Check::fail(
             "rx_vlan_offload",
             format!("on, and {vlan_rules} rule(s) match vlan: the NIC strips the tag before XDP, so they never match"),

@@ -467,6 +467,15 @@ fn rx_vlan_offload_on_under_a_vlan_rule_fails() {
         "rx_vlan_offload",
         Level::Ok,
     );
+    // veth strips nothing itself: a warning about the sender's side, not a failure.
+    fs::remove_file(t.path().join("sys/class/net/eth1/device/driver")).unwrap();
+    p.vlan_rules = 1;
+    let c = only(
+        &port_checks(t.path(), &p, &facts),
+        "rx_vlan_offload",
+        Level::Warn,
+    );
+    assert!(c.fix.unwrap().contains("txvlan off"));
 }
 
 #[test]
