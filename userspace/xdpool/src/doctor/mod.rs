@@ -206,6 +206,12 @@ pub fn interface_config(interface: &str, netns: Option<&str>) -> Result<Config, 
     toml::from_str(&text)
 }
 
+/// A config without ports, every key at its default: `xdpool doctor` without
+/// arguments checks the host only, for a run of the default UMEM size.
+pub fn host_config() -> Config {
+    toml::from_str("").expect("every key of the config has a default but the ports")
+}
+
 /// Runs every check on this machine for `cfg`.
 pub fn diagnose(cfg: &Config) -> Report {
     let root = Path::new("/");

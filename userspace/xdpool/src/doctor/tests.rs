@@ -571,3 +571,17 @@ fn a_port_in_another_namespace_needs_cap_sys_admin() {
     assert_eq!(c.level, Level::Fail);
     assert!(c.found.contains("CAP_SYS_ADMIN"), "{}", c.line());
 }
+
+#[test]
+fn no_config_means_the_host_checks_only() {
+    let cfg = super::host_config();
+    assert!(cfg.ports().is_empty());
+    let t = good_tree();
+    let checks = host::checks(t.path(), &cfg, &HostFacts { af_xdp: Ok(()) });
+    assert_eq!(checks.len(), 8);
+    assert!(checks.iter().all(|c| c.port.is_none()));
+    assert_eq!(
+        the(&checks, "memlock").found,
+        "CAP_IPC_LOCK: the 16 MiB UMEM is not counted against RLIMIT_MEMLOCK"
+    );
+}
