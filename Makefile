@@ -10,6 +10,8 @@ TOOLS_CACHE := /var/cache/xdpool
 PROMTOOL := $(TOOLS_CACHE)/prometheus/usr/bin/promtool
 CARGO_DEB_VERSION := 3.8.0
 CARGO_DEB := $(TOOLS_CACHE)/cargo/bin/cargo-deb
+# cargo's target directory (CARGO_TARGET_DIR where set).
+TARGET_DIR := $(or $(CARGO_TARGET_DIR),target)
 # Loom: bounded preemptions keep the model checks within minutes on 2 cores.
 LOOM_MAX_PREEMPTIONS ?= 3
 
@@ -134,11 +136,10 @@ reference:
 # package has no maintainer scripts, so it never enables or starts the service.
 deb: build
 	@[ -x $(CARGO_DEB) ] || { echo "deb: cargo-deb is missing; run make setup" >&2; exit 1; }
-	@mkdir -p target/deb-assets
 	sed -e 's|/usr/local/bin/xdpool|/usr/bin/xdpool|' \
 	    -e '/^# systemd unit for one xdpool instance/,/^#   systemctl enable/c\# systemd unit for one xdpool instance, installed by the xdpool package and\n# neither enabled nor started: edit /etc/xdpool/xdpool.toml (xdpool doctor --config\n# /etc/xdpool/xdpool.toml checks it), then systemctl enable --now xdpool.' \
-	    deploy/xdpool.service > target/deb-assets/xdpool.service
-	PATH=$(TOOLS_CACHE)/cargo/bin:$$PATH cargo deb --no-build -p xdpool-cli --output target/debian/
+	    deploy/xdpool.service > $(TARGET_DIR)/release/xdpool.service
+	PATH=$(TOOLS_CACHE)/cargo/bin:$$PATH cargo deb --no-build --strip -p xdpool-cli --output target/debian/
 
 # Builds the package, installs it with dpkg, checks it and purges it (tests/deb/check.sh).
 test-deb: check-root
