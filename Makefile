@@ -8,10 +8,14 @@ LOOM_TARGET := target/loom
 # Tools the tests use that are unpacked, not installed.
 TOOLS_CACHE := /var/cache/xdpool
 PROMTOOL := $(TOOLS_CACHE)/prometheus/usr/bin/promtool
+CARGO_DEB_VERSION := 3.8.0
+CARGO_DEB := $(TOOLS_CACHE)/cargo/bin/cargo-deb
+# cargo's target directory (CARGO_TARGET_DIR where set).
+TARGET_DIR := $(or $(CARGO_TARGET_DIR),target)
 # Loom: bounded preemptions keep the model checks within minutes on 2 cores.
 LOOM_MAX_PREEMPTIONS ?= 3
 
-.PHONY: setup build test test-unit test-loom test-bench test-fuzz fuzz fuzz-tools fuzz-run test-vm test-vm-soak run bench pktgen clean-lab check-root
+.PHONY: deb test-deb reference setup build test test-unit test-loom test-bench test-fuzz fuzz fuzz-tools fuzz-run test-vm test-vm-soak run bench pktgen clean-lab check-root
 
 check-root:
 	@if [ "$$(id -u)" != 0 ]; then echo "xdpool: this target needs root (it installs packages, loads XDP programs and creates network namespaces); run it with sudo" >&2; exit 1; fi
@@ -30,6 +34,12 @@ setup: check-root
 	  rm -f prometheus_*.deb && apt-get download -q prometheus && dpkg -x prometheus_*.deb prometheus && rm -f prometheus_*.deb; \
 	  [ -x $(PROMTOOL) ] || { echo "setup: promtool not found in Debian's prometheus package" >&2; exit 1; }; \
 	else echo "setup: promtool present"; fi
+	@# cargo-deb (make deb), built once into the tools cache.
+	@if [ ! -x $(CARGO_DEB) ]; then \
+	  echo "setup: building cargo-deb $(CARGO_DEB_VERSION) into $(TOOLS_CACHE)/cargo"; t=$$(date +%s); \
+	  cargo install --locked --quiet cargo-deb --version $(CARGO_DEB_VERSION) --root $(TOOLS_CACHE)/cargo && \
+	  echo "setup: cargo-deb built in $$(( $$(date +%s) - t )) s"; \
+	else echo "setup: cargo-deb present"; fi
 	@if ! mountpoint -q /sys/fs/bpf; then mkdir -p /sys/fs/bpf && mount -t bpf bpf /sys/fs/bpf && echo "setup: mounted bpffs on /sys/fs/bpf"; \
 	else echo "setup: bpffs mounted"; fi
 
@@ -115,3 +125,22 @@ pktgen: setup build
 
 clean-lab: check-root
 	-$(XDPOOL) lab down
+
+# The generated references (docs/reference/: config, metrics and command references,
+# man pages, completions) written again from the code; a test fails while they differ.
+reference:
+	XDPOOL_CLANG=clang-$(CLANG_VERSION) cargo run -q -p xdpool-cli -- reference --out docs/reference
+
+# The Debian package: target/debian/xdpool_VERSION-1_ARCH.deb (cargo-deb, from `make
+# setup`). The unit is deploy/xdpool.service with the package's binary path; the
+# package has no maintainer scripts, so it never enables or starts the service.
+deb: build
+	@[ -x $(CARGO_DEB) ] || { echo "deb: cargo-deb is missing; run make setup" >&2; exit 1; }
+	sed -e 's|/usr/local/bin/xdpool|/usr/bin/xdpool|' \
+	    -e '/^# systemd unit for one xdpool instance/,/^#   systemctl enable/c\# systemd unit for one xdpool instance, installed by the xdpool package and\n# neither enabled nor started: edit /etc/xdpool/xdpool.toml (xdpool doctor --config\n# /etc/xdpool/xdpool.toml checks it), then systemctl enable --now xdpool.' \
+	    deploy/xdpool.service > $(TARGET_DIR)/release/xdpool.service
+	PATH=$(TOOLS_CACHE)/cargo/bin:$$PATH cargo deb --no-build --strip -p xdpool-cli --output target/debian/
+
+# Builds the package, installs it with dpkg, checks it and purges it (tests/deb/check.sh).
+test-deb: check-root
+	bash tests/deb/check.sh

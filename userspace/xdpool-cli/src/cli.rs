@@ -82,6 +82,49 @@ pub enum Command {
     /// The demo behind `make run`: lab up, run for a few seconds under generated
     /// traffic, print the summary, lab down.
     Demo(DemoArgs),
+    /// Check this machine and each port's device before a run: one line per check
+    /// (ok, warn or fail), what was found and the fix. Exit code 1 when a check fails.
+    ///
+    /// Without arguments it checks the host (kernel, AF_XDP, BTF, the BPF JIT,
+    /// capabilities, memlock, bpffs); with --config also every port of the config (the
+    /// driver and its XDP features, zero-copy, queues, frame size, rx-vlan-offload
+    /// under VLAN rules, the NAPI settings busy-poll needs, NUMA placement); with
+    /// --interface one device with every config key at its default.
+    Doctor(DoctorArgs),
+    /// Print a shell completion script, e.g. `xdpool completions bash >
+    /// /etc/bash_completion.d/xdpool` (the Debian package installs them).
+    Completions {
+        /// The shell.
+        shell: clap_complete::Shell,
+    },
+    /// Write the generated references (docs/reference/: config, metrics and command
+    /// references, man pages, completions) from the code, or check them.
+    #[command(hide = true)]
+    Reference {
+        /// The directory to write.
+        #[arg(long, default_value = "docs/reference")]
+        out: PathBuf,
+        /// Only compare, and fail when a file differs.
+        #[arg(long)]
+        check: bool,
+    },
+}
+
+/// `xdpool doctor`.
+#[derive(Debug, Args)]
+pub struct DoctorArgs {
+    /// Check the host and every port of this config file.
+    #[arg(short, long, value_name = "FILE", conflicts_with = "interface")]
+    pub config: Option<PathBuf>,
+    /// Check the host and this network device (one port, zero_copy = "auto").
+    #[arg(short, long, value_name = "IF")]
+    pub interface: Option<String>,
+    /// The network namespace the device is in (a name under /run/netns).
+    #[arg(long, value_name = "NS", requires = "interface")]
+    pub netns: Option<String>,
+    /// Print the report as one JSON object (checks, and the ok/warn/fail counts).
+    #[arg(long)]
+    pub json: bool,
 }
 
 /// `xdpool run`

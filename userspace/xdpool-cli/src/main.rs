@@ -3,8 +3,8 @@
 
 use clap::Parser;
 use cli::{
-    BenchWhich, CaptureArgs, Cli, Command, DemoArgs, EngineArg, GenArgs, LabAction, LabTopology,
-    LogFormat, RulesAction, RulesApplyArgs, RunArgs, StatsArgs,
+    BenchWhich, CaptureArgs, Cli, Command, DemoArgs, DoctorArgs, EngineArg, GenArgs, LabAction,
+    LabTopology, LogFormat, RulesAction, RulesApplyArgs, RunArgs, StatsArgs,
 };
 use exit::{ExitCode, Fatal};
 use std::io::{BufRead, BufReader};
@@ -15,6 +15,7 @@ use xdpool::internal::config::Config;
 mod cli;
 mod demo_forward;
 mod exit;
+mod reference;
 
 fn main() {
     let cli = Cli::parse();
@@ -46,6 +47,9 @@ fn main() {
         } => cmd_rules_apply(args),
         Command::Bench { which } => cmd_bench(which),
         Command::Demo(args) => cmd_demo(args),
+        Command::Doctor(args) => cmd_doctor(args),
+        Command::Completions { shell } => cmd_completions(shell),
+        Command::Reference { out, check } => cmd_reference(&out, check),
     };
     match result {
         Ok(()) => std::process::exit(ExitCode::Ok as i32),
@@ -54,6 +58,66 @@ fn main() {
             std::process::exit(f.code as i32);
         }
     }
+}
+
+fn cmd_doctor(args: DoctorArgs) -> Result<(), Fatal> {
+    use xdpool::internal::doctor;
+    let usage = |e: String| Fatal::new(ExitCode::Usage, e);
+    let cfg = match (&args.config, &args.interface) {
+        (Some(path), _) => Config::load(path).map_err(|e| usage(e.to_string()))?,
+        (None, Some(dev)) => doctor::interface_config(dev, args.netns.as_deref())
+            .map_err(|e| usage(format!("--interface {dev}: {e}")))?,
+        (None, None) => doctor::host_config(),
+    };
+    let report = doctor::diagnose(&cfg);
+    if args.json {
+        println!(
+            "{}",
+            serde_json::to_string_pretty(&report.json()).expect("JSON")
+        );
+    } else {
+        print!("{}", report.text());
+    }
+    match report.count(doctor::Level::Fail) {
+        0 => Ok(()),
+        n => Err(Fatal::new(
+            ExitCode::Failure,
+            format!("{n} check(s) failed; each fail line says what to do"),
+        )),
+    }
+}
+
+fn cmd_completions(shell: clap_complete::Shell) -> Result<(), Fatal> {
+    use std::io::Write;
+    std::io::stdout()
+        .write_all(&crate::reference::completion(shell))
+        .map_err(|e| Fatal::new(ExitCode::Failure, format!("cannot write to stdout: {e}")))
+}
+
+fn cmd_reference(out: &std::path::Path, check: bool) -> Result<(), Fatal> {
+    if check {
+        let stale = crate::reference::stale(out);
+        if stale.is_empty() {
+            println!("{}: every generated file matches the code", out.display());
+            return Ok(());
+        }
+        return Err(Fatal::new(
+            ExitCode::Failure,
+            format!(
+                "{} differs from the code: {}; run `make reference`",
+                out.display(),
+                stale.join(", ")
+            ),
+        ));
+    }
+    let n = crate::reference::write(out).map_err(|e| {
+        Fatal::new(
+            ExitCode::Failure,
+            format!("cannot write {}: {e}", out.display()),
+        )
+    })?;
+    println!("wrote {n} files under {}", out.display());
+    Ok(())
 }
 
 fn cmd_run(args: RunArgs) -> Result<(), Fatal> {

@@ -12,6 +12,8 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use toml::Spanned;
 
+pub mod keys;
+
 /// A configuration error: key, line (1-based, when known) and what would be valid.
 #[derive(Debug, thiserror::Error)]
 pub struct ConfigError {

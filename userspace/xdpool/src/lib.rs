@@ -12,6 +12,7 @@ mod api;
 mod capture;
 mod config;
 mod device;
+mod doctor;
 mod error;
 mod lifecycle;
 mod neigh;
@@ -56,7 +57,7 @@ pub mod internal {
         };
     }
     reexport!(
-        capture, config, device, error, lifecycle, neigh, netns, plan, privilege, reload, run,
-        service, signal, stats, steer, summary, wire, worker, xsk,
+        capture, config, device, doctor, error, lifecycle, neigh, netns, plan, privilege, reload,
+        run, service, signal, stats, steer, summary, wire, worker, xsk,
     );
 }

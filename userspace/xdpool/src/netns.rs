@@ -430,6 +430,16 @@ pub fn set_gro(dev: &str, on: bool) -> Result<(), NetnsError> {
     ethtool_value(dev, ETHTOOL_SGRO, u32::from(on), "set gro").map(|_| ())
 }
 
+const ETHTOOL_GFLAGS: u32 = 0x0000_0025;
+/// `ETH_FLAG_RXVLAN` of ETHTOOL_GFLAGS: the NIC strips the VLAN tag on receive.
+const ETH_FLAG_RXVLAN: u32 = 1 << 8;
+
+/// Whether rx-vlan-offload (`ethtool -k DEV`'s rxvlan) is on for `dev` in the current
+/// namespace: the device takes the outer tag off before XDP sees the frame.
+pub fn rx_vlan_offload(dev: &str) -> Result<bool, NetnsError> {
+    ethtool_value(dev, ETHTOOL_GFLAGS, 0, "get flags").map(|v| v & ETH_FLAG_RXVLAN != 0)
+}
+
 /// Whether GRO is on for `dev` in the current namespace.
 pub fn gro(dev: &str) -> Result<bool, NetnsError> {
     ethtool_value(dev, ETHTOOL_GGRO, 0, "get gro").map(|v| v != 0)

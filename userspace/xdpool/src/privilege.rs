@@ -21,17 +21,7 @@ pub fn require_privileges(what: &str) -> Result<(), RunError> {
     // CAP_BPF=39. CAP_PERFMON: the verifier allows packet pointers moved by a variable
     // (IPv6 extension headers, IP lengths) only to it (Spectre v1 hardening otherwise
     // refuses the steering program: "pointer arithmetic ... prohibited for !root").
-    let needed = REQUIRED_CAPABILITIES;
-    let eff = effective_caps().unwrap_or(0);
-    let missing: Vec<&str> = needed
-        .iter()
-        .filter(|(bit, _)| {
-            let has = eff & (1u64 << bit) != 0;
-            // CAP_SYS_ADMIN implies CAP_BPF and CAP_PERFMON (older kernels have neither).
-            !(has || ((*bit == 38 || *bit == 39) && eff & (1u64 << 21) != 0))
-        })
-        .map(|(_, n)| *n)
-        .collect();
+    let missing = missing_capabilities(effective_caps().unwrap_or(0));
     if missing.is_empty() {
         return Ok(());
     }
@@ -41,13 +31,27 @@ pub fn require_privileges(what: &str) -> Result<(), RunError> {
     )))
 }
 
+/// Of [`REQUIRED_CAPABILITIES`], those the effective set `eff` lacks, by name.
+pub fn missing_capabilities(eff: u64) -> Vec<&'static str> {
+    REQUIRED_CAPABILITIES
+        .iter()
+        .filter(|(bit, _)| {
+            let has = eff & (1u64 << bit) != 0;
+            // CAP_SYS_ADMIN implies CAP_BPF and CAP_PERFMON (older kernels have neither).
+            !(has || ((*bit == 38 || *bit == 39) && eff & (1u64 << 21) != 0))
+        })
+        .map(|(_, n)| *n)
+        .collect()
+}
+
 /// The effective capability set of this process, from /proc/self/status.
 pub fn effective_caps() -> Option<u64> {
     let status = std::fs::read_to_string("/proc/self/status").ok()?;
     parse_cap_eff(&status)
 }
 
-fn parse_cap_eff(status: &str) -> Option<u64> {
+/// The `CapEff:` line of a `/proc/PID/status` text.
+pub fn parse_cap_eff(status: &str) -> Option<u64> {
     let line = status.lines().find(|l| l.starts_with("CapEff:"))?;
     u64::from_str_radix(line.trim_start_matches("CapEff:").trim(), 16).ok()
 }

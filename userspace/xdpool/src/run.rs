@@ -413,6 +413,9 @@ pub fn run(cfg: &Config, opts: &RunOptions) -> Result<Summary, RunError> {
     };
     let access = crate::stats::control::Access::for_group(cfg.stats.control_group.as_deref())
         .map_err(RunError::Usage)?;
+    // `xdpool doctor`'s checks, logged: run goes on and refuses below only what it
+    // always refused (a missing device or namespace, zero-copy the driver lacks).
+    crate::doctor::diagnose(cfg).log();
     // Every port's namespace, opened before the process moves: a port without one
     // lives where xdpool was started.
     let (names, of_port) = crate::plan::namespaces(&cfg.ports());

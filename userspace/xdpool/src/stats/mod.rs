@@ -8,6 +8,7 @@ pub mod control;
 pub mod http;
 pub mod metrics;
 pub mod prom;
+pub mod reference;
 pub mod view;
 pub mod web;
 

@@ -11,7 +11,7 @@ pub mod desc;
 mod error;
 mod ring;
 mod socket;
-mod sys;
+pub(crate) mod sys;
 mod umem;
 
 pub use desc::{BadDesc, RingErrors, UmemLayout, XdpDesc, XDP_PACKET_HEADROOM, XDP_PKT_CONTD};
