@@ -85,6 +85,7 @@ pub const KEYS: &[Key] = &[
     key("workers", "busy_poll_budget", "integer", "64", "1..1024", "`busy-poll`: frames per busy poll (SO_BUSY_POLL_BUDGET). Above 64 the kernel asks for CAP_NET_ADMIN."),
     key("workers", "poll_coalesce_us", "integer", "100", "0..1000", "`poll`: after a pass that received frames, sleep this many microseconds before looking again, so that a busy worker wakes per nap rather than per kernel flush. 0: always poll(). Frames arriving during a nap must fit in the RX ring."),
     key("workers", "tx_bottleneck", "string", "\"hold\"", "`hold`, `shed`", "When the TX side is the bottleneck: `hold` frames in the RX ring (the kernel drops at the empty fill ring, before its copy) or `shed` (take them and drop what TX cannot take, counted `tx_ring_full`)."),
+    key("workers", "handler_panic", "string", "\"drop\"", "`drop`, `stop`", "What a packet function's panic does: `drop` the frame and go on (counted as drop reason `handler_panic`, logged once per queue) or `stop` the run (every port detached, exit 12)."),
     key("[rule]", "name", "string", "none", "1-64 of `A-Z a-z 0-9 _ . -`, unique per port", "A name for the rule's counters (`rule_name` label); a reload carries a named rule's counts to the new rule of that name."),
     key("[rule]", "port", "string", "the only port", "a port's name", "The port whose XDP program holds the rule (may be omitted with one port)."),
     key("[rule]", "proto", "string", "none (any)", "`udp`, `tcp`, `icmp`, `icmpv6` or a number 0..255", "IP protocol."),
@@ -93,7 +94,9 @@ pub const KEYS: &[Key] = &[
     key("[rule]", "src_port", "integer or string", "none (any)", "0..65535, or `\"lo-hi\"`", "Source port or range."),
     key("[rule]", "src", "string", "none (any)", "an address or prefix, of `dst`'s family", "Source address or prefix."),
     key("[rule]", "vlan", "integer", "none (any)", "0..4094", "The outer VLAN tag's id: only frames tagged with it match. Needs rx-vlan-offload off on the device (`xdpool doctor` checks)."),
-    key("[rule]", "action", "string", "\"drop\"", "`drop`, `l2fwd`, `forward`, `reflect-twice`, `copybreak`, `pass`, `xdpdrop`", "What to do with matching frames: count and recycle (`drop`), send back with MACs swapped (`l2fwd`), send out of port `to` (`forward`), send back twice by reference (`reflect-twice`), `l2fwd` with small frames copied (`copybreak`), leave to the kernel (`pass`), drop in the XDP program (`xdpdrop`)."),
+    key("[rule]", "action", "string", "\"drop\"", "`drop`, `l2fwd`, `forward`, `reflect-twice`, `copybreak`, `pass`, `xdpdrop`, `call`", "What to do with matching frames: count and recycle (`drop`), send back with MACs swapped (`l2fwd`), send out of port `to` (`forward`), send back twice by reference (`reflect-twice`), `l2fwd` with small frames copied (`copybreak`), leave to the kernel (`pass`), drop in the XDP program (`xdpdrop`), hand to a packet function of the program (`call`, docs/library.md)."),
+    key("[rule]", "handler", "string", "none", "a name the program registered (App::handler)", "`call`: the packet function the frames go to. The `xdpool` binary registers none; a program built on the library does."),
+    key("[rule]", "arg", "string", "none", "any string", "`call`: a string the handler reads with each frame of this rule (`Packet::arg`)."),
     key("[rule]", "to", "string", "none", "another port's name", "`forward`: the egress port."),
     key("[rule]", "mac", "string", "\"swap\"", "`\"swap\"`, `\"neigh\"`, a MAC", "`forward`: exchange the MACs, take the next hop's from the egress namespace's neighbour table, or set this destination MAC (the source: the egress device's)."),
     key("[rule]", "mirror_to", "string", "none", "another port's name", "`drop`, `l2fwd`, `forward`: a copy (by reference) of each matched frame also leaves this port."),
@@ -104,6 +107,9 @@ pub const KEYS: &[Key] = &[
     key("stats", "prometheus", "string", "none (off)", "address:port", "Serve Prometheus text metrics here, e.g. `\"127.0.0.1:9717\"` (see the metrics reference)."),
     key("stats", "control_socket", "string", "\"/run/xdpool/xdpool.sock\"", "a path", "The control socket `xdpool stats`, `capture` and `rules apply` talk to (mode 0600)."),
     key("stats", "live", "bool", "true", "`true`, `false`", "Print the live one-line view every second."),
+    key("stats", "web_config", "string", "none", "a path", "TLS and basic auth for the HTTP endpoint, a web config file in the Prometheus exporter toolkit's format (tls_server_config, basic_auth_users with bcrypt hashes); re-read when it changes."),
+    key("stats", "insecure_remote", "bool", "false", "`true`, `false`", "Serve a non-loopback `prometheus` address without a web config, on purpose (refused otherwise)."),
+    key("stats", "control_group", "string", "none", "a group name", "Members of this group may ask `stats` on the control socket (made 0660, its directory 0750); `rules apply` and `capture` stay with root and the daemon's user."),
 ];
 
 fn cell(s: &str) -> String {
@@ -300,6 +306,8 @@ mod tests {
                 w.poll_coalesce_us.get_ref().to_string(),
             ),
             ("workers", "tx_bottleneck", kebab(&w.tx_bottleneck)),
+            ("workers", "handler_panic", kebab(&w.handler_panic)),
+            ("stats", "insecure_remote", s.insecure_remote.to_string()),
             (
                 "stats",
                 "control_socket",

@@ -39,6 +39,10 @@ pub fn full_snapshot() -> Value {
     for (path, _) in metrics::DROP_REASONS {
         set(&mut q, path);
     }
+    q.insert(
+        "handler_events".into(),
+        json!([{"handler": "h", "counter": "c", "value": 1}]),
+    );
     set(&mut q, &["xsk", "rx_dropped"]);
     set(&mut q, &["xsk", "tx_ring_empty_descs"]);
     for (f, _) in metrics::RING_ERRORS {
