@@ -36,7 +36,13 @@ fi
 [ "$(id -u)" = 0 ] || { echo "test-vm: needs root (it installs QEMU and the guest kernel)" >&2; exit 3; }
 
 T0=$(date +%s.%N)
-KDIR=$(bash "$HERE/setup.sh" | tee /dev/stderr | sed -n 's/^KERNEL_DIR=//p')
+# setup.sh's lines go to stderr as they come and its KERNEL_DIR= line is kept. Written
+# through the inherited fd 2, never by opening /dev/stderr: that reopens the file
+# `make test > log 2>&1` writes to, truncating it (and every stage before this one).
+KDIR=$(bash "$HERE/setup.sh" | while IFS= read -r line || [ -n "$line" ]; do
+    printf '%s\n' "$line" >&2
+    if [[ $line == KERNEL_DIR=* ]]; then printf '%s\n' "${line#KERNEL_DIR=}"; fi
+done)
 [ -n "$KDIR" ] || { echo "test-vm: setup gave no kernel" >&2; exit 1; }
 VMLINUZ=$(ls "$KDIR"/usr/lib/modules/*/vmlinuz | head -1)
 XDPOOL_BIN=$ROOT/target/release/xdpool
