@@ -37,7 +37,11 @@ build:
 	XDPOOL_CLANG=clang-$(CLANG_VERSION) cargo build --release --workspace
 	@echo "built: $(XDPOOL) (XDP objects are embedded in it)"
 
-test: setup test-unit test-loom test-fuzz test-bench test-vm
+# The stages in order; tests/run-stages.sh stops at the first that fails and closes
+# with one line per stage (its time) and `N passed, N failed, N skipped`.
+TEST_STAGES := setup unit loom fuzz bench vm
+test:
+	@MAKE="$(MAKE)" bash tests/run-stages.sh $(TEST_STAGES)
 
 # xdpool on real PCI NIC drivers (igb, virtio-net) in a nested QEMU guest under TCG:
 # tests/vm/run.sh (docs/vm.md). XDPOOL_SKIP_VM=1 skips it outside CI.
