@@ -55,9 +55,12 @@ test-vm-soak: check-root build
 # All unit, proptest and integration tests; the root ones create and remove their own
 # namespaces. Profile `checked` (Cargo.toml): release optimisation with debug_assert!s
 # and overflow checks on, so the assertions the code states run in CI.
+# The tests that need root are ignored without the feature root-tests: a plain
+# `cargo test` lists them as ignored, `make test` (root) runs them.
 TEST_PROFILE ?= checked
+ROOT_TESTS := --features xdpool-cli/root-tests
 test-unit:
-	XDPOOL_CLANG=clang-$(CLANG_VERSION) cargo test --workspace --profile $(TEST_PROFILE) -- --test-threads=1
+	XDPOOL_CLANG=clang-$(CLANG_VERSION) cargo test --workspace --profile $(TEST_PROFILE) $(ROOT_TESTS) -- --test-threads=1
 
 test-loom:
 	RUSTFLAGS="--cfg loom" LOOM_MAX_PREEMPTIONS=$(LOOM_MAX_PREEMPTIONS) CARGO_TARGET_DIR=$(LOOM_TARGET) \
