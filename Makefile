@@ -4,7 +4,6 @@ SHELL := /bin/bash
 CLANG_VERSION := 19
 APT_PACKAGES := clang-$(CLANG_VERSION) llvm-$(CLANG_VERSION) libbpf-dev libelf-dev zlib1g-dev linux-libc-dev iproute2 pkg-config ethtool tcpdump
 XDPOOL := target/release/xdpool
-LOOM_TARGET := target/loom
 # Tools the tests use that are unpacked, not installed.
 TOOLS_CACHE := /var/cache/xdpool
 PROMTOOL := $(TOOLS_CACHE)/prometheus/usr/bin/promtool
@@ -62,9 +61,12 @@ ROOT_TESTS := --features xdpool-cli/root-tests
 test-unit:
 	XDPOOL_CLANG=clang-$(CLANG_VERSION) cargo test --workspace --profile $(TEST_PROFILE) $(ROOT_TESTS) -- --test-threads=1
 
+# The pool's and xdpool's loom features switch their sync facades to loom. Features,
+# not --cfg loom, and resolved over the workspace as test-unit's are: the models
+# reuse the dependencies test-unit built (-p pool alone would rebuild 26 of them).
 test-loom:
-	RUSTFLAGS="--cfg loom" LOOM_MAX_PREEMPTIONS=$(LOOM_MAX_PREEMPTIONS) CARGO_TARGET_DIR=$(LOOM_TARGET) \
-	  cargo test -p pool --profile $(TEST_PROFILE) --test 'loom_*' -- --nocapture
+	XDPOOL_CLANG=clang-$(CLANG_VERSION) LOOM_MAX_PREEMPTIONS=$(LOOM_MAX_PREEMPTIONS) \
+	  cargo test --workspace --profile $(TEST_PROFILE) --features pool/loom --test 'loom_*' -- --nocapture
 	XDPOOL_CLANG=clang-$(CLANG_VERSION) LOOM_MAX_PREEMPTIONS=$(LOOM_MAX_PREEMPTIONS) \
 	  cargo test -p xdpool --profile $(TEST_PROFILE) --features loom --lib loom_models -- --nocapture
 

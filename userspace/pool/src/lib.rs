@@ -15,7 +15,7 @@
 //! the invariant tests call after every scenario.
 //!
 //! Tests: `cargo test -p pool`; loom:
-//! `RUSTFLAGS="--cfg loom" LOOM_MAX_PREEMPTIONS=2 cargo test -p pool --release --test loom_pool`;
+//! `LOOM_MAX_PREEMPTIONS=2 cargo test -p pool --release --features loom --test loom_pool`;
 //! benchmark (in the tools' crate, over this crate's public API):
 //! `cargo run -p xdpool-lab --example bench_pool --release [-- --json]`.
 #![warn(missing_docs, unsafe_op_in_unsafe_fn)]
