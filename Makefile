@@ -44,8 +44,13 @@ test:
 
 # xdpool on real PCI NIC drivers (igb, virtio-net) in a nested QEMU guest under TCG:
 # tests/vm/run.sh (docs/vm.md). XDPOOL_SKIP_VM=1 skips it outside CI.
-test-vm: check-root build
-	bash tests/vm/run.sh
+# It boots the binary test-unit built (profile TEST_PROFILE): `make test` builds the
+# workspace in one profile, not in release as well, and the guest runs xdpool with its
+# debug assertions on. test-unit's own command, so cargo finds it all fresh (a
+# `cargo build` resolves features without the dev-dependencies: another xdpool).
+test-vm: check-root
+	XDPOOL_CLANG=clang-$(CLANG_VERSION) cargo test --workspace --profile $(TEST_PROFILE) $(ROOT_TESTS) --no-run
+	XDPOOL_VM_BIN=target/$(TEST_PROFILE)/xdpool bash tests/vm/run.sh
 
 # The driver unbind checks only, 20 cycles per NIC kind and mode.
 test-vm-soak: check-root build
