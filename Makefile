@@ -7,10 +7,24 @@ XDPOOL := target/release/xdpool
 # Tools the tests use that are unpacked, not installed.
 TOOLS_CACHE := /var/cache/xdpool
 PROMTOOL := $(TOOLS_CACHE)/prometheus/usr/bin/promtool
+# Tools that are crates, built once into CARGO_TOOLS (`make setup` does it; later runs
+# find them there). No LTO and 16 codegen units: they run for seconds, and a fresh
+# machine pays for their build in `make test`. PATH is where `cargo deny`, `cargo fuzz`
+# find them.
+CARGO_TOOLS := $(TOOLS_CACHE)/cargo
+CARGO_DENY_VERSION := 0.20.2
+CARGO_FUZZ_VERSION := 0.13.2
+export PATH := $(CARGO_TOOLS)/bin:$(PATH)
+define install-tool
+@if $(CARGO_TOOLS)/bin/$(1) --version 2>/dev/null | grep -qF ' $(2)'; then echo "tools: $(1) $(2) present"; else \
+	  echo "tools: building $(1) $(2) into $(CARGO_TOOLS)"; tmp=$$(mktemp -d); \
+	  CARGO_PROFILE_RELEASE_LTO=false CARGO_PROFILE_RELEASE_CODEGEN_UNITS=16 CARGO_TARGET_DIR=$$tmp \
+	    cargo install --locked --root $(CARGO_TOOLS) $(1)@$(2); rc=$$?; rm -rf $$tmp; exit $$rc; fi
+endef
 # Loom: bounded preemptions keep the model checks within minutes on 2 cores.
 LOOM_MAX_PREEMPTIONS ?= 3
 
-.PHONY: setup build test test-unit test-loom test-bench test-fuzz fuzz fuzz-tools fuzz-run test-vm test-vm-soak run bench pktgen clean-lab check-root
+.PHONY: setup lint-tools build test test-lint test-unit test-loom test-bench test-fuzz fuzz fuzz-tools fuzz-run test-vm test-vm-soak run bench pktgen clean-lab check-root
 
 check-root:
 	@if [ "$$(id -u)" != 0 ]; then echo "xdpool: this target needs root (it installs packages, loads XDP programs and creates network namespaces); run it with sudo" >&2; exit 1; fi
@@ -31,6 +45,10 @@ setup: check-root
 	else echo "setup: promtool present"; fi
 	@if ! mountpoint -q /sys/fs/bpf; then mkdir -p /sys/fs/bpf && mount -t bpf bpf /sys/fs/bpf && echo "setup: mounted bpffs on /sys/fs/bpf"; \
 	else echo "setup: bpffs mounted"; fi
+	@$(MAKE) --no-print-directory lint-tools fuzz-tools
+
+lint-tools:
+	$(call install-tool,cargo-deny,$(CARGO_DENY_VERSION))
 
 build:
 	XDPOOL_CLANG=clang-$(CLANG_VERSION) cargo build --release --workspace
@@ -95,7 +113,7 @@ FUZZ_CI_SECS ?= 30
 
 fuzz-tools:
 	@rustup toolchain list | grep -q '^nightly' || rustup toolchain install nightly --profile minimal
-	@command -v cargo-fuzz >/dev/null || cargo install cargo-fuzz --locked
+	$(call install-tool,cargo-fuzz,$(CARGO_FUZZ_VERSION))
 
 fuzz: fuzz-tools
 	$(MAKE) fuzz-run SECS=$(FUZZ_SECS)
