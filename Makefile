@@ -56,7 +56,7 @@ build:
 
 # The stages in order; tests/run-stages.sh stops at the first that fails and closes
 # with one line per stage (its time) and `N passed, N failed, N skipped`.
-TEST_STAGES := setup unit loom fuzz bench vm
+TEST_STAGES := setup lint unit loom fuzz bench vm
 test:
 	@MAKE="$(MAKE)" bash tests/run-stages.sh $(TEST_STAGES)
 
@@ -73,6 +73,17 @@ test-vm: check-root
 # The driver unbind checks only, 20 cycles per NIC kind and mode.
 test-vm-soak: check-root build
 	bash tests/vm/run.sh --cycles 20 --checks unbind_zc_igb,unbind_copy_igb,unbind_zc_virtio,unbind_copy_virtio --timeout 3000
+
+# The house style, before the tests: formatting (the fuzz crate too: a workspace of
+# its own), clippy and rustdoc with warnings denied, licenses and banned crates
+# (deny.toml). Profile TEST_PROFILE, as test-unit: the proc-macros and build scripts
+# built here serve the tests too.
+test-lint: lint-tools
+	cargo fmt --all --check
+	cargo fmt --check --manifest-path $(FUZZ_DIR)/Cargo.toml
+	XDPOOL_CLANG=clang-$(CLANG_VERSION) cargo clippy --workspace --all-targets --profile $(TEST_PROFILE) -- -D warnings
+	XDPOOL_CLANG=clang-$(CLANG_VERSION) RUSTDOCFLAGS='-D warnings' cargo doc --no-deps --workspace --profile $(TEST_PROFILE)
+	cargo deny --offline check licenses bans
 
 # All unit, proptest and integration tests; the root ones create and remove their own
 # namespaces. Profile `checked` (Cargo.toml): release optimisation with debug_assert!s
