@@ -15,6 +15,7 @@ mod chain;
 pub mod classify;
 pub mod counters;
 pub mod handoff;
+#[allow(unsafe_code)] // loom models: loom's UnsafeCell
 pub mod handover;
 pub mod inflight;
 mod lane;
@@ -22,6 +23,7 @@ pub mod port;
 pub mod rules;
 pub mod shared;
 #[cfg(test)]
+#[allow(unsafe_code)] // reads frames out of a test UMEM
 mod tests;
 
 pub use counters::{WorkerCounters, WorkerCountersSnapshot};
