@@ -108,8 +108,12 @@ test-loom:
 # measured in the same run, limits about 2x above the development machine's, a target
 # failing only when missed in each of up to 3 runs, so only a real slowdown of a product
 # path fails (the pool crate's code, measured by xdpool-lab's example).
+# The example builds xdpool-lab and so the xdpool library: in release that is a second
+# build of the library beside test-unit's; BENCH_PROFILE=checked reuses test-unit's
+# (the pool has one debug_assert!, but its counters get overflow checks).
+BENCH_PROFILE ?= release
 test-bench:
-	XDPOOL_CLANG=clang-$(CLANG_VERSION) cargo run -p xdpool-lab --release --example bench_pool -- --check
+	XDPOOL_CLANG=clang-$(CLANG_VERSION) cargo run -p xdpool-lab --profile $(BENCH_PROFILE) --example bench_pool -- --check
 
 # Coverage-guided fuzzing (cargo fuzz: libFuzzer on the nightly toolchain). Targets
 # live in userspace/xdpool/fuzz/; their committed corpora are copied to a scratch
