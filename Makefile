@@ -97,12 +97,14 @@ test-unit:
 
 # The pool's and xdpool's loom features switch their sync facades to loom. Features,
 # not --cfg loom, and resolved over the workspace as test-unit's are: the models
-# reuse the dependencies test-unit built (-p pool alone would rebuild 26 of them).
+# reuse the dependencies test-unit built (-p pool alone would rebuild 26 of them;
+# -p xdpool alone resolves syn, num-traits and tracing-subscriber otherwise, which
+# xdpool-cli's selection, without a library of its own, brings back in line).
 test-loom:
 	XDPOOL_CLANG=clang-$(CLANG_VERSION) LOOM_MAX_PREEMPTIONS=$(LOOM_MAX_PREEMPTIONS) \
 	  cargo test --workspace --profile $(TEST_PROFILE) --features pool/loom --test 'loom_*' -- --nocapture
 	XDPOOL_CLANG=clang-$(CLANG_VERSION) LOOM_MAX_PREEMPTIONS=$(LOOM_MAX_PREEMPTIONS) \
-	  cargo test -p xdpool --profile $(TEST_PROFILE) --features loom --lib loom_models -- --nocapture
+	  cargo test -p xdpool -p xdpool-cli --profile $(TEST_PROFILE) --features xdpool/loom --lib loom_models -- --nocapture
 
 # The recycler's micro-benchmark with its targets checked: ratios to references
 # measured in the same run, limits about 2x above the development machine's, a target
