@@ -74,10 +74,12 @@ fn total(sock: &std::path::Path, key: &str) -> u64 {
 /// the chunk recycled. Small frames (packed frags) and large ones (a frag that is a
 /// whole chunk) both.
 #[test]
+#[cfg_attr(
+    not(feature = "root-tests"),
+    ignore = "needs root: run as root with --features root-tests (make test does)"
+)]
 fn reflect_twice_delivers_each_frame_twice_and_releases_every_reference() {
-    if !root_or_skip("reflect_twice_delivers_each_frame_twice_and_releases_every_reference") {
-        return;
-    }
+    require_root!();
     let rig = LabRig::up(
         LabConfig {
             prefix: unique_prefix("xm"),
@@ -150,10 +152,12 @@ fn reflect_twice_delivers_each_frame_twice_and_releases_every_reference() {
 /// one chunk) and their RX chunk goes straight back; larger frames are forwarded as
 /// l2fwd. Fewer chunks than frames were in TX at the peak, and every frame came back.
 #[test]
+#[cfg_attr(
+    not(feature = "root-tests"),
+    ignore = "needs root: run as root with --features root-tests (make test does)"
+)]
 fn copybreak_packs_small_frames_into_fewer_chunks_and_returns_all() {
-    if !root_or_skip("copybreak_packs_small_frames_into_fewer_chunks_and_returns_all") {
-        return;
-    }
+    require_root!();
     let rig = LabRig::up(
         LabConfig {
             prefix: unique_prefix("xc"),
@@ -245,10 +249,12 @@ fn copybreak_packs_small_frames_into_fewer_chunks_and_returns_all() {
 /// the kernel holds at most an RX ring's worth of frames, so it runs out of fill
 /// entries when the RX ring is full; the next test makes that happen.)
 #[test]
+#[cfg_attr(
+    not(feature = "root-tests"),
+    ignore = "needs root: run as root with --features root-tests (make test does)"
+)]
 fn rxdrop_steady_state_never_empties_the_fill_ring() {
-    if !root_or_skip("rxdrop_steady_state_never_empties_the_fill_ring") {
-        return;
-    }
+    require_root!();
     let rig = LabRig::up(
         LabConfig {
             prefix: unique_prefix("xf"),
@@ -325,10 +331,12 @@ fn rxdrop_steady_state_never_empties_the_fill_ring() {
 /// nothing). The drops add up: the kernel counts such a frame in `rx_dropped` too,
 /// and the summary counts it once.
 #[test]
+#[cfg_attr(
+    not(feature = "root-tests"),
+    ignore = "needs root: run as root with --features root-tests (make test does)"
+)]
 fn overloaded_copy_mode_worker_drops_before_the_copy_not_at_a_full_rx_ring() {
-    if !root_or_skip("overloaded_copy_mode_worker_drops_before_the_copy_not_at_a_full_rx_ring") {
-        return;
-    }
+    require_root!();
     let rig = LabRig::up(
         LabConfig {
             prefix: unique_prefix("xo"),
@@ -383,10 +391,12 @@ fn overloaded_copy_mode_worker_drops_before_the_copy_not_at_a_full_rx_ring() {
 /// full TX ring, so every frame it received went back out, and what the kernel could
 /// not deliver is named at the RX ring.
 #[test]
+#[cfg_attr(
+    not(feature = "root-tests"),
+    ignore = "needs root: run as root with --features root-tests (make test does)"
+)]
 fn l2fwd_with_a_full_tx_ring_holds_frames_in_rx_instead_of_dropping_them() {
-    if !root_or_skip("l2fwd_with_a_full_tx_ring_holds_frames_in_rx_instead_of_dropping_them") {
-        return;
-    }
+    require_root!();
     let rig = LabRig::up(
         LabConfig {
             prefix: unique_prefix("xh"),
@@ -443,10 +453,12 @@ fn l2fwd_with_a_full_tx_ring_holds_frames_in_rx_instead_of_dropping_them() {
 /// busy-poll: the socket options are set when the worker takes its socket, the loop
 /// drives RX with recvfrom, and l2fwd still returns every frame.
 #[test]
+#[cfg_attr(
+    not(feature = "root-tests"),
+    ignore = "needs root: run as root with --features root-tests (make test does)"
+)]
 fn busy_poll_sets_socket_options_and_forwards_every_frame() {
-    if !root_or_skip("busy_poll_sets_socket_options_and_forwards_every_frame") {
-        return;
-    }
+    require_root!();
     let rig = LabRig::up(
         LabConfig {
             prefix: unique_prefix("xb"),
@@ -506,10 +518,12 @@ fn busy_poll_sets_socket_options_and_forwards_every_frame() {
 /// sends on queue 1, so the peer receives them there; queue 1's worker takes each
 /// 9000-byte chain as one frame, queue 0's sees none, and every frame is accounted.
 #[test]
+#[cfg_attr(
+    not(feature = "root-tests"),
+    ignore = "needs root: run as root with --features root-tests (make test does)"
+)]
 fn jumbo_frames_on_the_second_queue_arrive_whole_at_its_worker() {
-    if !root_or_skip("jumbo_frames_on_the_second_queue_arrive_whole_at_its_worker") {
-        return;
-    }
+    require_root!();
     const SIZE: usize = 9000;
     const N: u64 = 1_000;
     let rig = LabRig::up(
@@ -572,10 +586,12 @@ fn jumbo_frames_on_the_second_queue_arrive_whole_at_its_worker() {
 /// chain of 6 buffers (`XDP_PKT_CONTD`), counts one frame of 9000 bytes, and with
 /// l2fwd sends the same chain back, where the sender's counter sees whole frames.
 #[test]
+#[cfg_attr(
+    not(feature = "root-tests"),
+    ignore = "needs root: run as root with --features root-tests (make test does)"
+)]
 fn jumbo_frames_arrive_whole_and_l2fwd_returns_them_whole() {
-    if !root_or_skip("jumbo_frames_arrive_whole_and_l2fwd_returns_them_whole") {
-        return;
-    }
+    require_root!();
     const SIZE: usize = 9000;
     let rig = LabRig::up(
         LabConfig {

@@ -168,10 +168,12 @@ fn settled_rx(sock: &Path) -> u64 {
 static SERIAL: std::sync::Mutex<()> = std::sync::Mutex::new(());
 
 #[test]
+#[cfg_attr(
+    not(feature = "root-tests"),
+    ignore = "needs root: run as root with --features root-tests (make test does)"
+)]
 fn capture_writes_the_rules_frames_to_pcapng_under_traffic_and_stops() {
-    if !root_or_skip("capture_writes_the_rules_frames_to_pcapng_under_traffic_and_stops") {
-        return;
-    }
+    require_root!();
     let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
     let rig = LabRig::up(
         LabConfig {
@@ -394,12 +396,12 @@ fn by_port(file: &Path) -> [usize; 4] {
 }
 
 #[test]
+#[cfg_attr(
+    not(feature = "root-tests"),
+    ignore = "needs root: run as root with --features root-tests (make test does)"
+)]
 fn capture_stays_on_its_rule_across_a_renumbering_reload_and_ends_when_it_is_gone() {
-    if !root_or_skip(
-        "capture_stays_on_its_rule_across_a_renumbering_reload_and_ends_when_it_is_gone",
-    ) {
-        return;
-    }
+    require_root!();
     let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
     let rig = LabRig::up(
         LabConfig {
@@ -544,10 +546,12 @@ fn capture_stays_on_its_rule_across_a_renumbering_reload_and_ends_when_it_is_gon
 }
 
 #[test]
+#[cfg_attr(
+    not(feature = "root-tests"),
+    ignore = "needs root: run as root with --features root-tests (make test does)"
+)]
 fn rule_capture_files_get_exactly_their_rules_frames_across_a_reload() {
-    if !root_or_skip("rule_capture_files_get_exactly_their_rules_frames_across_a_reload") {
-        return;
-    }
+    require_root!();
     let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
     let rig = LabRig::up(
         LabConfig {

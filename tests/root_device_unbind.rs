@@ -661,6 +661,10 @@ fn serial() -> std::sync::MutexGuard<'static, ()> {
 }
 
 #[test]
+#[cfg_attr(
+    not(feature = "root-tests"),
+    ignore = "needs root: run as root with --features root-tests (make test does)"
+)]
 fn unbind_veth_delete_and_recreate_under_traffic() {
     require_root!();
     let _s = serial();
@@ -668,6 +672,10 @@ fn unbind_veth_delete_and_recreate_under_traffic() {
 }
 
 #[test]
+#[cfg_attr(
+    not(feature = "root-tests"),
+    ignore = "needs root: run as root with --features root-tests (make test does)"
+)]
 fn unbind_veth_link_down_up_under_traffic() {
     require_root!();
     let _s = serial();
@@ -675,6 +683,10 @@ fn unbind_veth_link_down_up_under_traffic() {
 }
 
 #[test]
+#[cfg_attr(
+    not(feature = "root-tests"),
+    ignore = "needs root: run as root with --features root-tests (make test does)"
+)]
 fn unbind_veth_move_netns_and_back_under_traffic() {
     require_root!();
     let _s = serial();
@@ -682,6 +694,10 @@ fn unbind_veth_move_netns_and_back_under_traffic() {
 }
 
 #[test]
+#[cfg_attr(
+    not(feature = "root-tests"),
+    ignore = "needs root: run as root with --features root-tests (make test does)"
+)]
 fn unbind_program_detached_from_outside_under_traffic() {
     require_root!();
     let _s = serial();
@@ -689,6 +705,10 @@ fn unbind_program_detached_from_outside_under_traffic() {
 }
 
 #[test]
+#[cfg_attr(
+    not(feature = "root-tests"),
+    ignore = "needs root: run as root with --features root-tests (make test does)"
+)]
 fn unbind_sigkill_leaves_no_program_and_restart_works() {
     require_root!();
     let _s = serial();
@@ -730,6 +750,10 @@ fn unbind_sigkill_leaves_no_program_and_restart_works() {
 }
 
 #[test]
+#[cfg_attr(
+    not(feature = "root-tests"),
+    ignore = "needs root: run as root with --features root-tests (make test does)"
+)]
 fn no_reattach_exits_with_code_8_and_reclaims_everything() {
     require_root!();
     let _s = serial();

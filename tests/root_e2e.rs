@@ -12,10 +12,12 @@ use xdpool_lab::gen::{self, GenConfig};
 use xdpool_lab::lab::LabConfig;
 
 #[test]
+#[cfg_attr(
+    not(feature = "root-tests"),
+    ignore = "needs root: run as root with --features root-tests (make test does)"
+)]
 fn e2e_lab_rxdrop_counts_every_frame_and_leaves_nothing() {
-    if !root_or_skip("e2e_lab_rxdrop_counts_every_frame_and_leaves_nothing") {
-        return;
-    }
+    require_root!();
     let rig = LabRig::up(
         LabConfig {
             prefix: unique_prefix("xe"),
@@ -144,10 +146,12 @@ fn e2e_lab_rxdrop_counts_every_frame_and_leaves_nothing() {
 }
 
 #[test]
+#[cfg_attr(
+    not(feature = "root-tests"),
+    ignore = "needs root: run as root with --features root-tests (make test does)"
+)]
 fn e2e_errors_a_new_user_meets_say_what_to_do() {
-    if !root_or_skip("e2e_errors_a_new_user_meets_say_what_to_do") {
-        return;
-    }
+    require_root!();
     let exe = env!("CARGO_BIN_EXE_xdpool");
     let tmp = scratch_dir("err");
     let sock = tmp.path().join("control.sock");
@@ -263,10 +267,12 @@ fn unsafe_run_as_nobody(exe: &str, args: &[&str]) -> (Option<i32>, String) {
 /// Zero-copy asked on a driver without it (veth): exit code 7, the reason, and the
 /// fix; nothing left attached.
 #[test]
+#[cfg_attr(
+    not(feature = "root-tests"),
+    ignore = "needs root: run as root with --features root-tests (make test does)"
+)]
 fn e2e_zero_copy_refused_names_the_fix() {
-    if !root_or_skip("e2e_zero_copy_refused_names_the_fix") {
-        return;
-    }
+    require_root!();
     let rig = LabRig::up(
         LabConfig {
             prefix: unique_prefix("xz"),
@@ -289,10 +295,12 @@ fn e2e_zero_copy_refused_names_the_fix() {
 /// A device without native XDP (the namespace's loopback): exit code 6, the fix
 /// named, the frame accounting still exact at teardown, nothing left attached.
 #[test]
+#[cfg_attr(
+    not(feature = "root-tests"),
+    ignore = "needs root: run as root with --features root-tests (make test does)"
+)]
 fn e2e_native_mode_refused_names_the_fix() {
-    if !root_or_skip("e2e_native_mode_refused_names_the_fix") {
-        return;
-    }
+    require_root!();
     let rig = LabRig::up(
         LabConfig {
             prefix: unique_prefix("x6"),
@@ -329,10 +337,12 @@ fn e2e_native_mode_refused_names_the_fix() {
 /// Each capability xdpool needs, removed alone (root with a reduced bounding set):
 /// exit code 3, the missing capability named, and what to do.
 #[test]
+#[cfg_attr(
+    not(feature = "root-tests"),
+    ignore = "needs root: run as root with --features root-tests (make test does)"
+)]
 fn e2e_each_missing_capability_is_named() {
-    if !root_or_skip("e2e_each_missing_capability_is_named") {
-        return;
-    }
+    require_root!();
     if std::process::Command::new("setpriv")
         .arg("--version")
         .output()

@@ -128,6 +128,10 @@ fn netns_list() -> String {
 }
 
 #[test]
+#[cfg_attr(
+    not(feature = "root-tests"),
+    ignore = "needs root: run as root with --features root-tests (make test does)"
+)]
 fn forward_lab_comes_up_with_permanent_neighbours_and_goes_down_leaving_nothing() {
     require_root!();
     let prefix = unique_prefix("xfl");
@@ -229,6 +233,10 @@ fn forward_lab_comes_up_with_permanent_neighbours_and_goes_down_leaving_nothing(
 /// the kernel forwards (turned on for this test only), and nothing arrives while
 /// forwarding is off: what the xdpool tests count can only be xdpool's doing.
 #[test]
+#[cfg_attr(
+    not(feature = "root-tests"),
+    ignore = "needs root: run as root with --features root-tests (make test does)"
+)]
 fn generator_reaches_the_receiver_only_when_p_fwd_forwards() {
     require_root!();
     let rig = ForwardRig::up(&unique_prefix("xfk"), "fwdkernel");
@@ -273,6 +281,10 @@ fn generator_reaches_the_receiver_only_when_p_fwd_forwards() {
 
 /// Issue 15: forwarding A->B, 100 000 frames, all counted at the receiver, byte-exact.
 #[test]
+#[cfg_attr(
+    not(feature = "root-tests"),
+    ignore = "needs root: run as root with --features root-tests (make test does)"
+)]
 fn forward_in_to_out_delivers_100000_frames_each_once_byte_exact() {
     require_root!();
     let rig = ForwardRig::up(&unique_prefix("xfa"), "fwd100k");
@@ -310,6 +322,10 @@ fn forward_in_to_out_delivers_100000_frames_each_once_byte_exact() {
 /// Issue 15: port mirror: each frame delivered on "out" once and mirrored on "mon"
 /// once (a packet socket on xdpm0 sees the copies whatever their MACs).
 #[test]
+#[cfg_attr(
+    not(feature = "root-tests"),
+    ignore = "needs root: run as root with --features root-tests (make test does)"
+)]
 fn mirror_to_mon_delivers_each_frame_once_on_out_and_once_on_mon() {
     require_root!();
     let rig = ForwardRig::up(&unique_prefix("xfm"), "fwdmirror");
@@ -346,6 +362,10 @@ fn mirror_to_mon_delivers_each_frame_once_on_out_and_once_on_mon() {
 /// Issue 15: two ports on two workers on two cores: frames received by "in"'s
 /// worker complete on "out"'s and go back to "in"'s pool through its return ring.
 #[test]
+#[cfg_attr(
+    not(feature = "root-tests"),
+    ignore = "needs root: run as root with --features root-tests (make test does)"
+)]
 fn two_ports_on_two_workers_recycle_through_the_return_ring() {
     require_root!();
     let rig = ForwardRig::up(&unique_prefix("xfw"), "fwd2w");
@@ -393,6 +413,10 @@ fn two_ports_on_two_workers_recycle_through_the_return_ring() {
 /// both run: B arrives whole; every A frame xdpool took is either delivered once or
 /// named in a counter; after re-creation A arrives whole again.
 #[test]
+#[cfg_attr(
+    not(feature = "root-tests"),
+    ignore = "needs root: run as root with --features root-tests (make test does)"
+)]
 fn deleting_one_ports_device_mid_traffic_keeps_the_other_forwarding() {
     require_root!();
     let rig = ForwardRig::up(&unique_prefix("xfd"), "fwddel");
@@ -550,6 +574,10 @@ fn send_on_queue(prefix: &str, queue: u32, n: u64, first: u64, pps: u64) -> u64 
 /// rejected), every frame is accounted exactly once, and after the last re-creation
 /// both queues' flows arrive whole.
 #[test]
+#[cfg_attr(
+    not(feature = "root-tests"),
+    ignore = "needs root: run as root with --features root-tests (make test does)"
+)]
 fn deleting_the_egress_device_under_traffic_from_two_ingress_queues_rejects_no_completion() {
     require_root!();
     let rig = ForwardRig::up_with(

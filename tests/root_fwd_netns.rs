@@ -47,6 +47,10 @@ fn ifindex_in(ns: &str, dev: &str) -> u32 {
 /// each arrives once, byte-exact; "in"'s and "out"'s workers (two cores) hand the
 /// frames over on the one UMEM, and they come home through the return ring.
 #[test]
+#[cfg_attr(
+    not(feature = "root-tests"),
+    ignore = "needs root: run as root with --features root-tests (make test does)"
+)]
 fn forward_between_ports_in_two_namespaces_delivers_each_frame_once_byte_exact() {
     require_root!();
     let _s = serial();
@@ -128,6 +132,10 @@ fn forward_between_ports_in_two_namespaces_delivers_each_frame_once_byte_exact()
 /// is away are each delivered or named in a counter; once the new P-fwd2 appears
 /// "out" re-attaches there and every frame arrives again, once, byte-exact.
 #[test]
+#[cfg_attr(
+    not(feature = "root-tests"),
+    ignore = "needs root: run as root with --features root-tests (make test does)"
+)]
 fn replacing_one_namespace_under_traffic_keeps_the_other_port_running() {
     require_root!();
     let _s = serial();
@@ -272,6 +280,10 @@ fn replacing_one_namespace_under_traffic_keeps_the_other_port_running() {
 /// back, "out" still in P-fwd2, "in" in the new P-fwd; every frame sent afterwards
 /// arrives once, byte-exact, and every frame is accounted at the end.
 #[test]
+#[cfg_attr(
+    not(feature = "root-tests"),
+    ignore = "needs root: run as root with --features root-tests (make test does)"
+)]
 fn replacing_the_namespace_of_the_umems_first_socket_brings_both_ports_back() {
     require_root!();
     let _s = serial();

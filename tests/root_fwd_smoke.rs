@@ -337,12 +337,12 @@ fn collect(s: UdpSocket) -> std::thread::JoinHandle<(Vec<u32>, u64)> {
 }
 
 #[test]
+#[cfg_attr(
+    not(feature = "root-tests"),
+    ignore = "needs root: run as root with --features root-tests (make test does)"
+)]
 fn forward_with_neighbour_macs_and_a_mirror_then_the_egress_device_goes_and_returns() {
-    if !root_or_skip(
-        "forward_with_neighbour_macs_and_a_mirror_then_the_egress_device_goes_and_returns",
-    ) {
-        return;
-    }
+    require_root!();
     let topo = Topo::up(&unique_prefix("xfs"));
     let dir = scratch_dir("fwdsmoke");
     let cfg = config(dir.path(), &topo.fwd);
@@ -521,10 +521,12 @@ fn until_forwarding(topo: &Topo, from: u32) {
 /// port down (the UMEM is closed and re-registered), the others come back at once,
 /// the ingress when its device returns; then forwarding is exact again.
 #[test]
+#[cfg_attr(
+    not(feature = "root-tests"),
+    ignore = "needs root: run as root with --features root-tests (make test does)"
+)]
 fn losing_the_port_that_registered_the_umem_brings_every_port_back() {
-    if !root_or_skip("losing_the_port_that_registered_the_umem_brings_every_port_back") {
-        return;
-    }
+    require_root!();
     let topo = Topo::up(&unique_prefix("xfu"));
     let dir = scratch_dir("fwdumem");
     let cfg = config(dir.path(), &topo.fwd);

@@ -33,6 +33,10 @@ fn send_and_count(cfg: &GenConfig, counter: &RxCounter) -> (gen::GenReport, RxCo
 }
 
 #[test]
+#[cfg_attr(
+    not(feature = "root-tests"),
+    ignore = "needs root: run as root with --features root-tests (make test does)"
+)]
 fn lab_up_is_idempotent_and_down_removes_both_namespaces() {
     require_root!();
     let cfg = LabConfig {
@@ -81,6 +85,10 @@ fn lab_up_is_idempotent_and_down_removes_both_namespaces() {
 }
 
 #[test]
+#[cfg_attr(
+    not(feature = "root-tests"),
+    ignore = "needs root: run as root with --features root-tests (make test does)"
+)]
 fn half_built_lab_is_rebuilt_with_threaded_napi() {
     require_root!();
     let cfg = LabConfig {
@@ -111,6 +119,10 @@ fn half_built_lab_is_rebuilt_with_threaded_napi() {
 }
 
 #[test]
+#[cfg_attr(
+    not(feature = "root-tests"),
+    ignore = "needs root: run as root with --features root-tests (make test does)"
+)]
 fn live_generator_delivers_exact_counts() {
     require_root!();
     let lab = LabGuard::up(&LabConfig::with_prefix(prefix("g"))).unwrap();
@@ -144,6 +156,10 @@ fn live_generator_delivers_exact_counts() {
 }
 
 #[test]
+#[cfg_attr(
+    not(feature = "root-tests"),
+    ignore = "needs root: run as root with --features root-tests (make test does)"
+)]
 fn live_generator_two_cores_two_queues() {
     require_root!();
     if std::thread::available_parallelism().map_or(1, |n| n.get()) < 2 {
@@ -171,6 +187,10 @@ fn live_generator_two_cores_two_queues() {
 }
 
 #[test]
+#[cfg_attr(
+    not(feature = "root-tests"),
+    ignore = "needs root: run as root with --features root-tests (make test does)"
+)]
 fn live_generator_duration_and_rate_limits() {
     require_root!();
     let lab = LabGuard::up(&LabConfig::with_prefix(prefix("r"))).unwrap();
@@ -197,6 +217,10 @@ fn live_generator_duration_and_rate_limits() {
 }
 
 #[test]
+#[cfg_attr(
+    not(feature = "root-tests"),
+    ignore = "needs root: run as root with --features root-tests (make test does)"
+)]
 fn generator_errors_name_the_problem() {
     require_root!();
     let lab = LabGuard::up(&LabConfig::with_prefix(prefix("e"))).unwrap();
@@ -279,6 +303,10 @@ fn live_generator_rate_one_core() {
 }
 
 #[test]
+#[cfg_attr(
+    not(feature = "root-tests"),
+    ignore = "needs root: run as root with --features root-tests (make test does)"
+)]
 fn afxdp_generator_delivers_exact_counts_and_accounting() {
     require_root!();
     let lab = LabGuard::up(&LabConfig::with_prefix(prefix("x"))).unwrap();
@@ -362,6 +390,10 @@ fn afxdp_generator_delivers_exact_counts_and_accounting() {
 }
 
 #[test]
+#[cfg_attr(
+    not(feature = "root-tests"),
+    ignore = "needs root: run as root with --features root-tests (make test does)"
+)]
 fn generator_bench_measures_three_receivers_and_removes_its_lab() {
     use xdpool_lab::bench::generator::{run_gen_bench, GenBenchConfig, Receiver};
     require_root!();
@@ -419,6 +451,10 @@ fn generator_bench_measures_three_receivers_and_removes_its_lab() {
 }
 
 #[test]
+#[cfg_attr(
+    not(feature = "root-tests"),
+    ignore = "needs root: run as root with --features root-tests (make test does)"
+)]
 fn counter_counts_jumbo_frames_on_a_9000_mtu_lab() {
     require_root!();
     let lab = LabGuard::up(&LabConfig {

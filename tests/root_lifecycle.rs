@@ -63,10 +63,12 @@ fn send(st: &LabStatus, n: u64, cores: &[usize]) {
 /// what RSS put on queue 1. `queues = "all"` on the same device: both served, no
 /// warning, nothing passed for lack of a socket.
 #[test]
+#[cfg_attr(
+    not(feature = "root-tests"),
+    ignore = "needs root: run as root with --features root-tests (make test does)"
+)]
 fn unserved_rx_queues_are_warned_about_and_all_serves_them() {
-    if !root_or_skip("unserved_rx_queues_are_warned_about_and_all_serves_them") {
-        return;
-    }
+    require_root!();
     let _s = serial();
     let rig = LabRig::up(
         LabConfig {
@@ -163,10 +165,12 @@ fn unserved_rx_queues_are_warned_about_and_all_serves_them() {
 /// `ethtool -L` gets a socket on the new queue; the device deleted and made again
 /// with one queue gets one socket, and no warning.
 #[test]
+#[cfg_attr(
+    not(feature = "root-tests"),
+    ignore = "needs root: run as root with --features root-tests (make test does)"
+)]
 fn queues_all_follows_the_channel_count_and_a_recreated_device() {
-    if !root_or_skip("queues_all_follows_the_channel_count_and_a_recreated_device") {
-        return;
-    }
+    require_root!();
     let _s = serial();
     let rig = LabRig::up(
         LabConfig {
@@ -249,10 +253,12 @@ fn queues_all_follows_the_channel_count_and_a_recreated_device() {
 /// attaches but does not say `ready`, and says what it waits for; with the peer up
 /// it does.
 #[test]
+#[cfg_attr(
+    not(feature = "root-tests"),
+    ignore = "needs root: run as root with --features root-tests (make test does)"
+)]
 fn ready_waits_for_carrier() {
-    if !root_or_skip("ready_waits_for_carrier") {
-        return;
-    }
+    require_root!();
     let _s = serial();
     let rig = LabRig::up(
         LabConfig {
@@ -304,10 +310,12 @@ fn ready_waits_for_carrier() {
 /// dropped when it returns them, so `action_drop` = packets; the per-worker pool
 /// block is read after the pool is destroyed and agrees with the region (inflight 0).
 #[test]
+#[cfg_attr(
+    not(feature = "root-tests"),
+    ignore = "needs root: run as root with --features root-tests (make test does)"
+)]
 fn held_frames_are_counted_and_the_pool_block_is_final() {
-    if !root_or_skip("held_frames_are_counted_and_the_pool_block_is_final") {
-        return;
-    }
+    require_root!();
     let _s = serial();
     let rig = LabRig::up(
         LabConfig {
@@ -357,10 +365,12 @@ fn held_frames_are_counted_and_the_pool_block_is_final() {
 /// as a container restart does: xdpool notices, enters the new one, re-attaches,
 /// and counts traffic again; the accounting is exact at the end.
 #[test]
+#[cfg_attr(
+    not(feature = "root-tests"),
+    ignore = "needs root: run as root with --features root-tests (make test does)"
+)]
 fn a_replaced_namespace_is_followed() {
-    if !root_or_skip("a_replaced_namespace_is_followed") {
-        return;
-    }
+    require_root!();
     let _s = serial();
     let lab = LabConfig {
         prefix: unique_prefix("ln"),
@@ -428,10 +438,12 @@ fn a_replaced_namespace_is_followed() {
 /// With `--no-reattach` a replaced namespace ends the run with its own exit code
 /// and a reason.
 #[test]
+#[cfg_attr(
+    not(feature = "root-tests"),
+    ignore = "needs root: run as root with --features root-tests (make test does)"
+)]
 fn a_replaced_namespace_with_no_reattach_exits_with_code_10() {
-    if !root_or_skip("a_replaced_namespace_with_no_reattach_exits_with_code_10") {
-        return;
-    }
+    require_root!();
     let _s = serial();
     let rig = LabRig::up(
         LabConfig {

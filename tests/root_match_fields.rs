@@ -52,10 +52,12 @@ fn send_raw_in(ns: &str, dev: &str, frame: &[u8], count: usize) {
 }
 
 #[test]
+#[cfg_attr(
+    not(feature = "root-tests"),
+    ignore = "needs root: run as root with --features root-tests (make test does)"
+)]
 fn vlan_and_source_rules_steer_and_drop_exactly_their_frames() {
-    if !root_or_skip("vlan_and_source_rules_steer_and_drop_exactly_their_frames") {
-        return;
-    }
+    require_root!();
     let rig = LabRig::up(
         LabConfig {
             prefix: unique_prefix("xv"),

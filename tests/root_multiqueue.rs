@@ -16,10 +16,12 @@ const DROP_UDP9: &str = "[[rule]]\nproto = \"udp\"\ndst_port = \"9\"\naction = \
 /// generator thread per core feeds each queue. Both workers must receive, and the
 /// sum must be what was sent.
 #[test]
+#[cfg_attr(
+    not(feature = "root-tests"),
+    ignore = "needs root: run as root with --features root-tests (make test does)"
+)]
 fn two_queue_lab_each_worker_receives_on_its_queue() {
-    if !root_or_skip("two_queue_lab_each_worker_receives_on_its_queue") {
-        return;
-    }
+    require_root!();
     let rig = LabRig::up(
         LabConfig {
             prefix: unique_prefix("xq"),
@@ -69,10 +71,12 @@ fn two_queue_lab_each_worker_receives_on_its_queue() {
 /// each one lost named at the RX side (the kernel's fill/RX ring counters), none at
 /// TX, and no frame leaks.
 #[test]
+#[cfg_attr(
+    not(feature = "root-tests"),
+    ignore = "needs root: run as root with --features root-tests (make test does)"
+)]
 fn l2fwd_returns_every_frame_to_the_sender() {
-    if !root_or_skip("l2fwd_returns_every_frame_to_the_sender") {
-        return;
-    }
+    require_root!();
     let rig = LabRig::up(
         LabConfig {
             prefix: unique_prefix("xl"),
@@ -129,10 +133,12 @@ fn l2fwd_returns_every_frame_to_the_sender() {
 /// The Prometheus endpoint parses as the text format and its numbers equal
 /// `xdpool stats --json`; the control socket is 0600 and refuses other users.
 #[test]
+#[cfg_attr(
+    not(feature = "root-tests"),
+    ignore = "needs root: run as root with --features root-tests (make test does)"
+)]
 fn stats_prometheus_equals_stats_json_and_socket_refuses_others() {
-    if !root_or_skip("stats_prometheus_equals_stats_json_and_socket_refuses_others") {
-        return;
-    }
+    require_root!();
     let rig = LabRig::up(
         LabConfig {
             prefix: unique_prefix("xs"),

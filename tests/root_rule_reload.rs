@@ -70,12 +70,12 @@ fn lab_traffic(st: &xdpool_lab::lab::LabStatus, n: u64, pps: u64) -> GenConfig {
 }
 
 #[test]
+#[cfg_attr(
+    not(feature = "root-tests"),
+    ignore = "needs root: run as root with --features root-tests (make test does)"
+)]
 fn reload_drop_to_pass_under_traffic_is_seen_within_100ms_and_counts_every_frame_once() {
-    if !root_or_skip(
-        "reload_drop_to_pass_under_traffic_is_seen_within_100ms_and_counts_every_frame_once",
-    ) {
-        return;
-    }
+    require_root!();
     let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
     let rig = LabRig::up(
         LabConfig {
@@ -277,10 +277,12 @@ fn reload_drop_to_pass_under_traffic_is_seen_within_100ms_and_counts_every_frame
 }
 
 #[test]
+#[cfg_attr(
+    not(feature = "root-tests"),
+    ignore = "needs root: run as root with --features root-tests (make test does)"
+)]
 fn hundred_reloads_under_traffic_lose_no_frame_and_act_on_each_under_its_list() {
-    if !root_or_skip("hundred_reloads_under_traffic_lose_no_frame_and_act_on_each_under_its_list") {
-        return;
-    }
+    require_root!();
     let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
     let rig = LabRig::up(
         LabConfig {

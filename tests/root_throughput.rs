@@ -10,6 +10,10 @@ use xdpool_lab::lab::LabNames;
 mod common;
 
 #[test]
+#[cfg_attr(
+    not(feature = "root-tests"),
+    ignore = "needs root: run as root with --features root-tests (make test does)"
+)]
 fn short_sweep_gives_table_json_and_plot() {
     require_root!();
     let prefix = format!("xdptp{}", std::process::id());

@@ -735,6 +735,10 @@ const EXCEPTIONS: &[CorpusException] = &[
 ];
 
 #[test]
+#[cfg_attr(
+    not(feature = "root-tests"),
+    ignore = "needs root: run as root with --features root-tests (make test does)"
+)]
 fn every_corpus_frame_is_counted_once_and_no_malformed_frame_is_steered() {
     require_root!();
     let frames = corpus();
@@ -976,6 +980,10 @@ fn other_shapes() -> Vec<(&'static str, Vec<Rule>)> {
 /// Every other shape against the model of xdpool.h, on the corpus and a short
 /// bounded fuzz of it: the verdict and the one-counter-per-frame accounting.
 #[test]
+#[cfg_attr(
+    not(feature = "root-tests"),
+    ignore = "needs root: run as root with --features root-tests (make test does)"
+)]
 fn other_shapes_follow_the_model() {
     require_root!();
     let frames: Vec<Vec<u8>> = corpus().into_iter().map(|f| f.bytes).collect();
@@ -1103,6 +1111,10 @@ fn tally(map: &mut BTreeMap<String, Tally>, key: String, frame: &[u8]) {
 }
 
 #[test]
+#[cfg_attr(
+    not(feature = "root-tests"),
+    ignore = "needs root: run as root with --features root-tests (make test does)"
+)]
 fn bounded_fuzz_never_steers_what_the_parser_rejects_and_counts_each_frame_once() {
     require_root!();
     let max_frames = env_u64("XDPOOL_XDP_FUZZ_FRAMES", 100_000);
@@ -1298,6 +1310,10 @@ fn corpus_file(name: &str) -> Vec<u8> {
 /// fragment's payload and counts it malformed, so a port rule never sees the first
 /// fragment while a protocol rule steers the later ones away from the kernel.
 #[test]
+#[cfg_attr(
+    not(feature = "root-tests"),
+    ignore = "needs root: run as root with --features root-tests (make test does)"
+)]
 fn udp_first_fragment_with_datagram_length_reaches_port_rules() {
     require_root!();
     // IPv4: MF set, offset 0, 32 bytes of UDP in this fragment, UDP length 1024.

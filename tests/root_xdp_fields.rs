@@ -379,6 +379,10 @@ fn env_u64(name: &str, default: u64) -> u64 {
 }
 
 #[test]
+#[cfg_attr(
+    not(feature = "root-tests"),
+    ignore = "needs root: run as root with --features root-tests (make test does)"
+)]
 fn classifier_and_program_pick_the_same_rule_over_every_field_set() {
     require_root!();
     let seed = xdpool::internal::wire::fuzz::seed_from_env("XDPOOL_FUZZ_SEED");

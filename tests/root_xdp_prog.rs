@@ -152,6 +152,10 @@ fn loaded(rules: &[Rule]) -> Steering {
 }
 
 #[test]
+#[cfg_attr(
+    not(feature = "root-tests"),
+    ignore = "needs root: run as root with --features root-tests (make test does)"
+)]
 fn with_rules_loads_the_same_program_as_load_then_set_rules() {
     require_root!();
     let rules = [
@@ -178,6 +182,10 @@ fn with_rules_loads_the_same_program_as_load_then_set_rules() {
 // ---- BPF_PROG_TEST_RUN ---------------------------------------------------
 
 #[test]
+#[cfg_attr(
+    not(feature = "root-tests"),
+    ignore = "needs root: run as root with --features root-tests (make test does)"
+)]
 fn each_rule_kind_matches_its_frames_and_the_rest_passes() {
     require_root!();
     let s = loaded(&[
@@ -227,6 +235,10 @@ fn each_rule_kind_matches_its_frames_and_the_rest_passes() {
 }
 
 #[test]
+#[cfg_attr(
+    not(feature = "root-tests"),
+    ignore = "needs root: run as root with --features root-tests (make test does)"
+)]
 fn combined_fields_must_all_match_and_first_match_wins() {
     require_root!();
     let s = loaded(&[
@@ -257,6 +269,10 @@ fn combined_fields_must_all_match_and_first_match_wins() {
 }
 
 #[test]
+#[cfg_attr(
+    not(feature = "root-tests"),
+    ignore = "needs root: run as root with --features root-tests (make test does)"
+)]
 fn match_all_steers_every_well_formed_frame() {
     require_root!();
     let s = loaded(&[Rule::all(RuleAction::Steer)]);
@@ -278,6 +294,10 @@ fn match_all_steers_every_well_formed_frame() {
 }
 
 #[test]
+#[cfg_attr(
+    not(feature = "root-tests"),
+    ignore = "needs root: run as root with --features root-tests (make test does)"
+)]
 fn vlan_single_and_double_tagged_frames_match() {
     require_root!();
     let s = loaded(&[rule(
@@ -306,6 +326,10 @@ fn vlan_single_and_double_tagged_frames_match() {
 }
 
 #[test]
+#[cfg_attr(
+    not(feature = "root-tests"),
+    ignore = "needs root: run as root with --features root-tests (make test does)"
+)]
 fn ipv6_extension_headers_are_skipped_to_the_port() {
     require_root!();
     const HOPOPTS: u8 = 0;
@@ -347,6 +371,10 @@ fn ipv6_extension_headers_are_skipped_to_the_port() {
 }
 
 #[test]
+#[cfg_attr(
+    not(feature = "root-tests"),
+    ignore = "needs root: run as root with --features root-tests (make test does)"
+)]
 fn ipv4_options_and_fragments() {
     require_root!();
     let s = loaded(&[
@@ -433,6 +461,10 @@ fn malformed_frames(valid: &[u8]) -> Vec<(String, Vec<u8>)> {
 }
 
 #[test]
+#[cfg_attr(
+    not(feature = "root-tests"),
+    ignore = "needs root: run as root with --features root-tests (make test does)"
+)]
 fn malformed_frames_are_counted_and_passed_never_steered() {
     require_root!();
     // Rule 1 takes every well-formed frame, but rule 0 has a condition, so the
@@ -481,6 +513,10 @@ fn malformed_frames_are_counted_and_passed_never_steered() {
 /// the multi-buffer program; a frame longer than one buffer is counted whole by the
 /// multi-buffer one; switching program kinds carries the counts.
 #[test]
+#[cfg_attr(
+    not(feature = "root-tests"),
+    ignore = "needs root: run as root with --features root-tests (make test does)"
+)]
 fn single_and_multi_buffer_programs_agree() {
     require_root!();
     let valid4 = v4_udp([198, 18, 0, 2], 9000);
@@ -586,6 +622,10 @@ fn single_and_multi_buffer_programs_agree() {
 }
 
 #[test]
+#[cfg_attr(
+    not(feature = "root-tests"),
+    ignore = "needs root: run as root with --features root-tests (make test does)"
+)]
 fn match_all_shape_hands_every_frame_to_its_action_unparsed() {
     require_root!();
     // Rule 0 without a condition: the program is the redirect and one count.
@@ -640,6 +680,10 @@ fn match_all_shape_hands_every_frame_to_its_action_unparsed() {
 }
 
 #[test]
+#[cfg_attr(
+    not(feature = "root-tests"),
+    ignore = "needs root: run as root with --features root-tests (make test does)"
+)]
 fn rules_change_at_run_time_within_and_across_shapes() {
     require_root!();
     let mut s = loaded(&[Rule::all(RuleAction::Drop)]);
@@ -697,6 +741,10 @@ fn rules_change_at_run_time_within_and_across_shapes() {
 }
 
 #[test]
+#[cfg_attr(
+    not(feature = "root-tests"),
+    ignore = "needs root: run as root with --features root-tests (make test does)"
+)]
 fn ceiling_program_loads_counts_and_drops() {
     require_root!();
     let ceiling = Ceiling::load().expect("xdpool_ceiling must pass the verifier");
@@ -713,6 +761,10 @@ fn ceiling_program_loads_counts_and_drops() {
 }
 
 #[test]
+#[cfg_attr(
+    not(feature = "root-tests"),
+    ignore = "needs root: run as root with --features root-tests (make test does)"
+)]
 fn xsk_registration_checks_queue_and_fd() {
     require_root!();
     let mut s = loaded(&[]);
@@ -796,6 +848,10 @@ fn ifindex(name: &str) -> u32 {
 }
 
 #[test]
+#[cfg_attr(
+    not(feature = "root-tests"),
+    ignore = "needs root: run as root with --features root-tests (make test does)"
+)]
 fn attach_uses_a_bpf_link_and_leaves_nothing_behind() {
     require_root!();
     let ns = NetnsGuard::new("attach");
@@ -884,6 +940,10 @@ fn attach_uses_a_bpf_link_and_leaves_nothing_behind() {
 }
 
 #[test]
+#[cfg_attr(
+    not(feature = "root-tests"),
+    ignore = "needs root: run as root with --features root-tests (make test does)"
+)]
 fn all_64_rules_are_walked_and_repeated_runs_count_each_frame() {
     require_root!();
     // 63 rules that miss, the 64th matches: the whole bounded loop runs.
@@ -929,6 +989,10 @@ fn steer_port_9(shape: usize) -> Vec<Rule> {
 }
 
 #[test]
+#[cfg_attr(
+    not(feature = "root-tests"),
+    ignore = "needs root: run as root with --features root-tests (make test does)"
+)]
 fn reload_under_traffic_keeps_the_socket_and_steers_every_frame() {
     use xdpool::internal::xsk::{SocketConfig, Umem, UmemConfig, XdpDesc, XskSocket};
     require_root!();
@@ -1034,6 +1098,10 @@ fn reload_under_traffic_keeps_the_socket_and_steers_every_frame() {
 }
 
 #[test]
+#[cfg_attr(
+    not(feature = "root-tests"),
+    ignore = "needs root: run as root with --features root-tests (make test does)"
+)]
 fn rule_counts_have_bytes_and_carry_across_bank_and_program_swaps() {
     require_root!();
     let mut s = loaded(&[

@@ -172,6 +172,10 @@ const CHUNK: u32 = 2048;
 const CHUNKS: usize = 512;
 
 #[test]
+#[cfg_attr(
+    not(feature = "root-tests"),
+    ignore = "needs root: run as root with --features root-tests (make test does)"
+)]
 fn copy_mode_bind_with_shared_umem_fill_tx_and_statistics() {
     require_root!();
     let lab = Lab::up();
@@ -323,6 +327,10 @@ fn copy_mode_bind_with_shared_umem_fill_tx_and_statistics() {
 }
 
 #[test]
+#[cfg_attr(
+    not(feature = "root-tests"),
+    ignore = "needs root: run as root with --features root-tests (make test does)"
+)]
 fn bind_errors_are_typed() {
     require_root!();
     let lab = Lab::up();
@@ -393,6 +401,10 @@ fn bind_errors_are_typed() {
 }
 
 #[test]
+#[cfg_attr(
+    not(feature = "root-tests"),
+    ignore = "needs root: run as root with --features root-tests (make test does)"
+)]
 fn wakeups_report_device_gone_after_veth_delete() {
     require_root!();
     let lab = Lab::up();

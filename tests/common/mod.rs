@@ -8,27 +8,21 @@ use std::sync::mpsc;
 use std::time::{Duration, Instant};
 use xdpool_lab::lab::{LabConfig, LabGuard, LabStatus};
 
-/// Whether the test runs as root; prints the skip line otherwise.
-pub fn root_or_skip(test: &str) -> bool {
-    // SAFETY: geteuid has no preconditions.
-    if unsafe { libc::geteuid() } != 0 {
-        eprintln!("{test}: skipped: needs root");
-        return false;
-    }
-    true
-}
-
-/// Returns from the calling test with "skipped: needs root" unless running as root
-/// (CI runs as root, so these tests run there).
+/// The first line of every test that needs root. Such a test also carries
+/// `#[cfg_attr(not(feature = "root-tests"), ignore = "needs root: ...")]`, so a plain
+/// `cargo test` lists it as ignored instead of passing it having done nothing; `make
+/// test` turns the feature on and runs as root. Run anyway without root (the feature
+/// on, or `--ignored`), the test fails here and says why.
 #[macro_export]
 macro_rules! require_root {
-    () => {
-        // SAFETY: geteuid has no preconditions and cannot fail.
-        if unsafe { libc::geteuid() } != 0 {
-            println!("skipped: needs root");
-            return;
-        }
-    };
+    () => {{
+        let euid = nix::unistd::Uid::effective();
+        assert!(
+            euid.is_root(),
+            "needs root (running as uid {euid}): run the root tests as root, or leave \
+             out --features root-tests (and --ignored) to have them listed as ignored"
+        );
+    }};
 }
 
 /// A short unique prefix for lab names (namespaces PREFIX-a/-b).

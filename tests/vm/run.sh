@@ -5,9 +5,9 @@
 #   tests/vm/run.sh [--checks a,b,...] [--cycles N] [--timeout S] [--out DIR]
 #
 # Installs what it needs (tests/vm/setup.sh), builds the initramfs around the host's
-# target/release/xdpool (tests/vm/initramfs.sh), boots the guest with its NICs only on
-# isolated QEMU hubs (no user, tap or bridge backend), and reads the checks' results
-# from the guest's second serial port. Fails on a failed or missing check, a guest
+# xdpool (XDPOOL_VM_BIN, else target/release/xdpool), boots the guest with its NICs
+# only on isolated QEMU hubs (no user, tap or bridge backend), and reads the checks'
+# results from its second serial port. Fails on a failed or missing check, a guest
 # that did not finish, and WARN / BUG / oops / "stalled pool shutdown" in its log.
 # XDPOOL_SKIP_VM=1 skips it (developers only: CI=true ignores it).
 set -euo pipefail
@@ -36,10 +36,21 @@ fi
 [ "$(id -u)" = 0 ] || { echo "test-vm: needs root (it installs QEMU and the guest kernel)" >&2; exit 3; }
 
 T0=$(date +%s.%N)
-KDIR=$(bash "$HERE/setup.sh" | tee /dev/stderr | sed -n 's/^KERNEL_DIR=//p')
+# setup.sh's lines go to stderr as they come and its KERNEL_DIR= line is kept. Written
+# through the inherited fd 2, never by opening /dev/stderr: that reopens the file
+# `make test > log 2>&1` writes to, truncating it (and every stage before this one).
+KDIR=$(bash "$HERE/setup.sh" | while IFS= read -r line || [ -n "$line" ]; do
+    printf '%s\n' "$line" >&2
+    if [[ $line == KERNEL_DIR=* ]]; then printf '%s\n' "${line#KERNEL_DIR=}"; fi
+done)
 [ -n "$KDIR" ] || { echo "test-vm: setup gave no kernel" >&2; exit 1; }
 VMLINUZ=$(ls "$KDIR"/usr/lib/modules/*/vmlinuz | head -1)
-XDPOOL_BIN=$ROOT/target/release/xdpool
+# `make test-vm` passes the binary test-unit built (profile checked), so a run of
+# `make test` builds one profile, not a release build as well.
+XDPOOL_BIN=${XDPOOL_VM_BIN:-$ROOT/target/release/xdpool}
+if [ -n "${XDPOOL_VM_BIN:-}" ] && [ ! -x "$XDPOOL_BIN" ]; then
+    echo "test-vm: XDPOOL_VM_BIN=$XDPOOL_BIN is not an executable: build it first (make test-vm does)" >&2; exit 1
+fi
 if [ ! -x "$XDPOOL_BIN" ]; then
     (cd "$ROOT" && XDPOOL_CLANG=${XDPOOL_CLANG:-clang-19} cargo build --release -p xdpool-cli)
 fi

@@ -15,16 +15,23 @@
 //! the invariant tests call after every scenario.
 //!
 //! Tests: `cargo test -p pool`; loom:
-//! `RUSTFLAGS="--cfg loom" LOOM_MAX_PREEMPTIONS=2 cargo test -p pool --release --test loom_pool`;
+//! `LOOM_MAX_PREEMPTIONS=2 cargo test -p pool --release --features loom --test loom_pool`;
 //! benchmark (in the tools' crate, over this crate's public API):
 //! `cargo run -p xdpool-lab --example bench_pool --release [-- --json]`.
-#![warn(missing_docs, unsafe_op_in_unsafe_fn)]
+#![warn(
+    missing_docs,
+    unsafe_op_in_unsafe_fn,
+    clippy::undocumented_unsafe_blocks
+)]
+// Unsafe code lives in the module allowed below and nowhere else.
+#![deny(unsafe_code)]
 
 mod accounting;
 mod batch;
 mod error;
 mod frame;
 mod pool;
+#[allow(unsafe_code)] // the UMEM mapping and the per-frame metadata behind raw pointers
 mod region;
 mod ring;
 mod stats;

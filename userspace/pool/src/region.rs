@@ -679,7 +679,7 @@ fn populate(ptr: *mut u8, len: usize) {
     }
 }
 
-#[cfg(all(test, not(loom)))]
+#[cfg(all(test, not(feature = "loom")))]
 mod tests {
     use super::*;
 

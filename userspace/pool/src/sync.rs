@@ -1,34 +1,34 @@
-//! The one place atomics and locks come from: std normally, loom under `cfg(loom)`,
+//! The one place atomics and locks come from: std normally, loom under the `loom` feature,
 //! so the lock-free pieces are model-checked with the code that ships.
 
-#[cfg(loom)]
+#[cfg(feature = "loom")]
 pub(crate) use loom::sync::atomic::{AtomicU32, AtomicU64, AtomicUsize, Ordering};
-#[cfg(loom)]
+#[cfg(feature = "loom")]
 pub(crate) use loom::sync::Mutex;
 
-#[cfg(not(loom))]
+#[cfg(not(feature = "loom"))]
 pub(crate) use std::sync::atomic::{AtomicU32, AtomicU64, AtomicUsize, Ordering};
-#[cfg(not(loom))]
+#[cfg(not(feature = "loom"))]
 pub(crate) use std::sync::Mutex;
 
 /// Back-off inside a bounded spin; under loom it yields so the model can progress.
 #[inline]
 pub(crate) fn spin_hint() {
-    #[cfg(loom)]
+    #[cfg(feature = "loom")]
     loom::thread::yield_now();
-    #[cfg(not(loom))]
+    #[cfg(not(feature = "loom"))]
     std::hint::spin_loop();
 }
 
 /// A waiting loop's sleep; under loom a yield, so the model runs the threads that
 /// are being waited for.
 pub(crate) fn pause(d: std::time::Duration) {
-    #[cfg(loom)]
+    #[cfg(feature = "loom")]
     {
         let _ = d;
         loom::thread::yield_now();
     }
-    #[cfg(not(loom))]
+    #[cfg(not(feature = "loom"))]
     std::thread::sleep(d);
 }
 
@@ -41,7 +41,7 @@ pub(crate) fn lock<T>(m: &Mutex<T>) -> crate::sync::MutexGuard<'_, T> {
     }
 }
 
-#[cfg(loom)]
+#[cfg(feature = "loom")]
 pub(crate) use loom::sync::MutexGuard;
-#[cfg(not(loom))]
+#[cfg(not(feature = "loom"))]
 pub(crate) use std::sync::MutexGuard;

@@ -1,6 +1,6 @@
 //! `OwnerBatch`: the same paths, counters, misuse checks and accounting as
 //! `PoolOwner::alloc` / `recycle`, with the cache count kept in the batch.
-#![cfg(not(loom))]
+#![cfg(not(feature = "loom"))]
 
 use pool::*;
 use std::collections::HashSet;

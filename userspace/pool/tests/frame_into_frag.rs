@@ -1,6 +1,6 @@
 //! `PoolOwner::frame_into_frag`: a received frame shared by reference (mirror) with no
 //! copy, its chunk recycled at the last reference, the owner map exact throughout.
-#![cfg(not(loom))]
+#![cfg(not(feature = "loom"))]
 
 use pool::*;
 

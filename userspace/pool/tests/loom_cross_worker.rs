@@ -6,8 +6,8 @@
 //! chunk while A refills; B returns while A's pool is destroyed. In each, every
 //! frame ends up exactly once where the accounting says.
 //!
-//! `RUSTFLAGS="--cfg loom" LOOM_MAX_PREEMPTIONS=2 cargo test -p pool --release --test loom_cross_worker`
-#![cfg(loom)]
+//! `LOOM_MAX_PREEMPTIONS=2 cargo test -p pool --release --features loom --test loom_cross_worker`
+#![cfg(feature = "loom")]
 
 use loom::thread;
 use pool::*;

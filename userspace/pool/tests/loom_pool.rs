@@ -2,8 +2,8 @@
 //! the return ring, the frag reference count, and destroy while another thread
 //! returns a frame.
 //!
-//! `RUSTFLAGS="--cfg loom" LOOM_MAX_PREEMPTIONS=2 cargo test -p pool --release --test loom_pool`
-#![cfg(loom)]
+//! `LOOM_MAX_PREEMPTIONS=2 cargo test -p pool --release --features loom --test loom_pool`
+#![cfg(feature = "loom")]
 
 use loom::thread;
 use pool::*;

@@ -4,8 +4,8 @@
 //! 0, and checks the exact accounting BEFORE joining the returning threads, so a
 //! release counted before its frame is listed fails the model.
 //!
-//! `RUSTFLAGS="--cfg loom" LOOM_MAX_PREEMPTIONS=3 cargo test -p pool --profile checked --test loom_teardown`
-#![cfg(loom)]
+//! `LOOM_MAX_PREEMPTIONS=3 cargo test -p pool --profile checked --features loom --test loom_teardown`
+#![cfg(feature = "loom")]
 
 use loom::thread;
 use pool::*;

@@ -1,6 +1,6 @@
 //! Every alloc / recycle path and the counter each one moves, with the accounting
 //! invariant checked after each scenario.
-#![cfg(not(loom))]
+#![cfg(not(feature = "loom"))]
 
 use pool::*;
 use std::sync::Arc;

@@ -1,7 +1,7 @@
 //! Random sequences of alloc / alloc_frag / ref_frag / release / cross-thread release
 //! / kernel hand-off / destroy keep the accounting invariant, never hand out a frame
 //! twice and never lose one.
-#![cfg(not(loom))]
+#![cfg(not(feature = "loom"))]
 
 use pool::*;
 use proptest::prelude::*;

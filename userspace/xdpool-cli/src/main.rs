@@ -1,5 +1,8 @@
 //! The `xdpool` binary: parses the command line and prints results. All output to the
 //! user is here; the library logs through `tracing`.
+#![warn(clippy::undocumented_unsafe_blocks)]
+// The binary has no unsafe code: it lives in the library's fenced modules.
+#![deny(unsafe_code)]
 
 use clap::Parser;
 use cli::{

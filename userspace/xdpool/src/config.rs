@@ -2,7 +2,7 @@
 //!
 //! Errors name the key, the line and what would be valid. Structural errors (unknown
 //! keys, wrong types) come from the TOML decoder with its span; range errors come from
-//! [`Config::validate`], which uses the spans kept in [`toml::Spanned`] fields.
+//! `Config::validate`, which uses the spans kept in [`toml::Spanned`] fields.
 
 use crate::steer::XdpAttachMode;
 use serde::Deserialize;

@@ -7,21 +7,33 @@
 //! `testing` feature's `testing` module drives handlers without root. Every other
 //! module is private; the project's own tools, tests and fuzz targets reach them
 //! through `internal`, which is not a stable interface.
-#![warn(missing_docs, unsafe_op_in_unsafe_fn)]
+#![warn(
+    missing_docs,
+    unsafe_op_in_unsafe_fn,
+    clippy::undocumented_unsafe_blocks
+)]
+// Unsafe code only in the modules (and submodules) allowed below: the AF_XDP
+// syscalls, UMEM and rings, the XDP program's shared structs and link, and a few
+// libc calls (sigaction, an ethtool ioctl, umask).
+#![deny(unsafe_code)]
 mod api;
 mod capture;
 mod config;
 mod device;
 mod doctor;
 mod error;
+#[allow(unsafe_code)] // registers the UMEM (Umem::register) over the pool's region
 mod lifecycle;
 mod neigh;
+#[allow(unsafe_code)] // the SIOCETHTOOL ioctl and its socket
 mod netns;
 mod plan;
 mod privilege;
 mod reload;
 mod run;
+#[allow(unsafe_code)] // tests: set_var of NOTIFY_SOCKET / WATCHDOG_USEC
 mod service;
+#[allow(unsafe_code)] // sigaction
 mod signal;
 mod stats;
 mod steer;
@@ -30,6 +42,7 @@ mod summary;
 pub mod testing;
 pub mod wire;
 mod worker;
+#[allow(unsafe_code)] // AF_XDP: the socket syscalls, the UMEM mapping and the rings
 mod xsk;
 
 pub use api::{

@@ -154,7 +154,7 @@ pub fn subjects() -> Vec<Subject> {
     ]
 }
 
-/// A 64-byte frame (without FCS): UDP from port 40000 to [`LAB_PORT`], to
+/// A 64-byte frame (without FCS): UDP from port 40000 to `LAB_PORT`, to
 /// 198.18.0.2 or 2001:2::2.
 pub fn frame(ipv6: bool) -> Vec<u8> {
     let mut f = vec![0x02, 0, 0, 0, 0, 2, 0x02, 0, 0, 0, 0, 1];

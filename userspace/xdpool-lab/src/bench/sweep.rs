@@ -1,6 +1,6 @@
 //! Running the sweep: lab up, then per size, repetition and subject one bounded
 //! generator run and a count at the subject; lab down at the end, on error and after
-//! Ctrl-C (the lab is a [`LabGuard`], each `xdpool run` child a [`RunChild`] that
+//! Ctrl-C (the lab is a [`LabGuard`], each `xdpool run` child a `RunChild` that
 //! stops it by PID when dropped).
 use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
@@ -254,7 +254,7 @@ impl Drop for WorkDir {
 }
 
 /// The config of the `xdpool run` child: the lab's receiving veth, one queue, one
-/// worker on `worker_core`, UDP to [`PORT`] steered with `action`.
+/// worker on `worker_core`, UDP to port 9 (`PORT`) steered with `action`.
 pub fn child_config(
     lab: &LabStatus,
     worker_core: usize,
@@ -288,7 +288,7 @@ pub struct ChildDevice<'a> {
 }
 
 /// The config of an `xdpool run` child on `on`: one worker on `worker_core` (`None`:
-/// `workers.cores` empty, xdpool's choice), UDP to [`PORT`] steered with `action`.
+/// `workers.cores` empty, xdpool's choice), UDP to port 9 (`PORT`) steered with `action`.
 pub fn child_config_on(
     on: &ChildDevice,
     worker_core: Option<usize>,

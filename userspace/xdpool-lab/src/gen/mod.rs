@@ -14,6 +14,7 @@
 //! The live engine reports frames *handed to the kernel*: a frame the device could not
 //! transmit is dropped silently, so the receiving count ([`count::RxCounter`]) is the
 //! truth.
+#[allow(unsafe_code)] // the generator's own AF_XDP socket and frames
 pub mod afxdp;
 pub mod count;
 pub mod live;

@@ -1,7 +1,8 @@
 //! `xdpool bench pool`: the recycler's micro-benchmark, after the kernel's
 //! `bench_page_pool_simple`, with naive free lists measured in the same run. It uses
-//! only the `pool` crate's public API (and [`cpu`], its own CPU helpers).
+//! only the `pool` crate's public API (and `cpu`, its own CPU helpers).
 
+#[allow(unsafe_code)] // the cycle counter and sched_{get,set}affinity
 mod cpu;
 
 use cpu::{affinity, pin_to_cpu, set_affinity, tsc};

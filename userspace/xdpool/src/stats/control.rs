@@ -820,8 +820,7 @@ mod tests {
         let server = ControlServer::start(&path, snap.clone()).unwrap();
         let meta = std::fs::metadata(&path).unwrap();
         assert_eq!(meta.mode() & 0o777, 0o600);
-        // SAFETY: geteuid has no preconditions.
-        assert_eq!(meta.uid(), unsafe { libc::geteuid() });
+        assert_eq!(meta.uid(), nix::unistd::geteuid().as_raw());
         assert_eq!(query(&path).unwrap()["total"]["rx_packets"], 9);
         assert!(matches!(
             ControlServer::start(&path, snap),

@@ -4,6 +4,7 @@
 //! table rows both come from the catalogue in `metrics`, read from the same snapshot
 //! as the JSON, so the three always agree.
 
+#[allow(unsafe_code)] // umask around the control socket bind
 pub mod control;
 pub mod http;
 pub mod metrics;

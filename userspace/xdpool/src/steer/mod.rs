@@ -8,8 +8,10 @@
 //! another shape loads another program and swaps it in with a bpf_link update. Both attach with `BPF_LINK_CREATE` only, never
 //! a netlink attachment, so a process that dies leaves no program behind.
 
+#[allow(unsafe_code)] // aya::Pod for the structs shared with the XDP program
 pub mod abi;
 mod error;
+#[allow(unsafe_code)] // BPF_LINK_CREATE through the bpf syscall
 mod link;
 pub mod netlink;
 mod rule;

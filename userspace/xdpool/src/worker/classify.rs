@@ -1,7 +1,7 @@
 //! Per-frame action lookup in userspace, mirroring the XDP program's first-match rules.
 //!
 //! When every rule that steers to userspace has the same action (the common case),
-//! no frame is parsed; otherwise the frame is parsed with [`crate::wire`] and the
+//! no frame is parsed; otherwise the frame is parsed with `crate::wire` and the
 //! first matching rule's action is taken, as the XDP program did.
 
 use super::action::{Act, PortId, Verdict};

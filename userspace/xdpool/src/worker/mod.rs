@@ -16,8 +16,10 @@ mod chain;
 pub mod classify;
 pub mod counters;
 pub mod handoff;
+#[allow(unsafe_code)] // loom models: loom's UnsafeCell
 pub mod handover;
 #[cfg(any(test, feature = "testing"))]
+#[allow(unsafe_code)] // the test's kernel side writes and reads frames in the UMEM
 pub(crate) mod harness;
 pub mod inflight;
 mod lane;
@@ -25,6 +27,7 @@ pub mod port;
 pub mod rules;
 pub mod shared;
 #[cfg(test)]
+#[allow(unsafe_code)] // reads frames out of a test UMEM
 mod tests;
 
 pub use call::install_panic_hook;
