@@ -568,10 +568,12 @@ fn curl(dir: &Path, url: &str, who: &str, user_pw: &str) -> Result<(Duration, u1
 }
 
 #[test]
+#[cfg_attr(
+    not(feature = "root-tests"),
+    ignore = "needs root: run as root with --features root-tests (make test does)"
+)]
 fn control_plane_stays_answering_and_bounded_under_abuse() {
-    if !root_or_skip("control_plane_stays_answering_and_bounded_under_abuse") {
-        return;
-    }
+    require_root!();
     raise_fd_limit();
     let rig = LabRig::up(
         LabConfig {

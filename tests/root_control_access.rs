@@ -51,10 +51,12 @@ fn serve(path: &Path, group: Option<&str>) -> ControlServer {
 }
 
 #[test]
+#[cfg_attr(
+    not(feature = "root-tests"),
+    ignore = "needs root: run as root with --features root-tests (make test does)"
+)]
 fn control_group_members_read_stats_and_nobody_else_gets_in() {
-    if !common::root_or_skip("control_group_members_read_stats_and_nobody_else_gets_in") {
-        return;
-    }
+    require_root!();
     let Ok(Some(users)) = nix::unistd::Group::from_name("users") else {
         println!("skipped: no group `users` on this host");
         return;

@@ -48,6 +48,10 @@ fn sys_mounts() -> usize {
 }
 
 #[test]
+#[cfg_attr(
+    not(feature = "root-tests"),
+    ignore = "needs root: run as root with --features root-tests (make test does)"
+)]
 fn doctor_checks_a_lab_port_inside_its_namespace_and_fails_on_a_missing_queue() {
     require_root!();
     let rig = LabRig::up(
