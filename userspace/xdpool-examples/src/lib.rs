@@ -40,10 +40,7 @@ impl Args {
         let mut duration = None;
         let mut args = args.into_iter();
         while let Some(a) = args.next() {
-            let mut value = |name: &str| {
-                args.next()
-                    .ok_or_else(|| format!("{name} needs a value"))
-            };
+            let mut value = |name: &str| args.next().ok_or_else(|| format!("{name} needs a value"));
             match a.as_str() {
                 "--config" => config = Some(PathBuf::from(value("--config")?)),
                 "--duration" => {
@@ -123,7 +120,11 @@ mod tests {
         assert_eq!(args("--config a.toml").unwrap().duration, None);
         assert!(args("").unwrap_err().contains("--config PATH is required"));
         assert!(args("--config").unwrap_err().contains("needs a value"));
-        assert!(args("--config a --duration -1").unwrap_err().contains("give seconds"));
-        assert!(args("--config a --verbose").unwrap_err().contains("unknown argument"));
+        assert!(args("--config a --duration -1")
+            .unwrap_err()
+            .contains("give seconds"));
+        assert!(args("--config a --verbose")
+            .unwrap_err()
+            .contains("unknown argument"));
     }
 }

@@ -8,12 +8,21 @@ fn frame(udp: bool, tag: u8) -> Vec<u8> {
         .macs([2, 0, 0, 0, 0, 1], [2, 0, 0, 0, 0, 2])
         .ipv4("198.18.0.1".parse().unwrap(), "198.18.0.2".parse().unwrap())
         .payload(&[tag; 22]);
-    if udp { f.udp(1024, 9) } else { f.tcp(1024, 9, 0x02) }.build().bytes
+    if udp {
+        f.udp(1024, 9)
+    } else {
+        f.tcp(1024, 9, 0x02)
+    }
+    .build()
+    .bytes
 }
 
 #[test]
 fn udp_frames_are_counted_and_sent_back_with_macs_swapped_others_dropped() {
-    let mut h = Harness::builder(CONFIG).handler("reflect", Reflect).build().unwrap();
+    let mut h = Harness::builder(CONFIG)
+        .handler("reflect", Reflect)
+        .build()
+        .unwrap();
     for i in 0..300u32 {
         assert_eq!(h.send("lab", &frame(i % 3 != 0, i as u8)), Steered::Worker);
     }
