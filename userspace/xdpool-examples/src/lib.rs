@@ -25,7 +25,7 @@ impl Args {
     pub fn parse() -> Args {
         let mut argv = std::env::args();
         let prog = argv.next().unwrap_or_else(|| "example".into());
-        match Args::from_iter(argv) {
+        match Args::from_args(argv) {
             Ok(a) => a,
             Err(e) => {
                 eprintln!("{prog}: {e}\nusage: {prog} --config PATH [--duration SECS]");
@@ -35,7 +35,7 @@ impl Args {
     }
 
     /// Parses arguments given without the program name.
-    pub fn from_iter(args: impl IntoIterator<Item = String>) -> Result<Args, String> {
+    pub fn from_args(args: impl IntoIterator<Item = String>) -> Result<Args, String> {
         let mut config = None;
         let mut duration = None;
         let mut args = args.into_iter();
@@ -105,7 +105,7 @@ mod tests {
     use super::*;
 
     fn args(s: &str) -> Result<Args, String> {
-        Args::from_iter(s.split_whitespace().map(String::from))
+        Args::from_args(s.split_whitespace().map(String::from))
     }
 
     #[test]

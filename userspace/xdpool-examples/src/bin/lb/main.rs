@@ -110,7 +110,7 @@ fn flow_of(pkt: &Packet<'_>) -> Option<(u64, Option<V4At>)> {
         l3: p.l3_offset(),
         l4: p
             .l4_offset()
-            .filter(|_| !p.fragment().is_some_and(|f| !f.is_first()))
+            .filter(|_| p.fragment().is_none_or(|f| f.is_first()))
             .map(|o| (o, proto)),
     });
     Some((h.finish(), v4))

@@ -110,6 +110,12 @@ impl RateLimit<Monotonic> {
     }
 }
 
+impl Default for RateLimit<Monotonic> {
+    fn default() -> Self {
+        RateLimit::new()
+    }
+}
+
 impl<C: Clock> Handler for RateLimit<C> {
     type Lane = Lane;
 
