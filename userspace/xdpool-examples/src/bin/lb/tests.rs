@@ -260,3 +260,24 @@ fn the_arg_is_checked_and_backends_keep_their_flows_by_identity() {
         );
     }
 }
+
+#[test]
+fn the_shipped_config_balances_over_its_three_backends() {
+    let config = include_str!("../../../../../configs/examples/lb.toml");
+    let mut h = Harness::builder(config).handler("lb", Lb).build().unwrap();
+    for i in 0..300 {
+        assert_eq!(h.send("in", &flow(i, i % 2 == 0, 0)), Steered::Worker);
+    }
+    h.run();
+    let out = h.sent("out");
+    assert_eq!(out.len(), 300);
+    let mut per = [0; 3];
+    for o in &out {
+        assert_eq!(&o[..6], &[0x02, 0x78, 0x64, 0x70, 0x02, 0x01]);
+        assert_eq!(&o[30..33], &[198, 18, 2]);
+        per[usize::from(o[33]) - 11] += 1;
+        assert!(checksums_ok(o));
+    }
+    assert!(per.iter().all(|n| *n > 60), "{per:?}");
+    h.check_accounting().unwrap();
+}

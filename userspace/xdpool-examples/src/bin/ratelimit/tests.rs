@@ -163,3 +163,19 @@ fn a_bad_arg_drops_and_says_what_to_write() {
         }
     );
 }
+
+#[test]
+fn the_shipped_config_passes_a_burst_of_50() {
+    let clock = Fake::default();
+    let config = include_str!("../../../../../configs/examples/ratelimit.toml");
+    let mut h = Harness::builder(config)
+        .handler("ratelimit", RateLimit::with_clock(clock.clone()))
+        .next_hop("out", IpAddr::V4(Ipv4Addr::new(198, 19, 0, 1)), NEXT_HOP)
+        .build()
+        .unwrap();
+    assert_eq!(burst(&mut h, 1, 80), 50);
+    clock.advance_ms(100); // 100/s: 10 more
+    assert_eq!(burst(&mut h, 1, 80), 10);
+    assert_eq!(h.user_counter("in", "ratelimit", "limited"), 100);
+    h.check_accounting().unwrap();
+}
