@@ -11,7 +11,7 @@ PROMTOOL := $(TOOLS_CACHE)/prometheus/usr/bin/promtool
 # Loom: bounded preemptions keep the model checks within minutes on 2 cores.
 LOOM_MAX_PREEMPTIONS ?= 3
 
-.PHONY: setup build test test-unit test-loom test-bench test-fuzz fuzz fuzz-tools fuzz-run test-vm test-vm-soak run bench pktgen clean-lab check-root
+.PHONY: setup build test test-unit test-standalone test-loom test-bench test-fuzz fuzz fuzz-tools fuzz-run test-vm test-vm-soak run bench pktgen clean-lab check-root
 
 check-root:
 	@if [ "$$(id -u)" != 0 ]; then echo "xdpool: this target needs root (it installs packages, loads XDP programs and creates network namespaces); run it with sudo" >&2; exit 1; fi
@@ -54,6 +54,12 @@ test-vm-soak: check-root build
 TEST_PROFILE ?= checked
 test-unit:
 	XDPOOL_CLANG=clang-$(CLANG_VERSION) cargo test --workspace --profile $(TEST_PROFILE) -- --test-threads=1
+
+# A crate outside the workspace that depends on xdpool by path, as a user's own crate
+# does (examples/standalone; its prerequisites are in docs/library.md). Its Cargo.lock
+# pins the workspace's versions.
+test-standalone:
+	XDPOOL_CLANG=clang-$(CLANG_VERSION) cargo build --manifest-path examples/standalone/Cargo.toml
 
 test-loom:
 	RUSTFLAGS="--cfg loom" LOOM_MAX_PREEMPTIONS=$(LOOM_MAX_PREEMPTIONS) CARGO_TARGET_DIR=$(LOOM_TARGET) \
