@@ -10,6 +10,10 @@ use std::path::PathBuf;
 use std::time::Duration;
 use xdpool::App;
 
+/// The library guide, `docs/library.md`: its Rust blocks run as this crate's doctests.
+#[doc = include_str!("../../../docs/library.md")]
+pub mod guide {}
+
 /// An example's command line.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Args {
@@ -103,6 +107,20 @@ pub fn finish<S: serde::Serialize>(result: Result<S, xdpool::Error>) -> ! {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The guide shows reflect and the standalone crate's main as they are.
+    #[test]
+    fn the_guide_quotes_the_example_files_verbatim() {
+        let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
+        let read = |p: &str| std::fs::read_to_string(root.join(p)).unwrap();
+        let guide = read("docs/library.md");
+        let reflect = read("userspace/xdpool-examples/src/bin/reflect/main.rs");
+        let reflect = reflect.split("\n#[cfg(test)]").next().unwrap();
+        assert!(reflect.lines().count() < 30, "reflect stays under 30 lines");
+        for code in [reflect.trim_end(), read("examples/standalone/src/main.rs").trim_end()] {
+            assert!(guide.contains(code), "docs/library.md does not quote:\n{code}");
+        }
+    }
 
     fn args(s: &str) -> Result<Args, String> {
         Args::from_args(s.split_whitespace().map(String::from))
