@@ -117,8 +117,14 @@ mod tests {
         let reflect = read("userspace/xdpool-examples/src/bin/reflect/main.rs");
         let reflect = reflect.split("\n#[cfg(test)]").next().unwrap();
         assert!(reflect.lines().count() < 30, "reflect stays under 30 lines");
-        for code in [reflect.trim_end(), read("examples/standalone/src/main.rs").trim_end()] {
-            assert!(guide.contains(code), "docs/library.md does not quote:\n{code}");
+        for code in [
+            reflect.trim_end(),
+            read("examples/standalone/src/main.rs").trim_end(),
+        ] {
+            assert!(
+                guide.contains(code),
+                "docs/library.md does not quote:\n{code}"
+            );
         }
     }
 

@@ -281,3 +281,33 @@ fn the_shipped_config_balances_over_its_three_backends() {
     assert!(per.iter().all(|n| *n > 60), "{per:?}");
     h.check_accounting().unwrap();
 }
+
+#[test]
+fn each_rule_balances_over_its_own_arg_on_one_lane() {
+    // Two rules, two backend lists, frames interleaved: the cached list follows
+    // the arg of each frame's rule.
+    let config = format!(
+        "{}\n[[rule]]\nport = \"in\"\nproto = \"tcp\"\naction = \"call\"\nhandler = \"lb\"\narg = \"02:00:00:00:02:01\"\n",
+        config(&B.join(",")).replace("port = \"in\"\naction", "port = \"in\"\nproto = \"udp\"\naction")
+    );
+    let mut h = Harness::builder(&config).handler("lb", Lb).build().unwrap();
+    for i in 0..100 {
+        h.send("in", &flow(i, i % 2 == 0, 0));
+    }
+    h.run();
+    let out = h.sent("out");
+    assert_eq!(out.len(), 100);
+    for o in &out {
+        if o[23] == 6 {
+            assert_eq!(
+                &o[..6],
+                &[2, 0, 0, 0, 2, 1],
+                "TCP: the second rule's one backend"
+            );
+            assert_eq!(&o[30..34], &[198, 19, 0, 1], "MAC-only: the IP stays");
+        } else {
+            assert_eq!(&o[..5], &[2, 0, 0, 0, 1], "UDP: the first rule's backends");
+        }
+    }
+    h.check_accounting().unwrap();
+}
