@@ -28,13 +28,19 @@ fn echo_request(dst: [u8; 4], seq: u16) -> Vec<u8> {
     icmp.extend_from_slice(b"xdpool responder test 0123456789");
     let c = sum(&[&icmp]);
     icmp[2..4].copy_from_slice(&c.to_be_bytes());
-    FrameBuilder::new()
+    let mut f = FrameBuilder::new()
         .macs(OURS, PEER)
         .ipv4(Ipv4Addr::new(198, 18, 0, 1), Ipv4Addr::from(dst))
         .ip_proto(1)
         .payload(&icmp)
         .build()
-        .bytes
+        .bytes;
+    // A TTL a few hops spent (the reply's is 64 again), the header re-summed.
+    f[22] = 61;
+    f[24..26].copy_from_slice(&[0, 0]);
+    let c = sum(&[&f[14..34]]);
+    f[24..26].copy_from_slice(&c.to_be_bytes());
+    f
 }
 
 /// The Internet checksum of `parts`, from scratch.
