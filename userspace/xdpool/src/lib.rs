@@ -3,7 +3,7 @@
 #![warn(missing_docs, unsafe_op_in_unsafe_fn)]
 mod api;
 pub use api::{
-    App, Counter, Declaration, Error, Handler, HandlerSet, LaneSetup, Mac, Named, NoRoom,
+    App, Counter, Declaration, EmitError, Error, Handler, HandlerSet, Kept, LaneSetup, Mac, Named, NoRoom,
     Packet, PortRef, UserCounters, Verdict,
 };
 pub mod bench;

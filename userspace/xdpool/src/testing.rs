@@ -68,6 +68,15 @@ pub enum Steered {
     XdpDropped,
 }
 
+/// What [`Harness::finish`] found.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Finished {
+    /// Kept frames whose handle was never dropped nor sent.
+    pub kept_leaked: u64,
+    /// Frames still out when the pools were destroyed.
+    pub inflight_at_destroy: u64,
+}
+
 /// Builds a [`Harness`]: config text, handlers, and the MACs a `forward` needs.
 pub struct Builder<H: HandlerSet = ()> {
     config: String,
@@ -318,9 +327,22 @@ impl<H: HandlerSet> Harness<H> {
             .map_or(0, |(_, _, v)| v)
     }
 
+    /// Stops the worker as a run's end does (the handlers' states dropped first, so
+    /// every `Kept` they hold gives its frame back) and says what was left: kept
+    /// frames whose handle leaked, and frames still out when the pools were
+    /// destroyed (a stalled shutdown, after a 500 ms wait).
+    pub fn finish(self) -> Finished {
+        let exits = self.driven.finish();
+        Finished {
+            kept_leaked: exits.iter().map(|e| e.counters.kept_leaked).sum(),
+            inflight_at_destroy: exits.iter().map(|e| e.inflight_at_destroy).sum(),
+        }
+    }
+
     /// The UMEM's frame accounting: every frame in exactly one place, and none held
     /// by the application at rest (call after [`run`](Self::run)).
     pub fn check_accounting(&mut self) -> Result<Accounting, String> {
+        self.driven.drain_frags();
         self.driven.publish();
         let a = self.region.accounting();
         a.check().map_err(|e| format!("{e}: {a:?}"))?;

@@ -8,6 +8,7 @@
 
 mod app;
 mod handler;
+mod kept;
 mod packet;
 #[cfg(test)]
 mod tests;
@@ -15,8 +16,10 @@ mod verdict;
 
 pub use app::{App, Error};
 pub use handler::{Counter, Declaration, Handler, HandlerSet, LaneSetup, Named, UserCounters};
-pub use packet::{NoRoom, Packet};
+pub use kept::Kept;
+pub use packet::{EmitError, NoRoom, Packet};
 pub use verdict::{Mac, PortRef, Verdict};
 
-pub(crate) use packet::Meta;
+pub(crate) use kept::{send as kept_send, KeptStore};
+pub(crate) use packet::{Emit, Meta};
 pub(crate) use verdict::Kind;

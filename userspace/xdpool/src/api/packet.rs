@@ -1,6 +1,6 @@
 //! The borrowed view of one received frame that a packet function works on.
 
-use super::PortRef;
+use super::{PortRef, Verdict};
 use crate::wire;
 use std::fmt;
 
@@ -28,7 +28,38 @@ pub struct Packet<'a> {
     head: usize,
     tail: usize,
     meta: Meta<'a>,
+    emit: Option<&'a mut (dyn Emit + 'a)>,
 }
+
+/// Where [`Packet::emit`] puts a new frame (the worker's pool and queues).
+pub(crate) trait Emit {
+    fn emit(&mut self, to: PortRef, frame: &[u8]) -> Result<(), EmitError>;
+    fn keep(&mut self) -> Option<super::Kept>;
+    fn send_kept(&mut self, kept: super::Kept, verdict: super::Verdict) -> Result<(), EmitError>;
+}
+
+/// Why [`Packet::emit`] sent nothing.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum EmitError {
+    /// The port was not declared by the handler (nor is it the arrival port).
+    UndeclaredPort,
+    /// Shorter than an Ethernet header (14 bytes) or longer than a chunk.
+    Length(usize),
+    /// The lane's pool has no memory for it now (counted `no_frag_memory`).
+    NoMemory,
+}
+
+impl fmt::Display for EmitError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            EmitError::UndeclaredPort => f.write_str("the port was not declared by the handler"),
+            EmitError::Length(n) => write!(f, "{n} bytes: a frame is 14 bytes to a chunk long"),
+            EmitError::NoMemory => f.write_str("no frame memory left in the lane's pool"),
+        }
+    }
+}
+
+impl std::error::Error for EmitError {}
 
 /// Where a frame came from and which rule sent it to the handler.
 #[derive(Debug, Clone, Copy)]
@@ -58,13 +89,76 @@ impl std::error::Error for NoRoom {}
 
 impl<'a> Packet<'a> {
     /// `chunk[head..tail]` is the frame. The caller checked `head <= tail <= len`.
-    pub(crate) fn new(chunk: &'a mut [u8], head: usize, tail: usize, meta: Meta<'a>) -> Self {
+    pub(crate) fn new(
+        chunk: &'a mut [u8],
+        head: usize,
+        tail: usize,
+        meta: Meta<'a>,
+        emit: Option<&'a mut (dyn Emit + 'a)>,
+    ) -> Self {
         debug_assert!(head <= tail && tail <= chunk.len());
         Packet {
             chunk,
             head,
             tail,
             meta,
+            emit,
+        }
+    }
+
+    /// Keeps this frame past the call: the worker applies no verdict to it, and the
+    /// handle answers for it from now on (send it later with
+    /// [`send_kept`](Self::send_kept), or drop the handle to give it back). Counted
+    /// `kept_taken`; the frames kept now are the gauge `kept`. `None` when this
+    /// frame is kept already. Bytes written during this call stay in the kept frame.
+    ///
+    /// ```
+    /// use std::collections::VecDeque;
+    /// use xdpool::{Handler, Kept, LaneSetup, Packet, Verdict};
+    ///
+    /// /// Sends each frame back one frame late: a delay line of one.
+    /// struct DelayOne;
+    /// impl Handler for DelayOne {
+    ///     type Lane = VecDeque<Kept>;
+    ///     fn lane(&self, _: &mut LaneSetup<'_>) -> VecDeque<Kept> {
+    ///         VecDeque::new()
+    ///     }
+    ///     fn handle(&self, line: &mut VecDeque<Kept>, pkt: &mut Packet<'_>) -> Verdict {
+    ///         if let Some(older) = line.pop_front() {
+    ///             let _ = pkt.send_kept(older, Verdict::back());
+    ///         }
+    ///         if let Some(k) = pkt.keep() {
+    ///             line.push_back(k);
+    ///         }
+    ///         Verdict::drop() // not applied: this frame is kept
+    ///     }
+    /// }
+    /// ```
+    pub fn keep(&mut self) -> Option<super::Kept> {
+        self.emit.as_mut()?.keep()
+    }
+
+    /// Sends a frame kept earlier on this lane as `verdict` says (back, forward,
+    /// mirror; a drop gives it back), once this call returns. The handle is used
+    /// up either way; on an error (a port the handler did not declare) the frame
+    /// goes back to the pool.
+    pub fn send_kept(&mut self, kept: super::Kept, verdict: Verdict) -> Result<(), EmitError> {
+        match &mut self.emit {
+            Some(e) => e.send_kept(kept, verdict),
+            None => Err(EmitError::NoMemory),
+        }
+    }
+
+    /// Sends a new frame with these bytes out of `to` (the arrival port or a declared
+    /// one), besides whatever becomes of this frame: a reply, an ICMP error, an ARP
+    /// answer. The bytes are copied into a piece of a UMEM chunk (small frames share
+    /// a chunk, one reference count for all) and queued after this call; the pool
+    /// owns them from here, so nothing the handler does can leak them. Counted
+    /// `handler_emitted`.
+    pub fn emit(&mut self, to: PortRef, frame: &[u8]) -> Result<(), EmitError> {
+        match &mut self.emit {
+            Some(e) => e.emit(to, frame),
+            None => Err(EmitError::NoMemory),
         }
     }
 
@@ -274,7 +368,7 @@ mod tests {
     fn head_and_tail_move_within_the_chunk_only() {
         let mut chunk = vec![0u8; 64];
         chunk[16..28].copy_from_slice(&[1, 1, 1, 1, 1, 1, 2, 2, 2, 2, 2, 2]);
-        let mut p = Packet::new(&mut chunk, 16, 40, meta());
+        let mut p = Packet::new(&mut chunk, 16, 40, meta(), None);
         assert_eq!((p.headroom(), p.len(), p.tailroom()), (16, 24, 24));
         assert_eq!(p.push_head(17), Err(NoRoom { asked: 17, room: 16 }));
         p.push_head(16).unwrap().fill(9);
@@ -293,7 +387,7 @@ mod tests {
         let mut chunk = vec![0u8; 64];
         let frame: Vec<u8> = (1..=20).collect();
         chunk[8..28].copy_from_slice(&frame);
-        let mut p = Packet::new(&mut chunk, 8, 28, meta());
+        let mut p = Packet::new(&mut chunk, 8, 28, meta(), None);
         p.insert(12, 4).unwrap().copy_from_slice(&[0x81, 0, 0, 7]);
         assert_eq!(&p.bytes()[..12], &frame[..12]);
         assert_eq!(&p.bytes()[12..16], &[0x81, 0, 0, 7]);

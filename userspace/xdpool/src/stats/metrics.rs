@@ -106,12 +106,18 @@ pub const QUEUE_COUNTERS: &[(&str, Def)] = &[
     ("file_captured", c("xdpool_file_captured", "A rule's capture file: frames the worker copied (at most the rule's snaplen bytes) into the queue of the daemon's pcapng writer.")),
     ("file_capture_dropped", c("xdpool_file_capture_dropped", "A rule's capture file: matching frames not written because the file capture queue was full (the writer fell behind); the frames themselves went on to their action.")),
     ("handler_calls", c("xdpool_handler_calls", "action = \"call\": frames handed to a packet function of the program.")),
+    ("kept_taken", c("xdpool_kept_taken", "Frames packet functions kept past their call (Packet::keep).")),
+    ("kept_returned", c("xdpool_kept_returned", "Kept frames given back to the pool (handle dropped).")),
+    ("kept_sent", c("xdpool_kept_sent", "Kept frames sent later (Packet::send_kept).")),
+    ("kept_leaked", c("xdpool_kept_leaked", "Kept frames whose handle was leaked: left out of the pool at the end (must stay 0).")),
+    ("handler_emitted", c("xdpool_handler_emitted", "New frames packet functions sent (replies built in frags).")),
     ("poll_naps", c("xdpool_poll_naps", "poll mode: naps taken while traffic flowed (workers.poll_coalesce_us) instead of waiting in poll().")),
 ];
 
 /// Worker gauges, labelled `port` and `queue`.
 pub const QUEUE_GAUGES: &[(&str, Def)] = &[
     ("held", g("xdpool_held_frames", "Frames the application holds now (--hold-frames).")),
+    ("kept", g("xdpool_kept_frames", "Frames packet functions keep now (Packet::keep).")),
     ("tx_inflight_max", g("xdpool_tx_inflight_max", "Most TX descriptors queued and not yet completed at once, since start.")),
     ("tx_inflight_chunks_at_max", g("xdpool_tx_inflight_chunks_at_max", "UMEM chunks those descriptors occupied at that moment (fewer when small frames share chunks).")),
 ];

@@ -3,10 +3,13 @@
 //! worker's own, and a panic caught so that the frame is dropped and counted.
 
 use super::action::{Act, PortId, Verdict};
-use crate::api::{HandlerSet, Kind, Meta, Packet, PortRef};
+use super::counters::WorkerCountersSnapshot;
+use super::handoff::Egress;
+use crate::api::{Emit, EmitError, HandlerSet, Kept, KeptStore, Kind, Meta, Packet, PortRef};
+use std::rc::Rc;
 use crate::config::MacRewrite;
 use crate::xsk::XdpDesc;
-use pool::{Frame, Region};
+use pool::{Frame, PoolOwner, Region};
 use std::cell::{Cell, RefCell};
 use std::panic::{catch_unwind, AssertUnwindSafe};
 
@@ -54,6 +57,100 @@ pub fn install_panic_hook() {
     });
 }
 
+/// What `Packet::emit` works with: the lane's pool, its TX queue, the batch's frames
+/// for other ports.
+pub(super) struct Emitter<'a> {
+    pub pool: &'a mut PoolOwner,
+    pub c: &'a mut WorkerCountersSnapshot,
+    pub tx: &'a mut Vec<XdpDesc>,
+    pub out: &'a mut Vec<(PortId, Egress)>,
+    pub region: &'a Region,
+    pub origin: u16,
+    pub arrival: PortId,
+    pub egress: &'a [PortId],
+    /// The lane's kept frames.
+    pub store: &'a Rc<KeptStore>,
+    /// The slot `Packet::keep` reserved for the frame of this call.
+    pub kept: Option<u32>,
+}
+
+impl Emit for Emitter<'_> {
+    fn keep(&mut self) -> Option<Kept> {
+        if self.kept.is_some() {
+            return None;
+        }
+        let k = self.store.reserve();
+        self.kept = Some(k.slot());
+        Some(k)
+    }
+
+    fn send_kept(&mut self, kept: Kept, v: crate::api::Verdict) -> Result<(), EmitError> {
+        let ok = [v.mirror, match v.kind {
+            Kind::Forward(p) => Some(p),
+            _ => None,
+        }]
+        .into_iter()
+        .flatten()
+        .all(|p| p.0 as PortId == self.arrival || self.egress.contains(&(p.0 as PortId)));
+        if !ok {
+            drop(kept);
+            return Err(EmitError::UndeclaredPort);
+        }
+        crate::api::kept_send(kept, v);
+        Ok(())
+    }
+
+    fn emit(&mut self, to: PortRef, frame: &[u8]) -> Result<(), EmitError> {
+        let p = to.0 as PortId;
+        if p != self.arrival && !self.egress.contains(&p) {
+            return Err(EmitError::UndeclaredPort);
+        }
+        let len = frame.len();
+        if len < 14 || len > self.region.chunk_size() as usize {
+            return Err(EmitError::Length(len));
+        }
+        let Some(frag) = self.pool.alloc_frag(len as u32) else {
+            self.c.frag_alloc_failed += 1;
+            return Err(EmitError::NoMemory);
+        };
+        if self.region.write_frag(&frag, frame).is_err() {
+            self.pool.release_frag(frag);
+            self.c.rx_rejected += 1;
+            return Err(EmitError::NoMemory);
+        }
+        let len = len as u32;
+        if p == self.arrival {
+            match self.pool.give_tx_frag(frag) {
+                Ok(addr) => self.tx.push(XdpDesc {
+                    addr,
+                    len,
+                    options: 0,
+                }),
+                Err(_) => {
+                    self.c.rx_rejected += 1;
+                    return Err(EmitError::NoMemory);
+                }
+            }
+        } else {
+            let desc = XdpDesc {
+                addr: frag.addr(),
+                len,
+                options: 0,
+            };
+            self.out.push((
+                p,
+                Egress {
+                    desc,
+                    token: frag,
+                    origin: self.origin,
+                },
+            ));
+        }
+        self.c.handler_emitted += 1;
+        Ok(())
+    }
+}
+
 /// Calls handler `id` on `frame` (`d` its descriptor). On success: the frame's new
 /// descriptor (the handler may have moved its head or tail) and the verdict to
 /// apply. The frame stays the caller's either way.
@@ -64,12 +161,12 @@ pub(super) fn call<H: HandlerSet>(
     id: u16,
     frame: &mut Frame,
     d: XdpDesc,
-    region: &Region,
     site: &CallSite<'_>,
+    emitter: &mut Emitter<'_>,
 ) -> Result<(XdpDesc, Verdict), Refused> {
     let base = frame.addr();
     let head = (d.addr - base) as usize;
-    let Some(chunk) = region.chunk_mut(frame) else {
+    let Some(chunk) = emitter.region.chunk_mut(frame) else {
         return Err(Refused::Verdict);
     };
     let meta = Meta {
@@ -78,7 +175,7 @@ pub(super) fn call<H: HandlerSet>(
         rule: site.rule_name,
         arg: site.arg,
     };
-    let mut pkt = Packet::new(chunk, head, head + d.len as usize, meta);
+    let mut pkt = Packet::new(chunk, head, head + d.len as usize, meta, Some(emitter));
     IN_HANDLER.with(|f| f.set(true));
     let r = catch_unwind(AssertUnwindSafe(|| handlers.call(id, lanes, &mut pkt)));
     IN_HANDLER.with(|f| f.set(false));
@@ -104,7 +201,7 @@ pub(super) fn call<H: HandlerSet>(
 
 /// The worker's verdict for a handler's: `None` for a port the lane cannot send to.
 #[inline]
-fn verdict(v: crate::api::Verdict, site: &CallSite<'_>) -> Option<Verdict> {
+pub(super) fn verdict(v: crate::api::Verdict, site: &CallSite<'_>) -> Option<Verdict> {
     let port = |p: PortRef| -> Option<PortId> {
         let p = p.0 as PortId;
         (p == site.port || site.egress.contains(&p)).then_some(p)

@@ -161,4 +161,17 @@ counters!(
     /// Handler verdicts naming a port this lane cannot send to (a `PortRef` of another
     /// program), or a frame left shorter than its MACs: dropped.
     handler_refused,
+    /// New frames packet functions sent (`Packet::emit`).
+    handler_emitted,
+    /// Frames packet functions kept past their call (`Packet::keep`).
+    kept_taken,
+    /// Kept frames given back (their handle dropped, or sent with a drop verdict).
+    kept_returned,
+    /// Kept frames sent later (`Packet::send_kept`).
+    kept_sent,
+    /// Frames packet functions keep now.
+    kept,
+    /// Kept frames whose handle was never dropped nor sent (leaked, e.g. with
+    /// `mem::forget`): named at the end, left out of the pool (a stalled shutdown).
+    kept_leaked,
 });

@@ -185,6 +185,28 @@ impl<H: HandlerSet> Driven<H> {
         self.worker.lanes[lane].port.c
     }
 
+    /// The stop: sockets given up, kept frames settled, pools destroyed.
+    pub(crate) fn finish(mut self) -> Vec<super::WorkerExit> {
+        // What a socket's teardown and the control thread's reclaim do: frames in
+        // the RX ring and the completions taken, then the kernel's rings emptied.
+        let remotes = self.worker.fabric.remotes.clone();
+        for lane in &mut self.worker.lanes {
+            lane.port.drain_rx();
+            lane.port.reap(&remotes);
+            lane.port.detach(&remotes);
+            lane.port.reclaim(&remotes);
+        }
+        self.worker.finish()
+    }
+
+    /// Gives back each pool's partly split frag chunk (held for the next frag), so
+    /// that a check at rest finds no frame with the application.
+    pub(crate) fn drain_frags(&mut self) {
+        for l in &mut self.worker.lanes {
+            l.port.pool.frag_drain();
+        }
+    }
+
     /// Publishes every lane's pool stats (the accounting's second source).
     pub(crate) fn publish(&mut self) {
         for l in &self.worker.lanes {

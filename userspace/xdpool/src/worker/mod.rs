@@ -35,7 +35,8 @@ pub use shared::{PortShared, Waker};
 use crate::config::WaitMode;
 use crate::neigh::{MacBook, Neighbours};
 use crate::xsk::{XdpDesc, XdpStatistics};
-use crate::api::{HandlerSet, LaneSetup, PortRef};
+use crate::api::{HandlerSet, KeptStore, LaneSetup, PortRef};
+use std::rc::Rc;
 use crate::config::HandlerDecl;
 use action::{Act, ActCtx, PortId};
 use handoff::{Egress, Remotes};
@@ -230,6 +231,8 @@ struct Worker<H: HandlerSet> {
     /// The program's packet functions and each lane's state of them.
     handlers: Arc<H>,
     handler_lanes: Vec<H::Lanes>,
+    /// Each lane's frames its handlers keep (`Packet::keep`).
+    kept: Vec<Rc<KeptStore>>,
     /// Lanes whose handler panicked already (one log line each).
     panic_logged: Vec<bool>,
     lanes: Vec<Lane>,
@@ -284,6 +287,7 @@ impl<H: HandlerSet> Worker<H> {
         let book = fabric.neighbours.current();
         Worker {
             panic_logged: vec![false; lanes.len()],
+            kept: (0..lanes.len()).map(|_| Rc::default()).collect(),
             handler_lanes,
             handlers,
             book_version: fabric.neighbours.version(),
@@ -426,6 +430,7 @@ impl<H: HandlerSet> Worker<H> {
             handlers,
             handler_lanes,
             panic_logged,
+            kept,
             ..
         } = self;
         let lane = &mut lanes[i];
@@ -473,7 +478,41 @@ impl<H: HandlerSet> Worker<H> {
                 };
                 let region = lane.port.region().clone();
                 let lanes = &mut handler_lanes[i];
-                match call::call(&**handlers, lanes, handler, &mut frame, d, &region, &site) {
+                let origin = lane.port.socket as u16;
+                let (pool, c, tx) = lane.port.parts();
+                let mut emitter = call::Emitter {
+                    pool,
+                    c,
+                    tx,
+                    out,
+                    region: &region,
+                    origin,
+                    arrival: spec.lanes[i].port,
+                    egress: &lane.needs.egress,
+                    store: &kept[i],
+                    kept: None,
+                };
+                let called = call::call(
+                    &**handlers,
+                    lanes,
+                    handler,
+                    &mut frame,
+                    d,
+                    &site,
+                    &mut emitter,
+                );
+                if let Some(slot) = emitter.kept {
+                    // The handle answers for the frame now, whatever else happened.
+                    let d = called.as_ref().map_or(d, |(nd, _)| *nd);
+                    kept[i].fill(slot, frame, d);
+                    lane.port.c.kept_taken += 1;
+                    if let Err(call::Refused::Panic(msg)) = called {
+                        lane.port.c.handler_panics += 1;
+                        handler_panicked(&mut panic_logged[i], spec, fabric, lane, msg);
+                    }
+                    continue;
+                }
+                match called {
                     Ok((nd, v)) => (d, verdict) = (nd, v),
                     Err(refused) => {
                         lane.port.pool.recycle(frame);
@@ -505,6 +544,10 @@ impl<H: HandlerSet> Worker<H> {
             };
             action::apply(verdict, frame, d, &mut cx);
         }
+        if !kept[i].returned.borrow().is_empty() || !kept[i].sent.borrow().is_empty() {
+            settle_kept(lane, &kept[i], spec.lanes[i].port, out, scratch, spec, book, &mut missed);
+        }
+        lane.port.c.kept = lane.port.c.kept_taken - lane.port.c.kept_returned - lane.port.c.kept_sent;
         if missed {
             fabric.neighbours.report_miss();
         }
@@ -644,6 +687,32 @@ impl<H: HandlerSet> Worker<H> {
             // Frames other workers handed us after our socket went.
             self.pump(i, &remotes);
         }
+        // The handlers' states go first: each Kept they hold gives its frame back.
+        drop(std::mem::take(&mut self.handler_lanes));
+        for i in 0..self.lanes.len() {
+            let store = self.kept[i].clone();
+            let port = self.spec.lanes[i].port;
+            let mut missed = false;
+            let (out, scratch, spec, book) = (&mut self.out, &mut self.scratch, &self.spec, &self.book);
+            settle_kept(&mut self.lanes[i], &store, port, out, scratch, spec, book, &mut missed);
+            let leaked = store.drain_all();
+            if !leaked.is_empty() {
+                let lane = &mut self.lanes[i];
+                lane.port.c.kept_leaked += leaked.len() as u64;
+                tracing::error!(
+                    port = %lane.shared.port, queue = lane.shared.queue,
+                    "{} kept frames were never returned (a Kept handle leaked, e.g. with mem::forget): \
+                     they stay out of the pool (stalled shutdown)",
+                    leaked.len()
+                );
+                // Their tokens are gone with the handles: the frames stay counted as
+                // the application's, which the pool's destroy reports.
+                leaked.into_iter().for_each(|(f, _)| std::mem::forget(f));
+            }
+        }
+        if !self.out.is_empty() && !self.lanes.is_empty() {
+            self.route(0, &remotes);
+        }
         for lane in &mut self.lanes {
             if lane.shared.reclaim_pending() {
                 // The control thread closed the UMEM before setting `stop` (or gave up
@@ -703,5 +772,61 @@ fn handler_panicked(logged: &mut bool, spec: &WorkerSpec, fabric: &Fabric, lane:
         first.get_or_insert_with(|| {
             format!("a packet function panicked on port {} queue {}: {msg}", lane.shared.port, lane.shared.queue)
         });
+    }
+}
+
+/// Acts on lane `lane`'s kept frames whose handles were dropped (back to the pool)
+/// or sent (the handler's verdict, as for a frame of this batch).
+#[cold]
+#[allow(clippy::too_many_arguments)]
+fn settle_kept(
+    lane: &mut Lane,
+    store: &KeptStore,
+    port: PortId,
+    out: &mut Vec<(PortId, Egress)>,
+    scratch: &mut [u8],
+    spec: &WorkerSpec,
+    book: &MacBook,
+    missed: &mut bool,
+) {
+    let returned = std::mem::take(&mut *store.returned.borrow_mut());
+    for slot in returned {
+        if let Some((frame, _)) = store.take(slot) {
+            lane.port.pool.recycle(frame);
+            lane.port.c.kept_returned += 1;
+        }
+    }
+    let sent = std::mem::take(&mut *store.sent.borrow_mut());
+    for (slot, v) in sent {
+        let Some((frame, d)) = store.take(slot) else { continue };
+        let site = call::CallSite {
+            port,
+            queue: lane.shared.queue,
+            rule_name: None,
+            arg: None,
+            egress: &lane.needs.egress,
+        };
+        let Some(verdict) = call::verdict(v, &site) else {
+            lane.port.pool.recycle(frame);
+            lane.port.c.kept_returned += 1;
+            continue;
+        };
+        lane.port.c.kept_sent += 1;
+        let region = lane.port.region().clone();
+        let origin = lane.port.socket as u16;
+        let (pool, c, tx) = lane.port.parts();
+        let mut cx = ActCtx {
+            pool,
+            c,
+            tx,
+            out,
+            region: &region,
+            scratch,
+            copybreak_bytes: spec.copybreak_bytes,
+            macs: book,
+            origin,
+            neigh_missed: missed,
+        };
+        action::apply(verdict, frame, d, &mut cx);
     }
 }
