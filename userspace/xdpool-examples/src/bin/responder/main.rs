@@ -1,10 +1,11 @@
 //! Answers ARP requests and ICMP echo requests for the IPv4 addresses of its rule's
-//! `arg`, by rewriting each request into its reply in place and sending it back
-//! out of the port it came in on; everything else is dropped (counted `ignored`).
+//! `arg`: each reply is a new frame (`Packet::emit`, a small frag of a shared
+//! chunk) sent out of the port the request came in on, and the request is dropped;
+//! everything else is dropped too (counted `ignored`).
 //!
 //! The `arg`: `mac=MAC,ip=IPv4[,ip=IPv4...]`, the MAC the ARP replies give for the
 //! addresses (the handler cannot read the port's own MAC in this version).
-//! Counters: `arp_replies`, `echo_replies`, `ignored`, `bad_arg`.
+//! Counters: `arp_replies`, `echo_replies`, `ignored`, `bad_arg`, `emit_failed`.
 use std::net::Ipv4Addr;
 use xdpool::{Counter, Handler, LaneSetup, Packet, Verdict};
 
@@ -51,12 +52,15 @@ impl Answers {
 
 /// One lane's state.
 pub struct Lane {
+    /// The reply being built (kept, so a frame costs no allocation).
+    reply: Vec<u8>,
     arg: String,
     answers: Result<Answers, String>,
     arp_replies: Counter,
     echo_replies: Counter,
     ignored: Counter,
     bad_arg: Counter,
+    emit_failed: Counter,
 }
 
 impl Handler for Responder {
@@ -64,12 +68,14 @@ impl Handler for Responder {
 
     fn lane(&self, setup: &mut LaneSetup<'_>) -> Lane {
         Lane {
+            reply: Vec::with_capacity(2048),
             arg: String::new(),
             answers: Err("no arg yet".into()),
             arp_replies: setup.counter("arp_replies"),
             echo_replies: setup.counter("echo_replies"),
             ignored: setup.counter("ignored"),
             bad_arg: setup.counter("bad_arg"),
+            emit_failed: setup.counter("emit_failed"),
         }
     }
 
@@ -91,25 +97,30 @@ impl Handler for Responder {
             return Verdict::drop();
         };
         let l3 = p.l3_offset();
+        // The reply starts as a copy of the request and is rewritten field by field.
+        lane.reply.clear();
+        lane.reply.extend_from_slice(pkt.bytes());
+        let reply = &mut lane.reply[..];
         let answered = match p.ethertype() {
-            ETHERTYPE_ARP => arp_reply(pkt.bytes_mut(), l3, answers).then_some(&lane.arp_replies),
+            ETHERTYPE_ARP => arp_reply(reply, l3, answers).then_some(&lane.arp_replies),
             // The parser reads no ICMP header: its payload starts after the IP's.
             ETHERTYPE_IPV4 if p.ip_proto() == Some(1) && !p.is_fragment() => {
-                echo_reply(pkt.bytes_mut(), l3, p.payload().start, answers)
-                    .then_some(&lane.echo_replies)
+                echo_reply(reply, l3, p.payload().start, answers).then_some(&lane.echo_replies)
             }
             _ => None,
         };
         match answered {
-            Some(counter) => {
-                counter.inc();
-                Verdict::back()
-            }
-            None => {
-                lane.ignored.inc();
-                Verdict::drop()
-            }
+            Some(counter) => match pkt.emit(pkt.port(), &lane.reply) {
+                Ok(()) => counter.inc(),
+                Err(e) => {
+                    lane.emit_failed.inc();
+                    tracing::debug!("responder: reply not sent: {e:?}");
+                }
+            },
+            None => lane.ignored.inc(),
         }
+        // The request itself goes back to the pool.
+        Verdict::drop()
     }
 }
 
@@ -117,7 +128,7 @@ const ETHERTYPE_ARP: u16 = 0x0806;
 const ETHERTYPE_IPV4: u16 = 0x0800;
 
 /// An ARP request (Ethernet, IPv4) for one of our addresses becomes its reply:
-/// `false` (the frame untouched) for anything else.
+/// `false` (the bytes untouched) for anything else.
 fn arp_reply(f: &mut [u8], l3: usize, answers: &Answers) -> bool {
     // htype 1, ptype IPv4, hlen 6, plen 4, oper 1 (request); then sha, spa, tha, tpa.
     let Some(arp) = f.get(l3..l3 + 28) else {

@@ -98,6 +98,12 @@ fn an_arp_request_for_our_address_becomes_its_reply() {
     }
     assert_eq!(h.user_counter("lab", "responder", "arp_replies"), 5);
     assert_eq!(h.user_counter("lab", "responder", "ignored"), 1);
+    assert_eq!(
+        h.counter("lab", "handler_emitted"),
+        5,
+        "each reply a new frame"
+    );
+    assert_eq!(h.counter("lab", "action_drop"), 6, "every request dropped");
     h.check_accounting().unwrap();
 }
 
@@ -133,6 +139,16 @@ fn an_echo_request_becomes_an_echo_reply_with_valid_checksums() {
     }
     assert_eq!(h.user_counter("lab", "responder", "echo_replies"), 100);
     assert_eq!(h.counter("lab", "tx_packets"), 100);
+    assert_eq!(
+        h.counter("lab", "handler_emitted"),
+        100,
+        "each reply a new frame"
+    );
+    assert_eq!(
+        h.counter("lab", "action_drop"),
+        100,
+        "every request dropped"
+    );
     h.check_accounting().unwrap();
 }
 
