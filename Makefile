@@ -60,7 +60,7 @@ build:
 
 # The stages in order; tests/run-stages.sh stops at the first that fails and closes
 # with one line per stage (its time) and `N passed, N failed, N skipped`.
-TEST_STAGES := setup lint unit loom fuzz bench deb vm
+TEST_STAGES := setup lint unit loom fuzz bench deb standalone vm
 test:
 	@MAKE="$(MAKE)" bash tests/run-stages.sh $(TEST_STAGES)
 
@@ -95,7 +95,7 @@ test-lint: lint-tools
 # The tests that need root are ignored without the feature root-tests: a plain
 # `cargo test` lists them as ignored, `make test` (root) runs them.
 TEST_PROFILE ?= checked
-ROOT_TESTS := --features xdpool-cli/root-tests
+ROOT_TESTS := --features xdpool-cli/root-tests,xdpool-examples/root-tests
 test-unit:
 	XDPOOL_CLANG=clang-$(CLANG_VERSION) cargo test --workspace --profile $(TEST_PROFILE) $(ROOT_TESTS) -- --test-threads=1
 
@@ -104,6 +104,13 @@ test-unit:
 # reuse the dependencies test-unit built (-p pool alone would rebuild 26 of them;
 # -p xdpool alone resolves syn, num-traits and tracing-subscriber otherwise, which
 # xdpool-cli's selection, without a library of its own, brings back in line).
+# A crate outside the workspace that depends on xdpool by path, as a user's own crate
+# does (examples/standalone; its prerequisites are in docs/library.md). Its Cargo.lock
+# pins the workspace's versions.
+test-standalone:
+	XDPOOL_CLANG=clang-$(CLANG_VERSION) CARGO_TARGET_DIR=$(abspath $(TARGET_DIR))/standalone \
+	  cargo build --manifest-path examples/standalone/Cargo.toml
+
 test-loom:
 	XDPOOL_CLANG=clang-$(CLANG_VERSION) LOOM_MAX_PREEMPTIONS=$(LOOM_MAX_PREEMPTIONS) \
 	  cargo test --workspace --profile $(TEST_PROFILE) --features pool/loom --test 'loom_*' -- --nocapture

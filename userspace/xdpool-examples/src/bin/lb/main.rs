@@ -1,0 +1,154 @@
+//! An L4 load balancer: frames arriving on port `in` are spread over backends behind
+//! port `out` by rendezvous (highest-random-weight) hashing of the 5-tuple, so a flow
+//! keeps its backend and removing a backend moves only the flows it had.
+//!
+//! The rule's `arg` lists the backends: `MAC` or `MAC=IPv4`, comma-separated. The
+//! destination MAC becomes the backend's; with an IP, the IPv4 destination too, with
+//! the IPv4 header checksum and the UDP/TCP checksum updated incrementally
+//! (RFC 1624). The list is parsed once per lane and kept while the arg is unchanged
+//! (a reload that changes it takes effect on the next frame).
+use std::net::Ipv4Addr;
+use xdpool::{Counter, Declaration, Handler, LaneSetup, Mac, Packet, PortRef, Verdict};
+
+mod backends;
+mod checksum;
+use backends::Backends;
+
+/// The load balancer.
+pub struct Lb;
+
+/// One lane's state: the port `out`, the backends of the last arg seen, counters.
+pub struct Lane {
+    out: PortRef,
+    arg: String,
+    backends: Result<Backends, String>,
+    balanced: Counter,
+    bad_arg: Counter,
+    unsupported: Counter,
+}
+
+impl Handler for Lb {
+    type Lane = Lane;
+
+    fn declare(&self) -> Declaration {
+        // Everything leaves `out`; nothing goes back out of `in`.
+        Declaration::new().sends_to("out").tx_per_frame(0)
+    }
+
+    fn lane(&self, setup: &mut LaneSetup<'_>) -> Lane {
+        Lane {
+            out: setup.port("out").expect("declared, so the config has it"),
+            arg: String::new(),
+            backends: Err("no arg yet".into()),
+            balanced: setup.counter("balanced"),
+            bad_arg: setup.counter("bad_arg"),
+            unsupported: setup.counter("unsupported"),
+        }
+    }
+
+    fn handle(&self, lane: &mut Lane, pkt: &mut Packet<'_>) -> Verdict {
+        let arg = pkt.arg().unwrap_or("");
+        if arg != lane.arg {
+            lane.arg = arg.to_string();
+            lane.backends = Backends::parse(arg);
+            if let Err(e) = &lane.backends {
+                tracing::warn!(rule = ?pkt.rule_name(), "lb: {e}; dropping this rule's frames");
+            }
+        }
+        let Ok(backends) = &lane.backends else {
+            lane.bad_arg.inc();
+            return Verdict::drop();
+        };
+        let Some((flow, v4)) = flow_of(pkt) else {
+            lane.unsupported.inc();
+            return Verdict::drop();
+        };
+        let backend = backends.pick(flow);
+        if let Some(ip) = backend.ip {
+            let Some(at) = v4 else {
+                lane.unsupported.inc(); // an IPv4 backend for an IPv6 frame
+                return Verdict::drop();
+            };
+            rewrite_dst_ipv4(pkt.bytes_mut(), at, ip);
+        }
+        lane.balanced.inc();
+        Verdict::forward(lane.out).with_mac(Mac::To(backend.mac))
+    }
+}
+
+/// Where an IPv4 frame's headers are, for the destination rewrite.
+#[derive(Clone, Copy)]
+struct V4At {
+    l3: usize,
+    /// The L4 header and its protocol, when the frame carries one (not for a
+    /// non-first fragment).
+    l4: Option<(usize, u8)>,
+}
+
+/// The flow's hash over (source, destination, protocol, ports), and where its IPv4
+/// headers are. Fragments hash without ports, so all of one datagram's fragments
+/// go to one backend.
+fn flow_of(pkt: &Packet<'_>) -> Option<(u64, Option<V4At>)> {
+    let p = pkt.parse().ok()?;
+    let (src, dst, proto) = (p.src_ip()?, p.dst_ip()?, p.ip_proto()?);
+    let ports = if p.is_fragment() {
+        (0, 0)
+    } else {
+        p.ports().unwrap_or((0, 0))
+    };
+    let mut h = backends::Fnv::new();
+    for ip in [src, dst] {
+        match ip {
+            std::net::IpAddr::V4(a) => h.write(&a.octets()),
+            std::net::IpAddr::V6(a) => h.write(&a.octets()),
+        }
+    }
+    h.write(&[proto]);
+    h.write(&ports.0.to_be_bytes());
+    h.write(&ports.1.to_be_bytes());
+    let v4 = src.is_ipv4().then(|| V4At {
+        l3: p.l3_offset(),
+        l4: p
+            .l4_offset()
+            .filter(|_| p.fragment().is_none_or(|f| f.is_first()))
+            .map(|o| (o, proto)),
+    });
+    Some((h.finish(), v4))
+}
+
+/// Sets the IPv4 destination to `ip`, updating the header checksum and the UDP or
+/// TCP checksum (whose pseudo-header holds the address) without summing the frame.
+fn rewrite_dst_ipv4(frame: &mut [u8], at: V4At, ip: Ipv4Addr) {
+    let dst = at.l3 + 16;
+    let old: [u8; 4] = frame[dst..dst + 4].try_into().expect("parsed IPv4 header");
+    let new = ip.octets();
+    if old == new {
+        return;
+    }
+    frame[dst..dst + 4].copy_from_slice(&new);
+    checksum::update_field(frame, at.l3 + 10, &old, &new);
+    match at.l4 {
+        Some((l4, 6)) if frame.len() >= l4 + 18 => {
+            checksum::update_field(frame, l4 + 16, &old, &new)
+        }
+        Some((l4, 17)) if frame.len() >= l4 + 8 => {
+            let c = l4 + 6;
+            // 0: the sender computed no UDP checksum; it stays without one.
+            if frame[c..c + 2] != [0, 0] {
+                checksum::update_field(frame, c, &old, &new);
+                if frame[c..c + 2] == [0, 0] {
+                    frame[c..c + 2].copy_from_slice(&[0xff, 0xff]);
+                }
+            }
+        }
+        _ => {}
+    }
+}
+
+fn main() {
+    let args = xdpool_examples::Args::parse();
+    xdpool_examples::finish(args.app().handler("lb", Lb).run());
+}
+
+#[cfg(test)]
+mod tests;
