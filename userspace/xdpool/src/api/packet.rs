@@ -312,7 +312,7 @@ impl<'a> Packet<'a> {
     /// Removes `len` bytes at `at` (from the frame's start), moving the bytes before
     /// them back: popping a VLAN tag is `remove(12, 4)`.
     pub fn remove(&mut self, at: usize, len: usize) -> Result<(), NoRoom> {
-        let end = at.checked_add(len).unwrap_or(usize::MAX);
+        let end = at.saturating_add(len);
         if end > self.len() {
             return Err(NoRoom {
                 asked: end,

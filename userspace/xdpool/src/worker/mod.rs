@@ -730,9 +730,9 @@ impl<H: HandlerSet> Worker<H> {
                      they stay out of the pool (stalled shutdown)",
                     leaked.len()
                 );
-                // Their tokens are gone with the handles: the frames stay counted as
-                // the application's, which the pool's destroy reports.
-                leaked.into_iter().for_each(|(f, _)| std::mem::forget(f));
+                // Their tokens go with the handles: the frames stay counted as the
+                // application's, which the pool's destroy reports.
+                drop(leaked);
             }
         }
         if !self.out.is_empty() && !self.lanes.is_empty() {
