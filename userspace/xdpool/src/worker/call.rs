@@ -157,7 +157,7 @@ impl Emit for Emitter<'_> {
 /// Calls handler `id` on `frame` (`d` its descriptor). On success: the frame's new
 /// descriptor (the handler may have moved its head or tail) and the verdict to
 /// apply. The frame stays the caller's either way.
-#[inline]
+#[inline(always)]
 pub(super) fn call<H: HandlerSet>(
     handlers: &H,
     lanes: &mut H::Lanes,
@@ -203,7 +203,7 @@ pub(super) fn call<H: HandlerSet>(
 }
 
 /// The worker's verdict for a handler's: `None` for a port the lane cannot send to.
-#[inline]
+#[inline(always)]
 pub(super) fn verdict(v: crate::api::Verdict, site: &CallSite<'_>) -> Option<Verdict> {
     let port = |p: PortRef| -> Option<PortId> {
         let p = p.0 as PortId;

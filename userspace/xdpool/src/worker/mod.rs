@@ -450,6 +450,10 @@ impl<H: HandlerSet> Worker<H> {
         for d in &descs[..n] {
             lane.port.region().prefetch(d.addr);
         }
+        // One reference to the region for the batch: a clone per frame is an atomic
+        // read-modify-write on a line every worker shares.
+        let region = lane.port.region().clone();
+        let origin = lane.port.socket as u16;
         let mut missed = false;
         for &d in descs[..n].iter() {
             if lane.in_chain(&d) {
@@ -481,9 +485,7 @@ impl<H: HandlerSet> Worker<H> {
                     arg: call.and_then(|c| c.arg.as_deref()),
                     egress: &lane.needs.egress,
                 };
-                let region = lane.port.region().clone();
                 let lanes = &mut handler_lanes[i];
-                let origin = lane.port.socket as u16;
                 let (pool, c, tx) = lane.port.parts();
                 let mut emitter = call::Emitter {
                     pool,
@@ -532,8 +534,6 @@ impl<H: HandlerSet> Worker<H> {
                     }
                 }
             }
-            let region = lane.port.region().clone();
-            let origin = lane.port.socket as u16;
             let (pool, c, tx) = lane.port.parts();
             let mut cx = ActCtx {
                 pool,
