@@ -59,7 +59,7 @@ struct CorpusFrame {
 }
 
 fn corpus() -> Vec<CorpusFrame> {
-    let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/corpus/wire");
+    let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../xdpool/tests/corpus/wire");
     let text =
         std::fs::read_to_string(dir.join("expected.txt")).expect("tests/corpus/wire/expected.txt");
     let frames: Vec<CorpusFrame> = text
@@ -1298,7 +1298,7 @@ fn bounded_fuzz_never_steers_what_the_parser_rejects_and_counts_each_frame_once(
 fn corpus_file(name: &str) -> Vec<u8> {
     std::fs::read(
         PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-            .join("tests/corpus/wire")
+            .join("../xdpool/tests/corpus/wire")
             .join(name),
     )
     .unwrap()
