@@ -20,6 +20,7 @@
 //! `cargo run -p xdpool-lab --example bench_pool --release [-- --json]`.
 #![warn(
     missing_docs,
+    unreachable_pub,
     unsafe_op_in_unsafe_fn,
     clippy::undocumented_unsafe_blocks
 )]

@@ -125,7 +125,7 @@ impl Topology {
 }
 
 /// `numa_node`'s content: a node, or -1 for none.
-pub fn parse_numa_node(s: &str) -> Option<u32> {
+pub(crate) fn parse_numa_node(s: &str) -> Option<u32> {
     s.trim()
         .parse::<i64>()
         .ok()

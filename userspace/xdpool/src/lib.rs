@@ -9,6 +9,7 @@
 //! through `internal`, which is not a stable interface.
 #![warn(
     missing_docs,
+    unreachable_pub,
     unsafe_op_in_unsafe_fn,
     clippy::undocumented_unsafe_blocks
 )]

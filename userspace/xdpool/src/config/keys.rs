@@ -349,7 +349,7 @@ mod tests {
 
     /// The name serde gives a unit variant (`busy-poll`, `native`).
     mod erased {
-        pub trait Ser {
+        pub(super) trait Ser {
             fn name(&self) -> String;
         }
         impl<T: serde::Serialize> Ser for T {

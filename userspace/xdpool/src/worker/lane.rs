@@ -60,7 +60,7 @@ pub(super) struct Lane {
 }
 
 impl Lane {
-    pub fn new(port: Port, shared: Arc<PortShared>, spec: LaneSpec, mode: WaitMode) -> Lane {
+    pub(super) fn new(port: Port, shared: Arc<PortShared>, spec: LaneSpec, mode: WaitMode) -> Lane {
         let rules = LaneRules::new(spec.rules);
         let (own_tx, egress) = rules.current.classifier.needs();
         Lane {
@@ -83,7 +83,7 @@ impl Lane {
 
     /// A new socket: fill it, then return what the application held across the loss.
     #[cold]
-    pub fn start(&mut self, io: Box<dyn super::PortIo>, budget: u16, mode: WaitMode) {
+    pub(super) fn start(&mut self, io: Box<dyn super::PortIo>, budget: u16, mode: WaitMode) {
         self.busy_poll = false;
         self.napi_checked = false;
         self.polled_napi = false;
@@ -101,7 +101,7 @@ impl Lane {
     /// completions are taken, then the socket closes. The frames the kernel held stay
     /// counted in the fill and TX rings until the control thread says `reclaim`.
     #[cold]
-    pub fn give_up(&mut self, remotes: &Remotes) {
+    pub(super) fn give_up(&mut self, remotes: &Remotes) {
         self.drop_chain();
         let deadline = Instant::now() + Duration::from_millis(200);
         let mut quiet = 0;
@@ -127,7 +127,7 @@ impl Lane {
     }
 
     /// Takes back what the closed socket left in the kernel's rings.
-    pub fn reclaim(&mut self, remotes: &Remotes) {
+    pub(super) fn reclaim(&mut self, remotes: &Remotes) {
         let failures = self.port.c.teardown_audit_failures;
         let n = self.port.reclaim(remotes);
         self.note_audit(failures);
@@ -148,7 +148,7 @@ impl Lane {
     }
 
     /// Publishes the counters (and, with `stats`, the kernel's).
-    pub fn publish(&mut self, stats: bool) {
+    pub(super) fn publish(&mut self, stats: bool) {
         self.shared.counters.publish(&self.port.c);
         if !stats {
             return;
@@ -175,7 +175,7 @@ impl Lane {
     /// Wake-ups after a pass: TX when frames wait (busy-poll: always, sendto is where
     /// the kernel polls), RX when the kernel asks (busy-poll: recvfrom on an empty pass).
     #[inline]
-    pub fn kick(&mut self, tx_work: bool, got: usize) {
+    pub(super) fn kick(&mut self, tx_work: bool, got: usize) {
         let mut alive = true;
         if tx_work {
             alive &= self.port.kick_tx(self.busy_poll);
@@ -203,7 +203,7 @@ impl Lane {
     /// Once per batch: takes a rule list the control thread published (and what it
     /// needs per frame).
     #[inline]
-    pub fn refresh_rules(&mut self) {
+    pub(super) fn refresh_rules(&mut self) {
         if self.rules.refresh() {
             let (own_tx, egress) = self.rules.current.classifier.needs();
             self.needs = LaneNeeds { own_tx, egress };
@@ -214,14 +214,14 @@ impl Lane {
     /// Every frame steered here is dropped unread: nothing is sent, nothing read,
     /// nothing held (not during a rule hand-over: each frame's tag is read then).
     #[inline]
-    pub fn drops_unread(&self, hold: usize) -> bool {
+    pub(super) fn drops_unread(&self, hold: usize) -> bool {
         let c = &self.rules.current.classifier;
         !self.rules.by_tag() && c.is_uniform() && c.uniform() == Verdict::DROP && hold == 0
     }
 
     /// `receive` for [`drops_unread`](Self::drops_unread): each frame goes straight
     /// back to the fill ring in one batch (`PoolOwner::rx_drop`).
-    pub fn receive_drop(&mut self, descs: &[XdpDesc], remotes: &Remotes) {
+    pub(super) fn receive_drop(&mut self, descs: &[XdpDesc], remotes: &Remotes) {
         let mut back = 0;
         for &d in descs {
             if self.in_chain(&d) {
@@ -250,7 +250,7 @@ impl Lane {
 
     /// A single-buffer RX descriptor as a frame of our pool, counted, with its verdict.
     #[inline]
-    pub fn take(&mut self, d: XdpDesc) -> Option<(Frame, Verdict)> {
+    pub(super) fn take(&mut self, d: XdpDesc) -> Option<(Frame, Verdict)> {
         let Ok(mut frame) = self.port.pool.take_rx(d.addr, d.len) else {
             self.port.c.rx_rejected += 1;
             return None;
@@ -269,7 +269,7 @@ impl Lane {
     /// The application keeps a dropped frame (`--hold-frames`) while it holds fewer
     /// than `hold`; the frame comes back when it is not kept.
     #[inline]
-    pub fn hold(&mut self, frame: Frame, d: XdpDesc, v: Verdict, hold: usize) -> Option<Frame> {
+    pub(super) fn hold(&mut self, frame: Frame, d: XdpDesc, v: Verdict, hold: usize) -> Option<Frame> {
         if v != Verdict::DROP || self.held.len() >= hold {
             return Some(frame);
         }
@@ -313,7 +313,7 @@ impl Lane {
     }
 
     /// The application returns every frame it held.
-    pub fn release_held(&mut self) {
+    pub(super) fn release_held(&mut self) {
         if self.held.is_empty() {
             return;
         }
@@ -399,7 +399,7 @@ impl Lane {
     }
 
     /// The end: destroy the pool (waiting a while for frames other ports still hold).
-    pub fn finish(self) -> WorkerExit {
+    pub(super) fn finish(self) -> WorkerExit {
         let c = self.port.c;
         let id = self.port.pool.id();
         let report = self.port.pool.destroy();
