@@ -29,6 +29,8 @@ pub struct Packet<'a> {
     tail: usize,
     meta: Meta<'a>,
     emit: Option<&'a mut (dyn Emit + 'a)>,
+    /// The frame was kept ([`keep`](Self::keep)): the verdict does not apply to it.
+    kept: bool,
 }
 
 /// Where [`Packet::emit`] puts a new frame (the worker's pool and queues).
@@ -103,6 +105,7 @@ impl<'a> Packet<'a> {
             tail,
             meta,
             emit,
+            kept: false,
         }
     }
 
@@ -135,7 +138,15 @@ impl<'a> Packet<'a> {
     /// }
     /// ```
     pub fn keep(&mut self) -> Option<super::Kept> {
-        self.emit.as_mut()?.keep()
+        let k = self.emit.as_mut()?.keep();
+        self.kept |= k.is_some();
+        k
+    }
+
+    /// Whether [`keep`](Self::keep) took the frame.
+    #[inline]
+    pub(crate) fn is_kept(&self) -> bool {
+        self.kept
     }
 
     /// Sends a frame kept earlier on this lane as `verdict` says (back, forward,

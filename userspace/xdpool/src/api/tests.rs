@@ -459,3 +459,41 @@ fn a_leaked_kept_frame_is_named_at_the_end() {
     assert_eq!(end.kept_leaked, 1);
     assert_eq!(end.inflight_at_destroy, 1);
 }
+
+#[test]
+fn a_next_hop_nobody_knows_drops_the_frame_counted_and_leaves_the_rest_alone() {
+    struct NextHop;
+    impl Handler for NextHop {
+        type Lane = PortRef;
+        fn declare(&self) -> Declaration {
+            Declaration::new().sends_to("out").tx_per_frame(0)
+        }
+        fn lane(&self, setup: &mut LaneSetup<'_>) -> PortRef {
+            setup.port("out").unwrap()
+        }
+        fn handle(&self, out: &mut PortRef, pkt: &mut Packet<'_>) -> Verdict {
+            // Port 7 to the known next hop, the rest through the neighbour table
+            // (empty here).
+            match pkt.parse().ok().and_then(|p| p.dst_port()) {
+                Some(7) => Verdict::forward(*out).with_mac(Mac::To([2, 0, 0, 0, 0xbb, 1])),
+                _ => Verdict::forward(*out).with_mac(Mac::NextHop),
+            }
+        }
+    }
+    let mut h = Harness::builder(&with_rules(
+        "[[rule]]\nport = \"in\"\nproto = \"udp\"\naction = \"call\"\nhandler = \"nh\"",
+    ))
+    .handler("nh", NextHop)
+    .build()
+    .unwrap();
+    for i in 0..10 {
+        h.send("in", &udp(if i % 2 == 0 { 7 } else { 9 }, i));
+    }
+    h.run();
+    let out = h.sent("out");
+    assert_eq!(out.len(), 5);
+    assert!(out.iter().all(|o| o[..6] == [2, 0, 0, 0, 0xbb, 1]));
+    assert_eq!(h.counter("in", "neigh_miss_drop"), 5);
+    assert_eq!(h.counter("in", "handler_calls"), 10);
+    h.check_accounting().unwrap();
+}

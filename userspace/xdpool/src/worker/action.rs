@@ -335,35 +335,60 @@ pub(crate) fn rewrite(
     egress: Option<PortId>,
     cx: &mut ActCtx<'_>,
 ) -> Option<Frame> {
-    let offset = (d.addr - frame.addr()) as u32;
-    let Some(bytes) = cx.region.frame_bytes(&frame, offset, d.len) else {
-        cx.pool.recycle(frame);
-        cx.c.rx_rejected += 1;
-        return None;
-    };
-    if bytes.len() < 12 {
+    if d.len < 12 {
         cx.pool.recycle(frame);
         cx.c.rx_too_short += 1;
         return None;
     }
     if how == MacRewrite::Keep {
+        // Nothing to view: the descriptor was checked against the chunk when the
+        // frame was taken (or made by a handler's bounds-checked packet view).
         return Some(frame);
     }
-    let macs = match new_macs(bytes, how, egress, cx.macs) {
-        Some(m) => m,
-        None => {
-            cx.pool.recycle(frame);
-            cx.c.neigh_miss_drop += 1;
-            *cx.neigh_missed = true;
-            return None;
-        }
-    };
-    if cx.region.write_frame(&mut frame, offset, &macs).is_err() {
+    let offset = (d.addr - frame.addr()) as usize;
+    // One checked view of the chunk for the read and the write.
+    let Some(chunk) = cx.region.chunk_mut(&mut frame) else {
         cx.pool.recycle(frame);
         cx.c.rx_rejected += 1;
         return None;
+    };
+    let Some(bytes) = chunk.get_mut(offset..offset + d.len as usize) else {
+        cx.pool.recycle(frame);
+        cx.c.rx_rejected += 1;
+        return None;
+    };
+    if rewrite_macs(bytes, how, egress, cx.macs).is_none() {
+        cx.pool.recycle(frame);
+        cx.c.neigh_miss_drop += 1;
+        *cx.neigh_missed = true;
+        return None;
     }
     Some(frame)
+}
+
+/// Rewrites the first 12 bytes of `frame` (at least 12 long) in place: `None`, and
+/// the bytes unchanged, when a MAC needed is unknown.
+#[inline]
+pub(crate) fn rewrite_macs(
+    frame: &mut [u8],
+    how: MacRewrite,
+    egress: Option<PortId>,
+    book: &MacBook,
+) -> Option<()> {
+    match how {
+        MacRewrite::Keep => {}
+        MacRewrite::Swap => {
+            let mut macs = [0u8; 12];
+            macs.copy_from_slice(&frame[..12]);
+            frame[..6].copy_from_slice(&macs[6..]);
+            frame[6..12].copy_from_slice(&macs[..6]);
+        }
+        _ => {
+            let macs = new_macs(frame, how, egress, book)?;
+            frame[..12].copy_from_slice(&macs);
+        }
+    }
+    Some(())
 }
 
 /// The first 12 bytes of `frame` rewritten: `None` when a MAC needed is unknown.

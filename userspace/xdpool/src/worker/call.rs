@@ -2,11 +2,12 @@
 //! as a [`Packet`], the handler's [`Verdict`](crate::api::Verdict) turned into the
 //! worker's own, and a panic caught so that the frame is dropped and counted.
 
-use super::action::{Act, PortId, Verdict};
+use super::action::{rewrite_macs, Act, PortId, Verdict};
 use super::counters::WorkerCountersSnapshot;
 use super::handoff::Egress;
 use crate::api::{Emit, EmitError, HandlerSet, Kept, KeptStore, Kind, Meta, Packet, PortRef};
 use crate::config::MacRewrite;
+use crate::neigh::MacBook;
 use crate::xsk::XdpDesc;
 use pool::{Frame, PoolOwner, Region};
 use std::cell::{Cell, RefCell};
@@ -15,11 +16,13 @@ use std::rc::Rc;
 
 /// Why a handler's frame is not acted on: each is dropped and counted.
 pub(super) enum Refused {
-    /// The handler panicked (its message).
-    Panic(String),
+    /// The handler panicked: what it panicked with ([`panic_message`] reads it).
+    Panic(Box<dyn std::any::Any + Send>),
     /// The verdict named a port this lane cannot send to, or the frame cannot be
     /// viewed (a recycler refusal; counted `rx_rejected` by the caller's drop).
     Verdict,
+    /// The verdict's MAC rewrite needs a next hop nobody knows yet.
+    NeighMiss,
 }
 
 /// Where a lane's handler call comes from: its rule's metadata and the ports a
@@ -57,6 +60,19 @@ pub fn install_panic_hook() {
     });
 }
 
+/// What stays the same for every frame of a lane's batch that `Packet::emit` and
+/// `keep` work with.
+pub(super) struct EmitSite<'a> {
+    pub region: &'a Region,
+    /// The MACs a verdict's rewrite may need.
+    pub book: &'a MacBook,
+    pub origin: u16,
+    pub arrival: PortId,
+    pub egress: &'a [PortId],
+    /// The lane's kept frames.
+    pub store: &'a Rc<KeptStore>,
+}
+
 /// What `Packet::emit` works with: the lane's pool, its TX queue, the batch's frames
 /// for other ports.
 pub(super) struct Emitter<'a> {
@@ -64,12 +80,7 @@ pub(super) struct Emitter<'a> {
     pub c: &'a mut WorkerCountersSnapshot,
     pub tx: &'a mut Vec<XdpDesc>,
     pub out: &'a mut Vec<(PortId, Egress)>,
-    pub region: &'a Region,
-    pub origin: u16,
-    pub arrival: PortId,
-    pub egress: &'a [PortId],
-    /// The lane's kept frames.
-    pub store: &'a Rc<KeptStore>,
+    pub site: &'a EmitSite<'a>,
     /// The slot `Packet::keep` reserved for the frame of this call.
     pub kept: Option<u32>,
 }
@@ -79,7 +90,7 @@ impl Emit for Emitter<'_> {
         if self.kept.is_some() {
             return None;
         }
-        let k = self.store.reserve();
+        let k = self.site.store.reserve();
         self.kept = Some(k.slot());
         Some(k)
     }
@@ -94,7 +105,7 @@ impl Emit for Emitter<'_> {
         ]
         .into_iter()
         .flatten()
-        .all(|p| p.0 as PortId == self.arrival || self.egress.contains(&(p.0 as PortId)));
+        .all(|p| p.0 as PortId == self.site.arrival || self.site.egress.contains(&(p.0 as PortId)));
         if !ok {
             drop(kept);
             return Err(EmitError::UndeclaredPort);
@@ -105,24 +116,24 @@ impl Emit for Emitter<'_> {
 
     fn emit(&mut self, to: PortRef, frame: &[u8]) -> Result<(), EmitError> {
         let p = to.0 as PortId;
-        if p != self.arrival && !self.egress.contains(&p) {
+        if p != self.site.arrival && !self.site.egress.contains(&p) {
             return Err(EmitError::UndeclaredPort);
         }
         let len = frame.len();
-        if len < 14 || len > self.region.chunk_size() as usize {
+        if len < 14 || len > self.site.region.chunk_size() as usize {
             return Err(EmitError::Length(len));
         }
         let Some(frag) = self.pool.alloc_frag(len as u32) else {
             self.c.frag_alloc_failed += 1;
             return Err(EmitError::NoMemory);
         };
-        if self.region.write_frag(&frag, frame).is_err() {
+        if self.site.region.write_frag(&frag, frame).is_err() {
             self.pool.release_frag(frag);
             self.c.rx_rejected += 1;
             return Err(EmitError::NoMemory);
         }
         let len = len as u32;
-        if p == self.arrival {
+        if p == self.site.arrival {
             match self.pool.give_tx_frag(frag) {
                 Ok(addr) => self.tx.push(XdpDesc {
                     addr,
@@ -145,7 +156,7 @@ impl Emit for Emitter<'_> {
                 Egress {
                     desc,
                     token: frag,
-                    origin: self.origin,
+                    origin: self.site.origin,
                 },
             ));
         }
@@ -169,7 +180,7 @@ pub(super) fn call<H: HandlerSet>(
 ) -> Result<(XdpDesc, Verdict), Refused> {
     let base = frame.addr();
     let head = (d.addr - base) as usize;
-    let Some(chunk) = emitter.region.chunk_mut(frame) else {
+    let Some(chunk) = emitter.site.region.chunk_mut(frame) else {
         return Err(Refused::Verdict);
     };
     let meta = Meta {
@@ -178,28 +189,45 @@ pub(super) fn call<H: HandlerSet>(
         rule: site.rule_name,
         arg: site.arg,
     };
+    let book = emitter.site.book;
     let mut pkt = Packet::new(chunk, head, head + d.len as usize, meta, Some(emitter));
     IN_HANDLER.with(|f| f.set(true));
     let r = catch_unwind(AssertUnwindSafe(|| handlers.call(id, lanes, &mut pkt)));
     IN_HANDLER.with(|f| f.set(false));
-    let v = match r {
-        Ok(v) => v,
-        Err(payload) => {
-            let msg = LAST_PANIC
-                .with(|p| p.borrow_mut().take())
-                .or_else(|| payload.downcast_ref::<&str>().map(|s| s.to_string()))
-                .or_else(|| payload.downcast_ref::<String>().cloned())
-                .unwrap_or_else(|| "a handler panicked".to_string());
-            return Err(Refused::Panic(msg));
-        }
+    let v = r.map_err(Refused::Panic)?;
+    let mut v = verdict(v, site).ok_or(Refused::Verdict)?;
+    // The MACs are rewritten here, on the view already checked for the handler,
+    // rather than by the action through a second view of the chunk.
+    let egress = match v.act {
+        Act::Forward { to, .. } => Some(to),
+        _ => None,
     };
+    if let Act::Back { mac } | Act::Forward { mac, .. } = &mut v.act {
+        let kept = pkt.is_kept();
+        let bytes = pkt.bytes_mut();
+        // Shorter than two MACs: left to the action, which drops it, counted.
+        if *mac != MacRewrite::Keep && bytes.len() >= 12 && !kept {
+            rewrite_macs(bytes, *mac, egress, book).ok_or(Refused::NeighMiss)?;
+            *mac = MacRewrite::Keep;
+        }
+    }
     let (off, len) = pkt.span();
     let d = XdpDesc {
         addr: base + off as u64,
         len: len as u32,
         options: 0,
     };
-    Ok((d, verdict(v, site).ok_or(Refused::Verdict)?))
+    Ok((d, v))
+}
+
+/// What a handler panicked with: the message the panic hook kept, else the payload's.
+#[cold]
+pub(super) fn panic_message(payload: &(dyn std::any::Any + Send)) -> String {
+    LAST_PANIC
+        .with(|p| p.borrow_mut().take())
+        .or_else(|| payload.downcast_ref::<&str>().map(|s| s.to_string()))
+        .or_else(|| payload.downcast_ref::<String>().cloned())
+        .unwrap_or_else(|| "a handler panicked".to_string())
 }
 
 /// The worker's verdict for a handler's: `None` for a port the lane cannot send to.

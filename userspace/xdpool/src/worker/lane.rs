@@ -269,7 +269,13 @@ impl Lane {
     /// The application keeps a dropped frame (`--hold-frames`) while it holds fewer
     /// than `hold`; the frame comes back when it is not kept.
     #[inline]
-    pub(super) fn hold(&mut self, frame: Frame, d: XdpDesc, v: Verdict, hold: usize) -> Option<Frame> {
+    pub(super) fn hold(
+        &mut self,
+        frame: Frame,
+        d: XdpDesc,
+        v: Verdict,
+        hold: usize,
+    ) -> Option<Frame> {
         if v != Verdict::DROP || self.held.len() >= hold {
             return Some(frame);
         }

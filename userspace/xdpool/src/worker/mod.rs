@@ -454,6 +454,17 @@ impl<H: HandlerSet> Worker<H> {
         // read-modify-write on a line every worker shares.
         let region = lane.port.region().clone();
         let origin = lane.port.socket as u16;
+        // Out of the lane for the batch, so that the batch's borrow of it leaves the
+        // lane free (put back below; the rules change only between batches).
+        let egress = std::mem::take(&mut lane.needs.egress);
+        let emit_site = call::EmitSite {
+            region: &region,
+            book,
+            origin,
+            arrival: spec.lanes[i].port,
+            egress: &egress,
+            store: &kept[i],
+        };
         let mut missed = false;
         for &d in descs[..n].iter() {
             if lane.in_chain(&d) {
@@ -483,7 +494,7 @@ impl<H: HandlerSet> Worker<H> {
                     queue: lane.shared.queue,
                     rule_name: call.and_then(|c| c.rule_name.as_deref()),
                     arg: call.and_then(|c| c.arg.as_deref()),
-                    egress: &lane.needs.egress,
+                    egress: &egress,
                 };
                 let lanes = &mut handler_lanes[i];
                 let (pool, c, tx) = lane.port.parts();
@@ -492,11 +503,7 @@ impl<H: HandlerSet> Worker<H> {
                     c,
                     tx,
                     out,
-                    region: &region,
-                    origin,
-                    arrival: spec.lanes[i].port,
-                    egress: &lane.needs.egress,
-                    store: &kept[i],
+                    site: &emit_site,
                     kept: None,
                 };
                 let called = call::call(
@@ -513,7 +520,8 @@ impl<H: HandlerSet> Worker<H> {
                     let d = called.as_ref().map_or(d, |(nd, _)| *nd);
                     kept[i].fill(slot, frame, d);
                     lane.port.c.kept_taken += 1;
-                    if let Err(call::Refused::Panic(msg)) = called {
+                    if let Err(call::Refused::Panic(payload)) = called {
+                        let msg = call::panic_message(&*payload);
                         lane.port.c.handler_panics += 1;
                         handler_panicked(&mut panic_logged[i], spec, fabric, lane, msg);
                     }
@@ -525,7 +533,12 @@ impl<H: HandlerSet> Worker<H> {
                         lane.port.pool.recycle(frame);
                         match refused {
                             call::Refused::Verdict => lane.port.c.handler_refused += 1,
-                            call::Refused::Panic(msg) => {
+                            call::Refused::NeighMiss => {
+                                lane.port.c.neigh_miss_drop += 1;
+                                missed = true;
+                            }
+                            call::Refused::Panic(payload) => {
+                                let msg = call::panic_message(&*payload);
                                 lane.port.c.handler_panics += 1;
                                 handler_panicked(&mut panic_logged[i], spec, fabric, lane, msg);
                             }
@@ -549,6 +562,7 @@ impl<H: HandlerSet> Worker<H> {
             };
             action::apply(verdict, frame, d, &mut cx);
         }
+        lane.needs.egress = egress;
         if !kept[i].returned.borrow().is_empty() || !kept[i].sent.borrow().is_empty() {
             settle_kept(
                 lane,
