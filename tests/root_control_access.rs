@@ -44,6 +44,7 @@ fn serve(path: &Path, group: Option<&str>) -> ControlServer {
         Handlers {
             snapshot: Arc::new(|| serde_json::json!({"total": {"rx_packets": 9}})),
             rules: Some(rules),
+            handler_control: None,
         },
         Access::for_group(group).unwrap(),
     )

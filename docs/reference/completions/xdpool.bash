@@ -25,6 +25,9 @@ _xdpool() {
             xdpool,completions)
                 cmd="xdpool__subcmd__completions"
                 ;;
+            xdpool,control)
+                cmd="xdpool__subcmd__control"
+                ;;
             xdpool,demo)
                 cmd="xdpool__subcmd__demo"
                 ;;
@@ -96,6 +99,9 @@ _xdpool() {
                 ;;
             xdpool__subcmd__help,completions)
                 cmd="xdpool__subcmd__help__subcmd__completions"
+                ;;
+            xdpool__subcmd__help,control)
+                cmd="xdpool__subcmd__help__subcmd__control"
                 ;;
             xdpool__subcmd__help,demo)
                 cmd="xdpool__subcmd__help__subcmd__demo"
@@ -185,7 +191,7 @@ _xdpool() {
 
     case "${cmd}" in
         xdpool)
-            opts="-h -V --log --log-format --help --version run lab gen stats capture rules bench demo doctor completions reference help"
+            opts="-h -V --log --log-format --help --version run lab gen stats capture rules control bench demo doctor completions reference help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 1 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -664,6 +670,32 @@ _xdpool() {
             COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
             return 0
             ;;
+        xdpool__subcmd__control)
+            opts="-h -V --socket --json --log --log-format --help --version"
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                --socket)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --log)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --log-format)
+                    COMPREPLY=($(compgen -W "text json" -- "${cur}"))
+                    return 0
+                    ;;
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
         xdpool__subcmd__demo)
             opts="-h -V --forward --count --size --rate --config --log --log-format --help --version"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
@@ -843,7 +875,7 @@ _xdpool() {
             return 0
             ;;
         xdpool__subcmd__help)
-            opts="run lab gen stats capture rules bench demo doctor completions reference help"
+            opts="run lab gen stats capture rules control bench demo doctor completions reference help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -955,6 +987,20 @@ _xdpool() {
             return 0
             ;;
         xdpool__subcmd__help__subcmd__completions)
+            opts=""
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        xdpool__subcmd__help__subcmd__control)
             opts=""
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )

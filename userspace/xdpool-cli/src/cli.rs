@@ -73,6 +73,12 @@ pub enum Command {
         #[command(subcommand)]
         action: RulesAction,
     },
+    /// Send a control message to a packet function of a running program built on
+    /// the xdpool library (its `Handler::control`): every lane of the handler takes
+    /// it between batches and answers. Example: `xdpool control lb "remove 2"`.
+    /// Exit 0 when every lane took it; 1 when a lane refused it (each refusal is
+    /// printed), the handler is unknown, or no instance answers.
+    Control(ControlArgs),
     /// Benchmarks: the recycler's micro-benchmark, or a throughput sweep on the lab.
     Bench {
         /// Which benchmark.
@@ -439,6 +445,21 @@ pub enum RulesAction {
 pub struct RulesApplyArgs {
     /// The rules file (or whole config) to apply.
     pub file: PathBuf,
+    /// Control socket of the running instance.
+    #[arg(long, default_value = xdpool::internal::config::DEFAULT_CONTROL_SOCKET)]
+    pub socket: PathBuf,
+    /// Print the instance's reply as JSON.
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// `xdpool control`
+#[derive(Debug, Args)]
+pub struct ControlArgs {
+    /// The handler's name (what rules give as `handler`).
+    pub handler: String,
+    /// The message (its meaning is the handler's).
+    pub message: String,
     /// Control socket of the running instance.
     #[arg(long, default_value = xdpool::internal::config::DEFAULT_CONTROL_SOCKET)]
     pub socket: PathBuf,

@@ -6,8 +6,8 @@
 
 use clap::Parser;
 use cli::{
-    BenchWhich, CaptureArgs, Cli, Command, DemoArgs, DoctorArgs, EngineArg, GenArgs, LabAction,
-    LabTopology, LogFormat, RulesAction, RulesApplyArgs, RunArgs, StatsArgs,
+    BenchWhich, CaptureArgs, Cli, Command, ControlArgs, DemoArgs, DoctorArgs, EngineArg, GenArgs,
+    LabAction, LabTopology, LogFormat, RulesAction, RulesApplyArgs, RunArgs, StatsArgs,
 };
 use exit::{ExitCode, Fatal};
 use std::io::{BufRead, BufReader};
@@ -48,6 +48,7 @@ fn main() {
         Command::Rules {
             action: RulesAction::Apply(args),
         } => cmd_rules_apply(args),
+        Command::Control(args) => cmd_control(args),
         Command::Bench { which } => cmd_bench(which),
         Command::Demo(args) => cmd_demo(args),
         Command::Doctor(args) => cmd_doctor(args),
@@ -384,6 +385,47 @@ fn cmd_rules_apply(args: RulesApplyArgs) -> Result<(), Fatal> {
     Err(Fatal::new(
         code,
         format!("{}: {error}; the running rules stay", args.file.display()),
+    ))
+}
+
+fn cmd_control(args: ControlArgs) -> Result<(), Fatal> {
+    let reply = xdpool::internal::stats::control::control_handler(
+        &args.socket,
+        &args.handler,
+        &args.message,
+    )
+    .map_err(|e| Fatal::new(ExitCode::Failure, e.to_string()))?;
+    if args.json {
+        println!("{reply}");
+    }
+    let (lanes, answered) = (&reply["lanes"], &reply["answered"]);
+    if reply["ok"] == true {
+        if !args.json {
+            println!("{}: taken by {lanes} lanes", args.handler);
+        }
+        return Ok(());
+    }
+    let mut why: Vec<String> = reply["refused"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .map(|r| {
+            format!(
+                "{} queue {}: {}",
+                r["port"].as_str().unwrap_or("?"),
+                r["queue"],
+                r["error"].as_str().unwrap_or("no reason given")
+            )
+        })
+        .collect();
+    if answered != lanes {
+        why.push(format!(
+            "{answered} of {lanes} lanes answered within 2 s (a worker busy or stopping)"
+        ));
+    }
+    Err(Fatal::new(
+        ExitCode::Failure,
+        format!("{}: {}", args.handler, why.join("; ")),
     ))
 }
 

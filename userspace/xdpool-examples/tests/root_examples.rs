@@ -106,6 +106,13 @@ fn lb_delivers_every_flow_to_a_backend_with_valid_checksums() {
         "lb",
         &[("\"xdpool-fwd\"", &format!("\"{fwd}\""))],
     );
+    let sock = dir.path().join("control.sock");
+    let text = std::fs::read_to_string(&cfg).unwrap();
+    std::fs::write(
+        &cfg,
+        format!("{text}\n[stats]\ncontrol_socket = \"{}\"\n", sock.display()),
+    )
+    .unwrap();
     let run = ExampleRun::start(env!("CARGO_BIN_EXE_lb"), &cfg);
     let udp = || snmp(&dst, "Udp", ["NoPorts", "InCsumErrors", "InErrors"]);
     let before = udp();
@@ -122,6 +129,24 @@ fn lb_delivers_every_flow_to_a_backend_with_valid_checksums() {
     // verifies is counted NoPorts, each that does not InCsumErrors.
     settle(before[0] + N, || udp()[0]);
     let after = udp();
+    // `xdpool control lb LIST` on the running program: both lanes (in and out,
+    // one queue each) take a good list and refuse a bad one.
+    let control = |msg: &str| {
+        xdpool::internal::stats::control::control_handler(&sock, "lb", msg).expect("it answers")
+    };
+    let reply = control("02:78:64:70:02:01=198.18.2.11");
+    assert_eq!(
+        (reply["ok"].clone(), reply["answered"].clone()),
+        (true.into(), 2.into()),
+        "{reply}"
+    );
+    let reply = control("02:78:64:70:02:01=not-an-ip");
+    assert_eq!(reply["ok"], false, "{reply}");
+    assert_eq!(
+        reply["refused"].as_array().map(Vec::len),
+        Some(2),
+        "{reply}"
+    );
     let (code, s) = run.stop();
     assert_eq!(code, Some(0), "{s:#}");
     assert_eq!(

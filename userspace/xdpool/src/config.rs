@@ -81,6 +81,26 @@ pub struct HandlerTable {
     pub handlers: Vec<HandlerDecl>,
 }
 
+impl HandlerTable {
+    /// The id of the handler registered as `name`; the error names the ones there are.
+    pub fn id_of(&self, name: &str) -> Result<u16, String> {
+        match self.handlers.iter().position(|h| h.name == name) {
+            Some(i) => Ok(i as u16),
+            None if self.handlers.is_empty() => Err(format!(
+                "no handler named `{name}`: this program registers no packet functions"
+            )),
+            None => Err(format!(
+                "no handler named `{name}`: this program registers {}",
+                self.handlers
+                    .iter()
+                    .map(|h| format!("`{}`", h.name))
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            )),
+        }
+    }
+}
+
 /// One registered handler, as the config sees it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct HandlerDecl {
@@ -90,6 +110,8 @@ pub struct HandlerDecl {
     pub ports: Vec<String>,
     /// Most descriptors one frame puts on the arrival port's TX ring.
     pub tx_per_frame: usize,
+    /// How often its lanes want [`Handler::tick`](crate::Handler::tick) (none: never).
+    pub tick: Option<std::time::Duration>,
 }
 
 /// A `call` rule's handler, resolved.

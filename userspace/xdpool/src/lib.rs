@@ -48,7 +48,7 @@ mod xsk;
 
 pub use api::{
     App, Counter, Declaration, EmitError, Handler, HandlerSet, Kept, LaneSetup, Mac, Named, NoRoom,
-    Packet, PortRef, UserCounters, Verdict,
+    Packet, PortRef, Tick, UserCounters, Verdict,
 };
 pub use error::RunError as Error;
 pub use run::Summary;

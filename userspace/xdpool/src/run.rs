@@ -278,7 +278,41 @@ fn build_fabric(plan: &Plan, neighbours: Arc<Neighbours>) -> Result<Arc<Fabric>,
         capture: Default::default(),
         file_capture: Default::default(),
         handler_failure: Default::default(),
+        mailbox: Default::default(),
     }))
+}
+
+/// `xdpool control HANDLER MESSAGE`: the message handed to every lane's state of
+/// the handler (each worker takes it between batches; 2 s for all to answer).
+fn handler_control(
+    table: Arc<crate::config::HandlerTable>,
+    fabric: Arc<Fabric>,
+) -> crate::stats::control::HandlerControlFn {
+    Arc::new(move |name, text| {
+        let id = match table.id_of(name) {
+            Ok(id) => id,
+            Err(e) => return serde_json::json!({ "error": e }),
+        };
+        let lanes = fabric.sockets.len();
+        let d = fabric
+            .mailbox
+            .send(id, text, lanes, std::time::Duration::from_secs(2));
+        let refused: Vec<serde_json::Value> = d
+            .answers
+            .iter()
+            .filter_map(|a| {
+                let e = a.result.as_ref().err()?;
+                Some(serde_json::json!({ "port": a.port, "queue": a.queue, "error": e }))
+            })
+            .collect();
+        serde_json::json!({
+            "ok": refused.is_empty() && d.answers.len() == lanes,
+            "handler": name,
+            "lanes": lanes,
+            "answered": d.answers.len(),
+            "refused": refused,
+        })
+    })
 }
 
 /// Starts every worker thread; on failure stops those started.
@@ -501,6 +535,7 @@ pub fn run(cfg: &Config, opts: &RunOptions) -> Result<Summary, RunError> {
         cfg,
         &snapshot_fn,
         Some(crate::reload::control_handler(reloader.clone())),
+        Some(handler_control(cfg.handlers.clone(), rt.fabric.clone())),
         &health,
         web.as_ref(),
         access,

@@ -94,6 +94,7 @@ pub struct Harness<H: HandlerSet = ()> {
     sent: Vec<Vec<Vec<u8>>>,
     fabric: Arc<Fabric>,
     region: Arc<Region>,
+    table: Arc<HandlerTable>,
 }
 
 impl Harness<()> {
@@ -137,8 +138,8 @@ impl<H: HandlerSet> Builder<H> {
         let mut decls = Vec::new();
         self.handlers.decls(&mut decls);
         let table = Arc::new(HandlerTable { handlers: decls });
-        let cfg =
-            Config::parse_with(&self.config, table).map_err(|e| Error::Usage(e.to_string()))?;
+        let cfg = Config::parse_with(&self.config, table.clone())
+            .map_err(|e| Error::Usage(e.to_string()))?;
         let defs = cfg.ports();
         let ports: Vec<String> = defs.iter().map(|p| p.name.clone()).collect();
         let port_of = |name: &str| {
@@ -197,6 +198,7 @@ impl<H: HandlerSet> Builder<H> {
             capture: Default::default(),
             file_capture: Default::default(),
             handler_failure: Default::default(),
+            mailbox: Default::default(),
         });
         let lanes = (0..ports.len())
             .map(|p| LaneSpec {
@@ -236,6 +238,7 @@ impl<H: HandlerSet> Builder<H> {
             steering,
             fabric,
             region,
+            table,
         })
     }
 }
@@ -316,6 +319,37 @@ impl<H: HandlerSet> Harness<H> {
             }
         }
         panic!("the worker did not settle in 10 000 passes");
+    }
+
+    /// Sends `msg` to every lane of handler `handler`, as `xdpool control HANDLER
+    /// MSG` does, and lets the worker take it between passes: the number of lanes
+    /// that took it, or the first lane's refusal (`PORT queue Q: why`).
+    pub fn control(&mut self, handler: &str, msg: &str) -> Result<usize, String> {
+        let id = self.table.id_of(handler)?;
+        let seq = self.fabric.mailbox.post(id, msg);
+        self.run();
+        let answers = self.fabric.mailbox.answers(seq);
+        if answers.len() != self.ports.len() {
+            return Err(format!(
+                "{} of {} lanes answered",
+                answers.len(),
+                self.ports.len()
+            ));
+        }
+        for a in &answers {
+            if let Err(why) = &a.result {
+                return Err(format!("{} queue {}: {why}", a.port, a.queue));
+            }
+        }
+        Ok(answers.len())
+    }
+
+    /// Moves the clock the handlers' ticks see on by `d`, then runs as
+    /// [`run`](Self::run) does (a lane's tick is due when `d` reaches the
+    /// handler's `Declaration::tick_every`).
+    pub fn advance(&mut self, d: std::time::Duration) {
+        self.driven.advance(d);
+        self.run();
     }
 
     /// The frames that left `port` since the last call, in order, byte for byte.

@@ -1,7 +1,7 @@
 //! The packet-function trait, what a handler declares, its per-lane state and
 //! counters, and the set of handlers a program registers.
 
-use super::{Packet, PortRef, Verdict};
+use super::{Packet, PortRef, Tick, Verdict};
 use crate::config::HandlerDecl;
 use std::marker::PhantomData;
 use std::rc::Rc;
@@ -68,6 +68,52 @@ pub trait Handler: Send + Sync + 'static {
     /// place; whatever is returned, the frame is accounted for (a panic drops it,
     /// counted as `handler_panic`).
     fn handle(&self, lane: &mut Self::Lane, pkt: &mut Packet<'_>) -> Verdict;
+
+    /// Takes a control message for one lane: how a running program changes the
+    /// handler's own data (a load balancer's backends, a firewall's blocklist).
+    /// Called on the lane's worker between batches, once per lane, with the text
+    /// given to `xdpool control HANDLER MESSAGE` (or `Harness::control` in tests).
+    /// An `Err` is the lane's answer to the sender and changes nothing else; a
+    /// panic is caught and answered as an error. The default takes no messages.
+    ///
+    /// ```
+    /// use xdpool::{Handler, LaneSetup, Packet, Verdict};
+    ///
+    /// struct Block;
+    /// impl Handler for Block {
+    ///     type Lane = Vec<[u8; 4]>;
+    ///     fn lane(&self, _: &mut LaneSetup<'_>) -> Self::Lane {
+    ///         Vec::new()
+    ///     }
+    ///     fn handle(&self, blocked: &mut Self::Lane, pkt: &mut Packet<'_>) -> Verdict {
+    ///         match pkt.parse().ok().and_then(|p| p.src_ip()) {
+    ///             Some(std::net::IpAddr::V4(ip)) if blocked.contains(&ip.octets()) => {
+    ///                 Verdict::drop()
+    ///             }
+    ///             _ => Verdict::back(),
+    ///         }
+    ///     }
+    ///     // `xdpool control block "198.18.0.9"`
+    ///     fn control(&self, blocked: &mut Self::Lane, msg: &str) -> Result<(), String> {
+    ///         let ip: std::net::Ipv4Addr = msg.trim().parse().map_err(|e| format!("{e}"))?;
+    ///         blocked.push(ip.octets());
+    ///         Ok(())
+    ///     }
+    /// }
+    /// ```
+    fn control(&self, lane: &mut Self::Lane, msg: &str) -> Result<(), String> {
+        let _ = (lane, msg);
+        Err("this handler takes no control messages".to_string())
+    }
+
+    /// Called on each lane's worker between batches, about every
+    /// [`Declaration::tick_every`] (never without it), while the lane is attached
+    /// to its device: what releases frames kept for later (a delay line, a reorder
+    /// buffer's timeout) when no new frame arrives to do it. [`Tick`] sends kept
+    /// frames and emits new ones as a [`Packet`] does.
+    fn tick(&self, lane: &mut Self::Lane, tick: &mut Tick<'_>) {
+        let _ = (lane, tick);
+    }
 }
 
 impl<F> Handler for F
@@ -95,6 +141,7 @@ where
 pub struct Declaration {
     pub(crate) ports: Vec<String>,
     pub(crate) tx_per_frame: usize,
+    pub(crate) tick: Option<std::time::Duration>,
 }
 
 impl Declaration {
@@ -103,6 +150,7 @@ impl Declaration {
         Declaration {
             ports: Vec::new(),
             tx_per_frame: 1,
+            tick: None,
         }
     }
 
@@ -117,6 +165,13 @@ impl Declaration {
     /// handler that never sends back; 1 by default).
     pub fn tx_per_frame(mut self, n: usize) -> Declaration {
         self.tx_per_frame = n;
+        self
+    }
+
+    /// Calls [`Handler::tick`] on each lane about every `every` (at least 1 ms;
+    /// the worker looks at the clock only when some handler asks for ticks).
+    pub fn tick_every(mut self, every: std::time::Duration) -> Declaration {
+        self.tick = Some(every.max(std::time::Duration::from_millis(1)));
         self
     }
 }
@@ -273,6 +328,12 @@ pub trait HandlerSet: sealed::Sealed + Send + Sync + 'static {
     /// Calls handler `id`.
     #[doc(hidden)]
     fn call(&self, id: u16, lanes: &mut Self::Lanes, pkt: &mut Packet<'_>) -> Verdict;
+    /// Hands handler `id` a control message for one lane.
+    #[doc(hidden)]
+    fn control(&self, id: u16, lanes: &mut Self::Lanes, msg: &str) -> Result<(), String>;
+    /// Ticks every handler that asked for ticks.
+    #[doc(hidden)]
+    fn tick(&self, lanes: &mut Self::Lanes, tick: &mut Tick<'_>);
 }
 
 impl HandlerSet for () {
@@ -286,6 +347,10 @@ impl HandlerSet for () {
         // is refused at load).
         Verdict::drop()
     }
+    fn control(&self, _: u16, _: &mut (), _: &str) -> Result<(), String> {
+        Err("no such handler".to_string())
+    }
+    fn tick(&self, _: &mut (), _: &mut Tick<'_>) {}
 }
 
 impl<R: HandlerSet, H: Handler> HandlerSet for (R, Named<H>) {
@@ -299,6 +364,7 @@ impl<R: HandlerSet, H: Handler> HandlerSet for (R, Named<H>) {
             name: self.1.name.clone(),
             ports: d.ports,
             tx_per_frame: d.tx_per_frame,
+            tick: d.tick,
         });
     }
 
@@ -323,6 +389,19 @@ impl<R: HandlerSet, H: Handler> HandlerSet for (R, Named<H>) {
         } else {
             self.0.call(id, &mut lanes.0, pkt)
         }
+    }
+
+    fn control(&self, id: u16, lanes: &mut Self::Lanes, msg: &str) -> Result<(), String> {
+        if id == R::COUNT {
+            self.1.handler.control(&mut lanes.1, msg)
+        } else {
+            self.0.control(id, &mut lanes.0, msg)
+        }
+    }
+
+    fn tick(&self, lanes: &mut Self::Lanes, tick: &mut Tick<'_>) {
+        self.0.tick(&mut lanes.0, tick);
+        self.1.handler.tick(&mut lanes.1, tick);
     }
 }
 

@@ -12,12 +12,14 @@ mod kept;
 mod packet;
 #[cfg(test)]
 mod tests;
+mod tick;
 mod verdict;
 
 pub use app::App;
 pub use handler::{Counter, Declaration, Handler, HandlerSet, LaneSetup, Named, UserCounters};
 pub use kept::Kept;
 pub use packet::{EmitError, NoRoom, Packet};
+pub use tick::Tick;
 pub use verdict::{Mac, PortRef, Verdict};
 
 pub(crate) use kept::{send as kept_send, KeptStore};

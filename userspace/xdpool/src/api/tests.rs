@@ -497,3 +497,152 @@ fn a_next_hop_nobody_knows_drops_the_frame_counted_and_leaves_the_rest_alone() {
     assert_eq!(h.counter("in", "handler_calls"), 10);
     h.check_accounting().unwrap();
 }
+
+/// Sends back UDP to the ports it was told to (`allow PORT`, `deny PORT` as control
+/// messages), drops the rest.
+struct Gate;
+
+impl Handler for Gate {
+    type Lane = Vec<u16>;
+    fn lane(&self, _: &mut LaneSetup<'_>) -> Vec<u16> {
+        Vec::new()
+    }
+    fn handle(&self, open: &mut Vec<u16>, pkt: &mut Packet<'_>) -> Verdict {
+        match pkt.parse().ok().and_then(|p| p.dst_port()) {
+            Some(p) if open.contains(&p) => Verdict::back(),
+            _ => Verdict::drop(),
+        }
+    }
+    fn control(&self, open: &mut Vec<u16>, msg: &str) -> Result<(), String> {
+        let (verb, port) = msg
+            .split_once(' ')
+            .ok_or_else(|| format!("`{msg}`: say `allow PORT` or `deny PORT`"))?;
+        let port: u16 = port.trim().parse().map_err(|e| format!("`{port}`: {e}"))?;
+        match verb {
+            "allow" => open.push(port),
+            "deny" => open.retain(|&p| p != port),
+            "panic" => panic!("told to"),
+            _ => return Err(format!("`{verb}`: say `allow` or `deny`")),
+        }
+        Ok(())
+    }
+}
+
+#[test]
+fn a_control_message_changes_every_lanes_state_between_batches() {
+    let mut h = Harness::builder(&with_rules(
+        "[[rule]]\nport = \"in\"\nproto = \"udp\"\naction = \"call\"\nhandler = \"gate\"\n\
+         [[rule]]\nport = \"out\"\nproto = \"udp\"\naction = \"call\"\nhandler = \"gate\"",
+    ))
+    .handler("gate", Gate)
+    .handler("plain", |_: &mut Packet<'_>| Verdict::drop())
+    .build()
+    .unwrap();
+    h.send("in", &udp(53, 1));
+    h.run();
+    assert!(h.sent("in").is_empty(), "nothing is open yet");
+
+    // Both lanes (one per port) take it.
+    assert_eq!(h.control("gate", "allow 53"), Ok(2));
+    h.send("in", &udp(53, 2));
+    h.send("out", &udp(53, 3));
+    h.send("in", &udp(54, 4));
+    h.run();
+    assert_eq!(h.sent("in"), vec![udp(53, 2)]);
+    assert_eq!(h.sent("out"), vec![udp(53, 3)]);
+
+    // A refusal names the lane and the handler's words, and changes nothing.
+    let e = h.control("gate", "open 53").unwrap_err();
+    assert_eq!(e, "in queue 0: `open`: say `allow` or `deny`");
+    let e = h.control("gate", "panic 1").unwrap_err();
+    assert!(e.contains("the handler panicked: "), "{e}");
+    assert!(e.contains("told to"), "{e}");
+    let e = h.control("plain", "allow 1").unwrap_err();
+    assert!(e.contains("this handler takes no control messages"), "{e}");
+    let e = h.control("nat", "allow 1").unwrap_err();
+    assert_eq!(
+        e,
+        "no handler named `nat`: this program registers `gate`, `plain`"
+    );
+    h.send("in", &udp(53, 5));
+    h.run();
+    assert_eq!(h.sent("in").len(), 1, "53 is still open");
+
+    assert_eq!(h.control("gate", "deny 53"), Ok(2));
+    h.send("in", &udp(53, 6));
+    h.run();
+    assert!(h.sent("in").is_empty());
+    assert_eq!(
+        h.counter("in", "handler_panics"),
+        0,
+        "a control panic is its answer"
+    );
+    h.check_accounting().unwrap();
+}
+
+/// Holds every frame for two ticks, then sends it back: a delay line.
+struct DelayLine;
+#[derive(Default)]
+struct Delayed {
+    ticks: u64,
+    held: std::collections::VecDeque<(u64, crate::Kept)>,
+}
+
+impl Handler for DelayLine {
+    type Lane = Delayed;
+    fn declare(&self) -> Declaration {
+        Declaration::new().tick_every(std::time::Duration::from_millis(10))
+    }
+    fn lane(&self, _: &mut LaneSetup<'_>) -> Delayed {
+        Delayed::default()
+    }
+    fn handle(&self, lane: &mut Delayed, pkt: &mut Packet<'_>) -> Verdict {
+        if let Some(k) = pkt.keep() {
+            lane.held.push_back((lane.ticks, k));
+        }
+        Verdict::drop()
+    }
+    fn tick(&self, lane: &mut Delayed, tick: &mut crate::Tick<'_>) {
+        lane.ticks += 1;
+        while lane
+            .held
+            .front()
+            .is_some_and(|(at, _)| at + 2 <= lane.ticks)
+        {
+            let (_, k) = lane.held.pop_front().unwrap();
+            tick.send_kept(k, Verdict::back()).unwrap();
+        }
+    }
+}
+
+#[test]
+fn a_tick_sends_kept_frames_when_no_new_frame_arrives() {
+    use std::time::Duration;
+    let mut h = Harness::builder(&with_rules(
+        "[[rule]]\nport = \"in\"\nproto = \"udp\"\naction = \"call\"\nhandler = \"delay\"",
+    ))
+    .handler("delay", DelayLine)
+    .build()
+    .unwrap();
+    for i in 0..10 {
+        h.send("in", &udp(9, i));
+    }
+    h.run();
+    assert!(h.sent("in").is_empty());
+    assert_eq!(h.counter("in", "kept"), 10);
+    // Not due yet: no tick.
+    h.advance(Duration::from_millis(5));
+    h.advance(Duration::from_millis(4));
+    assert!(h.sent("in").is_empty());
+    // One tick: still held (two are needed).
+    h.advance(Duration::from_millis(1));
+    assert!(h.sent("in").is_empty());
+    assert_eq!(h.counter("in", "kept"), 10);
+    // The second: all ten leave, in order, with nothing new arriving.
+    h.advance(Duration::from_millis(10));
+    let out = h.sent("in");
+    assert_eq!(out, (0..10).map(|i| udp(9, i)).collect::<Vec<_>>());
+    assert_eq!(h.counter("in", "kept"), 0);
+    assert_eq!(h.counter("in", "kept_sent"), 10);
+    h.check_accounting().unwrap();
+}

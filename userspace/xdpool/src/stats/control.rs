@@ -100,6 +100,17 @@ pub enum ControlError {
 /// Applies a rules text and answers with the reply (`rules apply`).
 pub type RulesFn = Arc<dyn Fn(&str) -> serde_json::Value + Send + Sync>;
 
+/// Hands a control message to a packet function's lanes (`handler NAME`): the
+/// handler's name and the message; the reply.
+pub type HandlerControlFn = Arc<dyn Fn(&str, &str) -> serde_json::Value + Send + Sync>;
+
+/// The command that sends a packet function a control message: `handler NAME`,
+/// then the message as the rest of the stream.
+pub const HANDLER_COMMAND: &str = "handler";
+
+/// Largest control message `handler NAME` takes.
+const MAX_HANDLER_MESSAGE: u64 = 64 << 10;
+
 /// What the socket serves.
 #[derive(Clone)]
 pub struct Handlers {
@@ -107,6 +118,8 @@ pub struct Handlers {
     pub snapshot: SnapshotFn,
     /// `rules apply` (absent: the command is refused).
     pub rules: Option<RulesFn>,
+    /// `handler NAME` (absent: the command is refused).
+    pub handler_control: Option<HandlerControlFn>,
 }
 
 /// Largest rules text `rules apply` takes.
@@ -127,6 +140,7 @@ impl ControlServer {
         Self::start_with(
             path,
             Handlers {
+                handler_control: None,
                 snapshot,
                 rules: None,
             },
@@ -596,6 +610,14 @@ fn serve_client(
             out.write_all(body.as_bytes())
         }
         "rules apply" => serve_rules_apply(&stream, rest, handlers.rules.as_ref(), peer, refusals),
+        l if l.split_whitespace().next() == Some(HANDLER_COMMAND) => serve_handler_control(
+            &stream,
+            l,
+            rest,
+            handlers.handler_control.as_ref(),
+            peer,
+            refusals,
+        ),
         l if l.split_whitespace().next() == Some(crate::capture::wire::COMMAND) => {
             match stream.try_clone() {
                 Ok(s) => serve_capture(s, l, capture, stop),
@@ -612,7 +634,7 @@ fn serve_client(
             refusals.say(Some(&peer), &format!("refused: unknown command `{shown}`"));
             out.write_all(
                 error_reply(&format!(
-                    "unknown command `{shown}`: the commands are `stats`, `rules apply` and `capture`"
+                    "unknown command `{shown}`: the commands are `stats`, `rules apply`, `handler NAME` and `capture`"
                 ))
                 .as_bytes(),
             )
@@ -640,28 +662,26 @@ fn serve_capture(
     }
 }
 
-/// `rules apply`: the rest of the stream is the rules text, whole within
-/// [`RULES_DEADLINE`] and at most [`MAX_RULES_TEXT`] bytes.
-fn serve_rules_apply(
+/// The rest of the stream after the command line, whole within [`RULES_DEADLINE`]
+/// and at most `limit` bytes (`what` names it in the refusal); `Err` inside for a
+/// body too long or too slow.
+fn read_body(
     stream: &UnixStream,
     first: Vec<u8>,
-    rules: Option<&RulesFn>,
-    peer: Peer,
-    refusals: &RefusalLog,
-) -> std::io::Result<()> {
+    limit: u64,
+    what: &str,
+) -> std::io::Result<(Result<(), String>, Vec<u8>)> {
     let deadline = Instant::now() + RULES_DEADLINE;
     let mut text = first;
     let mut chunk = vec![0u8; 64 * 1024];
     let complete = loop {
-        if text.len() as u64 > MAX_RULES_TEXT {
-            break Err(format!(
-                "the rules text is larger than {MAX_RULES_TEXT} bytes"
-            ));
+        if text.len() as u64 > limit {
+            break Err(format!("{what} is larger than {limit} bytes"));
         }
         let left = deadline.saturating_duration_since(Instant::now());
         if left.is_zero() {
             break Err(format!(
-                "the rules text did not end within {} s (shut down the writing side after it)",
+                "{what} did not end within {} s (shut down the writing side after it)",
                 RULES_DEADLINE.as_secs()
             ));
         }
@@ -678,6 +698,50 @@ fn serve_rules_apply(
             Err(e) => return Err(e),
         }
     };
+    Ok((complete, text))
+}
+
+/// `handler NAME`: the rest of the stream is the message for handler NAME's lanes.
+fn serve_handler_control(
+    stream: &UnixStream,
+    line: &str,
+    first: Vec<u8>,
+    control: Option<&HandlerControlFn>,
+    peer: Peer,
+    refusals: &RefusalLog,
+) -> std::io::Result<()> {
+    let mut words = line.split_whitespace().skip(1);
+    let (Some(name), None) = (words.next(), words.next()) else {
+        return (&*stream).write_all(
+            error_reply("say `handler NAME`, then the message as the rest of the stream")
+                .as_bytes(),
+        );
+    };
+    let (complete, text) = read_body(stream, first, MAX_HANDLER_MESSAGE, "the message")?;
+    let reply = match (complete, String::from_utf8(text)) {
+        (Err(why), _) => {
+            refusals.say(Some(&peer), &format!("refused `handler {name}`: {why}"));
+            serde_json::json!({ "error": why })
+        }
+        (_, Err(_)) => serde_json::json!({ "error": "the message is not UTF-8" }),
+        (Ok(()), Ok(text)) => match control {
+            Some(f) => f(name, &text),
+            None => serde_json::json!({ "error": "this instance takes no handler messages" }),
+        },
+    };
+    (&*stream).write_all(reply.to_string().as_bytes())
+}
+
+/// `rules apply`: the rest of the stream is the rules text, whole within
+/// [`RULES_DEADLINE`] and at most [`MAX_RULES_TEXT`] bytes.
+fn serve_rules_apply(
+    stream: &UnixStream,
+    first: Vec<u8>,
+    rules: Option<&RulesFn>,
+    peer: Peer,
+    refusals: &RefusalLog,
+) -> std::io::Result<()> {
+    let (complete, text) = read_body(stream, first, MAX_RULES_TEXT, "the rules text")?;
     let reply = match (complete, String::from_utf8(text)) {
         (Err(why), _) => {
             refusals.say(Some(&peer), &format!("refused `rules apply`: {why}"));
@@ -796,6 +860,21 @@ pub fn query(path: &Path) -> Result<serde_json::Value, ControlError> {
     ask(path, "stats", None, CLIENT_WAIT)
 }
 
+/// Sends `msg` to packet function `handler` of the instance at `path`; its reply
+/// (`ok`, `lanes`, `answered`, `refused`: each refusing lane's port, queue, error).
+pub fn control_handler(
+    path: &Path,
+    handler: &str,
+    msg: &str,
+) -> Result<serde_json::Value, ControlError> {
+    ask(
+        path,
+        &format!("{HANDLER_COMMAND} {handler}"),
+        Some(msg),
+        Duration::from_secs(10),
+    )
+}
+
 /// Sends `text` to the instance at `path` as `rules apply`; its reply.
 pub fn apply_rules(path: &Path, text: &str) -> Result<serde_json::Value, ControlError> {
     // A reload waits for every worker (1 s at most) and may load a program.
@@ -847,6 +926,7 @@ mod tests {
         let server = ControlServer::start_with(
             &path,
             Handlers {
+                handler_control: None,
                 snapshot: snap.clone(),
                 rules: Some(rules),
             },
@@ -871,6 +951,63 @@ mod tests {
             (serde_json::json!(false), serde_json::json!("refused")),
             "{reply}"
         );
+    }
+
+    #[test]
+    fn a_handler_message_reaches_its_function_whole_and_misuse_is_named() {
+        use std::os::unix::fs::PermissionsExt;
+        let dir = tempfile::Builder::new()
+            .prefix("xdpool-ctl-")
+            .permissions(std::fs::Permissions::from_mode(0o700))
+            .tempdir()
+            .unwrap();
+        let path = dir.path().join("h.sock");
+        let control: HandlerControlFn = Arc::new(|name: &str, text: &str| {
+            if name != "lb" {
+                return serde_json::json!({ "error": format!("no handler named `{name}`") });
+            }
+            serde_json::json!({ "ok": true, "handler": name, "text": text, "lanes": 2, "answered": 2 })
+        });
+        let _server = ControlServer::start_with(
+            &path,
+            Handlers {
+                snapshot: Arc::new(|| serde_json::json!({})),
+                rules: None,
+                handler_control: Some(control),
+            },
+        )
+        .unwrap();
+        let msg = "remove 2\nweights 1 1 3\n";
+        let reply = control_handler(&path, "lb", msg).unwrap();
+        assert_eq!(reply["text"], msg, "the whole message arrives: {reply}");
+        assert_eq!(reply["ok"], true);
+        match control_handler(&path, "nat", "x") {
+            Err(ControlError::Refused { reason, .. }) => {
+                assert_eq!(reason, "no handler named `nat`")
+            }
+            other => panic!("{other:?}"),
+        }
+        match control_handler(&path, "lb extra", "x") {
+            Err(ControlError::Refused { reason, .. }) => {
+                assert!(reason.starts_with("say `handler NAME`"), "{reason}")
+            }
+            other => panic!("{other:?}"),
+        }
+        let big = "x".repeat((MAX_HANDLER_MESSAGE + 1) as usize);
+        match control_handler(&path, "lb", &big) {
+            Err(ControlError::Refused { reason, .. }) => {
+                assert!(reason.starts_with("the message is larger than"), "{reason}")
+            }
+            other => panic!("{other:?}"),
+        }
+        // An instance without handlers says so.
+        let (_d, plain, _s) = serving("noh");
+        match control_handler(&plain, "lb", "x") {
+            Err(ControlError::Refused { reason, .. }) => {
+                assert_eq!(reason, "this instance takes no handler messages")
+            }
+            other => panic!("{other:?}"),
+        }
     }
 
     fn serving(tag: &str) -> (tempfile::TempDir, PathBuf, ControlServer) {

@@ -27,6 +27,7 @@ pub fn start_servers(
     cfg: &crate::config::Config,
     snapshot: &SnapshotFn,
     rules: Option<control::RulesFn>,
+    handler_control: Option<control::HandlerControlFn>,
     health: &Arc<http::Health>,
     web: Option<&Arc<web::Web>>,
     access: control::Access,
@@ -34,6 +35,7 @@ pub fn start_servers(
     let handlers = control::Handlers {
         snapshot: snapshot.clone(),
         rules,
+        handler_control,
     };
     let control = match control::ControlServer::start_with_access(
         &cfg.stats.control_socket,

@@ -191,9 +191,7 @@ pub(super) fn call<H: HandlerSet>(
     };
     let book = emitter.site.book;
     let mut pkt = Packet::new(chunk, head, head + d.len as usize, meta, Some(emitter));
-    IN_HANDLER.with(|f| f.set(true));
-    let r = catch_unwind(AssertUnwindSafe(|| handlers.call(id, lanes, &mut pkt)));
-    IN_HANDLER.with(|f| f.set(false));
+    let r = guarded(|| handlers.call(id, lanes, &mut pkt));
     let v = r.map_err(Refused::Panic)?;
     let mut v = verdict(v, site).ok_or(Refused::Verdict)?;
     // The MACs are rewritten here, on the view already checked for the handler,
@@ -218,6 +216,16 @@ pub(super) fn call<H: HandlerSet>(
         options: 0,
     };
     Ok((d, v))
+}
+
+/// Runs handler code `f`, its panic caught (and kept quiet by the hook: the
+/// caller counts it and logs the first).
+#[inline(always)]
+pub(super) fn guarded<R>(f: impl FnOnce() -> R) -> Result<R, Box<dyn std::any::Any + Send>> {
+    IN_HANDLER.with(|f| f.set(true));
+    let r = catch_unwind(AssertUnwindSafe(f));
+    IN_HANDLER.with(|f| f.set(false));
+    r
 }
 
 /// What a handler panicked with: the message the panic hook kept, else the payload's.

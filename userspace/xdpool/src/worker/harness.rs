@@ -188,6 +188,8 @@ pub(crate) fn heap_socket(
 /// One worker driven pass by pass on the caller's thread.
 pub(crate) struct Driven<H: HandlerSet> {
     worker: Worker<H>,
+    /// The clock the handlers' ticks see: moved only by [`advance`](Self::advance).
+    clock: std::time::Instant,
 }
 
 impl<H: HandlerSet> Driven<H> {
@@ -200,6 +202,7 @@ impl<H: HandlerSet> Driven<H> {
     ) -> Self {
         Driven {
             worker: Worker::new(region, spec, fabric, handlers),
+            clock: std::time::Instant::now(),
         }
     }
 
@@ -211,11 +214,18 @@ impl<H: HandlerSet> Driven<H> {
     /// One pass over every lane; whether anything moved.
     pub(crate) fn pass(&mut self) -> bool {
         self.worker.refresh_book();
+        let clock = self.clock;
+        self.worker.handler_chores(|| clock);
         let mut busy = false;
         for i in 0..self.worker.lanes.len() {
             busy |= self.worker.step(i);
         }
         busy
+    }
+
+    /// Moves the handlers' clock on by `d` (their next pass ticks them when due).
+    pub(crate) fn advance(&mut self, d: std::time::Duration) {
+        self.clock += d;
     }
 
     /// Lane `lane`'s counters now.

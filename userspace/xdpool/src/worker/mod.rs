@@ -23,6 +23,7 @@ pub mod handover;
 pub(crate) mod harness;
 pub mod inflight;
 mod lane;
+pub mod mailbox;
 pub mod port;
 pub mod rules;
 pub mod shared;
@@ -35,7 +36,7 @@ pub use counters::{WorkerCounters, WorkerCountersSnapshot};
 pub use port::{fill_target, Port, PortIo, PortRings, MAX_BATCH};
 pub use shared::{PortShared, Waker};
 
-use crate::api::{HandlerSet, KeptStore, LaneSetup, PortRef};
+use crate::api::{HandlerSet, KeptStore, LaneSetup, PortRef, Tick};
 use crate::config::HandlerDecl;
 use crate::config::WaitMode;
 use crate::neigh::{MacBook, Neighbours};
@@ -132,6 +133,8 @@ pub struct Fabric {
     /// The first handler panic, when `workers.handler_panic = "stop"`: the control
     /// loop stops the run with it.
     pub handler_failure: std::sync::Mutex<Option<String>>,
+    /// Control messages for the packet functions' lanes.
+    pub mailbox: mailbox::Mailbox,
 }
 
 impl Fabric {
@@ -212,6 +215,7 @@ pub fn run_with<H: HandlerSet>(
     let mut was_busy = false;
     while !stop.load(Ordering::Relaxed) {
         w.refresh_book();
+        w.handler_chores(Instant::now);
         let mut busy = false;
         for i in 0..w.lanes.len() {
             w.service(i);
@@ -257,6 +261,11 @@ struct Worker<H: HandlerSet> {
     received_since_idle: bool,
     /// The last `rx_budget` took a whole batch to shed (see there).
     shedding: bool,
+    /// The last control message this worker's lanes answered.
+    mail_seen: u64,
+    /// How often the handlers want their lanes ticked (the shortest they asked for).
+    tick_every: Option<Duration>,
+    next_tick: Option<Instant>,
 }
 
 impl<H: HandlerSet> Worker<H> {
@@ -290,6 +299,9 @@ impl<H: HandlerSet> Worker<H> {
         }
         let handler_lanes = handler_lanes(&*handlers, &spec, &fabric);
         let book = fabric.neighbours.current();
+        let mut decls = Vec::new();
+        handlers.decls(&mut decls);
+        let tick_every = decls.iter().filter_map(|d| d.tick).min();
         Worker {
             panic_logged: vec![false; lanes.len()],
             kept: (0..lanes.len()).map(|_| Rc::default()).collect(),
@@ -306,8 +318,132 @@ impl<H: HandlerSet> Worker<H> {
             last_stats: Instant::now(),
             received_since_idle: false,
             shedding: false,
+            mail_seen: fabric.mailbox.posted(),
+            tick_every,
+            next_tick: None,
             fabric,
             spec,
+        }
+    }
+
+    /// Between passes: a control message for the handlers' lanes, if one was
+    /// posted (one load), and the lanes' ticks when due (the clock is read only
+    /// when some handler asked for ticks).
+    #[inline]
+    fn handler_chores(&mut self, now: impl FnOnce() -> Instant) {
+        let posted = self.fabric.mailbox.posted();
+        if posted != self.mail_seen {
+            self.mail_seen = posted;
+            self.answer_mail(posted);
+        }
+        if let Some(every) = self.tick_every {
+            let now = now();
+            if self.next_tick.is_none_or(|t| now >= t) {
+                self.next_tick = Some(now + every);
+                self.tick(now);
+            }
+        }
+    }
+
+    /// Hands control message `seq` to each lane's handler state; the answers go
+    /// back through the mailbox.
+    #[cold]
+    fn answer_mail(&mut self, seq: u64) {
+        let fabric = self.fabric.clone();
+        fabric.mailbox.take(seq, |handler, text| {
+            let mut answers = Vec::with_capacity(self.lanes.len());
+            for (i, lane) in self.lanes.iter().enumerate() {
+                let lanes = &mut self.handler_lanes[i];
+                let result = match call::guarded(|| self.handlers.control(handler, lanes, text)) {
+                    Ok(r) => r,
+                    Err(payload) => Err(format!(
+                        "the handler panicked: {}",
+                        call::panic_message(&*payload)
+                    )),
+                };
+                answers.push(mailbox::Answer {
+                    port: lane.shared.port.clone(),
+                    queue: lane.shared.queue,
+                    result,
+                });
+            }
+            answers
+        });
+    }
+
+    /// Every attached lane's handlers ticked at `now`; what they sent leaves as a
+    /// batch's frames do.
+    fn tick(&mut self, now: Instant) {
+        let remotes = self.fabric.remotes.clone();
+        for i in 0..self.lanes.len() {
+            if !self.lanes[i].port.has_io() {
+                continue;
+            }
+            let Worker {
+                lanes,
+                out,
+                scratch,
+                book,
+                spec,
+                fabric,
+                handlers,
+                handler_lanes,
+                panic_logged,
+                kept,
+                ..
+            } = self;
+            let lane = &mut lanes[i];
+            let region = lane.port.region().clone();
+            let egress = std::mem::take(&mut lane.needs.egress);
+            let site = call::EmitSite {
+                region: &region,
+                book,
+                origin: lane.port.socket as u16,
+                arrival: spec.lanes[i].port,
+                egress: &egress,
+                store: &kept[i],
+            };
+            let (pool, c, tx) = lane.port.parts();
+            let mut emitter = call::Emitter {
+                pool,
+                c,
+                tx,
+                out,
+                site: &site,
+                kept: None,
+            };
+            let port = PortRef(spec.lanes[i].port as u16);
+            let queue = lane.shared.queue;
+            let lanes_i = &mut handler_lanes[i];
+            let ticked = call::guarded(|| {
+                let mut t = Tick::new(now, port, queue, &mut emitter);
+                handlers.tick(lanes_i, &mut t)
+            });
+            lane.needs.egress = egress;
+            if let Err(payload) = ticked {
+                let msg = call::panic_message(&*payload);
+                lane.port.c.handler_panics += 1;
+                handler_panicked(&mut panic_logged[i], spec, fabric, lane, msg);
+            }
+            let mut missed = false;
+            if !kept[i].returned.borrow().is_empty() || !kept[i].sent.borrow().is_empty() {
+                settle_kept(
+                    lane,
+                    &kept[i],
+                    spec.lanes[i].port,
+                    out,
+                    scratch,
+                    spec,
+                    book,
+                    &mut missed,
+                );
+            }
+            lane.port.c.kept =
+                lane.port.c.kept_taken - lane.port.c.kept_returned - lane.port.c.kept_sent;
+            if missed {
+                fabric.neighbours.report_miss();
+            }
+            self.route(i, &remotes);
         }
     }
 

@@ -876,6 +876,7 @@ fn a_worker_hands_frames_to_another_workers_queue_and_counts_a_full_one() {
         capture: Default::default(),
         file_capture: Default::default(),
         handler_failure: Default::default(),
+        mailbox: Default::default(),
     });
     let rule = crate::config::ValidRule {
         proto: None,
@@ -960,6 +961,7 @@ fn shedding_l2fwd_worker(
         capture: Default::default(),
         file_capture: Default::default(),
         handler_failure: Default::default(),
+        mailbox: Default::default(),
     });
     let rule = crate::config::ValidRule {
         proto: None,
@@ -1138,6 +1140,7 @@ fn capture_copies_the_rules_frames_before_the_action_and_counts_a_full_tap() {
         capture: tap.clone(),
         file_capture: Default::default(),
         handler_failure: Default::default(),
+        mailbox: Default::default(),
     });
     let rule = |port: u16| crate::config::ValidRule {
         proto: Some(17),
@@ -1288,6 +1291,7 @@ fn capture_follows_the_rule_key_across_a_renumbering_and_a_rule_file_gets_its_fr
         capture: tap.clone(),
         file_capture: file_tap.clone(),
         handler_failure: Default::default(),
+        mailbox: Default::default(),
     });
     let rule = |port: u16| crate::config::ValidRule {
         proto: Some(17),
@@ -1437,6 +1441,7 @@ fn busy_poll_counts_polls_the_napi_served_and_falls_back_without_one() {
             capture: Default::default(),
             file_capture: Default::default(),
             handler_failure: Default::default(),
+            mailbox: Default::default(),
         });
         let rule = crate::config::ValidRule {
             proto: None,

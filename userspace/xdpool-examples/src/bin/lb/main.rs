@@ -20,8 +20,12 @@ pub struct Lb;
 /// One lane's state: the port `out`, the backends of the last arg seen, counters.
 pub struct Lane {
     out: PortRef,
-    arg: String,
+    /// The rule's arg last seen (`None`: no frame yet).
+    arg: Option<String>,
     backends: Result<Backends, String>,
+    /// Backends given by `xdpool control lb LIST`: they replace the arg's until a
+    /// reload changes the arg.
+    controlled: Option<Backends>,
     balanced: Counter,
     bad_arg: Counter,
     unsupported: Counter,
@@ -38,8 +42,9 @@ impl Handler for Lb {
     fn lane(&self, setup: &mut LaneSetup<'_>) -> Lane {
         Lane {
             out: setup.port("out").expect("declared, so the config has it"),
-            arg: String::new(),
+            arg: None,
             backends: Err("no arg yet".into()),
+            controlled: None,
             balanced: setup.counter("balanced"),
             bad_arg: setup.counter("bad_arg"),
             unsupported: setup.counter("unsupported"),
@@ -48,14 +53,18 @@ impl Handler for Lb {
 
     fn handle(&self, lane: &mut Lane, pkt: &mut Packet<'_>) -> Verdict {
         let arg = pkt.arg().unwrap_or("");
-        if arg != lane.arg {
-            lane.arg = arg.to_string();
+        if lane.arg.as_deref() != Some(arg) {
+            if lane.arg.is_some() {
+                // A reload changed the rule's list: it wins over a controlled one.
+                lane.controlled = None;
+            }
+            lane.arg = Some(arg.to_string());
             lane.backends = Backends::parse(arg);
             if let Err(e) = &lane.backends {
                 tracing::warn!(rule = ?pkt.rule_name(), "lb: {e}; dropping this rule's frames");
             }
         }
-        let Ok(backends) = &lane.backends else {
+        let Some(backends) = lane.controlled.as_ref().or(lane.backends.as_ref().ok()) else {
             lane.bad_arg.inc();
             return Verdict::drop();
         };
@@ -73,6 +82,14 @@ impl Handler for Lb {
         }
         lane.balanced.inc();
         Verdict::forward(lane.out).with_mac(Mac::To(backend.mac))
+    }
+
+    /// `xdpool control lb "MAC=IP,MAC=IP,..."`: the backends from now on, in the
+    /// arg's syntax (a backend keeps its flows by identity, so removing one moves
+    /// only its flows). A list that does not parse is refused and changes nothing.
+    fn control(&self, lane: &mut Lane, msg: &str) -> Result<(), String> {
+        lane.controlled = Some(Backends::parse(msg.trim())?);
+        Ok(())
     }
 }
 

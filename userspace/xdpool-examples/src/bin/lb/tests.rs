@@ -311,3 +311,40 @@ fn each_rule_balances_over_its_own_arg_on_one_lane() {
     }
     h.check_accounting().unwrap();
 }
+
+#[test]
+fn a_control_message_removes_a_backend_on_a_running_lb_and_moves_only_its_flows() {
+    let mut h = Harness::builder(&config(&B.join(",")))
+        .handler("lb", Lb)
+        .build()
+        .unwrap();
+    let backend_of_each = |h: &mut Harness<_>| {
+        for i in 0..2_000 {
+            h.send("in", &flow(i, false, 0));
+        }
+        h.run();
+        let out = h.sent("out");
+        assert_eq!(out.len(), 2_000);
+        out.iter()
+            .map(|o| usize::from(o[5]) - 1)
+            .collect::<Vec<_>>()
+    };
+    let before = backend_of_each(&mut h);
+    assert_eq!(h.control("lb", &[B[0], B[1], B[3]].join(",")), Ok(2));
+    let after = backend_of_each(&mut h);
+    let mut moved = 0;
+    for (b, a) in before.iter().zip(&after) {
+        if *b == 2 {
+            assert_ne!(*a, 2);
+            moved += 1;
+        } else {
+            assert_eq!(a, b, "a flow of a backend that stayed moved");
+        }
+    }
+    assert!(moved > 300, "{moved} flows were on backend 2");
+    // A bad list is refused by every lane and the running one stays.
+    let e = h.control("lb", "02:00:00:00:01:01=nonsense").unwrap_err();
+    assert!(e.starts_with("in queue 0: "), "{e}");
+    assert_eq!(backend_of_each(&mut h), after);
+    h.check_accounting().unwrap();
+}
