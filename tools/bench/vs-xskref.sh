@@ -32,6 +32,11 @@
 #     socket's rx_dropped), and its run ends when its stdin (a sleep of DUR + 3 s) ends.
 #   XDPOOL_B="NAME=/path/to/xdpool ...": other xdpool builds, each one more
 #     receiver called NAME with the same config (A/B of a change).
+#   HANDLER_B="NAME=/path/to/program:HANDLER ...": programs built on the xdpool
+#     library (an example's --config/--duration command line, e.g. the l2fwd example,
+#     userspace/xdpool-examples/src/bin/l2fwd), each one more receiver called NAME
+#     with the same config but the rule's action `call` to handler HANDLER: a packet
+#     function against the built-in action.
 #   GEN_SECS=S: the generator sends for S seconds at full speed instead of COUNT
 #     frames, so every receiver gets the same window.
 #   GEN_RATE=PPS: the generator paces itself to PPS frames/s (default: flat out).
@@ -146,9 +151,21 @@ action = "$2"
 control_socket = "$W/ctl.sock"
 live = false
 EOT
-        local bin=$X b
+        local bin=$X b handler=
         for b in ${XDPOOL_B:-}; do [ "${b%%=*}" = "$1" ] && bin=${b#*=}; done
-        "$bin" run -c "$W/run.toml" --duration "$DUR" --quiet --summary-json "$W/sum.json" > "$W/run.out" 2>&1 &
+        for b in ${HANDLER_B:-}; do
+            [ "${b%%=*}" = "$1" ] || continue
+            b=${b#*=}
+            bin=${b%:*}
+            handler=${b##*:}
+        done
+        if [ -n "$handler" ]; then
+            sed -i "s/^action = .*/action = \"call\"\nhandler = \"$handler\"/" "$W/run.toml"
+            # Its summary is the last line of its stdout (after `ready`).
+            "$bin" --config "$W/run.toml" --duration "$DUR" > "$W/run.out" 2>"$W/run.err" &
+        else
+            "$bin" run -c "$W/run.toml" --duration "$DUR" --quiet --summary-json "$W/sum.json" > "$W/run.out" 2>&1 &
+        fi
     fi
     local pid=$!
     sleep 1.5
@@ -225,6 +242,7 @@ EOT
         got=$(sed -n 's/.*rx_packets \([0-9]*\).*/\1/p' "$W/ref.out")
         full=$(sed -n 's/.*rx_ring_full=\([0-9]*\).*/\1/p' "$W/ref.out")
     else
+        [ -z "${handler:-}" ] || tail -n 1 "$W/run.out" > "$W/sum.json"
         { read -r got; read -r full; } < <(python3 -c "import json;s=json.load(open('$W/sum.json'));d=s['drops'];print(s['packets']);print(d['rx_ring_full'], '| TX ring full', d['tx_ring_full'])")
     fi
     got=${got:-0}  # a killed receiver left no figures
@@ -275,7 +293,7 @@ for placement in $PLACEMENTS; do
         fi
         [ -n "${TESTPMD:-}" ] && [ "$mode" = spin ] && runs+=("testpmd $act $mode $napi")
         runs+=("xskref $act $mode $napi" "xdpool $act $mode $napi")
-        for b in ${XDPOOL_B:-}; do runs+=("${b%%=*} $act $mode $napi"); done
+        for b in ${XDPOOL_B:-} ${HANDLER_B:-}; do runs+=("${b%%=*} $act $mode $napi"); done
         if [ $((rep % 2)) = 0 ]; then
             for ((i = ${#runs[@]} - 1; i >= 0; i--)); do run_one ${runs[$i]}; done
         else
