@@ -54,7 +54,7 @@ header="| variant | compared with |"
 rule="|---|---|"
 for s in "${scopes[@]}"; do header+=" Ir/frame ($s) | ratio ($s) |"; rule+="---:|---:|"; done
 rows=()
-for pair in l2fwd:l2fwd call-swap-bytes:l2fwd call-mac-swap:l2fwd forward:forward call-forward:forward; do
+for pair in l2fwd:l2fwd call-swap-bytes:l2fwd call-swap-macs:l2fwd call-mac-swap:l2fwd forward:forward call-forward:forward; do
     v=${pair%%:*}; b=${pair##*:}
     row="| $v | $b |"
     for s in "${scopes[@]}"; do

@@ -45,9 +45,10 @@ queues = [0]
 "#;
 
 /// The variants, in the table's order: (name, the built-in it is compared with).
-const VARIANTS: [(&str, &str); 5] = [
+const VARIANTS: [(&str, &str); 6] = [
     ("l2fwd", "l2fwd"),
     ("call-swap-bytes", "l2fwd"),
+    ("call-swap-macs", "l2fwd"),
     ("call-mac-swap", "l2fwd"),
     ("forward", "forward"),
     ("call-forward", "forward"),
@@ -69,6 +70,14 @@ impl Handler for ForwardOut {
     fn handle(&self, out: &mut PortRef, _: &mut Packet<'_>) -> Verdict {
         Verdict::forward(*out).with_mac(Mac::To(NEXT_HOP))
     }
+}
+
+/// Swaps the MACs with `Packet::swap_macs` and sends the frame back.
+fn swap_macs(pkt: &mut Packet<'_>) -> Verdict {
+    if !pkt.swap_macs() {
+        return Verdict::drop();
+    }
+    Verdict::back()
 }
 
 /// Swaps the MACs in the handler and sends the frame back: l2fwd by hand.
@@ -157,6 +166,15 @@ fn run(variant: &str, n: usize) -> Result<usize, String> {
         "call-swap-bytes" => drive(
             Harness::builder(&config(&call("swap")))
                 .handler("swap", swap_bytes)
+                .build()
+                .map_err(e)?,
+            n,
+            "in",
+            &swapped,
+        ),
+        "call-swap-macs" => drive(
+            Harness::builder(&config(&call("swap")))
+                .handler("swap", swap_macs)
                 .build()
                 .map_err(e)?,
             n,

@@ -340,12 +340,13 @@ impl<'a> Packet<'a> {
     /// frame shorter than two MACs.
     #[inline]
     pub fn swap_macs(&mut self) -> bool {
-        let b = self.bytes_mut();
-        if b.len() < 12 {
+        let Some(b) = self.bytes_mut().first_chunk_mut::<12>() else {
             return false;
-        }
-        let (dst, rest) = b.split_at_mut(6);
-        dst.swap_with_slice(&mut rest[..6]);
+        };
+        // Whole-array copies: a few moves, where a byte-wise swap is a loop.
+        let macs = *b;
+        b[..6].copy_from_slice(&macs[6..]);
+        b[6..].copy_from_slice(&macs[..6]);
         true
     }
 }

@@ -378,10 +378,10 @@ pub(crate) fn rewrite_macs(
     match how {
         MacRewrite::Keep => {}
         MacRewrite::Swap => {
-            let mut macs = [0u8; 12];
-            macs.copy_from_slice(&frame[..12]);
-            frame[..6].copy_from_slice(&macs[6..]);
-            frame[6..12].copy_from_slice(&macs[..6]);
+            let b = frame.first_chunk_mut::<12>()?;
+            let macs = *b;
+            b[..6].copy_from_slice(&macs[6..]);
+            b[6..].copy_from_slice(&macs[..6]);
         }
         _ => {
             let macs = new_macs(frame, how, egress, book)?;
