@@ -132,7 +132,7 @@ run_one() { # $1 ours|peer, $2 round (0: warm-up) -> a line, a row in $W/rows.ts
     local leg=$1 round=$2 d0 d1
     start_tool "$leg" $((GEN_SECS + 30)) || { stop_tool "$leg"; printf '%s\t%s\t0\t0\t0\n' "$round" "$leg" >> "$W/rows.tsv"; return; }
     d0=$(arrived) || die "no XDP counters on xdpd0"
-    timeout $((GEN_SECS + 10)) "$XDPOOL" gen --lab-topology forward --prefix "$P" --engine live --count "$COUNT" \
+    timeout $((GEN_SECS + 10)) "$XDPOOL" gen $GEN_TO --engine live --count "$COUNT" \
         --duration "$GEN_SECS" --size 64 --src-ports 1024-1087 --cores $GEN_CORE --json "$W/gen.json" > "$W/gen.out" 2>&1 ||
         echo "# $leg: the generator failed: $(tail -n 2 "$W/gen.out" | tr '\n' ' ')"
     sleep 1
@@ -190,7 +190,7 @@ traffic() { # runs until $W/stop exists or LOSS_SECS pass; frames sent -> $W/sen
     echo 0 > "$W/sent"
     : > "$W/traffic.log"
     while [ ! -e "$W/stop" ] && ((SECONDS < end)); do
-        if timeout 5 "$XDPOOL" gen --lab-topology forward --prefix "$P" --engine live --count $((LOSS_RATE / 5)) \
+        if timeout 5 "$XDPOOL" gen $GEN_TO --engine live --count $((LOSS_RATE / 5)) \
             --rate "$LOSS_RATE" --batch "$LOSS_BATCH" --duration 1 --size 64 --src-ports 1024-1087 --cores $GEN_CORE --json "$W/lg.json" > /dev/null 2>&1; then
             n=$(python3 -c "import json; print(json.load(open('$W/lg.json'))['sent'])")
             echo $(($(cat "$W/sent") + n)) > "$W/sent"
@@ -267,14 +267,112 @@ print()
 PY
 }
 
+code_counts() { # lines and `unsafe` blocks of each load balancer's own source
+    local l=userspace/xdpool-examples/src/bin/lb
+    echo "# user code (every line; code = not blank, not a comment; #[cfg(test)] items cut; unsafe = \`unsafe {\` blocks):"
+    python3 - "ours, $l/{main,backends,checksum}.rs=$l/main.rs,$l/backends.rs,$l/checksum.rs" \
+        "ours with the examples' shared main helpers (src/lib.rs)=$l/main.rs,$l/backends.rs,$l/checksum.rs,userspace/xdpool-examples/src/lib.rs" \
+        "peer, tools/lb-peer/src/{main,lb}.rs=tools/lb-peer/src/main.rs,tools/lb-peer/src/lb.rs" << 'PY'
+import re, sys
+for arg in sys.argv[1:]:
+    name, paths = arg.split('=')
+    total = code = unsafe = 0
+    for p in paths.split(','):
+        src = re.split(r'\n#\[cfg\(test\)\]', open(p).read())[0]
+        lines = src.splitlines()
+        total += len(lines)
+        code += sum(1 for l in lines if l.strip() and not l.strip().startswith('//'))
+        unsafe += len(re.findall(r'\bunsafe\s*\{', src))
+    print(f'#   {name}: {total} lines, {code} code, {unsafe} unsafe blocks')
+PY
+}
+
+same_check() { # both tools on the same 640 frames of 64 flows (10 each): the backend of each flow, and
+    # every checksum, as the backends' stack sees them (their addresses on xdpd0, rx
+    # checksum offload off: a valid UDP datagram to a closed port counts NoPorts, a
+    # bad one InCsumErrors)
+    local leg cap u0 u1 sp
+    for i in 11 12 13; do ip -n "$P-dst" addr add 198.18.2.$i/32 dev xdpd0 2> /dev/null; done
+    udp() { ip netns exec "$P-dst" awk '/^Udp:/ {if (!h) {for (i = 1; i <= NF; i++) n[$i] = i; h = 1} else print $n["NoPorts"], $n["InCsumErrors"]}' /proc/net/snmp; }
+    for leg in ours peer; do
+        start_tool "$leg" 30 || { stop_tool "$leg"; echo "# same-check: $leg did not start"; return; }
+        ip netns exec "$P-dst" tcpdump -i xdpd0 -U -w "$W/$leg.pcap" udp > /dev/null 2>&1 &
+        cap=$!
+        sleep 1
+        u0=$(udp)
+        # One run per flow: the live engine sends 2^22 frames of one template before it
+        # moves to the next (GenConfig::chunk, not on the command line).
+        for ((sp = 1024; sp < 1088; sp++)); do
+            timeout 10 "$XDPOOL" gen $GEN_TO --engine live --count 10 --batch 10 \
+                --size 64 --src-ports $sp --cores $GEN_CORE > /dev/null 2>&1 || echo "# same-check: the generator failed"
+        done
+        sleep 1
+        u1=$(udp)
+        bench_stop "$cap" 5 tcpdump
+        stop_tool "$leg"
+        echo "$u0 $u1" > "$W/$leg.udp"
+    done
+    python3 - "$W" << 'PY'
+import struct, sys
+w = sys.argv[1]
+def frames(path):
+    data = open(path, 'rb').read()
+    off = 24
+    while off + 16 <= len(data):
+        n = struct.unpack_from('<I', data, off + 8)[0]
+        yield data[off + 16:off + 16 + n]
+        off += 16 + n
+def csum(b):
+    if len(b) % 2: b += b'\0'
+    s = sum(struct.unpack(f'!{len(b) // 2}H', b))
+    while s >> 16: s = (s & 0xffff) + (s >> 16)
+    return s
+res = {}
+for leg in ('ours', 'peer'):
+    flows, bad = {}, 0
+    for f in frames(f'{w}/{leg}.pcap'):
+        ip = f[14:34]
+        ihl = (ip[0] & 15) * 4
+        udp = f[14 + ihl:]
+        ulen = struct.unpack('!H', udp[4:6])[0]
+        pseudo = ip[12:20] + b'\0\x11' + udp[4:6]
+        if csum(f[14:14 + ihl]) != 0xffff or csum(pseudo + udp[:ulen]) != 0xffff:
+            bad += 1
+        flows.setdefault(struct.unpack('!H', udp[0:2])[0], set()).add('.'.join(map(str, ip[16:20])) + ' ' + f[0:6].hex(':'))
+    n0, e0, n1, e1 = map(int, open(f'{w}/{leg}.udp').read().split())
+    res[leg] = flows
+    per = {}
+    for v in flows.values():
+        for b in v: per[b] = per.get(b, 0) + 1
+    print(f'- {leg}: {sum(1 for _ in frames(f"{w}/{leg}.pcap"))} frames captured at xdpd0 of 640 sent (10 per flow), {len(flows)} flows, '
+          f'flows per backend {dict(sorted(per.items()))}, {bad} with a bad IPv4 or UDP checksum; '
+          f'backends\' stack: NoPorts +{n1 - n0}, InCsumErrors +{e1 - e0}')
+o, p = res['ours'], res['peer']
+split = [k for k in o if len(o[k]) != 1] + [k for k in p if len(p[k]) != 1]
+same = o == p and not split
+print(f'- every flow went to the same backend under both: {"yes" if same else "NO"}'
+      + ('' if same else f' (flows differing: {sorted(k for k in set(o) | set(p) if o.get(k) != p.get(k))[:10]}, split: {split[:10]})'))
+PY
+}
+
 main() {
     echo "# vs-lb $(date -u '+%F %H:%M') UTC, $(nproc) CPUs ($(lscpu | sed -n 's/^Model name: *//p')), kernel $(uname -r), load $(cut -d' ' -f1-3 /proc/loadavg)"
     echo "# ours: $LB (release), config configs/examples/lb.toml + [workers] cores = [$FWD_CORE, $FWD_CORE], spin, batch $BATCH"
     echo "# peer: $PEER (xsk-rs $(sed -n '/^name = "xsk-rs"/{n;s/version = //p}' tools/lb-peer/Cargo.lock | tr -d '"'), release), taskset core $FWD_CORE, spin, $FRAMES frames, rings $RING, batch $BATCH"
     echo "# generator: xdpool gen --engine live, 64 B, 64 flows, core $GEN_CORE, $COUNT frames or $GEN_SECS s; PAIRS=$PAIRS WARMUP=$WARMUP"
+    code_counts
     "$XDPOOL" lab up --topology forward --prefix "$P" > "$W/lab.out" 2>&1 || die "lab up failed: $(tail -n 3 "$W/lab.out")"
     MAC_F0=$(ip -n "$P-fwd" -j link show xdpf0 | python3 -c 'import json,sys; print(json.load(sys.stdin)[0]["address"])')
     MAC_S0=$(ip -n "$P-src" -j link show xdps0 | python3 -c 'import json,sys; print(json.load(sys.stdin)[0]["address"])')
+    # Not `--lab-topology forward`: that sends one flow whatever --src-ports says (the
+    # CLI keeps GenConfig::for_forward_lab's flows = 1). The pair lab's defaults give
+    # 64 flows (one per source port of the range); sent from xdps0 to xdpf0's MAC.
+    GEN_TO="--netns $P-src --dev xdps0 --dst-ip 198.18.2.1 --dst-mac $MAC_F0"
+    echo
+    echo "## Same behaviour: 64 flows of 10 frames (source ports 1024-1087), through each"
+    echo
+    same_check
+    echo
     ip netns exec "$P-dst" "$SINK" -i xdpd0 -d 86400 > "$W/sink.out" 2>&1 &
     SINK_PID=$!
     bench_wait_prog "$P-dst" xdpd0 50 || die "xdpsink did not attach: $(cat "$W/sink.out")"
