@@ -251,12 +251,17 @@ if leg == 'ours':
     print(f"- device: deleted {d['deleted']}, losses {d['losses']}, reattaches {d['reattaches']}, reattach_failures {d['reattach_failures']}, last re-attach {d['last_reattach_ms']:.1f} ms")
     print(f"- frames in {rx} = out (put on the TX ring) {sent_tx} + dropped {dropped} + held {held}: {'exact' if rx == sent_tx + dropped + held else 'NOT EXACT'} (drops: {drops or 'none'});"
           f" of those out, {out} completed and {sent_tx - out} taken back from the TX ring at teardown")
+    x, dr = s['xdp'], s['drops']
+    kern = dr['rx_fill_ring_empty'] + dr['rx_ring_full'] + dr['rx_dropped']
+    print(f"- on the wire side: its XDP program steered {x['steered']} = frames in {rx} + dropped by the kernel before the copy (fill ring empty {dr['rx_fill_ring_empty']}, RX ring full {dr['rx_ring_full']}, other {dr['rx_dropped']}): "
+          f"{'exact' if x['steered'] == rx + kern else 'differs by ' + str(x['steered'] - rx - kern)}; passed to the stack {x['passed']}")
     print(f"- kernel ring frames reclaimed: {c.get('reclaimed')}; teardown audits {c.get('teardown_audits')}, failures {c.get('teardown_audit_failures')}; teardown_accounting_failures {d['teardown_accounting_failures']}")
     tot = sum(a[k] for k in ('free', 'cached', 'ring', 'fill', 'tx', 'application'))
     print(f"- UMEM at exit: {json.dumps({k: a[k] for k in ('free', 'cached', 'ring', 'fill', 'tx', 'application', 'total')})}: "
           f"{tot} of {a['total']} accounted, leaked {a['total'] - tot}; accounting_ok {s['accounting_ok']}")
 else:
     tot = s['free'] + s['in_fill_or_rx'] + s['out_tx_or_completion']
+    print(f"- its socket's statistics (the socket of the deleted device): rx_dropped {s['rx_dropped']}, of them fill ring empty {s['rx_fill_ring_empty']}")
     print(f"- its count: received {s['received']}, forwarded (sent, completed) {s['forwarded']}, {s['completed']}, dropped {s['dropped']}")
     print(f"- frames in {s['received']} = out {s['completed']} + dropped {s['dropped']} + in its TX ring {s['forwarded'] - s['completed']}: "
           f"{'exact' if s['received'] == s['completed'] + s['dropped'] + s['forwarded'] - s['completed'] else 'NOT EXACT'}")
