@@ -26,7 +26,7 @@
 #    frames that arrived at xdpd0 before and after the re-create, whether the tool
 #    re-attached, and its own accounting of its UMEM's frames.
 #
-# Knobs (environment): PAIRS=9 WARMUP=1 COUNT=3000000 GEN_SECS=10 LOSS=1
+# Knobs (environment): PAIRS=9 WARMUP=1 COUNT=10000000 GEN_SECS=10 LOSS=1
 #   LOSS_RATE=20000 LOSS_BATCH=16 LOSS_SECS=30 LOSS_AFTER=3 PREFIX=vlb<pid> NO_BUILD=1 (use the
 #   binaries as built) OUT=file (default: a dated file under docs/results/).
 # Builds (unless NO_BUILD=1): `cargo build --release -p xdpool-examples --bin lb
@@ -46,7 +46,7 @@ PEER=$ROOT/tools/lb-peer/target/release/lb-peer
 SINK=$ROOT/tools/xdpsink/xdpsink
 PAIRS=${PAIRS:-9}
 WARMUP=${WARMUP:-1}
-COUNT=${COUNT:-3000000}
+COUNT=${COUNT:-10000000}
 GEN_SECS=${GEN_SECS:-10}
 LOSS=${LOSS:-1}
 LOSS_RATE=${LOSS_RATE:-20000}
@@ -132,15 +132,20 @@ run_one() { # $1 ours|peer, $2 round (0: warm-up) -> a line, a row in $W/rows.ts
     local leg=$1 round=$2 d0 d1
     start_tool "$leg" $((GEN_SECS + 30)) || { stop_tool "$leg"; printf '%s\t%s\t0\t0\t0\n' "$round" "$leg" >> "$W/rows.tsv"; return; }
     d0=$(arrived) || die "no XDP counters on xdpd0"
+    local t1 t2 u1 u2
+    t1=$(bench_threads "$TOOL_PID"); u1=$(bench_cpu $FWD_CORE)
     timeout $((GEN_SECS + 10)) "$XDPOOL" gen $GEN_TO --engine live --count "$COUNT" \
         --duration "$GEN_SECS" --size 64 --src-ports 1024-1087 --cores $GEN_CORE --json "$W/gen.json" > "$W/gen.out" 2>&1 ||
         echo "# $leg: the generator failed: $(tail -n 2 "$W/gen.out" | tr '\n' ' ')"
+    t2=$(bench_threads "$TOOL_PID"); u2=$(bench_cpu $FWD_CORE)
     sleep 1
     d1=$(arrived)
     stop_tool "$leg"
-    python3 - "$leg" "$round" "$d0" "$d1" "$W/gen.json" "$W/$leg.json" "$W/rows.tsv" << 'PY'
+    python3 - "$leg" "$round" "$d0" "$d1" "$W/gen.json" "$W/$leg.json" "$W/rows.tsv" "$(bench_busiest "$t1" "$t2")" "$(bench_cpu_pct "$u1" "$u2")" << 'PY'
 import json, sys, time
-leg, rnd, d0, d1, genf, toolf, rows = sys.argv[1:]
+leg, rnd, d0, d1, genf, toolf, rows, busy, split = sys.argv[1:]
+ns, cs = map(int, busy.split())
+usr, sysp, sirq, idle = map(int, split.split())
 g = json.load(open(genf))
 secs = g['elapsed']['secs'] + g['elapsed']['nanos'] / 1e9
 arrived = int(d1) - int(d0)
@@ -155,9 +160,10 @@ if leg == 'ours':
 else:
     own = f"rx {s.get('received')} forwarded {s.get('completed')} dropped {s.get('dropped')}"
 print(f"{time.strftime('%H:%M:%S', time.gmtime())} round {rnd} {leg:4}: {mpps:6.3f} Mpps | offered {g['sent']} in {secs:.3f} s, "
-      f"arrived at xdpd0 {arrived} | its own count: {own}")
+      f"arrived at xdpd0 {arrived} | its own count: {own} | busiest thread {ns / 1e6:.0f} ms ({ns / max(arrived, 1):.0f} ns/frame, {cs} ctx sw) | "
+      f"core 1: user {usr}% system {sysp}% softirq {sirq}% idle {idle}%")
 with open(rows, 'a') as f:
-    f.write(f"{rnd}\t{leg}\t{mpps:.4f}\t{g['sent']}\t{arrived}\n")
+    f.write(f"{rnd}\t{leg}\t{mpps:.4f}\t{g['sent']}\t{arrived}\t{usr}\t{sysp}\t{sirq}\t{idle}\n")
 PY
 }
 
@@ -406,6 +412,12 @@ for rnd in sorted(by):
     print(f'| {rnd} | {o:.3f} | {p:.3f} | {r:.2f} |')
 f = lambda v, d: f'{st.median(v):.{d}f} ({min(v):.{d}f}-{max(v):.{d}f})' if v else '-'
 print(f'| median (range) | {f(ours, 3)} | {f(peer, 3)} | {f(ratios, 2)} |')
+print()
+for leg in ('ours', 'peer'):
+    sp = [list(map(int, r[5:9])) for r in rows if int(r[0]) > 0 and r[1] == leg and len(r) >= 9]
+    if sp:
+        m = [st.median(c) for c in zip(*sp)]
+        print(f'{leg}: core 1 during the sends, median user {m[0]:.0f}% system {m[1]:.0f}% softirq {m[2]:.0f}% idle {m[3]:.0f}% (the whole core, other jobs included)')
 PY
     if [ "$LOSS" = 1 ]; then
         echo
