@@ -274,6 +274,9 @@ else:
     print(f"- UMEM at exit ({s['umem_frames']} frames): free {s['free']}, given to in's fill ring and never returned {s['in_fill_or_rx']}, "
           f"in out's TX/completion rings {s['out_tx_or_completion']}: {s['umem_frames'] - s['free']} frames not back in its hands "
           f"(its own bookkeeping; xsk-rs has no way to take frames back from a socket whose device is gone)")
+    lost = s['umem_frames'] - tot
+    print(f"- its bookkeeping: free + fill/RX + TX/completion = {tot} of {s['umem_frames']}: "
+          + ("consistent" if lost == 0 else f"{lost} frames lost even from its own bookkeeping"))
 print()
 PY
 }
