@@ -11,13 +11,21 @@
 # configs/examples/lb.toml (xdpool reads that file, with [workers] cores = [1, 1],
 # mode = "spin", batch = 64 added; the peer gets the same arg).
 #
+# 0. Same behaviour: each tool gets 64 flows of 10 frames (one generator run per
+#    source port 1024-1087); tcpdump at xdpd0 shows each flow's backend and every
+#    IPv4/UDP checksum, and the backends' stack (their addresses added to xdpd0)
+#    counts NoPorts / InCsumErrors. Prints whether every flow reached the same
+#    backend under both.
 # 1. Rate: WARMUP rounds of both (not counted), then PAIRS rounds, ours first in odd
 #    rounds, the peer first in even ones. Each run: the tool starts, its XDP
-#    program is waited for, the generator sends COUNT frames of 64 B from 64 flows
-#    (source ports 1024-1087) flat out, bounded by GEN_SECS; 1 s later the frames
+#    program is waited for, the generator sends COUNT frames of 64 B, source ports
+#    1024-1087, flat out, bounded by GEN_SECS (its live engine sends 2^22 frames of
+#    one flow before the next: about 3 flows in 10 million frames); 1 s later the frames
 #    that arrived at xdpd0 are counted. Mpps = frames arrived / the generator's send
-#    time. Prints one line per run and a markdown table: per pair each tool's Mpps and
-#    the ratio ours / peer, then the medians and ranges.
+#    time. Prints one line per run (with the tool's busiest thread's run time and
+#    core 1's user/system/softirq/idle split over the send, as vs-fwd-peers.sh) and a
+#    markdown table: per pair each tool's Mpps and the ratio ours / peer, then the
+#    medians and ranges.
 # 2. Device loss (LOSS=1): for each tool, traffic at LOSS_RATE frames/s in short
 #    generator runs (retried while the device is away; bounded by LOSS_SECS), then
 #    xdpf0 is deleted (`ip link del`, which takes xdps0 with it) and re-created as the
@@ -28,12 +36,13 @@
 #
 # Knobs (environment): PAIRS=9 WARMUP=1 COUNT=10000000 GEN_SECS=10 LOSS=1
 #   LOSS_RATE=20000 LOSS_BATCH=16 LOSS_SECS=30 LOSS_AFTER=3 PREFIX=vlb<pid> NO_BUILD=1 (use the
-#   binaries as built) OUT=file (default: a dated file under docs/results/).
+#   binaries as built) OUT=file (default: a dated file under docs/results/)
+#   KEEP=dir (copy the run's scratch files there: summaries, pcaps, traffic logs).
 # Builds (unless NO_BUILD=1): `cargo build --release -p xdpool-examples --bin lb
 # -p xdpool-cli` and `cargo build --release` in tools/lb-peer (the same release
 # profile in both: opt-level 3, codegen-units 4, debug 1). The peer's libxdp-sys
 # compiles libxdp with clang: CLANG=clang-19 LLC=llc-19 by default, and needs m4
-# (apt-get install m4). Needs root, ethtool, tools/xdpsink (make -C tools/xdpsink).
+# (apt-get install m4). Needs root, ethtool, tcpdump, tools/xdpsink (make -C tools/xdpsink).
 # Not part of `make test`.
 set -u
 cd "$(dirname "$0")/../.."
