@@ -259,6 +259,9 @@ pub struct PortFacts {
     pub xdp: Result<netdev::XdpFeatures, String>,
     /// Whether rx-vlan-offload is on (`ethtool -k DEV`), or why it could not be read.
     pub rx_vlan_offload: Result<bool, String>,
+    /// RX queues the device has by its channels (`ethtool -l DEV`: combined + rx), or
+    /// why they could not be read (a device without channels).
+    pub rx_channels: Result<u32, String>,
 }
 
 #[cfg(test)]

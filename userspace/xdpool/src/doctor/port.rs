@@ -74,7 +74,13 @@ pub fn checks(root: &Path, input: &PortInput, facts: &PortFacts) -> Vec<Check> {
         xdp_native(&facts.xdp, p.xdp_mode),
         zero_copy(&facts.xdp, p.zero_copy, p.xdp_mode, driver.as_deref()),
         multi_buffer(&facts.xdp, p.multi_buffer, p.zero_copy),
-        queues(root, &p.interface, &p.queues, p.follow_queues),
+        queues(
+            root,
+            &p.interface,
+            &p.queues,
+            p.follow_queues,
+            facts.rx_channels.as_ref().ok().copied(),
+        ),
         frame_size(root, p, input.chunk_size, driver.as_deref()),
         rx_vlan_offload(
             &facts.rx_vlan_offload,
@@ -214,9 +220,18 @@ pub fn rx_queue_count(root: &Path, dev: &str) -> Option<u32> {
     )
 }
 
-/// The device's RX queues against the configured ones.
-pub fn queues(root: &Path, dev: &str, planned: &[u32], follow: bool) -> Check {
-    let Some(n) = rx_queue_count(root, dev) else {
+/// The device's RX queues against the configured ones: its channel count
+/// (`channels`, from `ethtool -l`, what `xdpool run` reads) where it has channels,
+/// else the `queues/rx-*` of sysfs. sysfs alone is wrong on a device that is down:
+/// igb there lists the queues of its allocation (8), not the 2 channels it opens with.
+pub fn queues(
+    root: &Path,
+    dev: &str,
+    planned: &[u32],
+    follow: bool,
+    channels: Option<u32>,
+) -> Check {
+    let Some(n) = channels.or_else(|| rx_queue_count(root, dev)) else {
         return Check::warn(
             "queues",
             format!("no {dev}/queues in sysfs"),
@@ -499,5 +514,8 @@ pub fn facts(dev: &str) -> PortFacts {
     PortFacts {
         xdp,
         rx_vlan_offload: crate::netns::rx_vlan_offload(dev).map_err(|e| e.to_string()),
+        rx_channels: crate::netns::rx_queues(dev)
+            .map(|q| q.now)
+            .map_err(|e| e.to_string()),
     }
 }

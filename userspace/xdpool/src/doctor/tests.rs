@@ -69,6 +69,7 @@ fn good_facts() -> PortFacts {
     PortFacts {
         xdp: Ok(good_features()),
         rx_vlan_offload: Ok(false),
+        rx_channels: Ok(2),
     }
 }
 
@@ -412,6 +413,55 @@ fn a_queue_beyond_the_channel_count_fails_and_unserved_queues_warn() {
         &port_checks(t.path(), &p, &good_facts()),
         "queues",
         Level::Warn,
+    );
+}
+
+/// igb while down: sysfs lists the 8 queues it allocated, `ethtool -l` the 2 channels
+/// it opens with (seen in the nested guest). The channels count; sysfs only where the
+/// device has none.
+#[test]
+fn the_queue_count_is_the_channel_count_and_sysfs_only_without_channels() {
+    let t = good_tree();
+    let dev = t.path().join(format!("sys/class/net/{DEV}/queues"));
+    for q in 2..8 {
+        write(
+            t.path(),
+            &format!("sys/class/net/{DEV}/queues/rx-{q}/rps_cpus"),
+            "0\n",
+        );
+    }
+    assert_eq!(
+        port::rx_queue_count(t.path(), DEV),
+        Some(8),
+        "{}",
+        dev.display()
+    );
+    let p = good_port();
+    let c = only(
+        &port_checks(t.path(), &p, &good_facts()),
+        "queues",
+        Level::Ok,
+    );
+    assert_eq!(c.found, "2 RX queue(s), all served");
+    let one = PortFacts {
+        rx_channels: Ok(1),
+        ..good_facts()
+    };
+    let c = only(&port_checks(t.path(), &p, &one), "queues", Level::Fail);
+    assert!(
+        c.found.contains("queue(s) 1 configured but eth1 has 1"),
+        "{}",
+        c.line()
+    );
+    let none = PortFacts {
+        rx_channels: Err("get channels: Operation not supported".into()),
+        ..good_facts()
+    };
+    let c = only(&port_checks(t.path(), &p, &none), "queues", Level::Warn);
+    assert!(
+        c.found.contains("2 of 8 RX queue(s) served"),
+        "{}",
+        c.line()
     );
 }
 
