@@ -151,6 +151,13 @@ pub fn bpf_jit(root: &Path) -> Check {
             format!("bpf_jit_enable = {other:?}, not 0, 1 or 2"),
             "sysctl -w net.core.bpf_jit_enable=1",
         ),
+        // net.core.bpf_jit_* exist in the initial network namespace only; the
+        // per-namespace entries (somaxconn) say this is another one (ip netns exec).
+        None if root.join("proc/sys/net/core/somaxconn").exists() => Check::warn(
+            "bpf_jit",
+            "net.core.bpf_jit_enable cannot be read from this network namespace: only the initial one shows it",
+            "run xdpool doctor in the initial network namespace (--netns NS checks a device in another)",
+        ),
         None => Check::warn(
             "bpf_jit",
             "no /proc/sys/net/core/bpf_jit_enable: the kernel has no BPF JIT, so the steering program is interpreted",

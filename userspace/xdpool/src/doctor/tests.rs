@@ -227,6 +227,27 @@ fn the_jit_off_warns() {
     assert!(c.found.contains("interpreter"), "{}", c.line());
 }
 
+/// In another network namespace (ip netns exec) /proc/sys/net/core has the
+/// per-namespace entries but not bpf_jit_enable: that is no kernel without a JIT.
+#[test]
+fn the_jit_unreadable_from_another_netns_is_not_a_missing_jit() {
+    let t = good_tree();
+    fs::remove_file(t.path().join("proc/sys/net/core/bpf_jit_enable")).unwrap();
+    let c = only(&host_with(&t, "", Ok(())), "bpf_jit", Level::Warn);
+    assert!(
+        c.found.contains("no /proc/sys/net/core/bpf_jit_enable"),
+        "{}",
+        c.line()
+    );
+    write(t.path(), "proc/sys/net/core/somaxconn", "4096\n");
+    let c = only(&host_with(&t, "", Ok(())), "bpf_jit", Level::Warn);
+    assert!(
+        c.found.contains("only the initial one shows it"),
+        "{}",
+        c.line()
+    );
+}
+
 #[test]
 fn missing_capabilities_fail_by_name() {
     let t = good_tree();
