@@ -114,7 +114,7 @@ while read -r line; do
     fi
 done < "$OUT/results.jsonl"
 if [ "$CHECKS" = all ]; then
-    for c in setup zc_igb copy_igb zc_copy_ratio sweep_pktgen big_igb busy_igb zc_virtio copy_virtio numa_waive mirror_zc rss_igb relink_floor unbind_zc_igb unbind_copy_igb unbind_zc_virtio unbind_copy_virtio dmesg; do
+    for c in setup zc_igb copy_igb zc_copy_ratio sweep_pktgen big_igb busy_igb zc_virtio copy_virtio numa_waive mirror_zc doctor_igb doctor_virtio rss_igb relink_floor unbind_zc_igb unbind_copy_igb unbind_zc_virtio unbind_copy_virtio dmesg; do
         jq -se --arg c "$c" 'any(.[]; .check == $c)' "$OUT/results.jsonl" >/dev/null 2>&1 \
             || { echo "test-vm: FAIL $c: no result"; fail=1; }
     done

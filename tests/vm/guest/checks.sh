@@ -332,6 +332,86 @@ unbind_check() {
           + (if $why == "" then {} else {why: $why} end)' 2>/dev/null || echo '{}')"
 }
 
+# doctor_igb / doctor_virtio: `xdpool doctor` on the live drivers. It reads sysfs, the
+# netdev netlink family and ethtool, and attaches nothing. Of each NIC it must say:
+# the driver by name; native XDP with redirect and AF_XDP zero-copy among the
+# device's features (zc_igb and zc_virtio bind zero-copy sockets on the same
+# drivers); the RX queue count `ethtool -l` shows; and every host check ok (this
+# guest has all xdpool needs). On igb, where the test sets 2 channels: with
+# 2048-byte chunks in zero-copy the 1 KiB RX buffer is a warning that names 4096;
+# a config listing queue 2 fails the queues check with the ethtool fix, and doctor
+# exits 1; the same config with queues [0, 1] and 4096-byte chunks is ok throughout
+# and exits 0. On virtio-net: no frame-size warning (the limit is igb's), and
+# zero_copy = true in generic XDP fails with its fix, exit 1.
+# One xdpool per report and one jq per check: each process costs ~1 s under TCG.
+doctor_check() {  # NAME DEV DRIVER
+    local name=$1 dev=$2 drv=$3
+    local t0; t0=$(now)
+    local why="" rc_if rc_text rc_bad rc_clean=0 line chans verdict
+    local d=/tmp/$name
+    chans=$(ethtool -l "$dev" 2>/dev/null | awk '/^Current/ { cur = 1 } cur && /^Combined:/ { print $2; exit }')
+    "$XDPOOL" doctor --interface "$dev" --json > "$d.if.json" 2> "$d.if.err"; rc_if=$?
+    "$XDPOOL" doctor --interface "$dev" > "$d.txt" 2>&1; rc_text=$?
+    if [ "$drv" = igb ]; then
+        write_cfg "$d.bad.toml" "$dev" true "[0, 1, 2]" "[]" poll "/run/xdpool/$name.sock" 16384
+        CHUNK=4096 write_cfg "$d.clean.toml" "$dev" true "[0, 1]" "[]" poll "/run/xdpool/$name.sock"
+        "$XDPOOL" doctor --config "$d.clean.toml" --json > "$d.clean.json" 2> "$d.clean.err"; rc_clean=$?
+    else
+        XDP_MODE=skb write_cfg "$d.bad.toml" "$dev" true "[0]" "[]" poll "/run/xdpool/$name.sock"
+        echo '{"checks": []}' > "$d.clean.json"
+    fi
+    "$XDPOOL" doctor --config "$d.bad.toml" --json > "$d.bad.json" 2> "$d.bad.err"; rc_bad=$?
+    # The text report: the driver's line as printed, and a closing count equal to the JSON's.
+    line=$(grep -F " driver: " "$d.txt" | head -1)
+    [ "$rc_if$rc_text$rc_clean" = 000 ] || why="exit codes: --interface --json $rc_if, text $rc_text, clean config $rc_clean (want 0): $(cat "$d.if.err" "$d.clean.err" | tail -2)"
+    [ "$rc_bad" = 1 ] || why="${why:+$why; }the config with one wrong setting exited $rc_bad, not 1"
+    grep -q '^xdpool: 1 check(s) failed' "$d.bad.err" || why="${why:+$why; }stderr of the failing run: $(tail -1 "$d.bad.err")"
+    [ "$line" = "ok    port main ($dev) driver: $drv" ] || why="${why:+$why; }text driver line: ${line:-none}"
+    verdict=$(jq -rn --arg drv "$drv" --arg dev "$dev" --arg chans "${chans:-?}" --arg last "$(tail -1 "$d.txt")" \
+        --slurpfile i "$d.if.json" --slurpfile b "$d.bad.json" --slurpfile c "$d.clean.json" '
+        def port($r; $name): [$r.checks[] | select(.port != null and .check == $name)] | first // {level: "none", found: "no \($name) check", fix: null};
+        def want($r; $name; $lvl; $what; cond): port($r; $name) | if .level == $lvl and cond then empty
+            else "\($what) \($name): \(.level): \(.found)\(if .fix then "; fix: \(.fix)" else "" end)" end;
+        def counts($n): [$n | scan("([0-9]+) RX queue") | .[0]];
+        $i[0] as $i | $b[0] as $b | $c[0] as $c | ($drv == "igb") as $igb | [
+        ($i.checks[] | select(.port == null and .level != "ok") | "--interface host \(.check): \(.level): \(.found)"),
+        want($i; "driver"; "ok"; "--interface"; .found == $drv),
+        want($i; "xdp_native"; "ok"; "--interface"; (.found | ltrimstr("xdp-features ") | split(",")) as $f
+            | ["basic", "redirect", "xsk-zerocopy"] - $f == []),
+        want($i; "zero_copy"; "ok"; "--interface"; .found == "\($drv) supports AF_XDP zero-copy"),
+        # igb has 2 channels and --interface serves queue 0 only: a warning naming both.
+        want($i; "queues"; (if $chans == "1" then "ok" else "warn" end); "--interface (ethtool -l: \($chans))"; counts(.found) == [$chans]),
+        (if $igb then want($i; "frame_size"; "warn"; "--interface"; (.found | contains("igb receives frames up to 1024 B whole with 2048 B chunks"))
+                and ((.fix // "") | contains("umem.chunk_size = 4096")))
+         else want($i; "frame_size"; "ok"; "--interface"; true) end),
+        (if $i.fail == 0 then empty else "--interface: \($i.fail) fail" end),
+        (if $igb then
+            want($b; "queues"; "fail"; "bad config"; .found == "queue(s) 2 configured but \($dev) has \($chans) RX queue(s)"
+                and ((.fix // "") | endswith("ethtool -L \($dev) combined 3"))),
+            want($b; "frame_size"; "warn"; "bad config"; .found | contains("up to 1024 B whole")),
+            ($c.checks[] | select(.level != "ok") | "clean config \(.check): \(.level): \(.found)"),
+            want($c; "frame_size"; "ok"; "clean config"; .found | contains("fit one 4096 B chunk")),
+            want($c; "queues"; "ok"; "clean config"; counts(.found) == [$chans])
+         else
+            want($b; "zero_copy"; "fail"; "bad config"; (.found | contains("generic XDP has no zero-copy"))
+                and ((.fix // "") | startswith("set zero_copy = \"auto\" or false")))
+         end),
+        (if $b.fail == 1 then empty else "bad config: \($b.fail) fail, want 1" end)
+        ] | join("; ")' 2>&1) || verdict="reports unreadable: $verdict"
+    [ -z "$verdict" ] || why="${why:+$why; }$verdict"
+    # The closing line of the text report against the JSON's counts.
+    [ "$(tail -1 "$d.txt")" = "$(jq -r '"\(.ok) ok, \(.warn) warn, \(.fail) fail"' "$d.if.json" 2>/dev/null)" ] \
+        || why="${why:+$why; }text closing line $(tail -1 "$d.txt")"
+    sed "s/^/xdpvm: $name: /" "$d.txt"
+    local ok=true; [ -z "$why" ] || { ok=false; cat "$d.bad.err" "$d.if.err"; jq -c '.checks[] | select(.port != null)' "$d.bad.json" "$d.clean.json" 2>/dev/null | sed "s/^/xdpvm: $name: /"; }
+    result "$name" $ok "$t0" "$(jq -cn --arg dev "$dev" --arg drv "$drv" --arg chans "${chans:-?}" --arg why "$why" \
+        --slurpfile i "$d.if.json" --slurpfile b "$d.bad.json" \
+        '{dev: $dev, driver: $drv, ethtool_combined: $chans,
+          port: [$i[0].checks[] | select(.port != null) | "\(.level) \(.check): \(.found)"],
+          counts: ($i[0] | {ok, warn, fail}), bad_config_fail: [$b[0].checks[] | select(.level == "fail") | "\(.check): \(.found); fix: \(.fix)"]}
+          + (if $why == "" then {} else {why: $why} end)' 2>/dev/null || echo '{}')"
+}
+
 # rss_igb is also the NUMA check: igb on node 1, two queues, workers.cores empty.
 # xdpool must put both sockets' worker on node 1's one CPU (before, it took the two
 # highest online CPUs, one per node), bind the whole UMEM to node 1 (mbind) and say
@@ -713,6 +793,9 @@ else
     # each. igb draws its key at boot; with 64 flows (6 varying bits) a key with those
     # 6 bits zero (1 boot in 64) put every flow on one queue (two CI runs: [20000, 0]
     # and [0, 20000], ethtool saying the ports were hashed). With 12 bits: 1 in 4 096.
+    # doctor on both NICs here: igb has the 2 channels just set (its queues check counts them).
+    want doctor_igb && doctor_check doctor_igb "$IGB" igb
+    want doctor_virtio && doctor_check doctor_virtio "$VIO" virtio_net
     want rss_igb && rx_check rss_igb "$IGB" true "[0, 1]" "[]" "$N" "$RATE" 4096-8191
     # pktgen_igb (only when asked for: --checks pktgen_igb): the same with pktgen at
     # 5 000 pps; in the default run pktgen drives the zc_igb / copy_igb bursts.
