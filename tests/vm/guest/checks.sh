@@ -351,7 +351,7 @@ doctor_check() {  # NAME DEV DRIVER
     local d=/tmp/$name
     chans=$(ethtool -l "$dev" 2>/dev/null | awk '/^Current/ { cur = 1 } cur && /^Combined:/ { print $2; exit }')
     "$XDPOOL" doctor --interface "$dev" --json > "$d.if.json" 2> "$d.if.err"; rc_if=$?
-    "$XDPOOL" doctor --interface "$dev" > "$d.txt" 2>&1; rc_text=$?
+    "$XDPOOL" doctor --interface "$dev" > "$d.txt" 2> "$d.txt.err"; rc_text=$?
     if [ "$drv" = igb ]; then
         write_cfg "$d.bad.toml" "$dev" true "[0, 1, 2]" "[]" poll "/run/xdpool/$name.sock" 16384
         CHUNK=4096 write_cfg "$d.clean.toml" "$dev" true "[0, 1]" "[]" poll "/run/xdpool/$name.sock"
@@ -363,7 +363,7 @@ doctor_check() {  # NAME DEV DRIVER
     "$XDPOOL" doctor --config "$d.bad.toml" --json > "$d.bad.json" 2> "$d.bad.err"; rc_bad=$?
     # The text report: the driver's line as printed, and a closing count equal to the JSON's.
     line=$(grep -F " driver: " "$d.txt" | head -1)
-    [ "$rc_if$rc_text$rc_clean" = 000 ] || why="exit codes: --interface --json $rc_if, text $rc_text, clean config $rc_clean (want 0): $(cat "$d.if.err" "$d.clean.err" | tail -2)"
+    [ "$rc_if$rc_text$rc_clean" = 000 ] || why="exit codes: --interface --json $rc_if, text $rc_text, clean config $rc_clean (want 0): $(cat "$d.if.err" "$d.txt.err" "$d.clean.err" | tail -2)"
     [ "$rc_bad" = 1 ] || why="${why:+$why; }the config with one wrong setting exited $rc_bad, not 1"
     grep -q '^xdpool: 1 check(s) failed' "$d.bad.err" || why="${why:+$why; }stderr of the failing run: $(tail -1 "$d.bad.err")"
     [ "$line" = "ok    port main ($dev) driver: $drv" ] || why="${why:+$why; }text driver line: ${line:-none}"
