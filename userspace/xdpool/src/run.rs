@@ -294,9 +294,15 @@ fn handler_control(
             Err(e) => return serde_json::json!({ "error": e }),
         };
         let lanes = fabric.sockets.len();
+        // Workers asleep in poll() are woken to take it at once.
+        let wake = || {
+            for s in &fabric.sockets {
+                s.waker.wake_if_sleeping();
+            }
+        };
         let d = fabric
             .mailbox
-            .send(id, text, lanes, std::time::Duration::from_secs(2));
+            .send(id, text, lanes, std::time::Duration::from_secs(2), wake);
         let refused: Vec<serde_json::Value> = d
             .answers
             .iter()

@@ -49,11 +49,19 @@ impl Mailbox {
         self.inner.lock().unwrap_or_else(|p| p.into_inner())
     }
 
-    /// Sends `text` to every lane's state of handler `handler` and waits up to
-    /// `wait` for `lanes` answers.
-    pub fn send(&self, handler: u16, text: &str, lanes: usize, wait: Duration) -> Delivery {
+    /// Sends `text` to every lane's state of handler `handler`, calls `wake` (to
+    /// wake workers asleep in poll()), and waits up to `wait` for `lanes` answers.
+    pub fn send(
+        &self,
+        handler: u16,
+        text: &str,
+        lanes: usize,
+        wait: Duration,
+        wake: impl Fn(),
+    ) -> Delivery {
         let _turn = self.turn.lock().unwrap_or_else(|p| p.into_inner());
         let seq = self.post(handler, text);
+        wake();
         let deadline = Instant::now() + wait;
         let mut inner = self.lock();
         while inner.seq == seq && inner.answers.len() < lanes {
@@ -148,14 +156,14 @@ mod tests {
                 }
             })
         };
-        let d = m.send(3, "good", 2, Duration::from_secs(5));
+        let d = m.send(3, "good", 2, Duration::from_secs(5), || {});
         assert_eq!(d.answers.len(), 2);
         assert!(d.answers.iter().all(|a| a.result.is_ok()));
-        let d = m.send(3, "bad", 2, Duration::from_secs(5));
+        let d = m.send(3, "bad", 2, Duration::from_secs(5), || {});
         assert_eq!(d.answers[1].result, Err("handler 3: no".to_string()));
         // Three lanes expected, two answer: the wait ends at its deadline.
         let t = Instant::now();
-        let d = m.send(3, "good", 3, Duration::from_millis(200));
+        let d = m.send(3, "good", 3, Duration::from_millis(200), || {});
         assert_eq!(d.answers.len(), 2);
         assert!(t.elapsed() >= Duration::from_millis(200));
         worker.join().unwrap();

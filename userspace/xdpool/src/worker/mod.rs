@@ -828,7 +828,12 @@ impl<H: HandlerSet> Worker<H> {
             .map(|fd| PollFd::new(fd, PollFlags::POLLIN))
             .collect();
         fds.push(PollFd::new(waker.fd(), PollFlags::POLLIN));
-        let _ = poll(&mut fds, PollTimeout::from(POLL_TIMEOUT_MS));
+        // No longer than until the handlers' next tick.
+        let ms = self.next_tick.map_or(POLL_TIMEOUT_MS, |t| {
+            let left = t.saturating_duration_since(Instant::now()).as_millis() + 1;
+            left.min(u128::from(POLL_TIMEOUT_MS)) as u16
+        });
+        let _ = poll(&mut fds, PollTimeout::from(ms));
         let woke = fds
             .last()
             .and_then(|f| f.revents())
