@@ -15,34 +15,13 @@
 //! the frames leave where they should (what `cargo bench` does).
 
 use std::process::ExitCode;
-use xdpool::testing::{FrameBuilder, Harness};
+use xdpool::testing::{two_ports, FrameBuilder, Harness};
 use xdpool::{Declaration, Handler, LaneSetup, Mac, Packet, PortRef, Verdict};
 
 /// Frames per batch: half the RX ring, so the harness never waits on the worker.
 const BATCH: usize = 256;
 /// The fixed destination MAC of both forward variants.
 const NEXT_HOP: [u8; 6] = [2, 0, 0, 0, 0xbb, 1];
-
-const PORTS: &str = r#"
-[umem]
-frames = 4096
-
-[rings]
-fill = 512
-rx = 512
-tx = 512
-completion = 512
-
-[[port]]
-name = "in"
-interface = "a0"
-queues = [0]
-
-[[port]]
-name = "out"
-interface = "b0"
-queues = [0]
-"#;
 
 /// The variants, in the table's order: (name, the built-in it is compared with).
 const VARIANTS: [(&str, &str); 6] = [
@@ -97,7 +76,9 @@ fn mac_swap(_: &mut Packet<'_>) -> Verdict {
 }
 
 fn config(rule: &str) -> String {
-    format!("{PORTS}\n[[rule]]\nport = \"in\"\nproto = \"udp\"\n{rule}\n")
+    two_ports(&format!(
+        "[[rule]]\nport = \"in\"\nproto = \"udp\"\n{rule}\n"
+    ))
 }
 
 fn frame() -> Vec<u8> {

@@ -57,6 +57,55 @@ use std::sync::Arc;
 
 pub use crate::wire::build::{BuiltFrame, ExtHeader, FrameBuilder};
 
+/// A config of two ports, `in` (interface `a0`) and `out` (`b0`), queue 0 each, 4096
+/// frames and rings of 512, followed by `rules` (`[[rule]]` tables): what most
+/// handler tests start from. The interfaces need not exist.
+///
+/// ```
+/// use xdpool::testing::{two_ports, Harness};
+/// use xdpool::{Packet, Verdict};
+///
+/// let config = two_ports(
+///     r#"
+/// [[rule]]
+/// port = "in"
+/// action = "call"
+/// handler = "sink"
+/// "#,
+/// );
+/// let h = Harness::builder(&config)
+///     .handler("sink", |_: &mut Packet<'_>| Verdict::drop())
+///     .build()
+///     .unwrap();
+/// # drop(h);
+/// ```
+pub fn two_ports(rules: &str) -> String {
+    format!(
+        r#"
+[umem]
+frames = 4096
+
+[rings]
+fill = 512
+rx = 512
+tx = 512
+completion = 512
+
+[[port]]
+name = "in"
+interface = "a0"
+queues = [0]
+
+[[port]]
+name = "out"
+interface = "b0"
+queues = [0]
+
+{rules}
+"#
+    )
+}
+
 /// How the steering rules took a frame sent to a port.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Steered {

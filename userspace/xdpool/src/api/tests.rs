@@ -4,27 +4,6 @@
 use crate::testing::{FrameBuilder, Harness, Steered};
 use crate::{Counter, Declaration, Handler, LaneSetup, Mac, Packet, PortRef, Verdict};
 
-const TWO_PORTS: &str = r#"
-[umem]
-frames = 4096
-
-[rings]
-fill = 512
-rx = 512
-tx = 512
-completion = 512
-
-[[port]]
-name = "in"
-interface = "a0"
-queues = [0]
-
-[[port]]
-name = "out"
-interface = "b0"
-queues = [0]
-"#;
-
 fn udp(dport: u16, tag: u8) -> Vec<u8> {
     FrameBuilder::new()
         .macs([2, 0, 0, 0, 0, 1], [2, 0, 0, 0, 0, 2])
@@ -36,7 +15,7 @@ fn udp(dport: u16, tag: u8) -> Vec<u8> {
 }
 
 fn with_rules(rules: &str) -> String {
-    format!("{TWO_PORTS}\n{rules}")
+    crate::testing::two_ports(rules)
 }
 
 #[test]
@@ -235,9 +214,9 @@ fn head_and_tail_changes_leave_with_the_frame() {
 
 #[test]
 fn a_mirror_leaves_a_declared_port_by_reference() {
-    let cfg = format!(
-        "{TWO_PORTS}\n[[port]]\nname = \"mon\"\ninterface = \"c0\"\nqueues = [0]\n\n\
-         [[rule]]\nport = \"in\"\naction = \"call\"\nhandler = \"m\""
+    let cfg = with_rules(
+        "[[port]]\nname = \"mon\"\ninterface = \"c0\"\nqueues = [0]\n\n\
+         [[rule]]\nport = \"in\"\naction = \"call\"\nhandler = \"m\"",
     );
     struct Mirror;
     impl Handler for Mirror {

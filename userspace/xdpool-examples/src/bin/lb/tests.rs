@@ -12,30 +12,9 @@ const B: [&str; 4] = [
 ];
 
 fn config(arg: &str) -> String {
-    format!(
-        r#"
-[umem]
-frames = 4096
-[rings]
-fill = 512
-rx = 512
-tx = 512
-completion = 512
-[[port]]
-name = "in"
-interface = "a0"
-queues = [0]
-[[port]]
-name = "out"
-interface = "b0"
-queues = [0]
-[[rule]]
-port = "in"
-action = "call"
-handler = "lb"
-arg = "{arg}"
-"#
-    )
+    xdpool::testing::two_ports(&format!(
+        "[[rule]]\nport = \"in\"\naction = \"call\"\nhandler = \"lb\"\narg = \"{arg}\""
+    ))
 }
 
 /// Flow `i`'s frame: a distinct (source IP, source port) per flow, to one VIP.

@@ -23,30 +23,9 @@ impl Clock for Fake {
 const NEXT_HOP: [u8; 6] = [2, 0, 0, 0, 0xcc, 1];
 
 fn harness(arg: &str, clock: &Fake) -> Harness<impl xdpool::HandlerSet> {
-    let config = format!(
-        r#"
-[umem]
-frames = 4096
-[rings]
-fill = 512
-rx = 512
-tx = 512
-completion = 512
-[[port]]
-name = "in"
-interface = "a0"
-queues = [0]
-[[port]]
-name = "out"
-interface = "b0"
-queues = [0]
-[[rule]]
-port = "in"
-action = "call"
-handler = "ratelimit"
-arg = "{arg}"
-"#
-    );
+    let config = xdpool::testing::two_ports(&format!(
+        "[[rule]]\nport = \"in\"\naction = \"call\"\nhandler = \"ratelimit\"\narg = \"{arg}\""
+    ));
     Harness::builder(&config)
         .handler("ratelimit", RateLimit::with_clock(clock.clone()))
         .next_hop("out", IpAddr::V4(Ipv4Addr::new(198, 19, 0, 1)), NEXT_HOP)
