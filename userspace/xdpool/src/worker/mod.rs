@@ -421,25 +421,19 @@ impl<H: HandlerSet> Worker<H> {
             });
             lane.needs.egress = egress;
             if let Err(payload) = ticked {
-                let msg = call::panic_message(&*payload);
-                lane.port.c.handler_panics += 1;
-                handler_panicked(&mut panic_logged[i], spec, fabric, lane, msg);
+                handler_panicked(&mut panic_logged[i], spec, fabric, lane, payload);
             }
             let mut missed = false;
-            if !kept[i].returned.borrow().is_empty() || !kept[i].sent.borrow().is_empty() {
-                settle_kept(
-                    lane,
-                    &kept[i],
-                    spec.lanes[i].port,
-                    out,
-                    scratch,
-                    spec,
-                    book,
-                    &mut missed,
-                );
-            }
-            lane.port.c.kept =
-                lane.port.c.kept_taken - lane.port.c.kept_returned - lane.port.c.kept_sent;
+            settle_kept(
+                lane,
+                &kept[i],
+                spec.lanes[i].port,
+                out,
+                scratch,
+                spec,
+                book,
+                &mut missed,
+            );
             if missed {
                 fabric.neighbours.report_miss();
             }
@@ -657,9 +651,7 @@ impl<H: HandlerSet> Worker<H> {
                     kept[i].fill(slot, frame, d);
                     lane.port.c.kept_taken += 1;
                     if let Err(call::Refused::Panic(payload)) = called {
-                        let msg = call::panic_message(&*payload);
-                        lane.port.c.handler_panics += 1;
-                        handler_panicked(&mut panic_logged[i], spec, fabric, lane, msg);
+                        handler_panicked(&mut panic_logged[i], spec, fabric, lane, payload);
                     }
                     continue;
                 }
@@ -674,9 +666,7 @@ impl<H: HandlerSet> Worker<H> {
                                 missed = true;
                             }
                             call::Refused::Panic(payload) => {
-                                let msg = call::panic_message(&*payload);
-                                lane.port.c.handler_panics += 1;
-                                handler_panicked(&mut panic_logged[i], spec, fabric, lane, msg);
+                                handler_panicked(&mut panic_logged[i], spec, fabric, lane, payload);
                             }
                         }
                         continue;
@@ -699,20 +689,16 @@ impl<H: HandlerSet> Worker<H> {
             action::apply(verdict, frame, d, &mut cx);
         }
         lane.needs.egress = egress;
-        if !kept[i].returned.borrow().is_empty() || !kept[i].sent.borrow().is_empty() {
-            settle_kept(
-                lane,
-                &kept[i],
-                spec.lanes[i].port,
-                out,
-                scratch,
-                spec,
-                book,
-                &mut missed,
-            );
-        }
-        lane.port.c.kept =
-            lane.port.c.kept_taken - lane.port.c.kept_returned - lane.port.c.kept_sent;
+        settle_kept(
+            lane,
+            &kept[i],
+            spec.lanes[i].port,
+            out,
+            scratch,
+            spec,
+            book,
+            &mut missed,
+        );
         if missed {
             fabric.neighbours.report_miss();
         }
@@ -865,7 +851,7 @@ impl<H: HandlerSet> Worker<H> {
             let mut missed = false;
             let (out, scratch, spec, book) =
                 (&mut self.out, &mut self.scratch, &self.spec, &self.book);
-            settle_kept(
+            settle_kept_frames(
                 &mut self.lanes[i],
                 &store,
                 port,
@@ -946,9 +932,11 @@ fn handler_panicked(
     logged: &mut bool,
     spec: &WorkerSpec,
     fabric: &Fabric,
-    lane: &Lane,
-    msg: String,
+    lane: &mut Lane,
+    payload: Box<dyn std::any::Any + Send>,
 ) {
+    lane.port.c.handler_panics += 1;
+    let msg = call::panic_message(&*payload);
     if !std::mem::replace(logged, true) {
         tracing::error!(
             port = %lane.shared.port, queue = lane.shared.queue,
@@ -970,11 +958,32 @@ fn handler_panicked(
     }
 }
 
+/// After a batch or a tick: acts on lane `lane`'s kept frames whose handles were
+/// dropped or sent, if any, and updates its `kept` gauge.
+#[inline]
+#[allow(clippy::too_many_arguments)]
+fn settle_kept(
+    lane: &mut Lane,
+    store: &KeptStore,
+    port: PortId,
+    out: &mut Vec<(PortId, Egress)>,
+    scratch: &mut [u8],
+    spec: &WorkerSpec,
+    book: &MacBook,
+    missed: &mut bool,
+) {
+    if !store.returned.borrow().is_empty() || !store.sent.borrow().is_empty() {
+        settle_kept_frames(lane, store, port, out, scratch, spec, book, missed);
+    }
+    let c = &mut lane.port.c;
+    c.kept = c.kept_taken - c.kept_returned - c.kept_sent;
+}
+
 /// Acts on lane `lane`'s kept frames whose handles were dropped (back to the pool)
 /// or sent (the handler's verdict, as for a frame of this batch).
 #[cold]
 #[allow(clippy::too_many_arguments)]
-fn settle_kept(
+fn settle_kept_frames(
     lane: &mut Lane,
     store: &KeptStore,
     port: PortId,
