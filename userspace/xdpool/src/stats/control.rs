@@ -888,13 +888,7 @@ mod tests {
 
     #[test]
     fn socket_is_0600_and_answers() {
-        use std::os::unix::fs::PermissionsExt;
-        let dir = tempfile::Builder::new()
-            .prefix("xdpool-ctl-")
-            .permissions(std::fs::Permissions::from_mode(0o700))
-            .tempdir()
-            .unwrap();
-        let path = dir.path().join("x.sock");
+        let (_dir, path) = private_socket("ctl", "x.sock");
         let snap: SnapshotFn = Arc::new(|| serde_json::json!({"total": {"rx_packets": 9}}));
         let server = ControlServer::start(&path, snap.clone()).unwrap();
         let meta = std::fs::metadata(&path).unwrap();
@@ -912,13 +906,7 @@ mod tests {
 
     #[test]
     fn rules_apply_sends_the_whole_text_and_returns_the_reply() {
-        use std::os::unix::fs::PermissionsExt;
-        let dir = tempfile::Builder::new()
-            .prefix("xdpool-ctl-")
-            .permissions(std::fs::Permissions::from_mode(0o700))
-            .tempdir()
-            .unwrap();
-        let path = dir.path().join("r.sock");
+        let (_dir, path) = private_socket("ctl", "r.sock");
         let snap: SnapshotFn = Arc::new(|| serde_json::json!({}));
         let rules: RulesFn = Arc::new(
             |text: &str| serde_json::json!({"ok": text.ends_with("action = \"pass\"\n"), "len": text.len()}),
@@ -955,13 +943,7 @@ mod tests {
 
     #[test]
     fn a_handler_message_reaches_its_function_whole_and_misuse_is_named() {
-        use std::os::unix::fs::PermissionsExt;
-        let dir = tempfile::Builder::new()
-            .prefix("xdpool-ctl-")
-            .permissions(std::fs::Permissions::from_mode(0o700))
-            .tempdir()
-            .unwrap();
-        let path = dir.path().join("h.sock");
+        let (_dir, path) = private_socket("ctl", "h.sock");
         let control: HandlerControlFn = Arc::new(|name: &str, text: &str| {
             if name != "lb" {
                 return serde_json::json!({ "error": format!("no handler named `{name}`") });
@@ -1010,14 +992,20 @@ mod tests {
         }
     }
 
-    fn serving(tag: &str) -> (tempfile::TempDir, PathBuf, ControlServer) {
+    /// A socket path `name` in a new 0700 directory (removed when the `TempDir` drops).
+    fn private_socket(tag: &str, name: &str) -> (tempfile::TempDir, PathBuf) {
         use std::os::unix::fs::PermissionsExt;
         let dir = tempfile::Builder::new()
             .prefix(&format!("xdpool-{tag}-"))
             .permissions(std::fs::Permissions::from_mode(0o700))
             .tempdir()
             .unwrap();
-        let path = dir.path().join("c.sock");
+        let path = dir.path().join(name);
+        (dir, path)
+    }
+
+    fn serving(tag: &str) -> (tempfile::TempDir, PathBuf, ControlServer) {
+        let (dir, path) = private_socket(tag, "c.sock");
         let snap: SnapshotFn = Arc::new(|| serde_json::json!({"total": {"rx_packets": 9}}));
         let server = ControlServer::start(&path, snap).unwrap();
         (dir, path, server)
