@@ -105,7 +105,7 @@ impl Emit for Emitter<'_> {
         ]
         .into_iter()
         .flatten()
-        .all(|p| p.0 as PortId == self.site.arrival || self.site.egress.contains(&(p.0 as PortId)));
+        .all(|p| declared(p, self.site.arrival, self.site.egress).is_some());
         if !ok {
             drop(kept);
             return Err(EmitError::UndeclaredPort);
@@ -115,10 +115,8 @@ impl Emit for Emitter<'_> {
     }
 
     fn emit(&mut self, to: PortRef, frame: &[u8]) -> Result<(), EmitError> {
-        let p = to.0 as PortId;
-        if p != self.site.arrival && !self.site.egress.contains(&p) {
-            return Err(EmitError::UndeclaredPort);
-        }
+        let p =
+            declared(to, self.site.arrival, self.site.egress).ok_or(EmitError::UndeclaredPort)?;
         let len = frame.len();
         if len < 14 || len > self.site.region.chunk_size() as usize {
             return Err(EmitError::Length(len));
@@ -238,13 +236,18 @@ pub(super) fn panic_message(payload: &(dyn std::any::Any + Send)) -> String {
         .unwrap_or_else(|| "a handler panicked".to_string())
 }
 
+/// Port `p` as the worker names it, if a frame of a lane on port `arrival` whose
+/// rules send to `egress` may leave by it.
+#[inline(always)]
+fn declared(p: PortRef, arrival: PortId, egress: &[PortId]) -> Option<PortId> {
+    let p = p.0 as PortId;
+    (p == arrival || egress.contains(&p)).then_some(p)
+}
+
 /// The worker's verdict for a handler's: `None` for a port the lane cannot send to.
 #[inline(always)]
 pub(super) fn verdict(v: crate::api::Verdict, site: &CallSite<'_>) -> Option<Verdict> {
-    let port = |p: PortRef| -> Option<PortId> {
-        let p = p.0 as PortId;
-        (p == site.port || site.egress.contains(&p)).then_some(p)
-    };
+    let port = |p: PortRef| declared(p, site.port, site.egress);
     let mac: MacRewrite = v.mac.rewrite();
     let act = match v.kind {
         Kind::Drop => Act::Drop,
