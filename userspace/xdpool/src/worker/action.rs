@@ -327,8 +327,27 @@ fn queue_frag(frag: pool::Frag, len: u32, cx: &mut ActCtx<'_>) {
 
 /// Rewrites the frame's two MAC addresses. A frame that cannot be viewed, is shorter
 /// than two MACs, or whose next hop is unknown is recycled and counted; `None` then.
-#[inline]
+#[inline(always)]
 pub(crate) fn rewrite(
+    frame: Frame,
+    d: XdpDesc,
+    how: MacRewrite,
+    egress: Option<PortId>,
+    cx: &mut ActCtx<'_>,
+) -> Option<Frame> {
+    if how == MacRewrite::Keep && d.len >= 12 {
+        // Nothing to view: the descriptor was checked against the chunk when the
+        // frame was taken (or made by a handler's bounds-checked packet view). A
+        // handler's rewrite is done on its own view (`call`), so its verdict comes
+        // here as `Keep`: this test is all that frame costs.
+        return Some(frame);
+    }
+    rewrite_viewed(frame, d, how, egress, cx)
+}
+
+/// [`rewrite`] for a frame whose bytes change (or that is too short).
+#[inline(never)]
+fn rewrite_viewed(
     mut frame: Frame,
     d: XdpDesc,
     how: MacRewrite,
@@ -341,8 +360,6 @@ pub(crate) fn rewrite(
         return None;
     }
     if how == MacRewrite::Keep {
-        // Nothing to view: the descriptor was checked against the chunk when the
-        // frame was taken (or made by a handler's bounds-checked packet view).
         return Some(frame);
     }
     let offset = (d.addr - frame.addr()) as usize;
