@@ -188,6 +188,9 @@ pub(crate) fn heap_socket(
 /// One worker driven pass by pass on the caller's thread.
 pub(crate) struct Driven<H: HandlerSet> {
     worker: Worker<H>,
+    /// What every pass borrows, as `run_with` holds them.
+    remotes: Arc<super::handoff::Remotes>,
+    region: Arc<Region>,
     /// The clock the handlers' ticks see: moved only by [`advance`](Self::advance).
     clock: std::time::Instant,
 }
@@ -201,6 +204,8 @@ impl<H: HandlerSet> Driven<H> {
         handlers: Arc<H>,
     ) -> Self {
         Driven {
+            remotes: fabric.remotes.clone(),
+            region: region.clone(),
             worker: Worker::new(region, spec, fabric, handlers),
             clock: std::time::Instant::now(),
         }
@@ -218,7 +223,7 @@ impl<H: HandlerSet> Driven<H> {
         self.worker.handler_chores(|| clock);
         let mut busy = false;
         for i in 0..self.worker.lanes.len() {
-            busy |= self.worker.step(i);
+            busy |= self.worker.step_with(i, &self.remotes, &self.region);
         }
         busy
     }

@@ -210,6 +210,9 @@ pub fn run_with<H: HandlerSet>(
             tracing::warn!(core, error = %e, "could not pin worker; running unpinned");
         }
     }
+    // Borrowed by every pass: a clone per pass would be an atomic read-modify-write
+    // (two with the drop) for nothing.
+    let remotes = fabric.remotes.clone();
     let mut w = Worker::new(&region, spec, fabric, handlers);
     let mut passes: u32 = 0;
     let mut was_busy = false;
@@ -219,7 +222,7 @@ pub fn run_with<H: HandlerSet>(
         let mut busy = false;
         for i in 0..w.lanes.len() {
             w.service(i);
-            busy |= w.step(i);
+            busy |= w.step_with(i, &remotes, &region);
         }
         passes = passes.wrapping_add(1);
         // Publishing (some forty stores per lane) and the clock are not free: every
@@ -472,34 +475,52 @@ impl<H: HandlerSet> Worker<H> {
         }
     }
 
-    /// One pass over lane `i`; returns whether anything moved.
-    #[inline]
+    /// [`step_with`](Self::step_with) for a test.
+    #[cfg(test)]
     fn step(&mut self, i: usize) -> bool {
-        let remotes = self.fabric.remotes.clone();
+        let (remotes, region) = (
+            self.fabric.remotes.clone(),
+            self.lanes[i].port.region().clone(),
+        );
+        self.step_with(i, &remotes, &region)
+    }
+
+    /// [`receive_with`](Self::receive_with) for a test.
+    #[cfg(test)]
+    fn receive(&mut self, i: usize) -> usize {
+        let region = self.lanes[i].port.region().clone();
+        self.receive_with(i, &region)
+    }
+
+    /// One pass over lane `i`; returns whether anything moved. `remotes` is the
+    /// fabric's and `region` the UMEM every lane's pool draws from, borrowed for the
+    /// whole run by the caller.
+    #[inline]
+    fn step_with(&mut self, i: usize, remotes: &Remotes, region: &Region) -> bool {
         self.lanes[i].refresh_rules();
         if !self.lanes[i].port.has_io() {
-            return self.pump(i, &remotes) > 0;
+            return self.pump(i, remotes) > 0;
         }
-        let reaped = self.lanes[i].port.reap(&remotes);
+        let reaped = self.lanes[i].port.reap(remotes);
         self.lanes[i].port.refill();
         let mut got = 0;
         // Shedding (`receive` took a whole batch to shed): drop in bulk (what the TX
         // side cannot take goes back to the pool at `transmit`) and restock the fill
         // ring, up to SHED_BATCHES more batches, until it is no longer low.
         for extra in 0..=SHED_BATCHES {
-            got += self.receive(i);
+            got += self.receive_with(i, region);
             if !std::mem::take(&mut self.shedding) || extra == SHED_BATCHES {
                 break;
             }
-            self.route(i, &remotes);
-            self.lanes[i].port.transmit(&remotes);
+            self.route(i, remotes);
+            self.lanes[i].port.transmit(remotes);
             self.lanes[i].port.refill();
         }
         self.received_since_idle |= got > 0;
-        self.route(i, &remotes);
-        let pumped = self.pump(i, &remotes);
+        self.route(i, remotes);
+        let pumped = self.pump(i, remotes);
         let lane = &mut self.lanes[i];
-        lane.port.transmit(&remotes);
+        lane.port.transmit(remotes);
         let tx_pending = lane.port.tx_pending() > 0;
         lane.kick(reaped > 0 || tx_pending, got);
         // Frames in TX keep the loop awake: poll() reports RX only.
@@ -548,8 +569,9 @@ impl<H: HandlerSet> Worker<H> {
         want
     }
 
-    /// One RX batch of lane `i`, each frame through its action.
-    fn receive(&mut self, i: usize) -> usize {
+    /// One RX batch of lane `i`, each frame through its action; `region` is the
+    /// lane's pool's.
+    fn receive_with(&mut self, i: usize, region: &Region) -> usize {
         let want = self.rx_budget(i);
         if want == 0 {
             return 0;
@@ -580,15 +602,13 @@ impl<H: HandlerSet> Worker<H> {
         for d in &descs[..n] {
             lane.port.region().prefetch(d.addr);
         }
-        // One reference to the region for the batch: a clone per frame is an atomic
-        // read-modify-write on a line every worker shares.
-        let region = lane.port.region().clone();
+        debug_assert!(std::ptr::eq(region, &**lane.port.region()));
         let origin = lane.port.socket as u16;
         // Out of the lane for the batch, so that the batch's borrow of it leaves the
         // lane free (put back below; the rules change only between batches).
         let egress = std::mem::take(&mut lane.needs.egress);
         let emit_site = call::EmitSite {
-            region: &region,
+            region,
             book,
             origin,
             arrival: spec.lanes[i].port,
@@ -679,7 +699,7 @@ impl<H: HandlerSet> Worker<H> {
                 c,
                 tx,
                 out,
-                region: &region,
+                region,
                 scratch,
                 copybreak_bytes: spec.copybreak_bytes,
                 macs: book,
