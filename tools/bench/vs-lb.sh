@@ -38,6 +38,8 @@
 #   LOSS_RATE=20000 LOSS_BATCH=16 LOSS_SECS=30 LOSS_AFTER=3 PREFIX=vlb<pid> NO_BUILD=1 (use the
 #   binaries as built) OUT=file (default: a dated file under docs/results/)
 #   KEEP=dir (copy the run's scratch files there: summaries, pcaps, traffic logs).
+#   PERF=dir (perf record -e cpu-clock -g of core 1 for 1 s of each counted run, from
+#   0.2 s into the send: dir/ours-N.data, dir/peer-N.data; read with perf report -i).
 # Builds (unless NO_BUILD=1): `cargo build --release -p xdpool-examples --bin lb
 # -p xdpool-cli` and `cargo build --release` in tools/lb-peer (the same release
 # profile in both: opt-level 3, codegen-units 4, debug 1). The peer's libxdp-sys
@@ -143,10 +145,17 @@ run_one() { # $1 ours|peer, $2 round (0: warm-up) -> a line, a row in $W/rows.ts
     d0=$(arrived) || die "no XDP counters on xdpd0"
     local t1 t2 u1 u2
     t1=$(bench_threads "$TOOL_PID"); u1=$(bench_cpu $FWD_CORE)
+    local perf_pid=
+    if [ -n "${PERF:-}" ] && [ "$round" != 0 ]; then # core 1 for 1 s, from 0.2 s into the send
+        mkdir -p "$PERF"
+        (sleep 0.2; exec perf record -q -e cpu-clock -g -C $FWD_CORE -o "$PERF/$leg-$round.data" -- sleep 1) > /dev/null 2>&1 &
+        perf_pid=$!
+    fi
     timeout $((GEN_SECS + 10)) "$XDPOOL" gen $GEN_TO --engine live --count "$COUNT" \
         --duration "$GEN_SECS" --size 64 --src-ports 1024-1087 --cores $GEN_CORE --json "$W/gen.json" > "$W/gen.out" 2>&1 ||
         echo "# $leg: the generator failed: $(tail -n 2 "$W/gen.out" | tr '\n' ' ')"
     t2=$(bench_threads "$TOOL_PID"); u2=$(bench_cpu $FWD_CORE)
+    [ -n "$perf_pid" ] && wait "$perf_pid"
     sleep 1
     d1=$(arrived)
     stop_tool "$leg"
