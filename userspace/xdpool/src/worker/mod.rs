@@ -46,6 +46,7 @@ use handoff::{Egress, Remotes};
 use handover::Phase;
 use lane::Lane;
 use pool::{PoolConfig, PoolOwner, PoolStats, Region};
+use port::LocalReturns;
 use serde::Serialize;
 use std::rc::Rc;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -251,6 +252,9 @@ struct Worker<H: HandlerSet> {
     fabric: Arc<Fabric>,
     /// Lane index of each socket this worker serves, by socket index.
     local: Vec<Option<usize>>,
+    /// Completed frames of this worker's own pools, between a lane's reap and their
+    /// release into the pool of the lane they came from (`release_local`).
+    returns: LocalReturns,
     /// Frames for other ports from the batch being processed.
     out: Vec<(PortId, Egress)>,
     descs: Box<[XdpDesc]>,
@@ -313,6 +317,14 @@ impl<H: HandlerSet> Worker<H> {
             book_version: fabric.neighbours.version(),
             book,
             lanes,
+            returns: LocalReturns {
+                mask: local
+                    .iter()
+                    .enumerate()
+                    .filter(|&(s, l)| l.is_some() && s < 64)
+                    .fold(0, |m, (s, _)| m | 1 << s),
+                frags: Vec::with_capacity(MAX_BATCH),
+            },
             local,
             out: Vec::with_capacity(2 * MAX_BATCH),
             descs: vec![XdpDesc::default(); MAX_BATCH].into_boxed_slice(),
@@ -501,7 +513,8 @@ impl<H: HandlerSet> Worker<H> {
         if !self.lanes[i].port.has_io() {
             return self.pump(i, remotes) > 0;
         }
-        let reaped = self.lanes[i].port.reap(remotes);
+        let reaped = self.lanes[i].port.reap_to(remotes, Some(&mut self.returns));
+        self.release_local(remotes);
         self.lanes[i].port.refill();
         let mut got = 0;
         // Shedding (`receive` took a whole batch to shed): drop in bulk (what the TX
@@ -525,6 +538,22 @@ impl<H: HandlerSet> Worker<H> {
         lane.kick(reaped > 0 || tx_pending, got);
         // Frames in TX keep the loop awake: poll() reports RX only.
         got > 0 || reaped > 0 || tx_pending || pumped > 0
+    }
+
+    /// What the last reap left for pools of this worker goes straight into them: a
+    /// forwarded frame is back in its pool's cache with no return ring, no atomic
+    /// index, no second pass over it when that pool refills.
+    #[inline]
+    fn release_local(&mut self, remotes: &Remotes) {
+        for (origin, token) in self.returns.frags.drain(..) {
+            match self.local.get(origin as usize).copied().flatten() {
+                Some(j) => self.lanes[j].port.pool.release_frag(token),
+                // Not reached: `returns.mask` has only sockets of this worker.
+                None => {
+                    remotes.release(origin, token);
+                }
+            }
+        }
     }
 
     /// How many RX descriptors to take: no more than the own TX ring and the egress

@@ -101,6 +101,25 @@ pub struct PortRings {
     pub rx: u32,
 }
 
+/// Completed frames of pools of the reaping port's own worker, on their way back
+/// (`Port::reap_to`): the worker releases them into the owning lane's pool, with no
+/// return ring between (that pool's owner is the same thread).
+#[derive(Debug, Default)]
+pub struct LocalReturns {
+    /// Bit `s`: socket `s`'s pool is served by this worker (sockets 0..64).
+    pub mask: u64,
+    /// (origin socket, token), emptied by the worker after each reap.
+    pub frags: Vec<(u16, Frag)>,
+}
+
+impl LocalReturns {
+    /// Whether socket `origin`'s pool is served here.
+    #[inline]
+    pub fn serves(&self, origin: u16) -> bool {
+        origin < 64 && self.mask & (1 << origin) != 0
+    }
+}
+
 /// One socket's rings and bookkeeping. Context rule: the owning worker's thread
 /// (the pool owner lives here).
 pub struct Port {
@@ -459,14 +478,38 @@ impl Port {
 
     /// Completions: TX frames the kernel is done with go back to their pools.
     pub fn reap(&mut self, remotes: &Remotes) -> usize {
+        self.reap_to(remotes, None)
+    }
+
+    /// [`reap`](Self::reap), where the frames of the pools in `local` (lanes of this
+    /// port's worker) are left in it for the worker to release into their pools
+    /// directly, and the rest go through `remotes`.
+    #[inline]
+    pub fn reap_to(&mut self, remotes: &Remotes, mut local: Option<&mut LocalReturns>) -> usize {
         let Some(io) = self.io.as_mut() else { return 0 };
         let n = io.rings().completion.consume(&mut self.addrs[..self.batch]);
         for i in 0..n {
             let addr = self.addrs[i];
             self.inflight.completed(addr);
             self.c.tx_completed += 1;
-            if self.untx(addr, remotes) {
-                self.c.foreign_completed += 1;
+            let foreign = self
+                .foreign
+                .get_mut((addr >> self.shift) as usize)
+                .and_then(Option::take);
+            match (foreign, local.as_deref_mut()) {
+                (Some(f), Some(l)) if l.serves(f.origin) => {
+                    self.c.foreign_completed += 1;
+                    l.frags.push((f.origin, f.token));
+                }
+                (Some(f), _) => {
+                    self.c.foreign_completed += 1;
+                    self.give_back(f.origin, f.token, remotes);
+                }
+                (None, _) => {
+                    if self.pool.take_completion(addr).is_err() {
+                        self.c.completion_rejected += 1;
+                    }
+                }
             }
         }
         n

@@ -930,6 +930,102 @@ fn a_worker_hands_frames_to_another_workers_queue_and_counts_a_full_one() {
     assert_eq!(a.application, 0, "every frame back: {a:?}");
 }
 
+/// A frame forwarded between two lanes of one worker comes back, once its egress
+/// completed it, straight into its own pool's cache: not through the return ring
+/// (the other pool's owner is this same thread), and into no other pool.
+#[test]
+fn a_frame_forwarded_within_one_worker_returns_to_its_pool_without_the_ring() {
+    use super::shared::{PortShared, Waker};
+    use super::{Fabric, LaneSpec, Worker};
+    let region = Region::new(RegionConfig {
+        frames: FRAMES,
+        chunk_size: CHUNK,
+        ..RegionConfig::default()
+    })
+    .unwrap();
+    let sockets = vec![
+        PortShared::new(0, "in", "a", 0, None, 64, Waker::new().unwrap()),
+        PortShared::new(1, "out", "b", 0, None, 64, Waker::new().unwrap()),
+    ];
+    let fabric = Arc::new(Fabric {
+        sockets,
+        port_sockets: vec![vec![0], vec![1]],
+        remotes: Remotes::new(2),
+        neighbours: crate::neigh::Neighbours::new(MacBook::new(2)),
+        capture: Default::default(),
+        file_capture: Default::default(),
+        handler_failure: Default::default(),
+        mailbox: Default::default(),
+    });
+    let rule = |action, port, to| crate::config::ValidRule {
+        proto: None,
+        dst_port: None,
+        dst: None,
+        src_port: None,
+        src: None,
+        vlan: None,
+        action,
+        port,
+        to,
+        mac: MacRewrite::Swap,
+        mirror_to: None,
+        call: None,
+    };
+    let lane = |socket: usize, r| LaneSpec {
+        socket,
+        port: socket,
+        queue_pos: 0,
+        rules: super::rules::RuleSlot::new(0, super::classify::Classifier::new(vec![r])),
+        rings: PortRings { fill: 64, rx: 64 },
+    };
+    let mut spec = one_lane_spec(
+        lane(0, rule(crate::config::Action::Forward, 0, Some(1))),
+        crate::config::WaitMode::Spin,
+    );
+    spec.lanes
+        .push(lane(1, rule(crate::config::Action::Drop, 1, None)));
+    let mut w = Worker::new(&region, spec, fabric.clone(), Arc::new(()));
+    stamp(&mut w.lanes[0].port, 0);
+    let (io0, k0) = heap_socket(&region, 64);
+    let (io1, k1) = heap_socket(&region, 64);
+    w.lanes[0].port.attach(io0);
+    w.lanes[1].port.attach(io1);
+    assert!(!w.step(0) & !w.step(1), "nothing to do yet");
+    let stats = |w: &Worker<()>, l: usize| w.lanes[l].port.pool.stats();
+    let (ring0, cached0) = (stats(&w, 0).recycle_ring, stats(&w, 0).recycle_cached);
+    let other = stats(&w, 1);
+
+    assert_eq!(k0.deliver(16).len(), 16);
+    assert!(w.step(0));
+    assert_eq!(w.lanes[0].port.c.forwarded, 16);
+    assert!(w.step(1));
+    let sent = k1.send();
+    assert_eq!(
+        sent.len(),
+        16,
+        "out put every forwarded frame on its TX ring"
+    );
+    k1.complete(&sent);
+    assert!(w.step(1));
+    assert_eq!(w.lanes[1].port.c.foreign_completed, 16);
+    assert!(
+        w.returns.frags.is_empty(),
+        "nothing left between reap and pool"
+    );
+
+    // Back in `in`'s cache, not through its ring; `out`'s pool never saw them.
+    assert_eq!(stats(&w, 0).recycle_ring, ring0);
+    assert_eq!(stats(&w, 0).recycle_cached - cached0, 16);
+    let after = stats(&w, 1);
+    assert_eq!(
+        (after.recycle_cached, after.recycle_ring, after.hold),
+        (other.recycle_cached, other.recycle_ring, other.hold)
+    );
+    let a = region.accounting();
+    a.check().unwrap();
+    assert_eq!(a.application + a.tx, 0, "every frame back: {a:?}");
+}
+
 /// A shedding l2fwd worker (`tx_bottleneck = "shed"`) with `batch`, copy-mode rings
 /// that let the kernel hold 128 frames (low below 64) and a TX ring of 64 that the
 /// test's kernel drains only when told to.
