@@ -99,7 +99,7 @@ pub const QUEUE_COUNTERS: &[(&str, Def)] = &[
     ("mirrored", c("xdpool_mirrored", "mirror_to: copies (second references to the chunk) queued on the monitor port.")),
     ("reflected_twice", c("xdpool_reflected_twice", "reflect-twice: frames sent back twice on their own socket by reference.")),
     ("foreign_tx", c("xdpool_foreign_tx", "Frames of other ports' pools this socket queued for TX (cross-port forwarding and mirroring).")),
-    ("foreign_completed", c("xdpool_foreign_completed", "Of those, completed and returned to their origin pool through its return ring.")),
+    ("foreign_completed", c("xdpool_foreign_completed", "Of those, completed and returned to their origin pool (through its return ring, or into its cache when the same worker serves it).")),
     ("foreign_reclaimed", c("xdpool_foreign_reclaimed", "Of those, taken back from a closed socket's TX side and returned to their origin pool.")),
     ("captured", c("xdpool_captured", "xdpool capture: frames the worker copied (at most snaplen bytes) into the capture queue for the client.")),
     ("capture_dropped", c("xdpool_capture_dropped", "xdpool capture: matching frames not captured because the capture queue was full (the client read too slowly); the frames themselves went on to their action.")),

@@ -338,8 +338,8 @@ pub(crate) fn rewrite(
     if how == MacRewrite::Keep && d.len >= 12 {
         // Nothing to view: the descriptor was checked against the chunk when the
         // frame was taken (or made by a handler's bounds-checked packet view). A
-        // handler's rewrite is done on its own view (`call`), so its verdict comes
-        // here as `Keep`: this test is all that frame costs.
+        // handler's rewrite is done on its own view (`call`), so the verdict of a
+        // frame it did not keep comes here as `Keep`: this test is all it costs.
         return Some(frame);
     }
     rewrite_viewed(frame, d, how, egress, cx)
@@ -359,6 +359,7 @@ fn rewrite_viewed(
         cx.c.rx_too_short += 1;
         return None;
     }
+    // `Keep` with 12 bytes or more never comes here (`rewrite`).
     if how == MacRewrite::Keep {
         return Some(frame);
     }

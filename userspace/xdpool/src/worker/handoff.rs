@@ -1,9 +1,11 @@
 //! Frames crossing from one port to another: a descriptor plus the frag token that
 //! keeps its chunk alive, and the socket whose pool it returns to.
 //!
-//! The sending port's worker never touches the receiving pool's cache: a frame it
-//! completes (or cannot send) goes back through the origin pool's `PoolRemote`, into
-//! that pool's return ring. [`Remotes`] is the table of those handles.
+//! A frame the sending port completes (or cannot send) goes back through the origin
+//! pool's `PoolRemote`, into that pool's return ring; the one exception is a
+//! completion whose origin pool is served by the same worker, which that worker
+//! releases into the pool's cache itself (`Port::reap_to`). [`Remotes`] is the table
+//! of those handles.
 
 use crate::xsk::XdpDesc;
 use pool::{Frag, PoolRemote};

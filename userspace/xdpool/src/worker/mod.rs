@@ -545,9 +545,21 @@ impl<H: HandlerSet> Worker<H> {
     /// index, no second pass over it when that pool refills.
     #[inline]
     fn release_local(&mut self, remotes: &Remotes) {
+        if self.returns.frags.is_empty() {
+            return;
+        }
         for (origin, token) in self.returns.frags.drain(..) {
             match self.local.get(origin as usize).copied().flatten() {
-                Some(j) => self.lanes[j].port.pool.release_frag(token),
+                Some(j) => {
+                    self.lanes[j].port.pool.release_frag(token);
+                    // A pool whose socket is gone no longer refills, and so no
+                    // longer publishes its cache's length: publish it here, or the
+                    // region's check at rest (every port down) finds its cache
+                    // short of the frames it now holds.
+                    if !self.lanes[j].port.has_io() {
+                        self.lanes[j].port.pool.publish_stats();
+                    }
+                }
                 // Not reached: `returns.mask` has only sockets of this worker.
                 None => {
                     remotes.release(origin, token);

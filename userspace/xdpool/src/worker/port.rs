@@ -7,7 +7,9 @@
 //!
 //! A port's TX ring carries two kinds of frames: its own pool's (marked TX in the
 //! pool: `give_tx`, `give_tx_frag`) and other ports' (a frag token per chunk, kept in
-//! `foreign` and released through the origin pool's return ring on completion).
+//! `foreign` and released on completion: into the origin pool's return ring, or,
+//! when that pool is a lane of the same worker, handed to the worker to release
+//! into the pool itself, `reap_to`).
 //!
 //! The socket is behind [`PortIo`], so every path here runs over heap rings in unit
 //! tests, without root or a kernel.

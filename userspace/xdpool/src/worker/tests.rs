@@ -930,11 +930,15 @@ fn a_worker_hands_frames_to_another_workers_queue_and_counts_a_full_one() {
     assert_eq!(a.application, 0, "every frame back: {a:?}");
 }
 
-/// A frame forwarded between two lanes of one worker comes back, once its egress
-/// completed it, straight into its own pool's cache: not through the return ring
-/// (the other pool's owner is this same thread), and into no other pool.
-#[test]
-fn a_frame_forwarded_within_one_worker_returns_to_its_pool_without_the_ring() {
+/// One worker serving two lanes: socket 0 (port "in", forward to port 1) and socket
+/// 1 (port "out", drop), each on a heap socket with a TX ring of 64.
+fn two_lane_forward_worker() -> (
+    Arc<Region>,
+    Arc<super::Fabric>,
+    super::Worker<()>,
+    Kernel,
+    Kernel,
+) {
     use super::shared::{PortShared, Waker};
     use super::{Fabric, LaneSpec, Worker};
     let region = Region::new(RegionConfig {
@@ -991,7 +995,16 @@ fn a_frame_forwarded_within_one_worker_returns_to_its_pool_without_the_ring() {
     w.lanes[0].port.attach(io0);
     w.lanes[1].port.attach(io1);
     assert!(!w.step(0) & !w.step(1), "nothing to do yet");
-    let stats = |w: &Worker<()>, l: usize| w.lanes[l].port.pool.stats();
+    (region, fabric, w, k0, k1)
+}
+
+/// A frame forwarded between two lanes of one worker comes back, once its egress
+/// completed it, straight into its own pool's cache: not through the return ring
+/// (the other pool's owner is this same thread), and into no other pool.
+#[test]
+fn a_frame_forwarded_within_one_worker_returns_to_its_pool_without_the_ring() {
+    let (region, _fabric, mut w, k0, k1) = two_lane_forward_worker();
+    let stats = |w: &super::Worker<()>, l: usize| w.lanes[l].port.pool.stats();
     let (ring0, cached0) = (stats(&w, 0).recycle_ring, stats(&w, 0).recycle_cached);
     let other = stats(&w, 1);
 
@@ -1008,10 +1021,6 @@ fn a_frame_forwarded_within_one_worker_returns_to_its_pool_without_the_ring() {
     k1.complete(&sent);
     assert!(w.step(1));
     assert_eq!(w.lanes[1].port.c.foreign_completed, 16);
-    assert!(
-        w.returns.frags.is_empty(),
-        "nothing left between reap and pool"
-    );
 
     // Back in `in`'s cache, not through its ring; `out`'s pool never saw them.
     assert_eq!(stats(&w, 0).recycle_ring, ring0);
@@ -1024,6 +1033,32 @@ fn a_frame_forwarded_within_one_worker_returns_to_its_pool_without_the_ring() {
     let a = region.accounting();
     a.check().unwrap();
     assert_eq!(a.application + a.tx, 0, "every frame back: {a:?}");
+}
+
+/// The origin's socket is gone (given up, its kernel frames reclaimed) while its
+/// frames wait in the other lane's TX ring: their completions still go into its
+/// pool, and the region's check at rest (nothing attached) finds them there,
+/// counted, without anyone asking the pool for its statistics first.
+#[test]
+fn frames_completed_for_a_lane_whose_socket_is_gone_are_counted_in_its_cache() {
+    let (region, fabric, mut w, k0, k1) = two_lane_forward_worker();
+    assert_eq!(k0.deliver(16).len(), 16);
+    assert!(w.step(0) & w.step(1));
+    let sent = k1.send();
+    assert_eq!(sent.len(), 16);
+    // `in` goes away: detached, its fill ring's frames reclaimed.
+    let remotes = fabric.remotes.clone();
+    assert!(w.lanes[0].port.detach(&remotes).is_some());
+    w.lanes[0].port.reclaim(&remotes);
+    k1.complete(&sent);
+    assert!(w.step(1));
+    assert_eq!(w.lanes[1].port.c.foreign_completed, 16);
+    // Then `out` too: every port down, the region at rest.
+    assert!(w.lanes[1].port.detach(&remotes).is_some());
+    w.lanes[1].port.reclaim(&remotes);
+    let a = region.accounting();
+    a.check().unwrap_or_else(|e| panic!("{e}: {a:?}"));
+    assert_eq!(a.application + a.tx + a.fill, 0, "every frame back: {a:?}");
 }
 
 /// A shedding l2fwd worker (`tx_bottleneck = "shed"`) with `batch`, copy-mode rings
