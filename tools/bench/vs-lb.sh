@@ -40,8 +40,8 @@
 #   KEEP=dir (copy the run's scratch files there: summaries, pcaps, traffic logs).
 #   PERF=dir (perf record -e cpu-clock -g of core 1 for 1 s of each counted run, from
 #   0.2 s into the send: dir/ours-N.data, dir/peer-N.data; read with perf report -i).
-# Builds (unless NO_BUILD=1): `cargo build --release -p xdpool-examples --bin lb
-# -p xdpool-cli` and `cargo build --release` in tools/lb-peer (the same release
+# Builds (unless NO_BUILD=1): `cargo build --release -p xdpool-examples -p xdpool-cli
+# --bin lb --bin xdpool` (both named: `--bin lb` alone builds no xdpool) and `cargo build --release` in tools/lb-peer (the same release
 # profile in both: opt-level 3, codegen-units 4, debug 1). The peer's libxdp-sys
 # compiles libxdp with clang: CLANG=clang-19 LLC=llc-19 by default, and needs m4
 # (apt-get install m4). Needs root, ethtool, tcpdump, tools/xdpsink (make -C tools/xdpsink).
@@ -75,7 +75,7 @@ die() { echo "vs-lb: $*" >&2; exit 1; }
 [ "$(id -u)" = 0 ] || die "needs root"
 
 if [ -z "${NO_BUILD:-}" ]; then
-    XDPOOL_CLANG=${XDPOOL_CLANG:-clang-19} cargo build --release -p xdpool-examples --bin lb -p xdpool-cli || die "build of lb/xdpool failed"
+    XDPOOL_CLANG=${XDPOOL_CLANG:-clang-19} cargo build --release -p xdpool-examples -p xdpool-cli --bin lb --bin xdpool || die "build of lb/xdpool failed"
     (cd tools/lb-peer && CLANG=${CLANG:-clang-19} LLC=${LLC:-llc-19} CARGO_TARGET_DIR=$ROOT/tools/lb-peer/target \
         cargo build --release) || die "build of tools/lb-peer failed (libxdp-sys needs clang and m4)"
     make -s -C tools/xdpsink || die "build of tools/xdpsink failed"
