@@ -698,6 +698,28 @@ pub struct ValidRule {
     pub call: Option<CallSpec>,
 }
 
+#[cfg(test)]
+impl ValidRule {
+    /// A rule that matches every frame on `port`: `action` (to port `to`), MACs
+    /// swapped, no mirror. Tests build their rule lists from it.
+    pub(crate) fn every(action: Action, port: usize, to: Option<usize>) -> ValidRule {
+        ValidRule {
+            proto: None,
+            dst_port: None,
+            dst: None,
+            src_port: None,
+            src: None,
+            vlan: None,
+            action,
+            port,
+            to,
+            mac: MacRewrite::Swap,
+            mirror_to: None,
+            call: None,
+        }
+    }
+}
+
 impl ValidRule {
     /// A rule without conditions: it takes every frame, malformed ones included.
     pub fn matches_anything(&self) -> bool {

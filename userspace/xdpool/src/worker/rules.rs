@@ -432,24 +432,11 @@ pub fn tag_generation(tag: u32) -> u32 {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::config::{Action, MacRewrite, ValidRule};
+    use crate::config::{Action, ValidRule};
     use crate::worker::action::Act;
 
     fn set(action: Action) -> Classifier {
-        Classifier::new(vec![ValidRule {
-            proto: None,
-            dst_port: None,
-            dst: None,
-            src_port: None,
-            src: None,
-            vlan: None,
-            action,
-            port: 0,
-            to: None,
-            mac: MacRewrite::Swap,
-            mirror_to: None,
-            call: None,
-        }])
+        Classifier::new(vec![ValidRule::every(action, 0, None)])
     }
 
     #[test]

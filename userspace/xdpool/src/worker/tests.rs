@@ -63,6 +63,31 @@ impl Kernel {
     }
 }
 
+/// A region of `FRAMES` chunks of `CHUNK` bytes.
+fn test_region() -> Arc<Region> {
+    Region::new(RegionConfig {
+        frames: FRAMES,
+        chunk_size: CHUNK,
+        ..RegionConfig::default()
+    })
+    .unwrap()
+}
+
+/// The fabric of `sockets`, socket `i` the only one of port `i`.
+fn test_fabric(sockets: Vec<Arc<super::shared::PortShared>>) -> Arc<super::Fabric> {
+    let n = sockets.len();
+    Arc::new(super::Fabric {
+        sockets,
+        port_sockets: (0..n).map(|i| vec![i]).collect(),
+        remotes: Remotes::new(n),
+        neighbours: crate::neigh::Neighbours::new(MacBook::new(n)),
+        capture: Default::default(),
+        file_capture: Default::default(),
+        handler_failure: Default::default(),
+        mailbox: Default::default(),
+    })
+}
+
 fn heap_socket(region: &Region, tx_size: u32) -> (Box<dyn PortIo>, Kernel) {
     heap_socket_napi(region, tx_size, None)
 }
@@ -122,12 +147,7 @@ impl Rig {
     /// `n` ports, each with a TX ring of `tx[i]` entries; every chunk's frame area
     /// starts as the template.
     fn new(tx: &[u32]) -> Rig {
-        let region = Region::new(RegionConfig {
-            frames: FRAMES,
-            chunk_size: CHUNK,
-            ..RegionConfig::default()
-        })
-        .unwrap();
+        let region = test_region();
         let remotes = Remotes::new(tx.len());
         let mut ports = Vec::new();
         let mut kernels = Vec::new();
@@ -699,20 +719,11 @@ fn port_teardown_audits_its_pool_and_a_frame_lost_there_fails_it() {
     let port = rig.ports.remove(1);
     let _kernel = rig.kernels.remove(1);
     let shared = PortShared::new(1, "out", "x", 0, None, 8, Waker::new().unwrap());
-    let rules = vec![crate::config::ValidRule {
-        proto: None,
-        dst_port: None,
-        dst: None,
-        src_port: None,
-        src: None,
-        vlan: None,
-        action: crate::config::Action::L2fwd,
-        port: 1,
-        to: None,
-        mac: MacRewrite::Swap,
-        mirror_to: None,
-        call: None,
-    }];
+    let rules = vec![crate::config::ValidRule::every(
+        crate::config::Action::L2fwd,
+        1,
+        None,
+    )];
     let spec = LaneSpec {
         socket: 1,
         port: 1,
@@ -784,20 +795,11 @@ fn a_chain_with_a_refused_buffer_is_dropped_whole() {
     let port = rig.ports.remove(0);
     let kernel = rig.kernels.remove(0);
     let shared = PortShared::new(0, "main", "x", 0, None, 8, Waker::new().unwrap());
-    let rules = vec![crate::config::ValidRule {
-        proto: None,
-        dst_port: None,
-        dst: None,
-        src_port: None,
-        src: None,
-        vlan: None,
-        action: crate::config::Action::L2fwd,
-        port: 0,
-        to: None,
-        mac: MacRewrite::Swap,
-        mirror_to: None,
-        call: None,
-    }];
+    let rules = vec![crate::config::ValidRule::every(
+        crate::config::Action::L2fwd,
+        0,
+        None,
+    )];
     let spec = LaneSpec {
         socket: 0,
         port: 0,
@@ -851,13 +853,8 @@ fn a_chain_with_a_refused_buffer_is_dropped_whole() {
 #[test]
 fn a_worker_hands_frames_to_another_workers_queue_and_counts_a_full_one() {
     use super::shared::{PortShared, Waker};
-    use super::{Fabric, LaneSpec, Worker};
-    let region = Region::new(RegionConfig {
-        frames: FRAMES,
-        chunk_size: CHUNK,
-        ..RegionConfig::default()
-    })
-    .unwrap();
+    use super::{LaneSpec, Worker};
+    let region = test_region();
     // Socket 0 (port 0) is ours; socket 1 (port 1) belongs to another worker whose
     // handoff queue holds 8.
     let (w0, w1) = (Waker::new().unwrap(), Waker::new().unwrap());
@@ -868,30 +865,8 @@ fn a_worker_hands_frames_to_another_workers_queue_and_counts_a_full_one() {
     sockets[1]
         .handover()
         .set_phase_for_test(super::handover::Phase::Running);
-    let fabric = Arc::new(Fabric {
-        sockets,
-        port_sockets: vec![vec![0], vec![1]],
-        remotes: Remotes::new(2),
-        neighbours: crate::neigh::Neighbours::new(MacBook::new(2)),
-        capture: Default::default(),
-        file_capture: Default::default(),
-        handler_failure: Default::default(),
-        mailbox: Default::default(),
-    });
-    let rule = crate::config::ValidRule {
-        proto: None,
-        dst_port: None,
-        dst: None,
-        src_port: None,
-        src: None,
-        vlan: None,
-        action: crate::config::Action::Forward,
-        port: 0,
-        to: Some(1),
-        mac: MacRewrite::Swap,
-        mirror_to: None,
-        call: None,
-    };
+    let fabric = test_fabric(sockets);
+    let rule = crate::config::ValidRule::every(crate::config::Action::Forward, 0, Some(1));
     let lane = LaneSpec {
         socket: 0,
         port: 0,
@@ -940,41 +915,14 @@ fn two_lane_forward_worker() -> (
     Kernel,
 ) {
     use super::shared::{PortShared, Waker};
-    use super::{Fabric, LaneSpec, Worker};
-    let region = Region::new(RegionConfig {
-        frames: FRAMES,
-        chunk_size: CHUNK,
-        ..RegionConfig::default()
-    })
-    .unwrap();
+    use super::{LaneSpec, Worker};
+    let region = test_region();
     let sockets = vec![
         PortShared::new(0, "in", "a", 0, None, 64, Waker::new().unwrap()),
         PortShared::new(1, "out", "b", 0, None, 64, Waker::new().unwrap()),
     ];
-    let fabric = Arc::new(Fabric {
-        sockets,
-        port_sockets: vec![vec![0], vec![1]],
-        remotes: Remotes::new(2),
-        neighbours: crate::neigh::Neighbours::new(MacBook::new(2)),
-        capture: Default::default(),
-        file_capture: Default::default(),
-        handler_failure: Default::default(),
-        mailbox: Default::default(),
-    });
-    let rule = |action, port, to| crate::config::ValidRule {
-        proto: None,
-        dst_port: None,
-        dst: None,
-        src_port: None,
-        src: None,
-        vlan: None,
-        action,
-        port,
-        to,
-        mac: MacRewrite::Swap,
-        mirror_to: None,
-        call: None,
-    };
+    let fabric = test_fabric(sockets);
+    let rule = |action, port, to| crate::config::ValidRule::every(action, port, to);
     let lane = |socket: usize, r| LaneSpec {
         socket,
         port: socket,
@@ -1068,13 +1016,8 @@ fn shedding_l2fwd_worker(
     batch: usize,
 ) -> (Arc<Region>, Arc<super::Fabric>, super::Worker<()>, Kernel) {
     use super::shared::{PortShared, Waker};
-    use super::{Fabric, LaneSpec, Worker, WorkerSpec};
-    let region = Region::new(RegionConfig {
-        frames: FRAMES,
-        chunk_size: CHUNK,
-        ..RegionConfig::default()
-    })
-    .unwrap();
+    use super::{LaneSpec, Worker, WorkerSpec};
+    let region = test_region();
     let sockets = vec![PortShared::new(
         0,
         "main",
@@ -1084,30 +1027,8 @@ fn shedding_l2fwd_worker(
         8,
         Waker::new().unwrap(),
     )];
-    let fabric = Arc::new(Fabric {
-        sockets,
-        port_sockets: vec![vec![0]],
-        remotes: Remotes::new(1),
-        neighbours: crate::neigh::Neighbours::new(MacBook::new(1)),
-        capture: Default::default(),
-        file_capture: Default::default(),
-        handler_failure: Default::default(),
-        mailbox: Default::default(),
-    });
-    let rule = crate::config::ValidRule {
-        proto: None,
-        dst_port: None,
-        dst: None,
-        src_port: None,
-        src: None,
-        vlan: None,
-        action: crate::config::Action::L2fwd,
-        port: 0,
-        to: None,
-        mac: MacRewrite::Swap,
-        mirror_to: None,
-        call: None,
-    };
+    let fabric = test_fabric(sockets);
+    let rule = crate::config::ValidRule::every(crate::config::Action::L2fwd, 0, None);
     let lane = LaneSpec {
         socket: 0,
         port: 0,
@@ -1245,14 +1166,9 @@ fn one_shedding_pass_takes_batches_until_the_fill_ring_is_no_longer_low() {
 #[test]
 fn capture_copies_the_rules_frames_before_the_action_and_counts_a_full_tap() {
     use super::shared::{PortShared, Waker};
-    use super::{Fabric, LaneSpec, Worker};
+    use super::{LaneSpec, Worker};
     use crate::capture::{CaptureTap, Target};
-    let region = Region::new(RegionConfig {
-        frames: FRAMES,
-        chunk_size: CHUNK,
-        ..RegionConfig::default()
-    })
-    .unwrap();
+    let region = test_region();
     let sockets = vec![PortShared::new(
         0,
         "in",
@@ -1263,7 +1179,7 @@ fn capture_copies_the_rules_frames_before_the_action_and_counts_a_full_tap() {
         Waker::new().unwrap(),
     )];
     let tap = Arc::new(CaptureTap::with_capacity(8));
-    let fabric = Arc::new(Fabric {
+    let fabric = Arc::new(super::Fabric {
         sockets,
         port_sockets: vec![vec![0]],
         remotes: Remotes::new(1),
@@ -1391,16 +1307,11 @@ fn capture_copies_the_rules_frames_before_the_action_and_counts_a_full_tap() {
 #[test]
 fn capture_follows_the_rule_key_across_a_renumbering_and_a_rule_file_gets_its_frames() {
     use super::shared::{PortShared, Waker};
-    use super::{Fabric, LaneSpec, Worker};
+    use super::{LaneSpec, Worker};
     use crate::capture::file::FileCaptures;
     use crate::capture::{CaptureTap, Target};
     use crate::worker::rules::{RuleSet, RuleSlot};
-    let region = Region::new(RegionConfig {
-        frames: FRAMES,
-        chunk_size: CHUNK,
-        ..RegionConfig::default()
-    })
-    .unwrap();
+    let region = test_region();
     let sockets = vec![PortShared::new(
         0,
         "in",
@@ -1414,7 +1325,7 @@ fn capture_follows_the_rule_key_across_a_renumbering_and_a_rule_file_gets_its_fr
         Arc::new(CaptureTap::with_capacity(64)),
         Arc::new(CaptureTap::with_capacity(64)),
     );
-    let fabric = Arc::new(Fabric {
+    let fabric = Arc::new(super::Fabric {
         sockets,
         port_sockets: vec![vec![0]],
         remotes: Remotes::new(1),
@@ -1546,15 +1457,10 @@ fn capture_follows_the_rule_key_across_a_renumbering_and_a_rule_file_gets_its_fr
 #[test]
 fn busy_poll_counts_polls_the_napi_served_and_falls_back_without_one() {
     use super::shared::{PortShared, Waker};
-    use super::{Fabric, LaneSpec, Worker};
+    use super::{LaneSpec, Worker};
     use crate::config::WaitMode;
     for napi in [Some(7), None] {
-        let region = Region::new(RegionConfig {
-            frames: FRAMES,
-            chunk_size: CHUNK,
-            ..RegionConfig::default()
-        })
-        .unwrap();
+        let region = test_region();
         let sockets = vec![PortShared::new(
             0,
             "in",
@@ -1564,30 +1470,8 @@ fn busy_poll_counts_polls_the_napi_served_and_falls_back_without_one() {
             8,
             Waker::new().unwrap(),
         )];
-        let fabric = Arc::new(Fabric {
-            sockets,
-            port_sockets: vec![vec![0]],
-            remotes: Remotes::new(1),
-            neighbours: crate::neigh::Neighbours::new(MacBook::new(1)),
-            capture: Default::default(),
-            file_capture: Default::default(),
-            handler_failure: Default::default(),
-            mailbox: Default::default(),
-        });
-        let rule = crate::config::ValidRule {
-            proto: None,
-            dst_port: None,
-            dst: None,
-            src_port: None,
-            src: None,
-            vlan: None,
-            action: crate::config::Action::Drop,
-            port: 0,
-            to: None,
-            mac: MacRewrite::Swap,
-            mirror_to: None,
-            call: None,
-        };
+        let fabric = test_fabric(sockets);
+        let rule = crate::config::ValidRule::every(crate::config::Action::Drop, 0, None);
         let lane = LaneSpec {
             socket: 0,
             port: 0,
