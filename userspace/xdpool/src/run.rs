@@ -208,11 +208,8 @@ fn worker_specs(
 ) -> Vec<WorkerSpec> {
     plan.workers
         .iter()
-        .map(|w| WorkerSpec {
-            core: w.core,
-            batch: *cfg.workers.batch.get_ref() as usize,
-            mode: cfg.workers.mode,
-            lanes: w
+        .map(|w| {
+            let lanes = w
                 .sockets
                 .iter()
                 .map(|&s| {
@@ -228,16 +225,8 @@ fn worker_specs(
                         },
                     }
                 })
-                .collect(),
-            hold_frames: opts.hold_frames as usize,
-            copybreak_bytes: *cfg.workers.copybreak_bytes.get_ref(),
-            // Validated to 1..=1024.
-            busy_poll_budget: *cfg.workers.busy_poll_budget.get_ref() as u16,
-            poll_coalesce: Duration::from_micros(u64::from(
-                *cfg.workers.poll_coalesce_us.get_ref(),
-            )),
-            shed: cfg.workers.tx_bottleneck == crate::config::TxBottleneck::Shed,
-            stop_on_handler_panic: cfg.workers.handler_panic == crate::config::HandlerPanic::Stop,
+                .collect();
+            WorkerSpec::from_config(cfg, w.core, lanes, opts.hold_frames as usize)
         })
         .collect()
 }

@@ -258,17 +258,11 @@ impl<H: HandlerSet> Builder<H> {
                 rings,
             })
             .collect();
+        // Driven pass by pass by the caller: it never waits.
         let spec = WorkerSpec {
-            core: None,
-            batch: *cfg.workers.batch.get_ref() as usize,
             mode: crate::config::WaitMode::Spin,
-            lanes,
-            hold_frames: 0,
-            copybreak_bytes: *cfg.workers.copybreak_bytes.get_ref(),
-            busy_poll_budget: 64,
             poll_coalesce: std::time::Duration::ZERO,
-            shed: cfg.workers.tx_bottleneck == crate::config::TxBottleneck::Shed,
-            stop_on_handler_panic: cfg.workers.handler_panic == crate::config::HandlerPanic::Stop,
+            ..WorkerSpec::from_config(&cfg, None, lanes, 0)
         };
         crate::worker::install_panic_hook();
         let mut driven = Driven::new(&region, spec, fabric.clone(), Arc::new(self.handlers));

@@ -116,6 +116,33 @@ pub struct WorkerSpec {
     pub stop_on_handler_panic: bool,
 }
 
+impl WorkerSpec {
+    /// What `[workers]` of `cfg` says, for `lanes` on `core`, keeping `hold_frames`
+    /// per socket: the one place a worker's settings are read from the config (the
+    /// runtime's and the test harness's workers alike).
+    pub fn from_config(
+        cfg: &crate::config::Config,
+        core: Option<usize>,
+        lanes: Vec<LaneSpec>,
+        hold_frames: usize,
+    ) -> WorkerSpec {
+        let w = &cfg.workers;
+        WorkerSpec {
+            core,
+            batch: *w.batch.get_ref() as usize,
+            mode: w.mode,
+            lanes,
+            hold_frames,
+            copybreak_bytes: *w.copybreak_bytes.get_ref(),
+            // Validated to 1..=1024.
+            busy_poll_budget: *w.busy_poll_budget.get_ref() as u16,
+            poll_coalesce: Duration::from_micros(u64::from(*w.poll_coalesce_us.get_ref())),
+            shed: w.tx_bottleneck == crate::config::TxBottleneck::Shed,
+            stop_on_handler_panic: w.handler_panic == crate::config::HandlerPanic::Stop,
+        }
+    }
+}
+
 /// What every worker shares: each socket's shared state, which sockets a port has,
 /// every pool's return handle, and the MAC book.
 pub struct Fabric {
