@@ -41,7 +41,7 @@ use crate::config::HandlerDecl;
 use crate::config::WaitMode;
 use crate::neigh::{MacBook, Neighbours};
 use crate::xsk::{XdpDesc, XdpStatistics};
-use action::{Act, ActCtx, PortId};
+use action::{Act, PortId};
 use handoff::{Egress, Remotes};
 use handover::Phase;
 use lane::Lane;
@@ -140,6 +140,15 @@ impl WorkerSpec {
             shed: w.tx_bottleneck == crate::config::TxBottleneck::Shed,
             stop_on_handler_panic: w.handler_panic == crate::config::HandlerPanic::Stop,
         }
+    }
+}
+
+/// A lane without a socket no longer refills, so its pool no longer publishes its
+/// cache's length by itself: after a release into it, it is published here.
+#[inline]
+fn publish_if_socketless(lane: &mut Lane) {
+    if !lane.port.has_io() {
+        lane.port.pool.publish_stats();
     }
 }
 
@@ -575,16 +584,15 @@ impl<H: HandlerSet> Worker<H> {
         if self.returns.frags.is_empty() {
             return;
         }
+        // The lanes released into, by bit (a lane past the 64th is looked at at once).
+        let mut into = 0u64;
         for (origin, token) in self.returns.frags.drain(..) {
             match self.local.get(origin as usize).copied().flatten() {
                 Some(j) => {
                     self.lanes[j].port.pool.release_frag(token);
-                    // A pool whose socket is gone no longer refills, and so no
-                    // longer publishes its cache's length: publish it here, or the
-                    // region's check at rest (every port down) finds its cache
-                    // short of the frames it now holds.
-                    if !self.lanes[j].port.has_io() {
-                        self.lanes[j].port.pool.publish_stats();
+                    match 1u64.checked_shl(j as u32) {
+                        Some(bit) => into |= bit,
+                        None => publish_if_socketless(&mut self.lanes[j]),
                     }
                 }
                 // Not reached: `returns.mask` has only sockets of this worker.
@@ -592,6 +600,14 @@ impl<H: HandlerSet> Worker<H> {
                     remotes.release(origin, token);
                 }
             }
+        }
+        // A pool whose socket is gone no longer refills, and so no longer publishes
+        // its cache's length: publish it here, or the region's check at rest (every
+        // port down) finds its cache short of the frames it now holds.
+        while into != 0 {
+            let j = into.trailing_zeros() as usize;
+            into &= into - 1;
+            publish_if_socketless(&mut self.lanes[j]);
         }
     }
 
@@ -761,19 +777,9 @@ impl<H: HandlerSet> Worker<H> {
                     }
                 }
             }
-            let (pool, c, tx) = lane.port.parts();
-            let mut cx = ActCtx {
-                pool,
-                c,
-                tx,
-                out,
-                region,
-                scratch,
-                copybreak_bytes: spec.copybreak_bytes,
-                macs: book,
-                origin,
-                neigh_missed: &mut missed,
-            };
+            let mut cx = lane
+                .port
+                .act_ctx(out, scratch, spec.copybreak_bytes, book, &mut missed);
             action::apply(verdict, frame, d, &mut cx);
         }
         lane.needs.egress = egress;
@@ -1106,21 +1112,9 @@ fn settle_kept_frames(
             continue;
         };
         lane.port.c.kept_sent += 1;
-        let region = lane.port.region().clone();
-        let origin = lane.port.socket as u16;
-        let (pool, c, tx) = lane.port.parts();
-        let mut cx = ActCtx {
-            pool,
-            c,
-            tx,
-            out,
-            region: &region,
-            scratch,
-            copybreak_bytes: spec.copybreak_bytes,
-            macs: book,
-            origin,
-            neigh_missed: missed,
-        };
+        let mut cx = lane
+            .port
+            .act_ctx(out, scratch, spec.copybreak_bytes, book, missed);
         action::apply(verdict, frame, d, &mut cx);
     }
 }

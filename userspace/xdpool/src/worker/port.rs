@@ -14,9 +14,11 @@
 //! The socket is behind [`PortIo`], so every path here runs over heap rings in unit
 //! tests, without root or a kernel.
 
+use super::action::{ActCtx, PortId};
 use super::counters::WorkerCountersSnapshot;
 use super::handoff::{Egress, Remotes};
 use super::inflight::TxInflight;
+use crate::neigh::MacBook;
 use crate::xsk::{
     kernel_held, RingErrors, RingsMut, Wakeup, XdpDesc, XdpStatistics, XskError, XskSocket,
     XDP_PKT_CONTD,
@@ -607,5 +609,30 @@ impl Port {
         &mut Vec<XdpDesc>,
     ) {
         (&mut self.pool, &mut self.c, &mut self.tx)
+    }
+
+    /// What an action on a frame this port received works with: its pool, counters,
+    /// TX queue and region, and the worker's `out`, `scratch`, MAC book and miss flag.
+    #[inline]
+    pub fn act_ctx<'a>(
+        &'a mut self,
+        out: &'a mut Vec<(PortId, Egress)>,
+        scratch: &'a mut [u8],
+        copybreak_bytes: u32,
+        macs: &'a MacBook,
+        neigh_missed: &'a mut bool,
+    ) -> ActCtx<'a> {
+        ActCtx {
+            pool: &mut self.pool,
+            c: &mut self.c,
+            tx: &mut self.tx,
+            out,
+            region: &self.region,
+            scratch,
+            copybreak_bytes,
+            macs,
+            origin: self.socket as u16,
+            neigh_missed,
+        }
     }
 }

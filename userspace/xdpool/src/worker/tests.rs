@@ -5,7 +5,7 @@
 //! descriptor that went in comes out once (on TX or back in the pool), the counters
 //! say exactly what happened, and the frame accounting holds.
 
-use super::action::{apply, Act, ActCtx, PortId, Verdict};
+use super::action::{apply, Act, PortId, Verdict};
 use super::handoff::{Egress, Remotes};
 use super::harness::HeapIo;
 use super::port::{Port, PortIo, PortRings};
@@ -216,19 +216,8 @@ impl Rig {
                 .take_rx(d.addr, d.len)
                 .expect("a frame we filled");
             self.ports[p].c.rx_packets += 1;
-            let (pool, c, tx) = self.ports[p].parts();
-            let mut cx = ActCtx {
-                pool,
-                c,
-                tx,
-                out: &mut out,
-                region: &self.region,
-                scratch: &mut self.scratch,
-                copybreak_bytes: 128,
-                macs: &self.book,
-                origin: p as u16,
-                neigh_missed: &mut missed,
-            };
+            let mut cx =
+                self.ports[p].act_ctx(&mut out, &mut self.scratch, 128, &self.book, &mut missed);
             apply(v, frame, d, &mut cx);
         }
         out.into_iter()
