@@ -185,7 +185,9 @@ reference:
 # The Debian package: target/debian/xdpool_VERSION-1_ARCH.deb (cargo-deb, from `make
 # setup`). The unit is deploy/xdpool.service with the package's binary path; the
 # package has no maintainer scripts, so it never enables or starts the service.
-deb: build
+# The package holds the `xdpool` binary only: its release build, not the workspace's.
+deb:
+	XDPOOL_CLANG=clang-$(CLANG_VERSION) cargo build --release -p xdpool-cli
 	@[ -x $(CARGO_TOOLS)/bin/cargo-deb ] || { echo "deb: cargo-deb is missing; run make setup" >&2; exit 1; }
 	sed -e 's|/usr/local/bin/xdpool|/usr/bin/xdpool|' \
 	    -e '/^# systemd unit for one xdpool instance/,/^#   systemctl enable/c\# systemd unit for one xdpool instance, installed by the xdpool package and\n# neither enabled nor started: edit /etc/xdpool/xdpool.toml (xdpool doctor --config\n# /etc/xdpool/xdpool.toml checks it), then systemctl enable --now xdpool.' \
