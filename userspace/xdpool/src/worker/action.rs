@@ -359,10 +359,7 @@ fn rewrite_viewed(
         cx.c.rx_too_short += 1;
         return None;
     }
-    // `Keep` with 12 bytes or more never comes here (`rewrite`).
-    if how == MacRewrite::Keep {
-        return Some(frame);
-    }
+    debug_assert_ne!(how, MacRewrite::Keep, "`rewrite` keeps these itself");
     let offset = (d.addr - frame.addr()) as usize;
     // One checked view of the chunk for the read and the write.
     let Some(chunk) = cx.region.chunk_mut(&mut frame) else {

@@ -143,15 +143,6 @@ impl WorkerSpec {
     }
 }
 
-/// A lane without a socket no longer refills, so its pool no longer publishes its
-/// cache's length by itself: after a release into it, it is published here.
-#[inline]
-fn publish_if_socketless(lane: &mut Lane) {
-    if !lane.port.has_io() {
-        lane.port.pool.publish_stats();
-    }
-}
-
 /// What every worker shares: each socket's shared state, which sockets a port has,
 /// every pool's return handle, and the MAC book.
 pub struct Fabric {
@@ -288,9 +279,9 @@ struct Worker<H: HandlerSet> {
     fabric: Arc<Fabric>,
     /// Lane index of each socket this worker serves, by socket index.
     local: Vec<Option<usize>>,
-    /// Completed frames of this worker's own pools, between a lane's reap and their
-    /// release into the pool of the lane they came from (`release_local`).
-    returns: LocalReturns,
+    /// Completed frames of this worker's own pools (by lane), between a lane's reap
+    /// and their release into that lane's pool (`release_local`).
+    returns: Vec<(usize, pool::Frag)>,
     /// Frames for other ports from the batch being processed.
     out: Vec<(PortId, Egress)>,
     descs: Box<[XdpDesc]>,
@@ -353,14 +344,7 @@ impl<H: HandlerSet> Worker<H> {
             book_version: fabric.neighbours.version(),
             book,
             lanes,
-            returns: LocalReturns {
-                mask: local
-                    .iter()
-                    .enumerate()
-                    .filter(|&(s, l)| l.is_some() && s < 64)
-                    .fold(0, |m, (s, _)| m | 1 << s),
-                frags: Vec::with_capacity(MAX_BATCH),
-            },
+            returns: Vec::with_capacity(MAX_BATCH),
             local,
             out: Vec::with_capacity(2 * MAX_BATCH),
             descs: vec![XdpDesc::default(); MAX_BATCH].into_boxed_slice(),
@@ -549,8 +533,12 @@ impl<H: HandlerSet> Worker<H> {
         if !self.lanes[i].port.has_io() {
             return self.pump(i, remotes) > 0;
         }
-        let reaped = self.lanes[i].port.reap_to(remotes, Some(&mut self.returns));
-        self.release_local(remotes);
+        let local = LocalReturns {
+            lane_of: &self.local,
+            frags: &mut self.returns,
+        };
+        let reaped = self.lanes[i].port.reap_to(remotes, Some(local));
+        self.release_local();
         self.lanes[i].port.refill();
         let mut got = 0;
         // Shedding (`receive` took a whole batch to shed): drop in bulk (what the TX
@@ -580,34 +568,20 @@ impl<H: HandlerSet> Worker<H> {
     /// forwarded frame is back in its pool's cache with no return ring, no atomic
     /// index, no second pass over it when that pool refills.
     #[inline]
-    fn release_local(&mut self, remotes: &Remotes) {
-        if self.returns.frags.is_empty() {
+    fn release_local(&mut self) {
+        if self.returns.is_empty() {
             return;
         }
-        // The lanes released into, by bit (a lane past the 64th is looked at at once).
-        let mut into = 0u64;
-        for (origin, token) in self.returns.frags.drain(..) {
-            match self.local.get(origin as usize).copied().flatten() {
-                Some(j) => {
-                    self.lanes[j].port.pool.release_frag(token);
-                    match 1u64.checked_shl(j as u32) {
-                        Some(bit) => into |= bit,
-                        None => publish_if_socketless(&mut self.lanes[j]),
-                    }
-                }
-                // Not reached: `returns.mask` has only sockets of this worker.
-                None => {
-                    remotes.release(origin, token);
-                }
-            }
+        for (j, token) in self.returns.drain(..) {
+            self.lanes[j].port.pool.release_frag(token);
         }
         // A pool whose socket is gone no longer refills, and so no longer publishes
         // its cache's length: publish it here, or the region's check at rest (every
         // port down) finds its cache short of the frames it now holds.
-        while into != 0 {
-            let j = into.trailing_zeros() as usize;
-            into &= into - 1;
-            publish_if_socketless(&mut self.lanes[j]);
+        for lane in &mut self.lanes {
+            if !lane.port.has_io() {
+                lane.port.pool.publish_stats();
+            }
         }
     }
 

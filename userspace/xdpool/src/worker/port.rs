@@ -105,23 +105,14 @@ pub struct PortRings {
     pub rx: u32,
 }
 
-/// Completed frames of pools of the reaping port's own worker, on their way back
-/// (`Port::reap_to`): the worker releases them into the owning lane's pool, with no
-/// return ring between (that pool's owner is the same thread).
-#[derive(Debug, Default)]
-pub struct LocalReturns {
-    /// Bit `s`: socket `s`'s pool is served by this worker (sockets 0..64).
-    pub mask: u64,
-    /// (origin socket, token), emptied by the worker after each reap.
-    pub frags: Vec<(u16, Frag)>,
-}
-
-impl LocalReturns {
-    /// Whether socket `origin`'s pool is served here.
-    #[inline]
-    pub fn serves(&self, origin: u16) -> bool {
-        origin < 64 && self.mask & (1 << origin) != 0
-    }
+/// Where `Port::reap_to` leaves the completed frames of pools of the reaping port's
+/// own worker: the worker releases them into the owning lane's pool, with no return
+/// ring between (that pool's owner is the same thread).
+pub struct LocalReturns<'a> {
+    /// The worker's lane of each socket it serves, by socket index.
+    pub lane_of: &'a [Option<usize>],
+    /// (lane, token), emptied by the worker after each reap.
+    pub frags: &'a mut Vec<(usize, Frag)>,
 }
 
 /// One socket's rings and bookkeeping. Context rule: the owning worker's thread
@@ -462,13 +453,31 @@ impl Port {
     /// returns to its pool's return ring, ours to our pool.
     #[inline]
     fn untx(&mut self, addr: u64, remotes: &Remotes) -> bool {
+        self.untx_to(addr, remotes, None)
+    }
+
+    /// [`untx`](Self::untx), where a frame of a pool in `local` is left there for
+    /// the worker instead. True for another port's frame.
+    #[inline]
+    fn untx_to(
+        &mut self,
+        addr: u64,
+        remotes: &Remotes,
+        local: Option<&mut LocalReturns<'_>>,
+    ) -> bool {
         match self
             .foreign
             .get_mut((addr >> self.shift) as usize)
             .and_then(Option::take)
         {
             Some(f) => {
-                self.give_back(f.origin, f.token, remotes);
+                let lane = local
+                    .as_ref()
+                    .and_then(|l| l.lane_of.get(f.origin as usize).copied().flatten());
+                match (lane, local) {
+                    (Some(j), Some(l)) => l.frags.push((j, f.token)),
+                    _ => self.give_back(f.origin, f.token, remotes),
+                }
                 true
             }
             None => {
@@ -489,31 +498,15 @@ impl Port {
     /// port's worker) are left in it for the worker to release into their pools
     /// directly, and the rest go through `remotes`.
     #[inline]
-    pub fn reap_to(&mut self, remotes: &Remotes, mut local: Option<&mut LocalReturns>) -> usize {
+    pub fn reap_to(&mut self, remotes: &Remotes, mut local: Option<LocalReturns<'_>>) -> usize {
         let Some(io) = self.io.as_mut() else { return 0 };
         let n = io.rings().completion.consume(&mut self.addrs[..self.batch]);
         for i in 0..n {
             let addr = self.addrs[i];
             self.inflight.completed(addr);
             self.c.tx_completed += 1;
-            let foreign = self
-                .foreign
-                .get_mut((addr >> self.shift) as usize)
-                .and_then(Option::take);
-            match (foreign, local.as_deref_mut()) {
-                (Some(f), Some(l)) if l.serves(f.origin) => {
-                    self.c.foreign_completed += 1;
-                    l.frags.push((f.origin, f.token));
-                }
-                (Some(f), _) => {
-                    self.c.foreign_completed += 1;
-                    self.give_back(f.origin, f.token, remotes);
-                }
-                (None, _) => {
-                    if self.pool.take_completion(addr).is_err() {
-                        self.c.completion_rejected += 1;
-                    }
-                }
+            if self.untx_to(addr, remotes, local.as_mut()) {
+                self.c.foreign_completed += 1;
             }
         }
         n
