@@ -797,22 +797,13 @@ pub fn describe(r: &ValidRule) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::config::MacRewrite;
 
     fn rule(action: Action, port: usize, to: Option<usize>, mirror_to: Option<usize>) -> ValidRule {
         ValidRule {
             proto: Some(17),
             dst_port: Some((9, 9)),
-            dst: None,
-            src_port: None,
-            src: None,
-            vlan: None,
-            action,
-            port,
-            to,
-            mac: MacRewrite::Swap,
             mirror_to,
-            call: None,
+            ..ValidRule::every(action, port, to)
         }
     }
 
