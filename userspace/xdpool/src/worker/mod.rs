@@ -438,15 +438,7 @@ impl<H: HandlerSet> Worker<H> {
                 egress: &egress,
                 store: &kept[i],
             };
-            let (pool, c, tx) = lane.port.parts();
-            let mut emitter = call::Emitter {
-                pool,
-                c,
-                tx,
-                out,
-                site: &site,
-                kept: None,
-            };
+            let mut emitter = lane.port.emitter(out, &site);
             let port = PortRef(spec.lanes[i].port as u16);
             let queue = lane.shared.queue;
             let lanes_i = &mut handler_lanes[i];
@@ -705,15 +697,7 @@ impl<H: HandlerSet> Worker<H> {
                     egress: &egress,
                 };
                 let lanes = &mut handler_lanes[i];
-                let (pool, c, tx) = lane.port.parts();
-                let mut emitter = call::Emitter {
-                    pool,
-                    c,
-                    tx,
-                    out,
-                    site: &emit_site,
-                    kept: None,
-                };
+                let mut emitter = lane.port.emitter(out, &emit_site);
                 let called = call::call(
                     &**handlers,
                     lanes,

@@ -15,6 +15,7 @@
 //! tests, without root or a kernel.
 
 use super::action::{ActCtx, PortId};
+use super::call::{EmitSite, Emitter};
 use super::counters::WorkerCountersSnapshot;
 use super::handoff::{Egress, Remotes};
 use super::inflight::TxInflight;
@@ -602,6 +603,24 @@ impl Port {
         &mut Vec<XdpDesc>,
     ) {
         (&mut self.pool, &mut self.c, &mut self.tx)
+    }
+
+    /// What a packet function's `emit` and `keep` work with for a frame of this port:
+    /// its pool, counters and TX queue, the worker's `out`, and the batch's `site`.
+    #[inline]
+    pub(super) fn emitter<'a>(
+        &'a mut self,
+        out: &'a mut Vec<(PortId, Egress)>,
+        site: &'a EmitSite<'a>,
+    ) -> Emitter<'a> {
+        Emitter {
+            pool: &mut self.pool,
+            c: &mut self.c,
+            tx: &mut self.tx,
+            out,
+            site,
+            kept: None,
+        }
     }
 
     /// What an action on a frame this port received works with: its pool, counters,
