@@ -289,6 +289,9 @@ pub struct PortDef {
 /// The port name the `[interface]` form gets.
 pub const MAIN_PORT: &str = "main";
 
+/// The most `[[port]]`s one process runs (a verdict names its port in two bytes).
+pub const MAX_PORTS: usize = 4096;
+
 fn default_multi_buffer() -> Spanned<bool> {
     Spanned::new(0..0, false)
 }
@@ -1197,6 +1200,13 @@ impl Config {
         let mut names = std::collections::BTreeSet::new();
         let mut devices = std::collections::BTreeSet::new();
         let first = &self.ports[0];
+        if let Some(p) = self.ports.get(MAX_PORTS) {
+            return Err(err(
+                "port.name",
+                p.name.span(),
+                format!("{} ports: one process takes at most {MAX_PORTS}; run another process for the rest", self.ports.len()),
+            ));
+        }
         for p in &self.ports {
             let name = p.name.get_ref();
             if name.is_empty()
@@ -2602,6 +2612,33 @@ mirror_to = "mon"
             assert_eq!(&e.key, key, "{to}: {e}");
             assert!(e.to_string().contains(msg), "{to}: `{e}` lacks `{msg}`");
         }
+    }
+
+    /// A verdict names its port in two bytes: more ports than `MAX_PORTS` are
+    /// refused by name, before anything else is built for them.
+    #[test]
+    fn more_ports_than_a_verdict_can_name_are_refused() {
+        let ports = |n: usize| {
+            let extra: String = (3..n)
+                .map(|k| {
+                    format!(
+                        "[[port]]\nname = \"p{k}\"\ninterface = \"xdpx{k}\"\nnetns = \"fwd\"\n\n"
+                    )
+                })
+                .collect();
+            PORTS.replacen("[umem]", &format!("{extra}[umem]"), 1)
+        };
+        let e = Config::parse(&ports(MAX_PORTS + 1)).unwrap_err();
+        assert_eq!(e.key, "port.name", "{e}");
+        assert!(e.to_string().contains("at most 4096"), "{e}");
+        let at_most = Config::parse(&ports(MAX_PORTS));
+        assert!(
+            at_most
+                .as_ref()
+                .map_or_else(|e| !e.message.contains("at most 4096"), |_| true),
+            "{MAX_PORTS} ports are allowed: {:?}",
+            at_most.err()
+        );
     }
 
     #[test]

@@ -23,5 +23,5 @@ pub use tick::Tick;
 pub use verdict::{Mac, PortRef, Verdict};
 
 pub(crate) use kept::{send as kept_send, KeptStore};
-pub(crate) use packet::{Emit, Meta};
+pub(crate) use packet::{Emit, Meta, RuleOf};
 pub(crate) use verdict::Kind;

@@ -68,8 +68,35 @@ impl std::error::Error for EmitError {}
 pub(crate) struct Meta<'a> {
     pub port: PortRef,
     pub queue: u32,
-    pub rule: Option<&'a str>,
-    pub arg: Option<&'a str>,
+    /// The `call` rule that sent the frame here.
+    pub rule: Option<RuleOf<'a>>,
+}
+
+/// A lane's rule by its position, looked up only when the handler asks for its
+/// name or `arg` (most never do).
+#[derive(Clone, Copy)]
+pub(crate) struct RuleOf<'a> {
+    pub rules: &'a crate::worker::rules::LaneRules,
+    pub index: u16,
+}
+
+impl<'a> RuleOf<'a> {
+    fn spec(self) -> Option<&'a crate::config::CallSpec> {
+        self.rules
+            .last_set()
+            .classifier
+            .rule(self.index as usize)?
+            .call
+            .as_ref()
+    }
+}
+
+impl std::fmt::Debug for RuleOf<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("RuleOf")
+            .field("index", &self.index)
+            .finish()
+    }
 }
 
 /// The chunk has not that much room, or the frame not that many bytes.
@@ -233,13 +260,13 @@ impl<'a> Packet<'a> {
     /// The `name` of the rule that sent the frame here, if it has one.
     #[inline]
     pub fn rule_name(&self) -> Option<&str> {
-        self.meta.rule
+        self.meta.rule?.spec()?.rule_name.as_deref()
     }
 
     /// The `arg` of the rule that sent the frame here, if it has one.
     #[inline]
     pub fn arg(&self) -> Option<&str> {
-        self.meta.arg
+        self.meta.rule?.spec()?.arg.as_deref()
     }
 
     /// Bytes free in the chunk before the frame.
@@ -357,8 +384,8 @@ impl fmt::Debug for Packet<'_> {
             .field("len", &self.len())
             .field("port", &self.meta.port)
             .field("queue", &self.meta.queue)
-            .field("rule", &self.meta.rule)
-            .field("arg", &self.meta.arg)
+            .field("rule", &self.rule_name())
+            .field("arg", &self.arg())
             .finish()
     }
 }
@@ -372,7 +399,6 @@ mod tests {
             port: PortRef(0),
             queue: 0,
             rule: None,
-            arg: None,
         }
     }
 

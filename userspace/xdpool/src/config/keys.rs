@@ -58,7 +58,7 @@ const IFNAME: &str = "1-15 characters, no `/` or spaces";
 
 /// Every key.
 pub const KEYS: &[Key] = &[
-    key("[port]", "name", "string", "required", "1-15 of `a-z 0-9 _ -`, unique", "The port's name, used by rules (`port`, `to`, `mirror_to`) and as the `port` label of the metrics."),
+    key("[port]", "name", "string", "required", "1-15 of `a-z 0-9 _ -`, unique", "The port's name, used by rules (`port`, `to`, `mirror_to`) and as the `port` label of the metrics. One process runs at most 4096 ports."),
     key("[port]", "interface", "string", "required", IFNAME, "The network device, e.g. `enp1s0f0`. One port per device (and namespace)."),
     key("[port]", "netns", "string", "none", "a name under /run/netns", "The network namespace the device is in (none: the one xdpool starts in). Ports may be in different namespaces and still share the UMEM."),
     key("[port]", "xdp_mode", "string", "\"native\"", "`native`, `skb`", XDP_MODE),

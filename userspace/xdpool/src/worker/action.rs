@@ -21,6 +21,10 @@ use pool::{Frame, PoolOwner, Region};
 /// Index of a port in the plan.
 pub type PortId = usize;
 
+/// A port as a verdict names it: two bytes, so that a [`Verdict`] is 16 bytes and
+/// moves in two registers (the config allows at most [`crate::config::MAX_PORTS`]).
+pub type PortIx = u16;
+
 /// What a rule does with a frame that reached a worker.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Act {
@@ -35,7 +39,7 @@ pub enum Act {
     /// The RX chunk leaves another port, MACs rewritten; the descriptor moves.
     Forward {
         /// Egress port.
-        to: PortId,
+        to: PortIx,
         /// MAC rewrite.
         mac: MacRewrite,
     },
@@ -61,7 +65,7 @@ pub struct Verdict {
     /// The action.
     pub act: Act,
     /// A reference to the frame (as it leaves, after any rewrite) also leaves this port.
-    pub mirror_to: Option<PortId>,
+    pub mirror_to: Option<PortIx>,
 }
 
 impl Verdict {
@@ -105,7 +109,7 @@ impl Verdict {
                 ..Needs::default()
             },
             Act::Forward { to, .. } => Needs {
-                egress: [Some(to), None],
+                egress: [Some(to.into()), None],
                 ..Needs::default()
             },
             Act::Back { .. } => Needs {
@@ -117,7 +121,7 @@ impl Verdict {
         };
         if let Some(m) = self.mirror_to {
             n.frag = true;
-            n.egress[1] = Some(m);
+            n.egress[1] = Some(m.into());
         }
         n
     }
@@ -150,17 +154,18 @@ pub struct ActCtx<'a> {
 /// Applies `v` to a received frame `d` (taken from the pool as `frame`).
 #[inline]
 pub fn apply(v: Verdict, frame: Frame, d: XdpDesc, cx: &mut ActCtx<'_>) {
+    let mirror_to = v.mirror_to.map(PortId::from);
     match v.act {
-        Act::Drop => drop_frame(frame, d, v.mirror_to, cx),
-        Act::L2fwd => back(frame, d, MacRewrite::Swap, v.mirror_to, cx),
+        Act::Drop => drop_frame(frame, d, mirror_to, cx),
+        Act::L2fwd => back(frame, d, MacRewrite::Swap, mirror_to, cx),
         Act::ReflectTwice => reflect_twice(frame, d, cx),
         Act::Copybreak if d.len <= cx.copybreak_bytes => copybreak(frame, d, cx),
         Act::Copybreak => back(frame, d, MacRewrite::Swap, None, cx),
-        Act::Forward { to, mac } => forward(frame, d, to, mac, v.mirror_to, cx),
-        Act::Back { mac } => back(frame, d, mac, v.mirror_to, cx),
+        Act::Forward { to, mac } => forward(frame, d, to.into(), mac, mirror_to, cx),
+        Act::Back { mac } => back(frame, d, mac, mirror_to, cx),
         // The worker calls the handler and applies its verdict instead (`Worker::call`);
         // a `Call` here would be a worker bug: the frame is dropped, not lost.
-        Act::Call { .. } => drop_frame(frame, d, v.mirror_to, cx),
+        Act::Call { .. } => drop_frame(frame, d, mirror_to, cx),
     }
 }
 

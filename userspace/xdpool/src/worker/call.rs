@@ -2,10 +2,12 @@
 //! as a [`Packet`], the handler's [`Verdict`](crate::api::Verdict) turned into the
 //! worker's own, and a panic caught so that the frame is dropped and counted.
 
-use super::action::{rewrite_macs, Act, PortId, Verdict};
+use super::action::{rewrite_macs, Act, PortId, PortIx, Verdict};
 use super::counters::WorkerCountersSnapshot;
 use super::handoff::Egress;
-use crate::api::{Emit, EmitError, HandlerSet, Kept, KeptStore, Kind, Meta, Packet, PortRef};
+use crate::api::{
+    Emit, EmitError, HandlerSet, Kept, KeptStore, Kind, Meta, Packet, PortRef, RuleOf,
+};
 use crate::config::MacRewrite;
 use crate::neigh::MacBook;
 use crate::xsk::XdpDesc;
@@ -30,10 +32,46 @@ pub(super) enum Refused {
 pub(super) struct CallSite<'a> {
     pub port: PortId,
     pub queue: u32,
-    pub rule_name: Option<&'a str>,
-    pub arg: Option<&'a str>,
-    /// Ports other than the arrival port that this lane's rules may send to.
-    pub egress: &'a [PortId],
+    /// The rule that sent the frame here (for its name and `arg`).
+    pub rule: Option<RuleOf<'a>>,
+    /// The ports a verdict may name.
+    pub declared: &'a Declared<'a>,
+}
+
+/// The ports a frame of one lane may leave by: its arrival port and the ports its
+/// rules send to. Built once per batch; the ports below 64 are a bit set, so the
+/// check of a verdict's port is a shift and a test.
+pub(super) struct Declared<'a> {
+    pub arrival: PortId,
+    low: u64,
+    /// Every port, for those of 64 and up.
+    egress: &'a [PortId],
+}
+
+impl<'a> Declared<'a> {
+    pub(super) fn new(arrival: PortId, egress: &'a [PortId]) -> Self {
+        let low = std::iter::once(arrival)
+            .chain(egress.iter().copied())
+            .filter(|&p| p < 64)
+            .fold(0u64, |m, p| m | 1 << p);
+        Declared {
+            arrival,
+            low,
+            egress,
+        }
+    }
+
+    /// Port `p`, if the lane's frames may leave by it.
+    #[inline(always)]
+    pub(super) fn get(&self, p: PortRef) -> Option<PortIx> {
+        let ok = if p.0 < 64 {
+            self.low >> p.0 & 1 != 0
+        } else {
+            let p = PortId::from(p.0);
+            p == self.arrival || self.egress.contains(&p)
+        };
+        ok.then_some(p.0)
+    }
 }
 
 thread_local! {
@@ -67,8 +105,7 @@ pub(super) struct EmitSite<'a> {
     /// The MACs a verdict's rewrite may need.
     pub book: &'a MacBook,
     pub origin: u16,
-    pub arrival: PortId,
-    pub egress: &'a [PortId],
+    pub declared: &'a Declared<'a>,
     /// The lane's kept frames.
     pub store: &'a Rc<KeptStore>,
 }
@@ -105,7 +142,7 @@ impl Emit for Emitter<'_> {
         ]
         .into_iter()
         .flatten()
-        .all(|p| declared(p, self.site.arrival, self.site.egress).is_some());
+        .all(|p| self.site.declared.get(p).is_some());
         if !ok {
             drop(kept);
             return Err(EmitError::UndeclaredPort);
@@ -115,8 +152,12 @@ impl Emit for Emitter<'_> {
     }
 
     fn emit(&mut self, to: PortRef, frame: &[u8]) -> Result<(), EmitError> {
-        let p =
-            declared(to, self.site.arrival, self.site.egress).ok_or(EmitError::UndeclaredPort)?;
+        let p = PortId::from(
+            self.site
+                .declared
+                .get(to)
+                .ok_or(EmitError::UndeclaredPort)?,
+        );
         let len = frame.len();
         if len < 14 || len > self.site.region.chunk_size() as usize {
             return Err(EmitError::Length(len));
@@ -131,7 +172,7 @@ impl Emit for Emitter<'_> {
             return Err(EmitError::NoMemory);
         }
         let len = len as u32;
-        if p == self.site.arrival {
+        if p == self.site.declared.arrival {
             match self.pool.give_tx_frag(frag) {
                 Ok(addr) => self.tx.push(XdpDesc {
                     addr,
@@ -184,8 +225,7 @@ pub(super) fn call<H: HandlerSet>(
     let meta = Meta {
         port: PortRef(site.port as u16),
         queue: site.queue,
-        rule: site.rule_name,
-        arg: site.arg,
+        rule: site.rule,
     };
     let book = emitter.site.book;
     let mut pkt = Packet::new(chunk, head, head + d.len as usize, meta, Some(emitter));
@@ -195,7 +235,7 @@ pub(super) fn call<H: HandlerSet>(
     // The MACs are rewritten here, on the view already checked for the handler,
     // rather than by the action through a second view of the chunk.
     let egress = match v.act {
-        Act::Forward { to, .. } => Some(to),
+        Act::Forward { to, .. } => Some(PortId::from(to)),
         _ => None,
     };
     if let Act::Back { mac } | Act::Forward { mac, .. } = &mut v.act {
@@ -236,24 +276,16 @@ pub(super) fn panic_message(payload: &(dyn std::any::Any + Send)) -> String {
         .unwrap_or_else(|| "a handler panicked".to_string())
 }
 
-/// Port `p` as the worker names it, if a frame of a lane on port `arrival` whose
-/// rules send to `egress` may leave by it.
-#[inline(always)]
-fn declared(p: PortRef, arrival: PortId, egress: &[PortId]) -> Option<PortId> {
-    let p = p.0 as PortId;
-    (p == arrival || egress.contains(&p)).then_some(p)
-}
-
 /// The worker's verdict for a handler's: `None` for a port the lane cannot send to.
 #[inline(always)]
 pub(super) fn verdict(v: crate::api::Verdict, site: &CallSite<'_>) -> Option<Verdict> {
-    let port = |p: PortRef| declared(p, site.port, site.egress);
+    let port = |p: PortRef| site.declared.get(p);
     let mac: MacRewrite = v.mac.rewrite();
     let act = match v.kind {
         Kind::Drop => Act::Drop,
         Kind::Back => Act::Back { mac },
         Kind::Forward(to) => match port(to)? {
-            p if p == site.port => Act::Back { mac },
+            p if PortId::from(p) == site.port => Act::Back { mac },
             to => Act::Forward { to, mac },
         },
     };

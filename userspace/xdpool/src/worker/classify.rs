@@ -4,7 +4,7 @@
 //! no frame is parsed; otherwise the frame is parsed with `crate::wire` and the
 //! first matching rule's action is taken, as the XDP program did.
 
-use super::action::{Act, PortId, Verdict};
+use super::action::{Act, PortId, PortIx, Verdict};
 use crate::config::{Action, ValidRule};
 use crate::wire;
 use std::net::IpAddr;
@@ -122,7 +122,7 @@ pub fn verdict(r: &ValidRule) -> Option<Verdict> {
         Action::ReflectTwice => Act::ReflectTwice,
         Action::Copybreak => Act::Copybreak,
         Action::Forward => Act::Forward {
-            to: r.to?,
+            to: port_ix(r.to?),
             mac: r.mac,
         },
         Action::Call => Act::Call {
@@ -133,8 +133,15 @@ pub fn verdict(r: &ValidRule) -> Option<Verdict> {
     };
     Some(Verdict {
         act,
-        mirror_to: r.mirror_to,
+        mirror_to: r.mirror_to.map(port_ix),
     })
+}
+
+/// A port index of a valid config as a verdict holds it.
+fn port_ix(p: PortId) -> PortIx {
+    // The config refuses more than `MAX_PORTS` ports.
+    debug_assert!(p < crate::config::MAX_PORTS);
+    p as PortIx
 }
 
 impl Action {

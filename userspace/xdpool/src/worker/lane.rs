@@ -249,7 +249,7 @@ impl Lane {
     }
 
     /// A single-buffer RX descriptor as a frame of our pool, counted, with its verdict.
-    #[inline]
+    #[inline(always)]
     pub(super) fn take(&mut self, d: XdpDesc) -> Option<(Frame, Verdict)> {
         let Ok(mut frame) = self.port.pool.take_rx(d.addr, d.len) else {
             self.port.c.rx_rejected += 1;
@@ -268,7 +268,7 @@ impl Lane {
 
     /// The application keeps a dropped frame (`--hold-frames`) while it holds fewer
     /// than `hold`; the frame comes back when it is not kept.
-    #[inline]
+    #[inline(always)]
     pub(super) fn hold(
         &mut self,
         frame: Frame,
@@ -276,9 +276,15 @@ impl Lane {
         v: Verdict,
         hold: usize,
     ) -> Option<Frame> {
-        if v != Verdict::DROP || self.held.len() >= hold {
+        if hold == 0 || v != Verdict::DROP || self.held.len() >= hold {
             return Some(frame);
         }
+        self.keep_held(frame, d)
+    }
+
+    #[cold]
+    #[inline(never)]
+    fn keep_held(&mut self, frame: Frame, d: XdpDesc) -> Option<Frame> {
         let offset = (d.addr - frame.addr()) as u32;
         let sum = digest(
             self.port

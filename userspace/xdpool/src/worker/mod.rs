@@ -36,7 +36,7 @@ pub use counters::{WorkerCounters, WorkerCountersSnapshot};
 pub use port::{fill_target, Port, PortIo, PortRings, MAX_BATCH};
 pub use shared::{PortShared, Waker};
 
-use crate::api::{HandlerSet, KeptStore, LaneSetup, PortRef, Tick};
+use crate::api::{HandlerSet, KeptStore, LaneSetup, PortRef, RuleOf, Tick};
 use crate::config::HandlerDecl;
 use crate::config::WaitMode;
 use crate::neigh::{MacBook, Neighbours};
@@ -430,12 +430,12 @@ impl<H: HandlerSet> Worker<H> {
             let lane = &mut lanes[i];
             let region = lane.port.region().clone();
             let egress = std::mem::take(&mut lane.needs.egress);
+            let declared = call::Declared::new(spec.lanes[i].port, &egress);
             let site = call::EmitSite {
                 region: &region,
                 book,
                 origin: lane.port.socket as u16,
-                arrival: spec.lanes[i].port,
-                egress: &egress,
+                declared: &declared,
                 store: &kept[i],
             };
             let mut emitter = lane.port.emitter(out, &site);
@@ -657,14 +657,16 @@ impl<H: HandlerSet> Worker<H> {
         // Out of the lane for the batch, so that the batch's borrow of it leaves the
         // lane free (put back below; the rules change only between batches).
         let egress = std::mem::take(&mut lane.needs.egress);
+        let declared = call::Declared::new(spec.lanes[i].port, &egress);
         let emit_site = call::EmitSite {
             region,
             book,
             origin,
-            arrival: spec.lanes[i].port,
-            egress: &egress,
+            declared: &declared,
             store: &kept[i],
         };
+        let handler_lanes = &mut handler_lanes[i];
+        let queue = lane.shared.queue;
         let mut missed = false;
         for &d in descs[..n].iter() {
             if lane.in_chain(&d) {
@@ -683,24 +685,19 @@ impl<H: HandlerSet> Worker<H> {
             let (mut frame, mut d, mut verdict) = (frame, d, verdict);
             if let Act::Call { handler, rule } = verdict.act {
                 lane.port.c.handler_calls += 1;
-                let call = lane
-                    .rules
-                    .last_set()
-                    .classifier
-                    .rule(rule as usize)
-                    .and_then(|r| r.call.as_ref());
                 let site = call::CallSite {
-                    port: spec.lanes[i].port,
-                    queue: lane.shared.queue,
-                    rule_name: call.and_then(|c| c.rule_name.as_deref()),
-                    arg: call.and_then(|c| c.arg.as_deref()),
-                    egress: &egress,
+                    port: declared.arrival,
+                    queue,
+                    rule: Some(RuleOf {
+                        rules: &lane.rules,
+                        index: rule,
+                    }),
+                    declared: &declared,
                 };
-                let lanes = &mut handler_lanes[i];
                 let mut emitter = lane.port.emitter(out, &emit_site);
                 let called = call::call(
                     &**handlers,
-                    lanes,
+                    handler_lanes,
                     handler,
                     &mut frame,
                     d,
@@ -1057,12 +1054,12 @@ fn settle_kept_frames(
         let Some((frame, d)) = store.take(slot) else {
             continue;
         };
+        let declared = call::Declared::new(port, &lane.needs.egress);
         let site = call::CallSite {
             port,
             queue: lane.shared.queue,
-            rule_name: None,
-            arg: None,
-            egress: &lane.needs.egress,
+            rule: None,
+            declared: &declared,
         };
         let Some(verdict) = call::verdict(v, &site) else {
             lane.port.pool.recycle(frame);

@@ -5,7 +5,7 @@
 //! descriptor that went in comes out once (on TX or back in the pool), the counters
 //! say exactly what happened, and the frame accounting holds.
 
-use super::action::{apply, Act, PortId, Verdict};
+use super::action::{apply, Act, PortId, PortIx, Verdict};
 use super::handoff::{Egress, Remotes};
 use super::harness::HeapIo;
 use super::port::{Port, PortIo, PortRings};
@@ -291,7 +291,7 @@ fn multiset(descs: &[XdpDesc]) -> BTreeMap<(u64, u32), usize> {
     m
 }
 
-fn fwd(to: PortId, mac: MacRewrite, mirror_to: Option<PortId>) -> Verdict {
+fn fwd(to: PortIx, mac: MacRewrite, mirror_to: Option<PortIx>) -> Verdict {
     Verdict {
         act: Act::Forward { to, mac },
         mirror_to,
