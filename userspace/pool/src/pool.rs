@@ -556,28 +556,40 @@ impl PoolOwner {
         release_on(&self.region, old);
     }
 
-    #[inline]
+    #[inline(always)]
     fn check_held(&self, f: &Frame) -> Option<State> {
         if self
             .region
             .check_token(f.region(), f.idx(), f.addr())
             .is_err()
         {
-            self.shared.owner.foreign_addr.inc();
-            tracing::warn!(
-                pool = self.shared.id,
-                addr = f.addr(),
-                "frame from another region returned; dropped"
-            );
-            return None;
+            return self.refuse_foreign(f);
         }
         let st = self.state(f.idx());
         if st.gen() != f.gen() || st.loc() != Location::Application {
-            self.shared.owner.double_release.inc();
-            tracing::warn!(pool = self.shared.id, frame = f.idx(), where_ = ?st.loc(), "frame released twice; dropped");
-            return None;
+            return self.refuse_stale(f, st);
         }
         Some(st)
+    }
+
+    #[cold]
+    #[inline(never)]
+    fn refuse_foreign(&self, f: &Frame) -> Option<State> {
+        self.shared.owner.foreign_addr.inc();
+        tracing::warn!(
+            pool = self.shared.id,
+            addr = f.addr(),
+            "frame from another region returned; dropped"
+        );
+        None
+    }
+
+    #[cold]
+    #[inline(never)]
+    fn refuse_stale(&self, f: &Frame, st: State) -> Option<State> {
+        self.shared.owner.double_release.inc();
+        tracing::warn!(pool = self.shared.id, frame = f.idx(), where_ = ?st.loc(), "frame released twice; dropped");
+        None
     }
 
     /// Drop one reference; true when it was the last (count is back to 1).
@@ -642,8 +654,34 @@ impl PoolOwner {
     /// copy; the last release or TX completion recycles the chunk into this pool.
     /// Refused and counted like `recycle`: a foreign or stale token. A range that
     /// is empty or crosses the chunk recycles the frame and returns `OutOfChunk`.
+    #[inline]
     pub fn frame_into_frag(&mut self, f: Frame, offset: u32, len: u32) -> Result<Frag, FrameError> {
-        let Some(st) = self.check_held(&f) else {
+        match self.check_held(&f) {
+            Some(st)
+                if st.owner() == self.slot
+                    && len != 0
+                    && offset.checked_add(len).is_some_and(|end| end <= self.chunk) =>
+            {
+                // A `Frame` token is only ever given for an unsplit chunk.
+                debug_assert!(self.meta[f.idx() as usize].is_last_ref());
+                Ok(self.frag_token(f.idx(), f.gen(), offset, len))
+            }
+            st => self.frame_into_frag_slow(f, st, offset, len),
+        }
+    }
+
+    /// `frame_into_frag` for a refused token, a frame of another pool (adopted
+    /// here) or a range outside the chunk.
+    #[cold]
+    #[inline(never)]
+    fn frame_into_frag_slow(
+        &mut self,
+        f: Frame,
+        st: Option<State>,
+        offset: u32,
+        len: u32,
+    ) -> Result<Frag, FrameError> {
+        let Some(st) = st else {
             let addr = f.addr();
             return Err(match self.region.check_token(f.region(), f.idx(), addr) {
                 Ok(_) => FrameError::DoubleRelease { addr },
@@ -659,7 +697,6 @@ impl PoolOwner {
             self.recycle_index(f.idx(), f.gen());
             return Err(FrameError::OutOfChunk { addr, len });
         }
-        // A `Frame` token is only ever given for an unsplit chunk.
         debug_assert!(self.meta[f.idx() as usize].is_last_ref());
         Ok(self.frag_token(f.idx(), f.gen(), offset, len))
     }

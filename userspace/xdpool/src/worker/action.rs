@@ -359,31 +359,53 @@ fn rewrite_viewed(
     egress: Option<PortId>,
     cx: &mut ActCtx<'_>,
 ) -> Option<Frame> {
-    if d.len < 12 {
-        cx.pool.recycle(frame);
-        cx.c.rx_too_short += 1;
-        return None;
-    }
     debug_assert_ne!(how, MacRewrite::Keep, "`rewrite` keeps these itself");
     let offset = (d.addr - frame.addr()) as usize;
-    // One checked view of the chunk for the read and the write.
-    let Some(chunk) = cx.region.chunk_mut(&mut frame) else {
-        cx.pool.recycle(frame);
-        cx.c.rx_rejected += 1;
-        return None;
+    let refused = if d.len < 12 {
+        Some(Unrewritten::TooShort)
+    } else {
+        // One checked view of the chunk for the read and the write.
+        match cx
+            .region
+            .chunk_mut(&mut frame)
+            .and_then(|c| c.get_mut(offset..offset + d.len as usize))
+        {
+            None => Some(Unrewritten::Unviewable),
+            Some(bytes) => rewrite_macs(bytes, how, egress, cx.macs)
+                .is_none()
+                .then_some(Unrewritten::NeighMiss),
+        }
     };
-    let Some(bytes) = chunk.get_mut(offset..offset + d.len as usize) else {
-        cx.pool.recycle(frame);
-        cx.c.rx_rejected += 1;
-        return None;
-    };
-    if rewrite_macs(bytes, how, egress, cx.macs).is_none() {
-        cx.pool.recycle(frame);
-        cx.c.neigh_miss_drop += 1;
-        *cx.neigh_missed = true;
-        return None;
+    match refused {
+        None => Some(frame),
+        Some(why) => {
+            unrewritten(frame, why, cx);
+            None
+        }
     }
-    Some(frame)
+}
+
+/// Why a frame's MACs were not rewritten.
+#[derive(Clone, Copy)]
+enum Unrewritten {
+    TooShort,
+    Unviewable,
+    NeighMiss,
+}
+
+/// A frame whose MACs could not be rewritten: recycled, counted.
+#[cold]
+#[inline(never)]
+fn unrewritten(frame: Frame, why: Unrewritten, cx: &mut ActCtx<'_>) {
+    cx.pool.recycle(frame);
+    match why {
+        Unrewritten::TooShort => cx.c.rx_too_short += 1,
+        Unrewritten::Unviewable => cx.c.rx_rejected += 1,
+        Unrewritten::NeighMiss => {
+            cx.c.neigh_miss_drop += 1;
+            *cx.neigh_missed = true;
+        }
+    }
 }
 
 /// Rewrites the first 12 bytes of `frame` (at least 12 long) in place: `None`, and
@@ -430,12 +452,18 @@ fn new_macs(
             macs[..6].copy_from_slice(&dst);
             macs[6..].copy_from_slice(&book.device_mac(egress?)?);
         }
-        MacRewrite::Neigh => {
-            let port = egress?;
-            let ip = crate::wire::parse(frame).ok()?.dst_ip()?;
-            macs[..6].copy_from_slice(&book.next_hop(port, ip)?);
-            macs[6..].copy_from_slice(&book.device_mac(port)?);
-        }
+        MacRewrite::Neigh => return neigh_macs(frame, egress?, book),
     }
+    Some(macs)
+}
+
+/// `mac = "neigh"`: the next hop's MAC by the frame's destination IP (a parse and
+/// a hash lookup, out of line), then the egress device's.
+#[inline(never)]
+fn neigh_macs(frame: &[u8], port: PortId, book: &MacBook) -> Option<[u8; 12]> {
+    let ip = crate::wire::parse(frame).ok()?.dst_ip()?;
+    let mut macs = [0u8; 12];
+    macs[..6].copy_from_slice(&book.next_hop(port, ip)?);
+    macs[6..].copy_from_slice(&book.device_mac(port)?);
     Some(macs)
 }
