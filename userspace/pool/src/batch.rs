@@ -119,12 +119,7 @@ impl OwnerBatch<'_> {
             };
             let f = self.hand_out(e);
             // size is at most the chunk size (4096).
-            return Some(Frag {
-                key: f.key,
-                tag: f.tag,
-                offset: 0,
-                len: size as u16,
-            });
+            return Some(Frag::new(f.key, f.tag, 0, size as u16));
         }
         self.cold(|p| p.alloc_frag(size))
     }
@@ -134,7 +129,11 @@ impl OwnerBatch<'_> {
     /// path.
     #[inline(always)]
     pub fn release_frag(&mut self, f: Frag) {
-        if self.has_room() && self.held(f.tag, f.key).is_some_and(FrameMeta::is_last_ref) {
+        if self.has_room()
+            && self
+                .held(f.tag(), f.key)
+                .is_some_and(FrameMeta::is_last_ref)
+        {
             self.push(f.key);
             return;
         }

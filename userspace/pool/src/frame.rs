@@ -3,7 +3,7 @@
 
 use crate::sync::{AtomicU32, AtomicU64};
 use serde::Serialize;
-use std::num::{NonZeroU32, NonZeroU8};
+use std::num::{NonZeroU32, NonZeroU64, NonZeroU8};
 
 /// Where a frame is: the owner map's vocabulary.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
@@ -164,13 +164,33 @@ pub(crate) fn frame_tag(region: u16, shift: NonZeroU8) -> NonZeroU32 {
 pub struct Frag {
     /// `gen << 32 | idx` of the chunk, as in `Frame::key`.
     pub(crate) key: u64,
-    /// As `Frame::tag`.
-    pub(crate) tag: NonZeroU32,
-    pub(crate) offset: u16,
-    pub(crate) len: u16,
+    /// `len << 48 | offset << 32 | tag` (`tag` as `Frame::tag`, never zero): a
+    /// token is two words, each written and read whole, so one copied through
+    /// memory never waits on a store of a smaller piece of it.
+    pub(crate) word: NonZeroU64,
 }
 
 impl Frag {
+    #[inline(always)]
+    pub(crate) fn new(key: u64, tag: NonZeroU32, offset: u16, len: u16) -> Frag {
+        Frag {
+            key,
+            word: NonZeroU64::from(tag) | (u64::from(len) << 48 | u64::from(offset) << 32),
+        }
+    }
+    /// As `Frame::tag`.
+    #[inline(always)]
+    pub(crate) fn tag(&self) -> NonZeroU32 {
+        NonZeroU32::new(self.word.get() as u32).unwrap_or(NonZeroU32::MIN)
+    }
+    #[inline(always)]
+    fn offset16(&self) -> u16 {
+        (self.word.get() >> 32) as u16
+    }
+    #[inline(always)]
+    pub(crate) fn len16(&self) -> u16 {
+        (self.word.get() >> 48) as u16
+    }
     #[inline(always)]
     pub(crate) fn idx(&self) -> u32 {
         self.key as u32
@@ -181,7 +201,7 @@ impl Frag {
     }
     #[inline(always)]
     pub(crate) fn region(&self) -> u16 {
-        self.tag.get() as u16
+        self.word.get() as u16
     }
     /// Index of the chunk this piece is in.
     pub fn frame_index(&self) -> u32 {
@@ -189,19 +209,19 @@ impl Frag {
     }
     /// Offset of the piece inside its chunk.
     pub fn offset(&self) -> u32 {
-        self.offset as u32
+        self.offset16() as u32
     }
     /// Length of the piece.
     pub fn len(&self) -> u32 {
-        self.len as u32
+        self.len16() as u32
     }
     /// True for an empty piece (never handed out by the pool).
     pub fn is_empty(&self) -> bool {
-        self.len == 0
+        self.len16() == 0
     }
     /// UMEM address of the piece.
     pub fn addr(&self) -> u64 {
-        ((self.idx() as u64) << (self.tag.get() >> 16)) + self.offset as u64
+        ((self.idx() as u64) << ((self.word.get() as u32) >> 16)) + self.offset16() as u64
     }
 }
 
@@ -227,7 +247,7 @@ impl Buf {
     pub fn len(&self) -> u32 {
         match self {
             Buf::Whole(f) => f.chunk_size(),
-            Buf::Frag(f) => f.len as u32,
+            Buf::Frag(f) => f.len(),
         }
     }
     /// Never true for a buffer the pool handed out.
@@ -254,6 +274,18 @@ mod tests {
         for l in 0..6u8 {
             assert_eq!(Location::from_bits(l) as u8, l);
         }
+    }
+
+    #[test]
+    fn a_frag_keeps_its_tag_offset_and_length_in_one_word() {
+        let tag = frame_tag(0xbeef, NonZeroU8::new(12).unwrap());
+        let f = Frag::new(7 << 32 | 3, tag, 4095, 0xffff);
+        assert_eq!((f.idx(), f.gen(), f.region()), (3, 7, 0xbeef));
+        assert_eq!((f.tag(), f.offset(), f.len()), (tag, 4095, 0xffff));
+        assert_eq!(f.addr(), 3 * 4096 + 4095);
+        let g = Frag::new(0, tag, 0, 0);
+        assert_eq!((g.offset(), g.len(), g.tag()), (0, 0, tag));
+        assert!(g.is_empty());
     }
 
     #[test]

@@ -716,12 +716,12 @@ impl PoolOwner {
     #[inline]
     pub(crate) fn frag_token(&self, idx: u32, gen: u32, offset: u32, len: u32) -> Frag {
         // offset and len are below the chunk size (at most 4096).
-        Frag {
-            key: ((gen as u64) << 32) | idx as u64,
-            offset: offset as u16,
-            len: len as u16,
-            tag: self.frame_tag,
-        }
+        Frag::new(
+            ((gen as u64) << 32) | idx as u64,
+            self.frame_tag,
+            offset as u16,
+            len as u16,
+        )
     }
 
     /// Stop packing into the open chunk: remove the unused bias. If every piece was

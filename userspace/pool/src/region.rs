@@ -433,7 +433,7 @@ impl Region {
     /// Copy `data` into a frag (at most its length).
     pub fn write_frag(&self, frag: &Frag, data: &[u8]) -> Result<(), FrameError> {
         self.check_token(frag.region(), frag.idx(), frag.addr())?;
-        if data.len() > frag.len as usize {
+        if data.len() > frag.len() as usize {
             return Err(FrameError::OutOfChunk {
                 addr: frag.addr(),
                 len: data.len() as u32,

@@ -417,44 +417,27 @@ pub(crate) fn rewrite_macs(
     egress: Option<PortId>,
     book: &MacBook,
 ) -> Option<()> {
+    if how == MacRewrite::Neigh {
+        // The next hop is found by the frame's destination IP: the whole frame.
+        let macs = neigh_macs(frame, egress?, book)?;
+        *frame.first_chunk_mut::<12>()? = macs;
+        return Some(());
+    }
+    let b = frame.first_chunk_mut::<12>()?;
     match how {
-        MacRewrite::Keep => {}
+        MacRewrite::Keep | MacRewrite::Neigh => {}
         MacRewrite::Swap => {
-            let b = frame.first_chunk_mut::<12>()?;
             let macs = *b;
             b[..6].copy_from_slice(&macs[6..]);
             b[6..].copy_from_slice(&macs[..6]);
         }
-        _ => {
-            let macs = new_macs(frame, how, egress, book)?;
-            frame[..12].copy_from_slice(&macs);
+        MacRewrite::Fixed(dst) => {
+            let src = book.device_mac(egress?)?;
+            b[..6].copy_from_slice(&dst);
+            b[6..].copy_from_slice(&src);
         }
     }
     Some(())
-}
-
-/// The first 12 bytes of `frame` rewritten: `None` when a MAC needed is unknown.
-#[inline]
-fn new_macs(
-    frame: &[u8],
-    how: MacRewrite,
-    egress: Option<PortId>,
-    book: &MacBook,
-) -> Option<[u8; 12]> {
-    let mut macs = [0u8; 12];
-    match how {
-        MacRewrite::Keep => macs.copy_from_slice(&frame[..12]),
-        MacRewrite::Swap => {
-            macs[..6].copy_from_slice(&frame[6..12]);
-            macs[6..].copy_from_slice(&frame[..6]);
-        }
-        MacRewrite::Fixed(dst) => {
-            macs[..6].copy_from_slice(&dst);
-            macs[6..].copy_from_slice(&book.device_mac(egress?)?);
-        }
-        MacRewrite::Neigh => return neigh_macs(frame, egress?, book),
-    }
-    Some(macs)
 }
 
 /// `mac = "neigh"`: the next hop's MAC by the frame's destination IP (a parse and
