@@ -134,8 +134,8 @@ impl Emit for Emitter<'_> {
 
     fn send_kept(&mut self, kept: Kept, v: crate::api::Verdict) -> Result<(), EmitError> {
         let ok = [
-            v.mirror,
-            match v.kind {
+            v.mirror_port(),
+            match v.kind() {
                 Kind::Forward(p) => Some(p),
                 _ => None,
             },
@@ -234,17 +234,19 @@ pub(super) fn call<H: HandlerSet>(
     let mut v = verdict(v, site).ok_or(Refused::Verdict)?;
     // The MACs are rewritten here, on the view already checked for the handler,
     // rather than by the action through a second view of the chunk.
-    let egress = match v.act {
+    let mut act = v.act();
+    let egress = match act {
         Act::Forward { to, .. } => Some(PortId::from(to)),
         _ => None,
     };
-    if let Act::Back { mac } | Act::Forward { mac, .. } = &mut v.act {
+    if let Act::Back { mac } | Act::Forward { mac, .. } = &mut act {
         let kept = pkt.is_kept();
         let bytes = pkt.bytes_mut();
         // Shorter than two MACs: left to the action, which drops it, counted.
         if *mac != MacRewrite::Keep && bytes.len() >= 12 && !kept {
             rewrite_macs(bytes, *mac, egress, book).ok_or(Refused::NeighMiss)?;
             *mac = MacRewrite::Keep;
+            v = v.with_act(act);
         }
     }
     let (off, len) = pkt.span();
@@ -280,8 +282,8 @@ pub(super) fn panic_message(payload: &(dyn std::any::Any + Send)) -> String {
 #[inline(always)]
 pub(super) fn verdict(v: crate::api::Verdict, site: &CallSite<'_>) -> Option<Verdict> {
     let port = |p: PortRef| site.declared.get(p);
-    let mac: MacRewrite = v.mac.rewrite();
-    let act = match v.kind {
+    let mac: MacRewrite = v.mac().rewrite();
+    let act = match v.kind() {
         Kind::Drop => Act::Drop,
         Kind::Back => Act::Back { mac },
         Kind::Forward(to) => match port(to)? {
@@ -289,9 +291,9 @@ pub(super) fn verdict(v: crate::api::Verdict, site: &CallSite<'_>) -> Option<Ver
             to => Act::Forward { to, mac },
         },
     };
-    let mirror_to = match v.mirror {
+    let mirror_to = match v.mirror_port() {
         None => None,
         Some(m) => Some(port(m)?),
     };
-    Some(Verdict { act, mirror_to })
+    Some(Verdict::new(act, mirror_to))
 }

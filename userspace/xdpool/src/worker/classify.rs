@@ -23,15 +23,12 @@ impl Classifier {
             .into_iter()
             .enumerate()
             .map(|(i, r)| {
-                let v = verdict(&r).map(|v| match v.act {
+                let v = verdict(&r).map(|v| match v.act() {
                     // The rule's position: its name and `arg` reach the handler.
-                    Act::Call { handler, .. } => Verdict {
-                        act: Act::Call {
-                            handler,
-                            rule: i as u16,
-                        },
-                        ..v
-                    },
+                    Act::Call { handler, .. } => v.with_act(Act::Call {
+                        handler,
+                        rule: i as u16,
+                    }),
                     _ => v,
                 });
                 (r, v)
@@ -131,10 +128,7 @@ pub fn verdict(r: &ValidRule) -> Option<Verdict> {
         },
         Action::Pass | Action::Xdpdrop => return None,
     };
-    Some(Verdict {
-        act,
-        mirror_to: r.mirror_to.map(port_ix),
-    })
+    Some(Verdict::new(act, r.mirror_to.map(port_ix)))
 }
 
 /// A port index of a valid config as a verdict holds it.
@@ -326,8 +320,8 @@ mod tests {
             Some(1),
             "untagged: no VLAN match"
         );
-        assert_eq!(c.classify(&tagged_udp(&[5], src, 1)).act, Act::L2fwd);
-        assert_eq!(c.classify(&tagged_udp(&[], src, 1)).act, Act::Drop);
+        assert_eq!(c.classify(&tagged_udp(&[5], src, 1)).act(), Act::L2fwd);
+        assert_eq!(c.classify(&tagged_udp(&[], src, 1)).act(), Act::Drop);
         let zero = Classifier::new(vec![source_rule(Some(0), None, None, Action::L2fwd)]);
         assert_eq!(
             zero.first_match(&tagged_udp(&[0], src, 1)),
@@ -354,7 +348,7 @@ mod tests {
             source_rule(None, None, Some((7, 7)), Action::ReflectTwice),
             rule(None, None, None, Action::Drop),
         ]);
-        let act = |src: [u8; 4], sport: u16| c.classify(&tagged_udp(&[], src, sport)).act;
+        let act = |src: [u8; 4], sport: u16| c.classify(&tagged_udp(&[], src, sport)).act();
         assert_eq!(act([198, 18, 0, 9], 1000), Act::L2fwd);
         assert_eq!(act([198, 18, 0, 9], 1999), Act::L2fwd);
         assert_eq!(
@@ -395,7 +389,7 @@ mod tests {
             rule(None, None, None, Action::Pass),
         ]);
         assert!(c.is_uniform());
-        assert_eq!(c.classify(&[]).act, Act::L2fwd);
+        assert_eq!(c.classify(&[]).act(), Act::L2fwd);
     }
 
     #[test]
@@ -405,14 +399,14 @@ mod tests {
             rule(Some(17), None, Some(("198.18.0.0", 15)), Action::Drop),
         ]);
         assert!(!c.is_uniform());
-        assert_eq!(c.classify(&udp_frame(9, [198, 18, 0, 2])).act, Act::L2fwd);
-        assert_eq!(c.classify(&udp_frame(10, [198, 18, 0, 2])).act, Act::Drop);
+        assert_eq!(c.classify(&udp_frame(9, [198, 18, 0, 2])).act(), Act::L2fwd);
+        assert_eq!(c.classify(&udp_frame(10, [198, 18, 0, 2])).act(), Act::Drop);
         assert_eq!(
-            c.classify(&udp_frame(10, [198, 20, 0, 2])).act,
+            c.classify(&udp_frame(10, [198, 20, 0, 2])).act(),
             Act::Drop,
             "no match: drop"
         );
-        assert_eq!(c.classify(&[1, 2, 3]).act, Act::Drop, "unparsable: drop");
+        assert_eq!(c.classify(&[1, 2, 3]).act(), Act::Drop, "unparsable: drop");
     }
 
     #[test]
@@ -430,15 +424,15 @@ mod tests {
         ]);
         assert!(!c.is_uniform());
         assert_eq!(
-            c.classify(&udp_frame(9, [198, 18, 0, 2])).act,
+            c.classify(&udp_frame(9, [198, 18, 0, 2])).act(),
             Act::ReflectTwice
         );
         assert_eq!(
-            c.classify(&udp_frame(10, [198, 18, 0, 2])).act,
+            c.classify(&udp_frame(10, [198, 18, 0, 2])).act(),
             Act::Copybreak
         );
         assert_eq!(
-            c.classify(&udp_frame(11, [198, 18, 0, 2])).act,
+            c.classify(&udp_frame(11, [198, 18, 0, 2])).act(),
             Act::Forward {
                 to: 1,
                 mac: crate::config::MacRewrite::Swap

@@ -458,6 +458,6 @@ impl Verdict {
     /// Whether the frame is sent back on the receiving socket (multi-buffer chains
     /// support this and drop).
     pub(super) fn is_l2fwd(&self) -> bool {
-        self.act == Act::L2fwd && self.mirror_to.is_none()
+        self.act() == Act::L2fwd && self.mirror_to().is_none()
     }
 }

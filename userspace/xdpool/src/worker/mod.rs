@@ -683,7 +683,7 @@ impl<H: HandlerSet> Worker<H> {
                 continue;
             };
             let (mut frame, mut d, mut verdict) = (frame, d, verdict);
-            if let Act::Call { handler, rule } = verdict.act {
+            if let Act::Call { handler, rule } = verdict.act() {
                 lane.port.c.handler_calls += 1;
                 let site = call::CallSite {
                     port: declared.arrival,
@@ -715,7 +715,13 @@ impl<H: HandlerSet> Worker<H> {
                     continue;
                 }
                 match called {
-                    Ok((nd, v)) => (d, verdict) = (nd, v),
+                    Ok((nd, v)) => {
+                        // Field by field: the descriptor came back as pieces, and a
+                        // copy of the whole would wait on each of them.
+                        d.addr = nd.addr;
+                        d.len = nd.len;
+                        verdict = v;
+                    }
                     Err(refused) => {
                         lane.port.pool.recycle(frame);
                         match refused {

@@ -453,7 +453,7 @@ mod tests {
             "a hand-over is under way: frames go by their tag"
         );
         assert_eq!(
-            lane.of_generation(1).unwrap().classifier.uniform().act,
+            lane.of_generation(1).unwrap().classifier.uniform().act(),
             Act::Drop,
             "steered under 1: acted on under 1"
         );
@@ -472,7 +472,7 @@ mod tests {
             "a frame of the old list just came and none of the new"
         );
         assert_eq!(
-            lane.of_generation(2).unwrap().classifier.uniform().act,
+            lane.of_generation(2).unwrap().classifier.uniform().act(),
             Act::L2fwd
         );
         lane.refresh();
@@ -498,7 +498,7 @@ mod tests {
         lane.refresh();
         assert_eq!(lane.current.generation, 1);
         assert_eq!(
-            lane.of_generation(2).unwrap().classifier.uniform().act,
+            lane.of_generation(2).unwrap().classifier.uniform().act(),
             Act::L2fwd
         );
     }
@@ -605,7 +605,7 @@ mod tests {
                 .write_frame(&mut f, at - abi::TAG_SIZE, &t.unwrap_or(0).to_ne_bytes())
                 .unwrap();
             let (v, u) = lane.verdict(&region, &mut f, at, len);
-            assert_eq!((v.act, u), (act, untagged), "tag {t:?}");
+            assert_eq!((v.act(), u), (act, untagged), "tag {t:?}");
             assert_eq!(
                 region
                     .frame_bytes(&f, at - abi::TAG_SIZE, abi::TAG_SIZE)

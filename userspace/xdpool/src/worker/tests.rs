@@ -292,10 +292,7 @@ fn multiset(descs: &[XdpDesc]) -> BTreeMap<(u64, u32), usize> {
 }
 
 fn fwd(to: PortIx, mac: MacRewrite, mirror_to: Option<PortIx>) -> Verdict {
-    Verdict {
-        act: Act::Forward { to, mac },
-        mirror_to,
-    }
+    Verdict::new(Act::Forward { to, mac }, mirror_to)
 }
 
 #[test]
@@ -423,25 +420,11 @@ fn mirror_to_sends_one_reference_on_each_port_and_the_chunk_returns_once() {
 #[test]
 fn own_port_actions_l2fwd_reflect_twice_copybreak_drop_and_a_drop_mirror() {
     let mut rig = Rig::new(&[256, 64]);
-    let sent = rig.receive(
-        0,
-        8,
-        Verdict {
-            act: Act::L2fwd,
-            mirror_to: None,
-        },
-    );
+    let sent = rig.receive(0, 8, Verdict::new(Act::L2fwd, None));
     let out = rig.kernels[0].send();
     assert_eq!(multiset(&out), multiset(&sent));
     rig.kernels[0].complete(&out);
-    let sent = rig.receive(
-        0,
-        8,
-        Verdict {
-            act: Act::ReflectTwice,
-            mirror_to: None,
-        },
-    );
+    let sent = rig.receive(0, 8, Verdict::new(Act::ReflectTwice, None));
     let out = rig.kernels[0].send();
     assert_eq!(out.len(), 16);
     assert!(
@@ -452,14 +435,7 @@ fn own_port_actions_l2fwd_reflect_twice_copybreak_drop_and_a_drop_mirror() {
     );
     rig.kernels[0].complete(&out);
     // Copybreak: 60 bytes <= 128 copied into frags; the copies leave, the RX chunks don't.
-    let sent = rig.receive(
-        0,
-        8,
-        Verdict {
-            act: Act::Copybreak,
-            mirror_to: None,
-        },
-    );
+    let sent = rig.receive(0, 8, Verdict::new(Act::Copybreak, None));
     let out = rig.kernels[0].send();
     assert_eq!(out.len(), 8);
     let chunks: std::collections::BTreeSet<u64> =
@@ -468,23 +444,9 @@ fn own_port_actions_l2fwd_reflect_twice_copybreak_drop_and_a_drop_mirror() {
     assert_eq!(sent.len(), 8);
     assert!(out.iter().all(|d| rig.bytes(d)[50] == 0), "payload copied");
     rig.kernels[0].complete(&out);
-    rig.receive(
-        0,
-        8,
-        Verdict {
-            act: Act::Drop,
-            mirror_to: None,
-        },
-    );
+    rig.receive(0, 8, Verdict::new(Act::Drop, None));
     // Drop with a mirror: the unchanged frame leaves the mirror port only.
-    let sent = rig.receive(
-        0,
-        4,
-        Verdict {
-            act: Act::Drop,
-            mirror_to: Some(1),
-        },
-    );
+    let sent = rig.receive(0, 4, Verdict::new(Act::Drop, Some(1)));
     let mon = rig.kernels[1].send();
     assert_eq!(multiset(&mon), multiset(&sent));
     assert_eq!(
@@ -690,14 +652,7 @@ fn port_teardown_audits_its_pool_and_a_frame_lost_there_fails_it() {
     use std::sync::atomic::Ordering;
     let mut rig = Rig::new(&[64, 64]);
     // Port 1: 12 of its own frames sent back out (l2fwd), 4 of them completed...
-    rig.receive(
-        1,
-        12,
-        Verdict {
-            act: Act::L2fwd,
-            mirror_to: None,
-        },
-    );
+    rig.receive(1, 12, Verdict::new(Act::L2fwd, None));
     let own = rig.kernels[1].send();
     assert_eq!(own.len(), 12);
     rig.kernels[1].complete(&own[..4]);
