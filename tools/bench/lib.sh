@@ -9,7 +9,7 @@ bench_threads() { # pid -> "tid:run_ns:ctx_switches ..." for each of its threads
     local t r c
     for t in /proc/$1/task/*; do
         # A thread that ends while we read is left out.
-        r=$(cut -d' ' -f1 "$t/schedstat" 2>/dev/null) && c=$(awk '/ctxt_switches/{s+=$2}END{print s+0}' "$t/status" 2>/dev/null) || continue
+        r=$(cut -d' ' -f1 "$t/schedstat" 2>/dev/null) && c=$(awk '/ctxt_switches/{s+=$2}END{printf "%.0f\n", s}' "$t/status" 2>/dev/null) || continue
         [ -n "$r" ] && [ -n "$c" ] && echo -n "$(basename "$t"):$r:$c "
     done
 }
@@ -26,7 +26,8 @@ PY
 }
 
 bench_eth() { # netns dev awk-regex -> sum of the matching `ethtool -S` counters
-    ip netns exec "$1" ethtool -S "$2" 2>/dev/null | awk -v re="$3" '$1 ~ re {s += $2; n++} END {if (!n) exit 1; print s}'
+    # (%.0f: mawk prints a sum of 2^31 or more as 2.16028e+09 with plain print)
+    ip netns exec "$1" ethtool -S "$2" 2>/dev/null | awk -v re="$3" '$1 ~ re {s += $2; n++} END {if (!n) exit 1; printf "%.0f\n", s}'
 }
 
 bench_xmit() { # netns dev -> "accepted refused": the device's XDP transmit counters

@@ -103,7 +103,7 @@ new_runs() { # $1 generator, $2 ids before it started -> total runs of its new p
     local prog
     prog=$(comm -13 <(echo "$2" | sort) <(gen_progs "$1" | sort))
     [ -n "$prog" ] || { echo 0; return; }
-    run_cnts $prog | tr ' ' '\n' | awk -F: '{s += $2} END {print s + 0}'
+    run_cnts $prog | tr ' ' '\n' | awk -F: '{s += $2} END {printf "%.0f\n", s}'
 }
 
 run_one() { # $1 generator (xdpool-gen|xdp-trafficgen), $2 placement, $3 size, $4 rep

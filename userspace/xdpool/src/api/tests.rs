@@ -212,6 +212,36 @@ fn head_and_tail_changes_leave_with_the_frame() {
     h.check_accounting().unwrap();
 }
 
+/// A frame a handler cuts below two MACs and sends as it is cannot leave: it is
+/// dropped, counted `rx_too_short`, its chunk back in the pool.
+#[test]
+fn a_frame_cut_shorter_than_two_macs_is_dropped_counted() {
+    let mut h = Harness::builder(&with_rules(
+        "[[rule]]\nport = \"in\"\naction = \"call\"\nhandler = \"cut\"",
+    ))
+    .handler("cut", |pkt: &mut Packet<'_>| {
+        let keep = if pkt.bytes()[14 + 9] == 17 { 10 } else { 12 };
+        if pkt.trim_tail(pkt.len() - keep).is_err() {
+            return Verdict::drop();
+        }
+        Verdict::back()
+    })
+    .build()
+    .unwrap();
+    let short = udp(9, 1);
+    let mut twelve = short.clone();
+    twelve[14 + 9] = 6; // TCP in the IPv4 header: cut to 12 bytes, which may leave
+    for _ in 0..3 {
+        h.send("in", &short);
+    }
+    h.send("in", &twelve);
+    h.run();
+    assert_eq!(h.sent("in"), vec![twelve[..12].to_vec()]);
+    assert_eq!(h.counter("in", "handler_calls"), 4);
+    assert_eq!(h.counter("in", "rx_too_short"), 3);
+    h.check_accounting().unwrap();
+}
+
 #[test]
 fn a_mirror_leaves_a_declared_port_by_reference() {
     let cfg = with_rules(

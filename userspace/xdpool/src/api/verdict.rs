@@ -211,6 +211,9 @@ mod tests {
                     }
                     assert_eq!((w.kind(), w.mac(), w.mirror_port()), (kind, mac, mirror));
                     assert_eq!(w.sends(), kind != Kind::Drop);
+                    if let Some(m) = mirror {
+                        assert_eq!(v.mirror(m).with_mac(mac), w, "builders in the other order");
+                    }
                 }
             }
         }
