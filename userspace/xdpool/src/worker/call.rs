@@ -297,3 +297,31 @@ pub(super) fn verdict(v: crate::api::Verdict, site: &CallSite<'_>) -> Option<Ver
     };
     Some(Verdict::new(act, mirror_to))
 }
+
+#[cfg(test)]
+mod tests {
+    use super::Declared;
+    use crate::api::PortRef;
+
+    /// The bit set (ports below 64) and the list (64 and up) agree with the plain
+    /// rule: the arrival port and the declared egress ports, nothing else.
+    #[test]
+    fn declared_ports_are_the_arrival_and_egress_ports_on_both_sides_of_64() {
+        for (arrival, egress) in [
+            (0, vec![1, 63]),
+            (63, vec![64]),
+            (64, vec![0, 63, 65, 4095]),
+            (5, vec![]),
+        ] {
+            let d = Declared::new(arrival, &egress);
+            for p in [0u16, 1, 2, 5, 62, 63, 64, 65, 66, 4094, 4095, u16::MAX] {
+                let want = usize::from(p) == arrival || egress.contains(&usize::from(p));
+                assert_eq!(
+                    d.get(PortRef(p)),
+                    want.then_some(p),
+                    "port {p}, arrival {arrival}, egress {egress:?}"
+                );
+            }
+        }
+    }
+}
