@@ -24,4 +24,4 @@ pub use verdict::{Mac, PortRef, Verdict};
 
 pub(crate) use kept::{send as kept_send, KeptStore};
 pub(crate) use packet::{Emit, Meta, RuleOf};
-pub(crate) use verdict::Kind;
+pub(crate) use verdict::{mac_of_word, mac_word, Kind};

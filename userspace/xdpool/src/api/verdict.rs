@@ -74,6 +74,20 @@ const MIRRORED: u32 = 20; // 1 bit
 const MIRROR: u32 = 21; // 16 bits: the mirror port
 const MAC_BYTES: u32 = 64; // 48 bits: the `Mac::To` address
 
+/// A MAC address as the low 48 bits of a word (a verdict's bits hold it so).
+#[inline(always)]
+pub(crate) const fn mac_word(mac: [u8; 6]) -> u64 {
+    let [a, b, c, d, e, f] = mac;
+    u64::from_le_bytes([a, b, c, d, e, f, 0, 0])
+}
+
+/// The MAC address in the low 48 bits of `word`.
+#[inline(always)]
+pub(crate) const fn mac_of_word(word: u64) -> [u8; 6] {
+    let [a, b, c, d, e, f, _, _] = word.to_le_bytes();
+    [a, b, c, d, e, f]
+}
+
 impl Verdict {
     const fn with_kind(kind: u128, to: u16) -> Verdict {
         Verdict(kind << KIND | (to as u128) << TO)
@@ -108,8 +122,7 @@ impl Verdict {
             Mac::NextHop => (2, [0; 6]),
             Mac::To(m) => (3, m),
         };
-        let [a, b, c, d, e, f] = bytes;
-        let bytes = u64::from_le_bytes([a, b, c, d, e, f, 0, 0]) as u128;
+        let bytes = mac_word(bytes) as u128;
         let cleared = self.0 & !(3 << MAC | 0xffff_ffff_ffff << MAC_BYTES);
         Verdict(cleared | how << MAC | bytes << MAC_BYTES)
     }
@@ -140,10 +153,7 @@ impl Verdict {
             0 => Mac::AsIs,
             1 => Mac::Swap,
             2 => Mac::NextHop,
-            _ => {
-                let [a, b, c, d, e, f, _, _] = ((self.0 >> MAC_BYTES) as u64).to_le_bytes();
-                Mac::To([a, b, c, d, e, f])
-            }
+            _ => Mac::To(mac_of_word((self.0 >> MAC_BYTES) as u64)),
         }
     }
 

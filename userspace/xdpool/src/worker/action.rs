@@ -13,6 +13,7 @@
 
 use super::counters::WorkerCountersSnapshot;
 use super::handoff::Egress;
+use crate::api::{mac_of_word, mac_word};
 use crate::config::MacRewrite;
 use crate::neigh::MacBook;
 use crate::xsk::XdpDesc;
@@ -76,13 +77,13 @@ const MIRROR: u32 = 38; // 16 bits: the mirror port
 const MAC_BYTES: u32 = 64; // 48 bits: `MacRewrite::Fixed`
 
 const fn mac_bits(m: MacRewrite) -> u128 {
-    let (how, [a, b, c, d, e, f]) = match m {
+    let (how, bytes) = match m {
         MacRewrite::Swap => (0, [0; 6]),
         MacRewrite::Neigh => (1, [0; 6]),
         MacRewrite::Fixed(bytes) => (2, bytes),
         MacRewrite::Keep => (3, [0; 6]),
     };
-    how << MAC | (u64::from_le_bytes([a, b, c, d, e, f, 0, 0]) as u128) << MAC_BYTES
+    how << MAC | (mac_word(bytes) as u128) << MAC_BYTES
 }
 
 impl Verdict {
@@ -134,10 +135,7 @@ impl Verdict {
         match (self.0 >> MAC) & 3 {
             0 => MacRewrite::Swap,
             1 => MacRewrite::Neigh,
-            2 => {
-                let [a, b, c, d, e, f, _, _] = ((self.0 >> MAC_BYTES) as u64).to_le_bytes();
-                MacRewrite::Fixed([a, b, c, d, e, f])
-            }
+            2 => MacRewrite::Fixed(mac_of_word((self.0 >> MAC_BYTES) as u64)),
             _ => MacRewrite::Keep,
         }
     }

@@ -30,11 +30,10 @@ pub(super) enum Refused {
 /// Where a lane's handler call comes from: its rule's metadata and the ports a
 /// verdict may name.
 pub(super) struct CallSite<'a> {
-    pub port: PortId,
     pub queue: u32,
     /// The rule that sent the frame here (for its name and `arg`).
     pub rule: Option<RuleOf<'a>>,
-    /// The ports a verdict may name.
+    /// The arrival port and the ports a verdict may name.
     pub declared: &'a Declared<'a>,
 }
 
@@ -223,7 +222,7 @@ pub(super) fn call<H: HandlerSet>(
         return Err(Refused::Verdict);
     };
     let meta = Meta {
-        port: PortRef(site.port as u16),
+        port: PortRef(site.declared.arrival as u16),
         queue: site.queue,
         rule: site.rule,
     };
@@ -287,7 +286,7 @@ pub(super) fn verdict(v: crate::api::Verdict, site: &CallSite<'_>) -> Option<Ver
         Kind::Drop => Act::Drop,
         Kind::Back => Act::Back { mac },
         Kind::Forward(to) => match port(to)? {
-            p if PortId::from(p) == site.port => Act::Back { mac },
+            p if PortId::from(p) == site.declared.arrival => Act::Back { mac },
             to => Act::Forward { to, mac },
         },
     };

@@ -686,7 +686,6 @@ impl<H: HandlerSet> Worker<H> {
             if let Act::Call { handler, rule } = verdict.act() {
                 lane.port.c.handler_calls += 1;
                 let site = call::CallSite {
-                    port: declared.arrival,
                     queue,
                     rule: Some(RuleOf {
                         rules: &lane.rules,
@@ -1056,16 +1055,15 @@ fn settle_kept_frames(
         }
     }
     let sent = std::mem::take(&mut *store.sent.borrow_mut());
+    let declared = call::Declared::new(port, &lane.needs.egress);
+    let site = call::CallSite {
+        queue: lane.shared.queue,
+        rule: None,
+        declared: &declared,
+    };
     for (slot, v) in sent {
         let Some((frame, d)) = store.take(slot) else {
             continue;
-        };
-        let declared = call::Declared::new(port, &lane.needs.egress);
-        let site = call::CallSite {
-            port,
-            queue: lane.shared.queue,
-            rule: None,
-            declared: &declared,
         };
         let Some(verdict) = call::verdict(v, &site) else {
             lane.port.pool.recycle(frame);

@@ -593,18 +593,6 @@ impl Port {
         &self.region
     }
 
-    /// Split borrows for an action: pool, counters and this port's TX queue.
-    #[inline]
-    pub fn parts(
-        &mut self,
-    ) -> (
-        &mut PoolOwner,
-        &mut WorkerCountersSnapshot,
-        &mut Vec<XdpDesc>,
-    ) {
-        (&mut self.pool, &mut self.c, &mut self.tx)
-    }
-
     /// What a packet function's `emit` and `keep` work with for a frame of this port:
     /// its pool, counters and TX queue, the worker's `out`, and the batch's `site`.
     #[inline]
