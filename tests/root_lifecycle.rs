@@ -47,15 +47,29 @@ fn rx(sock: &Path) -> u64 {
 }
 
 /// `n` UDP frames to port 9 from side a, many flows over `cores` sender threads (so
-/// that a 2-queue veth spreads them).
-fn send(st: &LabStatus, n: u64, cores: &[usize]) {
-    let mut g = GenConfig::for_lab(st);
-    g.count = Some(n);
-    g.cores = cores.to_vec();
-    g.rate_pps = Some(50_000);
-    g.chunk = 1024;
-    g.dst_ports = PortRange::single(9);
-    assert_eq!(gen::run(&g).expect("generator").sent, n);
+/// that a 2-queue veth spreads them). Returns how many the sender's veth put into
+/// the receiver's rings. The rest it refused because a 256-slot ring was full (the
+/// receiver's NAPI deferred to ksoftirqd on a loaded machine); ethtool names them
+/// (`xdp_xmit_errors`) and they never reach the XDP program, so the tests count from
+/// what was delivered.
+fn send(st: &LabStatus, n: u64, cores: &[usize]) -> u64 {
+    let (into_ring, refused) = veth_delivery(&st.a.netns, &st.a.dev, n, || {
+        let mut g = GenConfig::for_lab(st);
+        g.count = Some(n);
+        g.cores = cores.to_vec();
+        g.rate_pps = Some(50_000);
+        g.chunk = 1024;
+        g.dst_ports = PortRange::single(9);
+        assert_eq!(gen::run(&g).expect("generator").sent, n);
+    });
+    if refused > 0 {
+        eprintln!("the sender's veth refused {refused} of {n} (receiver's ring full)");
+    }
+    assert!(
+        into_ring >= n / 2,
+        "only {into_ring} of {n} reached the receiver (its veth refused {refused}): too little traffic to test with"
+    );
+    into_ring
 }
 
 /// A device with two RX queues served on [0] only: a WARN names the device, the
@@ -87,9 +101,9 @@ fn unserved_rx_queues_are_warned_about_and_all_serves_them() {
         "not ready: {}",
         run.log()
     );
-    send(&rig.st, N, &[0, 1]);
+    let delivered = send(&rig.st, N, &[0, 1]);
     wait_for(Duration::from_secs(5), || {
-        rx(&rig.sock) + snap(&rig.sock)["xdp"]["no_socket"].as_u64().unwrap_or(0) >= N
+        rx(&rig.sock) + snap(&rig.sock)["xdp"]["no_socket"].as_u64().unwrap_or(0) >= delivered
     });
     let (code, s, log) = run.stop();
     assert_eq!(code, Some(0), "{log}");
@@ -117,7 +131,7 @@ fn unserved_rx_queues_are_warned_about_and_all_serves_them() {
     );
     assert_eq!(
         s["packets"].as_u64().unwrap() + no_socket + named_rx_drops(&s),
-        N,
+        delivered,
         "{s:#}"
     );
     assert_all_frames_back(&s);
@@ -130,8 +144,8 @@ fn unserved_rx_queues_are_warned_about_and_all_serves_them() {
         "not ready: {}",
         run.log()
     );
-    send(&rig.st, N, &[0, 1]);
-    wait_for(Duration::from_secs(5), || rx(&rig.sock) >= N);
+    let delivered = send(&rig.st, N, &[0, 1]);
+    wait_for(Duration::from_secs(5), || rx(&rig.sock) >= delivered);
     let (code, s, log) = run.stop();
     assert_eq!(code, Some(0), "{log}");
     assert!(!log.contains("have no xdpool socket"), "{log}");
@@ -155,7 +169,7 @@ fn unserved_rx_queues_are_warned_about_and_all_serves_them() {
     assert_eq!(s["xdp"]["no_socket"], 0, "{:#}", s["xdp"]);
     assert_eq!(
         s["packets"].as_u64().unwrap() + named_rx_drops(&s),
-        N,
+        delivered,
         "{s:#}"
     );
     assert_all_frames_back(&s);
@@ -295,13 +309,13 @@ fn ready_waits_for_carrier() {
         run.log()
     );
     const N: u64 = 2000;
-    send(&rig.st, N, &[0]);
-    wait_for(Duration::from_secs(5), || rx(&rig.sock) >= N);
+    let delivered = send(&rig.st, N, &[0]);
+    wait_for(Duration::from_secs(5), || rx(&rig.sock) >= delivered);
     let (code, s, log) = run.stop();
     assert_eq!(code, Some(0), "{log}");
     assert_eq!(
         s["packets"].as_u64().unwrap() + named_rx_drops(&s),
-        N,
+        delivered,
         "{s:#}"
     );
 }
@@ -332,8 +346,8 @@ fn held_frames_are_counted_and_the_pool_block_is_final() {
         run.log()
     );
     const N: u64 = 3000;
-    send(&rig.st, N, &[0]);
-    wait_for(Duration::from_secs(5), || rx(&rig.sock) >= N);
+    let delivered = send(&rig.st, N, &[0]);
+    wait_for(Duration::from_secs(5), || rx(&rig.sock) >= delivered);
     let live = snap(&rig.sock);
     let held_now = live["total"]["held"].as_u64().unwrap();
     assert_eq!(held_now, 16, "{:#}", live["total"]);
@@ -385,9 +399,9 @@ fn a_replaced_namespace_is_followed() {
         run.log()
     );
     const N: u64 = 3000;
-    send(&rig.st, N, &[0]);
+    let delivered = send(&rig.st, N, &[0]);
     assert!(
-        wait_for(Duration::from_secs(5), || rx(&rig.sock) >= N),
+        wait_for(Duration::from_secs(5), || rx(&rig.sock) >= delivered),
         "{}",
         run.log()
     );
@@ -415,9 +429,10 @@ fn a_replaced_namespace_is_followed() {
         run.log()
     );
     let before = rx(&rig.sock);
-    send(&st2, N, &[0]);
+    let delivered = send(&st2, N, &[0]);
     assert!(
-        wait_for(Duration::from_secs(5), || rx(&rig.sock) >= before + N),
+        wait_for(Duration::from_secs(5), || rx(&rig.sock)
+            >= before + delivered),
         "traffic not counted in the new namespace:\n{}",
         run.log()
     );
@@ -429,7 +444,7 @@ fn a_replaced_namespace_is_followed() {
     );
     assert_eq!(
         s["packets"].as_u64().unwrap(),
-        before + N,
+        before + delivered,
         "every frame of the burst counted, once: {s:#}"
     );
     assert_all_frames_back(&s);

@@ -40,10 +40,19 @@ fn two_queue_lab_each_worker_receives_on_its_queue() {
     g.rate_pps = Some(200_000);
     g.chunk = 2048;
     g.dst_ports = PortRange::single(9);
-    assert_eq!(gen::run(&g).expect("generator").sent, N);
+    // Counted from what the sender's veth delivered: it refuses frames (ethtool's
+    // xdp_xmit_errors) while a receiver's 256-slot ring is full, which a loaded
+    // machine's deferred NAPI allows; those never reach the program.
+    let (delivered, refused) = veth_delivery(&st.a.netns, &st.a.dev, N, || {
+        assert_eq!(gen::run(&g).expect("generator").sent, N);
+    });
+    assert!(
+        delivered >= N / 2,
+        "the sender's veth refused {refused} of {N}: too little traffic to test with"
+    );
     wait_for(Duration::from_secs(5), || {
         xdpool::internal::stats::control::query(sock)
-            .map(|s| s["total"]["rx_packets"].as_u64().unwrap_or(0) >= N)
+            .map(|s| s["total"]["rx_packets"].as_u64().unwrap_or(0) >= delivered)
             .unwrap_or(false)
     });
     let (code, s, out) = run.stop();
@@ -60,7 +69,7 @@ fn two_queue_lab_each_worker_receives_on_its_queue() {
     );
     assert_eq!(
         s["packets"].as_u64().unwrap() + named_rx_drops(&s),
-        N,
+        delivered,
         "{s:#}"
     );
     assert_all_frames_back(&s);
@@ -159,11 +168,13 @@ fn stats_prometheus_equals_stats_json_and_socket_refuses_others() {
     g.count = Some(5_000);
     g.rate_pps = Some(100_000);
     g.chunk = 1024;
-    gen::run(&g).expect("generator");
+    let (delivered, _) = veth_delivery(&st.a.netns, &st.a.dev, 5_000, || {
+        gen::run(&g).expect("generator");
+    });
     // Let the counters settle so both reads see the same numbers.
     assert!(wait_for(Duration::from_secs(5), || {
         xdpool::internal::stats::control::query(sock)
-            .map(|s| s["total"]["rx_packets"].as_u64() == Some(5_000))
+            .map(|s| s["total"]["rx_packets"].as_u64() == Some(delivered))
             .unwrap_or(false)
     }));
     std::thread::sleep(Duration::from_millis(300));
