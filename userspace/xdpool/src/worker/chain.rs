@@ -23,8 +23,8 @@ impl Lane {
     pub(super) fn chain_desc(&mut self, d: XdpDesc, remotes: &Remotes) {
         match self.port.pool.take_rx(d.addr, d.len) {
             Ok(frame) => self.chain_part(frame, d, remotes),
-            Err(_) => {
-                self.port.c.rx_rejected += 1;
+            Err(e) => {
+                self.port.refuse_rx(&e);
                 self.chain_broken = true;
                 if d.options & XDP_PKT_CONTD == 0 {
                     self.drop_chain();

@@ -238,7 +238,7 @@ impl Lane {
                     c.rx_bytes += d.len as u64;
                     c.action_drop += 1;
                 }
-                Err(_) => self.port.c.rx_rejected += 1,
+                Err(e) => self.port.refuse_rx(&e),
             }
         }
         if back > 0 {
@@ -251,9 +251,12 @@ impl Lane {
     /// A single-buffer RX descriptor as a frame of our pool, counted, with its verdict.
     #[inline(always)]
     pub(super) fn take(&mut self, d: XdpDesc) -> Option<(Frame, Verdict)> {
-        let Ok(mut frame) = self.port.pool.take_rx(d.addr, d.len) else {
-            self.port.c.rx_rejected += 1;
-            return None;
+        let mut frame = match self.port.pool.take_rx(d.addr, d.len) {
+            Ok(f) => f,
+            Err(e) => {
+                self.port.refuse_rx(&e);
+                return None;
+            }
         };
         self.port.c.rx_packets += 1;
         self.port.c.rx_bytes += d.len as u64;

@@ -28,6 +28,9 @@ use pool::{Frag, KernelHeld, PoolOwner, Region};
 use std::os::fd::BorrowedFd;
 use std::sync::Arc;
 
+/// RX descriptors refused that a port names in the log; the rest are only counted.
+const REFUSALS_LOGGED: u64 = 3;
+
 /// Largest batch a worker handles at once.
 pub const MAX_BATCH: usize = 256;
 
@@ -131,6 +134,9 @@ pub struct Port {
     fill_target: u32,
     /// Frames put on the fill ring not yet come back through RX.
     in_fill: u32,
+    /// RX descriptors refused on the current socket: each took an RX ring slot
+    /// without giving back a frame of ours, so the close's audit adds them back.
+    rx_refused: u64,
     batch: usize,
     /// Descriptors waiting for this port's TX ring (own and other ports' frames).
     tx: Vec<XdpDesc>,
@@ -166,6 +172,7 @@ impl Port {
             rings,
             fill_target: 0,
             in_fill: 0,
+            rx_refused: 0,
             batch: batch.clamp(1, MAX_BATCH),
             // reflect-twice and a mirror queue two descriptors per frame.
             tx: Vec::with_capacity(2 * MAX_BATCH),
@@ -202,6 +209,7 @@ impl Port {
         self.fill_target = fill_target(self.rings.fill, self.rings.rx, io.zero_copy());
         self.io = Some(io);
         self.in_fill = 0;
+        self.rx_refused = 0;
         self.inflight.reset();
         self.c.socket_attaches += 1;
         self.refill();
@@ -221,6 +229,10 @@ impl Port {
         if let Some(io) = self.io.as_mut() {
             let r = io.rings();
             let mut held = kernel_held(r.fill, r.rx, r.tx, r.completion);
+            // A refused RX descriptor moved the RX ring on without giving back a
+            // frame of our fill ring (it named a frame we hold, or none of ours): the
+            // kernel still holds the fill frame the positions count as returned.
+            held.fill = held.fill.wrapping_add(self.rx_refused);
             // The map counts our frames on the TX ring; the ring also carries other
             // ports' frames (`foreign`: nothing is queued off the ring any more).
             let foreign = self.foreign.iter().filter(|f| f.is_some()).count() as u64;
@@ -560,10 +572,32 @@ impl Port {
                     self.c.drained_rx += 1;
                     self.pool.recycle(f);
                 }
-                Err(_) => self.c.rx_rejected += 1,
+                Err(e) => self.refuse_rx(&e),
             }
         }
         got.taken
+    }
+
+    /// An RX descriptor the pool refused (it names a frame the kernel did not hold:
+    /// outside the UMEM, across a chunk, or not in this pool's fill ring): counted
+    /// `rx_rejected`, the first few named in the log. The frame it names stays where
+    /// the pool has it; the teardown audit allows for the descriptor's ring slot.
+    #[cold]
+    #[inline(never)]
+    pub(super) fn refuse_rx(&mut self, e: &pool::FrameError) {
+        self.c.rx_rejected += 1;
+        self.rx_refused += 1;
+        if self.c.rx_rejected <= REFUSALS_LOGGED {
+            tracing::warn!(
+                socket = self.socket,
+                "refused an RX descriptor: {e}; counted rx_rejected{}",
+                if self.c.rx_rejected == REFUSALS_LOGGED {
+                    " (further ones are only counted)"
+                } else {
+                    ""
+                }
+            );
+        }
     }
 
     /// Gives back every frame the closed socket left in the kernel's rings: our

@@ -730,6 +730,65 @@ fn port_teardown_audits_its_pool_and_a_frame_lost_there_fails_it() {
     rig.region.accounting().check().unwrap();
 }
 
+/// The kernel hands an RX descriptor naming a frame it gave us before and that is
+/// now on our TX ring, not completed (igb in zero-copy did this under load in the
+/// guest: docs/vm.md). The worker refuses it, counts it `rx_rejected`, and the
+/// close's audit allows for the RX slot it took (the kernel still holds the fill
+/// frame the ring positions count as returned): no audit failure, every frame back.
+#[test]
+fn an_rx_descriptor_naming_a_frame_on_our_tx_ring_is_refused_and_the_audit_holds() {
+    use super::lane::Lane;
+    use super::shared::{PortShared, Waker};
+    use super::LaneSpec;
+    let mut rig = Rig::new(&[64]);
+    rig.receive(0, 8, Verdict::new(Act::L2fwd, None));
+    let sent = rig.kernels[0].send();
+    assert_eq!(sent.len(), 8);
+    // The same frame again, as a received one.
+    assert_eq!(rig.kernels[0].rx.produce(&[sent[3]]), 1);
+    let port = rig.ports.remove(0);
+    let _kernel = rig.kernels.remove(0);
+    let shared = PortShared::new(0, "main", "x", 0, None, 8, Waker::new().unwrap());
+    let rules = vec![crate::config::ValidRule::every(
+        crate::config::Action::L2fwd,
+        0,
+        None,
+    )];
+    let spec = LaneSpec {
+        socket: 0,
+        port: 0,
+        queue_pos: 0,
+        rules: super::rules::RuleSlot::new(0, super::classify::Classifier::new(rules)),
+        rings: PortRings { fill: 64, rx: 64 },
+    };
+    let mut lane = Lane::new(port, shared, spec, crate::config::WaitMode::Spin);
+    let mut got = [XdpDesc::default(); 4];
+    assert_eq!(lane.port.receive(&mut got), 1);
+    assert!(
+        lane.take(got[0]).is_none(),
+        "a frame on our TX ring is not taken again"
+    );
+    assert_eq!(lane.port.c.rx_rejected, 1);
+    assert_eq!(lane.port.pool.stats().not_in_fill, 1);
+    lane.give_up(&rig.remotes);
+    assert_eq!(
+        (
+            lane.port.c.teardown_audits,
+            lane.port.c.teardown_audit_failures
+        ),
+        (1, 0),
+        "the close's audit allows for the refused descriptor's slot"
+    );
+    lane.reclaim(&rig.remotes);
+    assert_eq!(lane.port.c.teardown_audit_failures, 0);
+    // 56 fill frames (64 less the 8 received) and the 8 on the TX ring.
+    assert_eq!(lane.port.c.reclaimed, 56 + 8);
+    lane.port.pool.publish_stats();
+    let a = rig.region.accounting();
+    a.check().unwrap();
+    assert_eq!((a.free, a.total), (FRAMES as u64, FRAMES as u64));
+}
+
 #[test]
 fn a_chain_with_a_refused_buffer_is_dropped_whole() {
     use super::lane::Lane;
