@@ -9,6 +9,9 @@
 # (the 0-frame run takes out the fixed cost of the passes that start the worker
 # and find nothing). WHOLE=1 also counts the whole process the same way (the
 # harness playing the kernel included: its copies into and out of the UMEM).
+# The -2rules variants have a UDP and a TCP rule with different verdicts (as
+# configs/examples/lb.toml has), so the worker parses every frame to classify it;
+# call-parse-2rules's handler reads the headers with Packet::parse.
 #   FRAMES=100000 (default)   TOGGLE='*Driven*pass*' (default)
 #   OUT=dir to keep the callgrind files (default: a temporary dir, removed)
 #   BIN=path of a bench binary already built (default: built here)
@@ -54,7 +57,8 @@ header="| variant | compared with |"
 rule="|---|---|"
 for s in "${scopes[@]}"; do header+=" Ir/frame ($s) | ratio ($s) |"; rule+="---:|---:|"; done
 rows=()
-for pair in l2fwd:l2fwd call-swap-bytes:l2fwd call-swap-macs:l2fwd call-mac-swap:l2fwd forward:forward call-forward:forward; do
+for pair in l2fwd:l2fwd call-swap-bytes:l2fwd call-swap-macs:l2fwd call-mac-swap:l2fwd forward:forward call-forward:forward \
+        l2fwd-2rules:l2fwd-2rules call-parse-2rules:l2fwd-2rules; do
     v=${pair%%:*}; b=${pair##*:}
     row="| $v | $b |"
     for s in "${scopes[@]}"; do

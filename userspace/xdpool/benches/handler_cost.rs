@@ -24,13 +24,17 @@ const BATCH: usize = 256;
 const NEXT_HOP: [u8; 6] = [2, 0, 0, 0, 0xbb, 1];
 
 /// The variants, in the table's order: (name, the built-in it is compared with).
-const VARIANTS: [(&str, &str); 6] = [
+/// The `-2rules` ones have a UDP and a TCP rule, as `configs/examples/lb.toml` has:
+/// their verdicts differ, so the worker parses each frame to pick one.
+const VARIANTS: [(&str, &str); 8] = [
     ("l2fwd", "l2fwd"),
     ("call-swap-bytes", "l2fwd"),
     ("call-swap-macs", "l2fwd"),
     ("call-mac-swap", "l2fwd"),
     ("forward", "forward"),
     ("call-forward", "forward"),
+    ("l2fwd-2rules", "l2fwd-2rules"),
+    ("call-parse-2rules", "l2fwd-2rules"),
 ];
 
 /// Forwards every frame to the declared port `out`, destination MAC fixed: what the
@@ -70,6 +74,17 @@ fn swap_bytes(pkt: &mut Packet<'_>) -> Verdict {
     Verdict::back()
 }
 
+/// Sends UDP frames to port 9 back with their MACs swapped, as the rule's l2fwd
+/// does, and drops the rest: a handler that reads the headers (`Packet::parse`).
+fn parse_swap(pkt: &mut Packet<'_>) -> Verdict {
+    match pkt.parse() {
+        Ok(p) if p.ip_proto() == Some(17) && p.dst_port() == Some(9) && pkt.swap_macs() => {
+            Verdict::back()
+        }
+        _ => Verdict::drop(),
+    }
+}
+
 /// l2fwd as a verdict: the worker's own rewrite.
 fn mac_swap(_: &mut Packet<'_>) -> Verdict {
     Verdict::back().with_mac(Mac::Swap)
@@ -78,6 +93,15 @@ fn mac_swap(_: &mut Packet<'_>) -> Verdict {
 fn config(rule: &str) -> String {
     two_ports(&format!(
         "[[rule]]\nport = \"in\"\nproto = \"udp\"\n{rule}\n"
+    ))
+}
+
+/// `udp` (the rule the frames match) and then a TCP rule that drops: a list whose
+/// verdicts differ. `udp` names the UDP rule's action.
+fn config_udp_tcp(udp: &str, tcp: &str) -> String {
+    two_ports(&format!(
+        "[[rule]]\nport = \"in\"\nproto = \"udp\"\n{udp}\n\n\
+         [[rule]]\nport = \"in\"\nproto = \"tcp\"\n{tcp}\n"
     ))
 }
 
@@ -189,6 +213,24 @@ fn run(variant: &str, n: usize) -> Result<usize, String> {
             n,
             "out",
             &forwarded,
+        ),
+        "l2fwd-2rules" => drive(
+            Harness::builder(&config_udp_tcp("action = \"l2fwd\"", "action = \"drop\""))
+                .build()
+                .map_err(e)?,
+            n,
+            "in",
+            &swapped,
+        ),
+        // Two `call` rules to one handler, as lb.toml has: one verdict per rule.
+        "call-parse-2rules" => drive(
+            Harness::builder(&config_udp_tcp(&call("parse"), &call("parse")))
+                .handler("parse", parse_swap)
+                .build()
+                .map_err(e)?,
+            n,
+            "in",
+            &swapped,
         ),
         other => Err(format!(
             "no variant `{other}`: use one of {:?}",
