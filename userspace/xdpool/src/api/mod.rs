@@ -23,5 +23,7 @@ pub use tick::Tick;
 pub use verdict::{Mac, PortRef, Verdict};
 
 pub(crate) use kept::{send as kept_send, KeptStore};
-pub(crate) use packet::{Emit, Meta, RuleOf};
+#[cfg(test)]
+pub(crate) use packet::kept_parse;
+pub(crate) use packet::{forget_parse, keep_parse, Emit, Meta, RuleOf};
 pub(crate) use verdict::{mac_of_word, mac_word, Kind};

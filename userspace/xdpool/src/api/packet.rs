@@ -2,6 +2,7 @@
 
 use super::{PortRef, Verdict};
 use crate::wire;
+use std::cell::Cell;
 use std::fmt;
 
 /// One received frame, lent to a handler for the length of one call.
@@ -31,6 +32,38 @@ pub struct Packet<'a> {
     emit: Option<&'a mut (dyn Emit + 'a)>,
     /// The frame was kept ([`keep`](Self::keep)): the verdict does not apply to it.
     kept: bool,
+}
+
+thread_local! {
+    /// The worker's parse of the frame it is looking up or lending to a handler on
+    /// this thread, when that frame's verdict is a `call` and the lookup parsed it
+    /// (`Classifier::classify`): what [`Packet::parse`] returns while the frame is
+    /// unchanged. Cleared by every change to the frame and by the worker after the
+    /// call (and after a multi-buffer frame's lookup), so it is `None` at every
+    /// other time and never another frame's. Per thread, not per lane: a worker
+    /// thread has one frame in hand at a time, and the lookup then takes no
+    /// argument more (which cost a built-in action's frame 4 instructions).
+    static PARSED: Cell<Option<wire::Parsed>> = const { Cell::new(None) };
+}
+
+/// Keeps `p`, the parse of the frame a `call` verdict was just found for, for its
+/// handler's [`Packet::parse`]. The caller clears it after the call
+/// ([`forget_parse`]).
+#[inline]
+pub(crate) fn keep_parse(p: wire::Parsed) {
+    PARSED.with(|c| c.set(Some(p)));
+}
+
+/// The kept parse, if any (for tests of who keeps one).
+#[cfg(test)]
+pub(crate) fn kept_parse() -> Option<wire::Parsed> {
+    PARSED.with(Cell::get)
+}
+
+/// Drops the kept parse: the frame changed, or its call is over.
+#[inline(always)]
+pub(crate) fn forget_parse() {
+    PARSED.with(|c| c.set(None));
 }
 
 /// Where [`Packet::emit`] puts a new frame (the worker's pool and queues).
@@ -117,7 +150,8 @@ impl fmt::Display for NoRoom {
 impl std::error::Error for NoRoom {}
 
 impl<'a> Packet<'a> {
-    /// `chunk[head..tail]` is the frame. The caller checked `head <= tail <= len`.
+    /// `chunk[head..tail]` is the frame. The caller checked `head <= tail <= len`,
+    /// and that the thread's kept parse ([`keep_parse`]), if any, is this frame's.
     pub(crate) fn new(
         chunk: &'a mut [u8],
         head: usize,
@@ -126,6 +160,9 @@ impl<'a> Packet<'a> {
         emit: Option<&'a mut (dyn Emit + 'a)>,
     ) -> Self {
         debug_assert!(head <= tail && tail <= chunk.len());
+        debug_assert!(PARSED
+            .with(Cell::get)
+            .is_none_or(|p| Ok(p) == wire::parse(&chunk[head..tail])));
         Packet {
             chunk,
             head,
@@ -134,6 +171,12 @@ impl<'a> Packet<'a> {
             emit,
             kept: false,
         }
+    }
+
+    /// The bytes or the bounds are about to change: a kept parse no longer holds.
+    #[inline(always)]
+    fn frame_changes(&mut self) {
+        forget_parse();
     }
 
     /// Keeps this frame past the call: the worker applies no verdict to it, and the
@@ -214,6 +257,7 @@ impl<'a> Packet<'a> {
     /// The frame's bytes, writable in place (a rewrite costs no copy).
     #[inline]
     pub fn bytes_mut(&mut self) -> &mut [u8] {
+        self.frame_changes();
         &mut self.chunk[self.head..self.tail]
     }
 
@@ -230,7 +274,15 @@ impl<'a> Packet<'a> {
     }
 
     /// The frame's headers (Ethernet, VLAN tags, IPv4/IPv6, UDP/TCP), parsed by the
-    /// bounds-checked parser the built-in actions use.
+    /// bounds-checked parser the built-in actions use: always what
+    /// [`wire::parse`]`(self.bytes())` returns now.
+    ///
+    /// When the port's rules have different verdicts, the worker parsed the frame
+    /// already to find the rule that called this handler; until the handler changes
+    /// the frame ([`bytes_mut`](Self::bytes_mut), a head or tail adjustment,
+    /// [`insert`](Self::insert), [`remove`](Self::remove),
+    /// [`swap_macs`](Self::swap_macs)), that parse is returned and the headers are
+    /// not read again. After a change, each call parses anew.
     ///
     /// ```
     /// # use xdpool::{Packet, Verdict};
@@ -242,7 +294,10 @@ impl<'a> Packet<'a> {
     /// ```
     #[inline]
     pub fn parse(&self) -> Result<wire::Parsed, wire::ParseError> {
-        wire::parse(self.bytes())
+        match PARSED.with(Cell::get) {
+            Some(p) => Ok(p),
+            None => wire::parse(self.bytes()),
+        }
     }
 
     /// The port the frame arrived on.
@@ -284,6 +339,7 @@ impl<'a> Packet<'a> {
     /// Grows the frame by `n` bytes at its front (an outer header) and returns them,
     /// to be written; the bytes hold whatever the chunk held there.
     pub fn push_head(&mut self, n: usize) -> Result<&mut [u8], NoRoom> {
+        self.frame_changes();
         if n > self.head {
             return Err(NoRoom {
                 asked: n,
@@ -296,6 +352,7 @@ impl<'a> Packet<'a> {
 
     /// Removes `n` bytes from the frame's front (decapsulation).
     pub fn pull_head(&mut self, n: usize) -> Result<(), NoRoom> {
+        self.frame_changes();
         if n > self.len() {
             return Err(NoRoom {
                 asked: n,
@@ -308,6 +365,7 @@ impl<'a> Packet<'a> {
 
     /// Grows the frame by `n` bytes at its end and returns them, to be written.
     pub fn push_tail(&mut self, n: usize) -> Result<&mut [u8], NoRoom> {
+        self.frame_changes();
         if n > self.tailroom() {
             return Err(NoRoom {
                 asked: n,
@@ -321,6 +379,7 @@ impl<'a> Packet<'a> {
 
     /// Removes `n` bytes from the frame's end.
     pub fn trim_tail(&mut self, n: usize) -> Result<(), NoRoom> {
+        self.frame_changes();
         if n > self.len() {
             return Err(NoRoom {
                 asked: n,
@@ -335,6 +394,7 @@ impl<'a> Packet<'a> {
     /// `at` forward into the headroom: a VLAN tag after the MACs is
     /// `insert(12, 4)`. Returns the new bytes, to be written.
     pub fn insert(&mut self, at: usize, len: usize) -> Result<&mut [u8], NoRoom> {
+        self.frame_changes();
         if at > self.len() {
             return Err(NoRoom {
                 asked: at,
@@ -350,6 +410,7 @@ impl<'a> Packet<'a> {
     /// Removes `len` bytes at `at` (from the frame's start), moving the bytes before
     /// them back: popping a VLAN tag is `remove(12, 4)`.
     pub fn remove(&mut self, at: usize, len: usize) -> Result<(), NoRoom> {
+        self.frame_changes();
         let end = at.saturating_add(len);
         if end > self.len() {
             return Err(NoRoom {
@@ -367,6 +428,7 @@ impl<'a> Packet<'a> {
     /// frame shorter than two MACs.
     #[inline]
     pub fn swap_macs(&mut self) -> bool {
+        // Through bytes_mut(), which drops a kept parse: any write does.
         let Some(b) = self.bytes_mut().first_chunk_mut::<12>() else {
             return false;
         };
@@ -436,6 +498,89 @@ mod tests {
         p.trim_tail(48).unwrap();
         assert!(p.is_empty() && !p.swap_macs());
         assert_eq!(p.trim_tail(1), Err(NoRoom { asked: 1, room: 0 }));
+    }
+
+    /// The parse the worker kept is what `parse` returns until a method changes the
+    /// frame; after any change, `parse` is the parser's answer for the new bytes.
+    /// (A kept parse of another frame stands in for the worker's, so that returning
+    /// it, and not parsing, shows.)
+    #[test]
+    fn every_change_to_the_frame_drops_the_kept_parse() {
+        use crate::wire::build::FrameBuilder;
+        let udp = FrameBuilder::new()
+            .ipv4("198.18.0.1".parse().unwrap(), "198.18.0.2".parse().unwrap())
+            .udp(1, 2)
+            .payload(&[0; 26])
+            .build()
+            .bytes;
+        let other = FrameBuilder::new()
+            .vlan(0x8100, 9)
+            .ipv6("2001:2::1".parse().unwrap(), "2001:2::2".parse().unwrap())
+            .tcp(3, 4, 0x02)
+            .build()
+            .bytes;
+        let stand_in = wire::parse(&other).unwrap();
+        type Change = fn(&mut Packet<'_>);
+        let changes: [(&str, Change); 10] = [
+            ("bytes_mut", |p| p.bytes_mut()[14 + 9] = 6),
+            ("push_head", |p| {
+                let _ = p.push_head(4);
+            }),
+            ("pull_head", |p| {
+                let _ = p.pull_head(4);
+            }),
+            ("push_tail", |p| {
+                let _ = p.push_tail(4);
+            }),
+            ("trim_tail", |p| {
+                let _ = p.trim_tail(4);
+            }),
+            ("insert", |p| {
+                let _ = p.insert(12, 4);
+            }),
+            ("remove", |p| {
+                let _ = p.remove(12, 4);
+            }),
+            ("swap_macs", |p| {
+                let _ = p.swap_macs();
+            }),
+            ("push_head too far", |p| {
+                let _ = p.push_head(1000);
+            }),
+            ("trim_tail too far", |p| {
+                let _ = p.trim_tail(1000);
+            }),
+        ];
+        for (name, change) in changes {
+            let mut chunk = vec![0u8; 256];
+            chunk[64..64 + udp.len()].copy_from_slice(&udp);
+            let mut p = Packet::new(&mut chunk, 64, 64 + udp.len(), meta(), None);
+            keep_parse(stand_in);
+            assert_eq!(
+                p.parse(),
+                Ok(stand_in),
+                "{name}: the kept parse, not a new one"
+            );
+            change(&mut p);
+            assert_eq!(PARSED.with(Cell::get), None, "{name}: kept parse dropped");
+            assert_eq!(p.parse(), wire::parse(p.bytes()), "{name}");
+        }
+        // Reading the frame changes nothing: the kept parse stays.
+        let mut chunk = vec![0u8; 256];
+        chunk[64..64 + udp.len()].copy_from_slice(&udp);
+        let p = Packet::new(&mut chunk, 64, 64 + udp.len(), meta(), None);
+        keep_parse(stand_in);
+        let _ = (
+            p.bytes(),
+            p.len(),
+            p.headroom(),
+            p.tailroom(),
+            p.rule_name(),
+            p.arg(),
+        );
+        assert_eq!(p.parse(), Ok(stand_in));
+        forget_parse();
+        assert_eq!(p.parse(), wire::parse(&udp));
     }
 
     #[test]

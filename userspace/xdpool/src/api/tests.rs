@@ -655,3 +655,218 @@ fn a_tick_sends_kept_frames_when_no_new_frame_arrives() {
     assert_eq!(h.counter("in", "kept_sent"), 10);
     h.check_accounting().unwrap();
 }
+
+/// A UDP rule and a TCP rule calling `handler` with `arg`s `udp_arg` and
+/// `tcp_arg`: their verdicts differ (the rule's position), so the worker parses
+/// each frame to pick one, as with `configs/examples/lb.toml`.
+fn udp_and_tcp_calls(handler: &str, udp_arg: &str, tcp_arg: &str) -> String {
+    with_rules(&format!(
+        "[[rule]]\nport = \"in\"\nproto = \"udp\"\naction = \"call\"\nhandler = \"{handler}\"\narg = \"{udp_arg}\"\n\n\
+         [[rule]]\nport = \"in\"\nproto = \"tcp\"\naction = \"call\"\nhandler = \"{handler}\"\narg = \"{tcp_arg}\""
+    ))
+}
+
+/// Frames of both families, tagged and not, UDP and TCP, with IPv4 options and an
+/// IPv6 extension header: what the UDP and TCP rules take.
+fn mixed_frames() -> Vec<Vec<u8>> {
+    let v4 = |b: FrameBuilder| {
+        b.macs([2, 0, 0, 0, 0, 1], [2, 0, 0, 0, 0, 2])
+            .ipv4("198.18.0.1".parse().unwrap(), "198.18.1.1".parse().unwrap())
+    };
+    let v6 = |b: FrameBuilder| {
+        b.macs([2, 0, 0, 0, 0, 1], [2, 0, 0, 0, 0, 2])
+            .ipv6("2001:2::1".parse().unwrap(), "2001:2::2".parse().unwrap())
+    };
+    vec![
+        v4(FrameBuilder::new())
+            .udp(1024, 9)
+            .payload(&[1; 18])
+            .build()
+            .bytes,
+        v4(FrameBuilder::new()).tcp(1024, 80, 0x02).build().bytes,
+        v4(FrameBuilder::new().vlan(0x8100, 7))
+            .udp(1, 53)
+            .payload(&[2; 30])
+            .build()
+            .bytes,
+        v4(FrameBuilder::new())
+            .ipv4_options(&[1, 1, 1, 0])
+            .tcp(5, 6, 0x10)
+            .build()
+            .bytes,
+        v6(FrameBuilder::new())
+            .udp(7, 8)
+            .payload(&[3; 10])
+            .build()
+            .bytes,
+        v6(FrameBuilder::new().vlan(0x88a8, 1).vlan(0x8100, 2))
+            .ipv6_ext(crate::testing::ExtHeader::DestOpts { len8: 0 })
+            .tcp(9, 10, 0x18)
+            .build()
+            .bytes,
+    ]
+}
+
+/// A handler that does not change the frame gets from `Packet::parse` exactly what
+/// the parser makes of its bytes, on every kind of frame the rules take.
+#[test]
+fn an_unchanged_frame_parses_as_its_bytes() {
+    let mut h = Harness::builder(&udp_and_tcp_calls("check", "u", "t"))
+        .handler("check", |pkt: &mut Packet<'_>| {
+            let p = pkt.parse();
+            // Twice: the second answer is the first's.
+            if p.is_ok() && p == crate::wire::parse(pkt.bytes()) && pkt.parse() == p {
+                Verdict::back()
+            } else {
+                Verdict::drop()
+            }
+        })
+        .build()
+        .unwrap();
+    let frames = mixed_frames();
+    for f in &frames {
+        assert_eq!(h.send("in", f), Steered::Worker);
+    }
+    h.run();
+    assert_eq!(h.sent("in"), frames, "each frame back, unchanged, in order");
+    assert_eq!(h.counter("in", "handler_calls"), frames.len() as u64);
+    assert_eq!(h.counter("in", "action_drop"), 0);
+    h.check_accounting().unwrap();
+}
+
+/// A handler that parses, changes the frame, and parses again sees the new
+/// headers: the IP protocol rewritten in `bytes_mut()`, a VLAN tag pushed with
+/// `insert` (a head adjustment).
+#[test]
+fn a_changed_frame_parses_anew() {
+    let mut h = Harness::builder(&udp_and_tcp_calls("change", "proto", "vlan"))
+        .handler("change", |pkt: &mut Packet<'_>| {
+            let Ok(before) = pkt.parse() else {
+                return Verdict::drop();
+            };
+            let changed = match pkt.arg() {
+                Some("proto") => {
+                    // IPv4's protocol or IPv6's next header (no extension headers here).
+                    let v4 = matches!(before.l3(), crate::wire::L3::V4 { .. });
+                    let at = before.l3_offset() + if v4 { 9 } else { 6 };
+                    pkt.bytes_mut()[at] = 132; // SCTP: no ports parsed
+                    true
+                }
+                Some("vlan") => pkt
+                    .insert(12, 4)
+                    .map(|t| t.copy_from_slice(&[0x81, 0, 0, 42]))
+                    .is_ok(),
+                _ => false,
+            };
+            let after = pkt.parse();
+            let new = match (pkt.arg(), after) {
+                (Some("proto"), Ok(a)) => a.ip_proto() == Some(132) && a.ports().is_none(),
+                (Some("vlan"), Ok(a)) => {
+                    a.outer_vlan_id() == Some(42) && a.l3_offset() == before.l3_offset() + 4
+                }
+                _ => false,
+            };
+            if changed && new && after == crate::wire::parse(pkt.bytes()) {
+                Verdict::back()
+            } else {
+                Verdict::drop()
+            }
+        })
+        .build()
+        .unwrap();
+    let udp4 = udp(9, 1);
+    let tcp4 = mixed_frames()[1].clone();
+    let udp6 = mixed_frames()[4].clone();
+    for f in [&udp4, &tcp4, &udp6] {
+        assert_eq!(h.send("in", f), Steered::Worker);
+    }
+    h.run();
+    let mut proto4 = udp4.clone();
+    proto4[14 + 9] = 132;
+    let mut tagged = tcp4[..12].to_vec();
+    tagged.extend_from_slice(&[0x81, 0, 0, 42]);
+    tagged.extend_from_slice(&tcp4[12..]);
+    let mut proto6 = udp6.clone();
+    proto6[14 + 6] = 132;
+    assert_eq!(h.sent("in"), vec![proto4, tagged, proto6]);
+    assert_eq!(h.counter("in", "handler_calls"), 3);
+    assert_eq!(h.counter("in", "action_drop"), 0);
+    h.check_accounting().unwrap();
+}
+
+/// A frame the parser refuses, steered by a rule without conditions behind a UDP
+/// rule (the XDP program steers a few such), is dropped by the worker's rule
+/// lookup: no handler sees it.
+#[test]
+fn a_frame_the_rules_cannot_parse_never_reaches_a_handler() {
+    let mut h = Harness::builder(&with_rules(
+        "[[rule]]\nport = \"in\"\nproto = \"udp\"\naction = \"call\"\nhandler = \"h\"\narg = \"a\"\n\n\
+         [[rule]]\nport = \"in\"\naction = \"call\"\nhandler = \"h\"\narg = \"b\"",
+    ))
+    .handler("h", |pkt: &mut Packet<'_>| {
+        if pkt.parse().is_ok() {
+            Verdict::back()
+        } else {
+            Verdict::drop()
+        }
+    })
+    .build()
+    .unwrap();
+    let good = udp(9, 1);
+    let mut bad_ihl = good.clone();
+    bad_ihl[14] = 0x44; // IHL 4: below the minimum
+    let mut short = good[..14 + 10].to_vec(); // cut inside the IPv4 header
+    short[14] = 0x45;
+    for f in [&bad_ihl, &short] {
+        assert!(crate::wire::parse(f).is_err());
+        assert_eq!(
+            h.send("in", f),
+            Steered::Worker,
+            "the rule without conditions"
+        );
+    }
+    assert_eq!(h.send("in", &good), Steered::Worker);
+    h.run();
+    assert_eq!(h.sent("in"), vec![good]);
+    assert_eq!(h.counter("in", "handler_calls"), 1);
+    assert_eq!(h.counter("in", "action_drop"), 2);
+    h.check_accounting().unwrap();
+}
+
+/// The parse kept for one port's `call` frame is that frame's only: a frame of
+/// another port whose single rule calls the handler without a lookup (nothing
+/// parsed) gets its own headers, not the earlier frame's.
+#[test]
+fn a_kept_parse_never_reaches_another_frame() {
+    let config = format!(
+        "{}\n[[rule]]\nport = \"out\"\naction = \"call\"\nhandler = \"check\"\narg = \"o\"",
+        udp_and_tcp_calls("check", "u", "t")
+    );
+    let mut h = Harness::builder(&config)
+        .handler("check", |pkt: &mut Packet<'_>| {
+            if pkt.parse() == crate::wire::parse(pkt.bytes()) {
+                Verdict::back()
+            } else {
+                Verdict::drop()
+            }
+        })
+        .build()
+        .unwrap();
+    let frames = mixed_frames();
+    // A frame `in` looked up (its parse kept), then a different one on `out`.
+    for (i, f) in frames.iter().enumerate() {
+        let other = &frames[(i + 1) % frames.len()];
+        assert_eq!(h.send("in", f), Steered::Worker);
+        h.run();
+        assert_eq!(h.send("out", other), Steered::Worker);
+        h.run();
+        assert_eq!(h.sent("in"), vec![f.clone()]);
+        assert_eq!(
+            h.sent("out"),
+            vec![other.clone()],
+            "frame {i}'s successor on `out`"
+        );
+    }
+    assert_eq!(h.counter("out", "action_drop"), 0);
+    h.check_accounting().unwrap();
+}

@@ -205,7 +205,8 @@ impl Emit for Emitter<'_> {
 
 /// Calls handler `id` on `frame` (`d` its descriptor). On success: the frame's new
 /// descriptor (the handler may have moved its head or tail) and the verdict to
-/// apply. The frame stays the caller's either way.
+/// apply. The frame stays the caller's either way. The caller clears the
+/// frame's kept parse after the call (`api::forget_parse`).
 #[inline(always)]
 pub(super) fn call<H: HandlerSet>(
     handlers: &H,

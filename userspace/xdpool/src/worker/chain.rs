@@ -65,6 +65,8 @@ impl Lane {
                 .rules
                 .verdict(self.port.region(), first, offset, fd.len);
             self.port.c.rule_untagged += u64::from(unknown);
+            // No handler sees a chain (a `call` verdict drops it).
+            crate::api::forget_parse();
             v
         };
         if verdict.is_l2fwd() {

@@ -2,7 +2,9 @@
 //!
 //! When every rule that steers to userspace has the same action (the common case),
 //! no frame is parsed; otherwise the frame is parsed with `crate::wire` and the
-//! first matching rule's action is taken, as the XDP program did.
+//! first matching rule's action is taken, as the XDP program did. A frame matched by
+//! a `call` rule keeps that parse for its handler (`Packet::parse` returns it while
+//! the frame is unchanged), so the headers are read once.
 
 use super::action::{Act, PortId, PortIx, Verdict};
 use crate::config::{Action, ValidRule};
@@ -12,14 +14,28 @@ use std::net::IpAddr;
 /// Finds the verdict for a frame that the XDP program steered to us.
 #[derive(Debug, Clone)]
 pub struct Classifier {
-    rules: Vec<(ValidRule, Option<Verdict>)>,
+    rules: Vec<Rule>,
     uniform: Option<Verdict>,
+}
+
+/// One rule and what a match means to the worker. (`repr(C)`: the rule first, so
+/// the lookup walks the list with one pointer.)
+#[derive(Debug, Clone)]
+#[repr(C)]
+struct Rule {
+    rule: ValidRule,
+    /// The verdict on a match: `verdict`, or drop.
+    on_match: Verdict,
+    /// A `call` rule: a matching frame's parse goes to its handler.
+    call: bool,
+    /// `None` for a rule the XDP program settles (pass, xdpdrop).
+    verdict: Option<Verdict>,
 }
 
 impl Classifier {
     /// Builds the lookup from one port's rules (in the XDP program's order).
     pub fn new(rules: Vec<ValidRule>) -> Classifier {
-        let rules: Vec<(ValidRule, Option<Verdict>)> = rules
+        let rules: Vec<Rule> = rules
             .into_iter()
             .enumerate()
             .map(|(i, r)| {
@@ -31,10 +47,15 @@ impl Classifier {
                     }),
                     _ => v,
                 });
-                (r, v)
+                Rule {
+                    rule: r,
+                    verdict: v,
+                    on_match: v.unwrap_or(Verdict::DROP),
+                    call: v.is_some_and(|v| matches!(v.act(), Act::Call { .. })),
+                }
             })
             .collect();
-        let mut userspace = rules.iter().filter_map(|(_, v)| *v);
+        let mut userspace = rules.iter().filter_map(|r| r.verdict);
         let first = userspace.next();
         let uniform = match first {
             Some(a) if userspace.all(|b| b == a) => Some(a),
@@ -49,7 +70,11 @@ impl Classifier {
     pub fn needs(&self) -> (usize, Vec<PortId>) {
         let mut own = 0;
         let mut egress = Vec::new();
-        for (r, v) in self.rules.iter().filter_map(|(r, v)| Some((r, (*v)?))) {
+        for (r, v) in self
+            .rules
+            .iter()
+            .filter_map(|r| Some((&r.rule, r.verdict?)))
+        {
             let n = v.needs();
             own = own.max(n.own_tx);
             let call = r.call.as_ref();
@@ -78,7 +103,12 @@ impl Classifier {
 
     /// The verdict of the first rule matching `frame`; drop when none matches or the
     /// frame does not parse (the XDP program may steer a few the parser rejects, e.g.
-    /// IPv4 options it skips by IHL: they are dropped here).
+    /// IPv4 options it skips by IHL: they are dropped here, so no handler ever sees
+    /// a frame the parser refused).
+    ///
+    /// When the frame was parsed and the verdict is a `call`, the parse is kept for
+    /// the handler's `Packet::parse` (`api::keep_parse`); the caller clears it once
+    /// the handler is done (`api::forget_parse`). Nothing is kept otherwise.
     pub fn classify(&self, frame: &[u8]) -> Verdict {
         if let Some(a) = self.uniform {
             return a;
@@ -86,9 +116,12 @@ impl Classifier {
         let Ok(p) = wire::parse(frame) else {
             return Verdict::DROP;
         };
-        for (r, v) in &self.rules {
-            if matches(r, &p) {
-                return v.unwrap_or(Verdict::DROP);
+        for r in &self.rules {
+            if matches(&r.rule, &p) {
+                if r.call {
+                    crate::api::keep_parse(p);
+                }
+                return r.on_match;
             }
         }
         Verdict::DROP
@@ -99,14 +132,14 @@ impl Classifier {
     /// The rule at `index` (a `call` verdict names its rule so).
     #[inline]
     pub fn rule(&self, index: usize) -> Option<&ValidRule> {
-        self.rules.get(index).map(|(r, _)| r)
+        self.rules.get(index).map(|r| &r.rule)
     }
 
     /// Position (among this port's rules) of the first rule matching `frame`, parsed
     /// even when the verdict is uniform: what `xdpool capture` selects frames by.
     pub fn first_match(&self, frame: &[u8]) -> Option<usize> {
         let p = wire::parse(frame).ok()?;
-        self.rules.iter().position(|(r, _)| matches(r, &p))
+        self.rules.iter().position(|r| matches(&r.rule, &p))
     }
 }
 
@@ -453,6 +486,59 @@ mod tests {
         assert_eq!(c.first_match(&udp_frame(10, [198, 18, 0, 2])), Some(1));
         assert_eq!(c.first_match(&udp_frame(11, [198, 18, 0, 2])), Some(2));
         assert_eq!(c.first_match(&[1, 2, 3]), None);
+    }
+
+    /// What the rule lookup leaves for a handler: the parse of a frame a `call` rule
+    /// matched after parsing, and nothing for a built-in action, a uniform list (no
+    /// parse) or a frame that does not parse (dropped).
+    #[test]
+    fn a_call_match_keeps_its_parse_and_nothing_else_does() {
+        let call = |proto: u8, handler: u16| ValidRule {
+            call: Some(crate::config::CallSpec {
+                handler,
+                arg: None,
+                rule_name: None,
+                own_tx: 0,
+                egress: vec![],
+            }),
+            ..rule(Some(proto), None, None, Action::Call)
+        };
+        let kept = || {
+            let p = crate::api::kept_parse();
+            crate::api::forget_parse();
+            p
+        };
+        let udp = udp_frame(9, [198, 18, 0, 2]);
+        crate::api::forget_parse();
+        let calls = Classifier::new(vec![call(17, 0), call(6, 0)]);
+        assert!(!calls.is_uniform());
+        assert_eq!(
+            calls.classify(&udp).act(),
+            Act::Call {
+                handler: 0,
+                rule: 0
+            }
+        );
+        assert_eq!(kept(), Some(wire::parse(&udp).unwrap()));
+        assert_eq!(
+            calls.classify(&[1, 2, 3]).act(),
+            Act::Drop,
+            "unparsable: drop"
+        );
+        assert_eq!(kept(), None);
+        let mixed = Classifier::new(vec![rule(Some(17), None, None, Action::L2fwd), call(6, 0)]);
+        assert_eq!(mixed.classify(&udp).act(), Act::L2fwd);
+        assert_eq!(kept(), None, "a built-in action's frame");
+        let uniform = Classifier::new(vec![call(17, 0)]);
+        assert!(uniform.is_uniform());
+        assert_eq!(
+            uniform.classify(&udp).act(),
+            Act::Call {
+                handler: 0,
+                rule: 0
+            }
+        );
+        assert_eq!(kept(), None, "uniform: not parsed");
     }
 
     #[test]

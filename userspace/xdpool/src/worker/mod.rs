@@ -703,6 +703,9 @@ impl<H: HandlerSet> Worker<H> {
                     &site,
                     &mut emitter,
                 );
+                // Whatever the call did (or a refusal before it), the lookup's
+                // parse was this frame's only.
+                crate::api::forget_parse();
                 if let Some(slot) = emitter.kept {
                     // The handle answers for the frame now, whatever else happened.
                     let d = called.as_ref().map_or(d, |(nd, _)| *nd);
