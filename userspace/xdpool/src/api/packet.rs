@@ -24,6 +24,17 @@ use std::fmt;
 ///     Verdict::drop()
 /// };
 /// ```
+///
+/// Nor can it leave its worker's thread, even borrowed (what [`parse`](Self::parse)
+/// returns may come from that thread's lookup):
+///
+/// ```compile_fail
+/// fn elsewhere<T: Sync>(_: &T) {}
+/// let f = |pkt: &mut xdpool::Packet<'_>| {
+///     elsewhere(pkt);
+///     xdpool::Verdict::drop()
+/// };
+/// ```
 pub struct Packet<'a> {
     chunk: &'a mut [u8],
     head: usize,
@@ -41,8 +52,10 @@ thread_local! {
     /// unchanged. Cleared by every change to the frame and by the worker after the
     /// call (and after a multi-buffer frame's lookup), so it is `None` at every
     /// other time and never another frame's. Per thread, not per lane: a worker
-    /// thread has one frame in hand at a time, and the lookup then takes no
-    /// argument more (which cost a built-in action's frame 4 instructions).
+    /// thread has one frame in hand at a time (and a `Packet` is neither `Send` nor
+    /// `Sync`), and the lookup then takes no argument more; a per-lane slot passed
+    /// down to it cost a built-in action's frame 4 instructions under a list whose
+    /// verdicts differ.
     static PARSED: Cell<Option<wire::Parsed>> = const { Cell::new(None) };
 }
 
