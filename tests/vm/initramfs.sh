@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Builds the guest's initramfs (an uncompressed newc cpio):
 #   busybox-static as the userland, the host's xdpool (stripped copy), ip, ethtool,
-#   jq, bash and date with the host libraries they link, the modules the checks need
+#   jq, bash and date with the host libraries they link (and the peer tools of
+#   XDPOOL_VM_PEERS, see below), the modules the checks need
 #   (decompressed: busybox insmod reads plain .ko), tests/unbind/unbind.sh and the
 #   guest scripts of tests/vm/guest/.
 #
@@ -32,6 +33,20 @@ for b in /bin/bash /bin/date /sbin/ip /usr/sbin/ethtool /usr/bin/jq; do copy_wit
 install -D -m 0755 /lib64/ld-linux-x86-64.so.2 "$STAGE/lib64/ld-linux-x86-64.so.2"
 strip -o "$STAGE/bin/xdpool" "$XDPOOL_BIN"
 copy_with_libs "$STAGE/bin/xdpool" /bin/xdpool
+
+# XDPOOL_VM_PEERS=DIR (tools/bench/vs-guest.sh): the peer tools found there (xdpsock,
+# xsk_fwd; built outside the tree, tools/bench/README.md) go to /peers with their
+# libraries, and libxdp's BPF objects (its default XSK program and dispatcher, which
+# it loads from the path it was built with) to the same path.
+if [ -n "${XDPOOL_VM_PEERS:-}" ]; then
+    for p in xdpsock xsk_fwd; do
+        [ -x "$XDPOOL_VM_PEERS/$p" ] && copy_with_libs "$XDPOOL_VM_PEERS/$p" "/peers/$p"
+    done
+    for o in /usr/lib/x86_64-linux-gnu/bpf/xsk_def_xdp_prog*.o /usr/lib/x86_64-linux-gnu/bpf/xdp-dispatcher.o; do
+        [ -e "$o" ] && install -D -m 0644 "$o" "$STAGE$o"
+    done
+    echo "initramfs: peers: $(ls "$STAGE/peers" 2>/dev/null | tr '\n' ' ')"
+fi
 
 for m in "${MODULES[@]}"; do
     f=$(find "$MODDIR" -name "$m.ko*" | head -1)

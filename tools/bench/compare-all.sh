@@ -7,7 +7,10 @@
 #   2. generators (vs-gen-peers.sh): xdpool gen against xdp-trafficgen
 #      (XDP_TRAFFICGEN=), receiver refusing and XDP_DROP receiver on core 1;
 #   3. forwarding (vs-fwd-peers.sh): xdpool against xsk_fwd (XSK_FWD=) and testpmd io
-#      and mac, 64 and 1500 B.
+#      and mac, 64 and 1500 B;
+#   4. guest (vs-guest.sh): zero-copy on the nested guest's igb and virtio-net,
+#      xdpool against xdpsock and xsk_fwd (GUEST_PEERS=dir holding both), pktgen in
+#      the guest; GUEST_PAIRS (3), GUEST_FRAMES (30000). Under TCG: work per frame.
 # Each part is skipped, with a line saying why, when what it compares is missing.
 # The per-part summaries (medians and ranges of per-pair ratios, tools/bench/
 # summarize.py) and the raw lines all go into the file.
@@ -18,7 +21,7 @@
 #   XDPSOCK=/work/peers/xdpsock XSK_FWD=/work/peers/xsk_fwd \
 #   XDP_TRAFFICGEN=/work/peers/xdp-trafficgen bash tools/bench/compare-all.sh
 # Knobs: REPS (5), WARMUP (1), TESTPMD (default: dpdk-testpmd on PATH; "" for none),
-#   PARTS="receivers generators forward", GEN_SECS (receivers' window, 2),
+#   PARTS="receivers generators forward guest", GEN_SECS (receivers' window, 2),
 #   WINDOW (generators' and forwarding window, 4), XDPOOL_FWD=path and
 #   XDPOOL_CONFIG=path for the forwarding leg (default target/release/xdpool, config
 #   written per SPEC-forward.md), GEN_XDPOOL=path (the xdpool whose gen sends into
@@ -32,7 +35,7 @@ source tools/bench/lib.sh
 REPS=${REPS:-5}
 WARMUP=${WARMUP:-1}
 TESTPMD=${TESTPMD-$(command -v dpdk-testpmd || true)}
-PARTS=${PARTS:-receivers generators forward}
+PARTS=${PARTS:-receivers generators forward guest}
 OUT=${OUT:-$(bench_result_file compare-all)}
 W=$(mktemp -d)
 trap 'rm -rf "$W"' EXIT
@@ -78,6 +81,17 @@ part_forward() {
     sed -n '1,/^## Summary/p' "$W/fwd.md" | grep -v '^## Summary' | sed 's/^/    /'
 }
 
+part_guest() {
+    echo "## Zero-copy in the nested guest (vs-guest.sh)"
+    echo
+    if [ -z "${GUEST_PEERS:-}" ]; then
+        echo "skipped: no GUEST_PEERS= given (a directory with xdpsock and xsk_fwd)"
+        return
+    fi
+    PEERS=$GUEST_PEERS PAIRS=${GUEST_PAIRS:-3} FRAMES=${GUEST_FRAMES:-30000} NO_BUILD=1 OUT=$W/vm \
+        bash tools/bench/vs-guest.sh 2>"$W/vm.err" | sed '1d' || { echo "vs-guest.sh failed:"; tail -5 "$W/vm.err" | sed 's/^/    /'; }
+}
+
 main() {
     echo "# compare-all $(date -u '+%F %H:%M') UTC: $(nproc) CPUs, kernel $(uname -r), load $(cut -d' ' -f1-3 /proc/loadavg), REPS=$REPS WARMUP=$WARMUP"
     echo
@@ -89,7 +103,8 @@ main() {
         receivers) part_receivers ;;
         generators) part_generators ;;
         forward) part_forward ;;
-        *) echo "unknown part $p (receivers generators forward)" ;;
+        guest) part_guest ;;
+        *) echo "unknown part $p (receivers generators forward guest)" ;;
         esac
         echo
     done

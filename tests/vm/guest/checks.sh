@@ -110,7 +110,9 @@ select_nut() {
 }
 
 # write_cfg PATH DEV ZC(true|false) QUEUES CORES MODE SOCKET [FRAMES]
-# (XDP_MODE=skb: generic XDP, for e1000e; NETNS=NAME: the device in that namespace)
+# (XDP_MODE=skb: generic XDP, for e1000e; NETNS=NAME: the device in that namespace;
+# ACTION=l2fwd: the udp:9 rule's action, drop otherwise; FILL_RING, COMP_RING, RX_RING,
+# TX_RING: the rings' sizes, 2048, 1024, 2048 and 1024 otherwise)
 write_cfg() {
     cat > "$1" <<EOF
 [interface]
@@ -125,10 +127,10 @@ frames = ${8:-8192}
 chunk_size = ${CHUNK:-2048}
 
 [rings]
-fill = 2048
-completion = 1024
+fill = ${FILL_RING:-2048}
+completion = ${COMP_RING:-1024}
 rx = ${RX_RING:-2048}
-tx = 1024
+tx = ${TX_RING:-1024}
 
 [workers]
 cores = $5
@@ -138,7 +140,7 @@ batch = 64
 [[rule]]
 proto = "udp"
 dst_port = "9"
-action = "drop"
+action = "${ACTION:-drop}"
 
 [stats]
 control_socket = "$7"
@@ -478,7 +480,9 @@ after_busy_igb() {
 # write_fwd_cfg PATH SOCKET CORES MAC IN_DEV OUT_DEV [MON_DEV]: ports "in" and "out"
 # (and "mon") in zero-copy on one UMEM, the rule udp:9 forward in -> out with
 # `mac = MAC` (swap, neigh or a fixed next hop), mirrored to "mon" when it is given.
-# FRAMES: the UMEM's frames (8192; at least fill + tx + 256 per socket).
+# FRAMES: the UMEM's frames (8192; at least fill + tx + 256 per socket); MODE: the
+# workers' mode (poll); FILL_RING, COMP_RING, RX_RING, TX_RING as for write_cfg (RX
+# 1024 here).
 write_fwd_cfg() {
     local path=$1 sock=$2 cores=$3 mac=$4 in=$5 out=$6 mon=${7:-} n=in dev
     : > "$path"
@@ -500,14 +504,14 @@ frames = ${FRAMES:-8192}
 chunk_size = 2048
 
 [rings]
-fill = 2048
-completion = 1024
-rx = 1024
-tx = 1024
+fill = ${FILL_RING:-2048}
+completion = ${COMP_RING:-1024}
+rx = ${RX_RING:-1024}
+tx = ${TX_RING:-1024}
 
 [workers]
 cores = $cores
-mode = "poll"
+mode = "${MODE:-poll}"
 batch = 64
 
 [[rule]]
@@ -775,6 +779,8 @@ else
     want copy_virtio && rx_check copy_virtio "$VIO" false "[0]" "[$NODE1_CPUS]" "$N" "$RATE" 1024-1087
     want numa_waive && numa_waive_check
     want mirror_zc && mirror_zc_check
+    # Zero-copy against xdpsock and xsk_fwd (tools/bench/vs-guest.sh): only when asked for.
+    [[ ",$ONLY," == *",vs_peers,"* ]] && { source /checks/peers.sh; vs_peers; }
     # RSS: two combined queues, 64 flows, one worker per queue on one shared UMEM.
     # igb hashes UDP on the addresses only by default: add the ports so 64 flows spread.
     ethtool -L "$IGB" combined 2 >/dev/null 2>&1
