@@ -81,6 +81,17 @@ fn assert_exact(what: &str, r: &SinkReport, sink: &SeqSink) {
     );
 }
 
+/// Frames the kernel dropped at its per-CPU input backlogs (`netdev_max_backlog`),
+/// all CPUs (column 2 of /proc/net/softnet_stat; the counters are not per namespace).
+fn backlog_drops() -> u64 {
+    std::fs::read_to_string("/proc/net/softnet_stat")
+        .unwrap()
+        .lines()
+        .filter_map(|l| l.split_whitespace().nth(1))
+        .map(|h| u64::from_str_radix(h, 16).unwrap())
+        .sum()
+}
+
 /// (InDatagrams, InCsumErrors, RcvbufErrors) of namespace `ns`.
 fn udp_in(ns: &str) -> (u64, u64, u64) {
     let [a, b, c] = udp_counters(ns, ["InDatagrams", "InCsumErrors", "RcvbufErrors"]);
@@ -341,22 +352,56 @@ fn mirror_to_mon_delivers_each_frame_once_on_out_and_once_on_mon() {
     let mon = SeqSink::packet(&rig.st.names.dst, outer_end(Link::Mon).dev, 9, 0, N)
         .expect("packet receiver on xdpm0");
     let run = XdpoolRun::start(&cfg, &[]);
+    let (udp0, backlog0) = (udp_in(&rig.st.names.dst), backlog_drops());
     assert_eq!(send_forward(&prefix, N / 2, 0, 64, 50_000), N / 2);
     assert_eq!(send_forward(&prefix, N / 2, N / 2, 1000, 50_000), N / 2);
     let r = sink.settle(Duration::from_millis(1000), Duration::from_secs(20));
     let m = mon.settle(Duration::from_millis(1000), Duration::from_secs(20));
     let (code, s, out) = run.stop();
+    let (udp1, backlog1) = (udp_in(&rig.st.names.dst), backlog_drops());
     assert_eq!(code, Some(0), "{out}");
-    assert_exact("receiver behind out", &r, &sink);
-    assert_exact("monitor behind mon", &m, &mon);
-    assert_eq!(
-        m.bytes,
-        (N / 2) * 64 + (N / 2) * 1000,
-        "whole mirrored frames"
-    );
+    // xdpool's part: every frame forwarded and mirrored once, every frame back.
     assert_eq!(counter(&s, "forwarded"), N, "{s:#}");
     assert_eq!(counter(&s, "mirrored"), N, "{s:#}");
     assert_all_frames_back(&s);
+    // Behind the ports the kernel takes xdpool's copy-mode transmissions into the
+    // peer's input backlog and the receiver's socket. On a loaded machine (its
+    // softirq deferred to ksoftirqd) it drops there, and says so: CI lost 260
+    // contiguous frames behind "out" once. Every frame missing at a receiver must be
+    // one the kernel counted dropped there, and few.
+    let kernel_drops = (backlog1 - backlog0) + (udp1.2 - udp0.2);
+    for (what, rep, sink) in [
+        ("receiver behind out", &r, &sink),
+        ("monitor behind mon", &m, &mon),
+    ] {
+        if !rep.exact() {
+            assert!(
+                rep.missing <= kernel_drops && rep.missing <= N / 20,
+                "{what}: {}; the kernel dropped {kernel_drops} behind the ports (input backlog {}, UDP receive buffer {}); first missing {:?}",
+                rep.line(),
+                backlog1 - backlog0,
+                udp1.2 - udp0.2,
+                sink.missing_sample(8)
+            );
+            assert_eq!(
+                (rep.duplicates, rep.corrupt, rep.out_of_range),
+                (0, 0, 0),
+                "{what}: {}",
+                rep.line()
+            );
+            eprintln!(
+                "{what}: {} (the kernel dropped {kernel_drops} behind the ports)",
+                rep.line()
+            );
+        }
+    }
+    if m.missing == 0 {
+        assert_eq!(
+            m.bytes,
+            (N / 2) * 64 + (N / 2) * 1000,
+            "whole mirrored frames"
+        );
+    }
 }
 
 /// Issue 15: two ports on two workers on two cores: frames received by "in"'s
