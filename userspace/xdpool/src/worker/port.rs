@@ -28,7 +28,7 @@ use pool::{Frag, KernelHeld, PoolOwner, Region};
 use std::os::fd::BorrowedFd;
 use std::sync::Arc;
 
-/// RX descriptors refused that a port names in the log; the rest are only counted.
+/// RX descriptors refused that a socket names in the log; the rest are only counted.
 const REFUSALS_LOGGED: u64 = 3;
 
 /// Largest batch a worker handles at once.
@@ -233,6 +233,16 @@ impl Port {
             // frame of our fill ring (it named a frame we hold, or none of ours): the
             // kernel still holds the fill frame the positions count as returned.
             held.fill = held.fill.wrapping_add(self.rx_refused);
+            if self.rx_refused > 0 {
+                // Visible, so that a bug of ours that reads a stale RX slot cannot
+                // pass the audit unseen.
+                tracing::warn!(
+                    socket = self.socket,
+                    refused = self.rx_refused,
+                    "the close's frame audit allows for {} refused RX descriptor(s) on this socket (the kernel still holds a fill frame for each)",
+                    self.rx_refused
+                );
+            }
             // The map counts our frames on the TX ring; the ring also carries other
             // ports' frames (`foreign`: nothing is queued off the ring any more).
             let foreign = self.foreign.iter().filter(|f| f.is_some()).count() as u64;
@@ -578,21 +588,22 @@ impl Port {
         got.taken
     }
 
-    /// An RX descriptor the pool refused (it names a frame the kernel did not hold:
-    /// outside the UMEM, across a chunk, or not in this pool's fill ring): counted
-    /// `rx_rejected`, the first few named in the log. The frame it names stays where
-    /// the pool has it; the teardown audit allows for the descriptor's ring slot.
+    /// An RX descriptor the pool refused (by the pool's map it names no frame of our
+    /// fill ring: outside the UMEM, across a chunk, or a frame we hold elsewhere or
+    /// another pool's): counted `rx_rejected`, the first few of each socket named in
+    /// the log. The frame it names stays where the pool has it; the close's audit
+    /// allows for the descriptor's ring slot, and says so.
     #[cold]
     #[inline(never)]
     pub(super) fn refuse_rx(&mut self, e: &pool::FrameError) {
         self.c.rx_rejected += 1;
         self.rx_refused += 1;
-        if self.c.rx_rejected <= REFUSALS_LOGGED {
+        if self.rx_refused <= REFUSALS_LOGGED {
             tracing::warn!(
                 socket = self.socket,
                 "refused an RX descriptor: {e}; counted rx_rejected{}",
-                if self.c.rx_rejected == REFUSALS_LOGGED {
-                    " (further ones are only counted)"
+                if self.rx_refused == REFUSALS_LOGGED {
+                    " (further ones on this socket are only counted)"
                 } else {
                     ""
                 }
