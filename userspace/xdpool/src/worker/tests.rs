@@ -238,6 +238,33 @@ impl Rig {
     }
 }
 
+/// Port `i` of `rig` (named `name`) taken out as a lane of its own with one `l2fwd`
+/// rule, spinning: (the lane, its kernel side, its shared state).
+fn l2fwd_lane(
+    rig: &mut Rig,
+    i: usize,
+    name: &str,
+) -> (super::lane::Lane, Kernel, Arc<super::shared::PortShared>) {
+    use super::shared::{PortShared, Waker};
+    let port = rig.ports.remove(i);
+    let kernel = rig.kernels.remove(i);
+    let shared = PortShared::new(i, name, "x", 0, None, 8, Waker::new().unwrap());
+    let rules = vec![crate::config::ValidRule::every(
+        crate::config::Action::L2fwd,
+        i,
+        None,
+    )];
+    let spec = super::LaneSpec {
+        socket: i,
+        port: i,
+        queue_pos: 0,
+        rules: super::rules::RuleSlot::new(0, super::classify::Classifier::new(rules)),
+        rings: PortRings { fill: 64, rx: 64 },
+    };
+    let lane = super::lane::Lane::new(port, shared.clone(), spec, crate::config::WaitMode::Spin);
+    (lane, kernel, shared)
+}
+
 /// Writes the template into every chunk this pool can hand out (allocate all,
 /// write, recycle), so frames "received" carry known bytes.
 /// A worker of one lane, unpinned, batch 64, the worker tests' settings.
@@ -646,9 +673,6 @@ fn frames_queued_for_a_socket_given_up_before_they_reach_its_ring_go_back_at_the
 /// fails the close's audit, counted, and the control thread is told.
 #[test]
 fn port_teardown_audits_its_pool_and_a_frame_lost_there_fails_it() {
-    use super::lane::Lane;
-    use super::shared::{PortShared, Waker};
-    use super::LaneSpec;
     use std::sync::atomic::Ordering;
     let mut rig = Rig::new(&[64, 64]);
     // Port 1: 12 of its own frames sent back out (l2fwd), 4 of them completed...
@@ -660,22 +684,7 @@ fn port_teardown_audits_its_pool_and_a_frame_lost_there_fails_it() {
     // ...and 8 of port 0's frames in its TX ring, not completed.
     rig.receive(0, 8, fwd(1, MacRewrite::Swap, None));
     assert_eq!(rig.kernels[1].send().len(), 8);
-    let port = rig.ports.remove(1);
-    let _kernel = rig.kernels.remove(1);
-    let shared = PortShared::new(1, "out", "x", 0, None, 8, Waker::new().unwrap());
-    let rules = vec![crate::config::ValidRule::every(
-        crate::config::Action::L2fwd,
-        1,
-        None,
-    )];
-    let spec = LaneSpec {
-        socket: 1,
-        port: 1,
-        queue_pos: 0,
-        rules: super::rules::RuleSlot::new(0, super::classify::Classifier::new(rules)),
-        rings: PortRings { fill: 64, rx: 64 },
-    };
-    let mut lane = Lane::new(port, shared.clone(), spec, crate::config::WaitMode::Spin);
+    let (mut lane, _kernel, shared) = l2fwd_lane(&mut rig, 1, "out");
     lane.give_up(&rig.remotes);
     assert_eq!(
         (
@@ -737,31 +746,13 @@ fn port_teardown_audits_its_pool_and_a_frame_lost_there_fails_it() {
 /// frame the ring positions count as returned): no audit failure, every frame back.
 #[test]
 fn an_rx_descriptor_naming_a_frame_on_our_tx_ring_is_refused_and_the_audit_holds() {
-    use super::lane::Lane;
-    use super::shared::{PortShared, Waker};
-    use super::LaneSpec;
     let mut rig = Rig::new(&[64]);
     rig.receive(0, 8, Verdict::new(Act::L2fwd, None));
     let sent = rig.kernels[0].send();
     assert_eq!(sent.len(), 8);
     // The same frame again, as a received one.
     assert_eq!(rig.kernels[0].rx.produce(&[sent[3]]), 1);
-    let port = rig.ports.remove(0);
-    let _kernel = rig.kernels.remove(0);
-    let shared = PortShared::new(0, "main", "x", 0, None, 8, Waker::new().unwrap());
-    let rules = vec![crate::config::ValidRule::every(
-        crate::config::Action::L2fwd,
-        0,
-        None,
-    )];
-    let spec = LaneSpec {
-        socket: 0,
-        port: 0,
-        queue_pos: 0,
-        rules: super::rules::RuleSlot::new(0, super::classify::Classifier::new(rules)),
-        rings: PortRings { fill: 64, rx: 64 },
-    };
-    let mut lane = Lane::new(port, shared, spec, crate::config::WaitMode::Spin);
+    let (mut lane, _kernel, _) = l2fwd_lane(&mut rig, 0, "main");
     let mut got = [XdpDesc::default(); 4];
     assert_eq!(lane.port.receive(&mut got), 1);
     assert!(
@@ -791,26 +782,8 @@ fn an_rx_descriptor_naming_a_frame_on_our_tx_ring_is_refused_and_the_audit_holds
 
 #[test]
 fn a_chain_with_a_refused_buffer_is_dropped_whole() {
-    use super::lane::Lane;
-    use super::shared::{PortShared, Waker};
-    use super::LaneSpec;
     let mut rig = Rig::new(&[64]);
-    let port = rig.ports.remove(0);
-    let kernel = rig.kernels.remove(0);
-    let shared = PortShared::new(0, "main", "x", 0, None, 8, Waker::new().unwrap());
-    let rules = vec![crate::config::ValidRule::every(
-        crate::config::Action::L2fwd,
-        0,
-        None,
-    )];
-    let spec = LaneSpec {
-        socket: 0,
-        port: 0,
-        queue_pos: 0,
-        rules: super::rules::RuleSlot::new(0, super::classify::Classifier::new(rules)),
-        rings: PortRings { fill: 64, rx: 64 },
-    };
-    let mut lane = Lane::new(port, shared, spec, crate::config::WaitMode::Spin);
+    let (mut lane, kernel, _) = l2fwd_lane(&mut rig, 0, "main");
     lane.port.refill();
     let mut got = kernel.deliver(6);
     // Frame 1: three buffers, the middle one an address we never filled.
