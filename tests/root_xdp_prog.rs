@@ -1031,6 +1031,7 @@ fn reload_under_traffic_keeps_the_socket_and_steers_every_frame() {
             zero_copy: false,
             need_wakeup: true,
             multi_buffer: false,
+            tx_budget: 0,
         };
         let mut sock = XskSocket::bind(&umem, xsv1, 0, &scfg).expect("bind queue 0 of xsv1");
         let addrs: Vec<u64> = (0..CHUNKS as u64).map(|i| i * CHUNK as u64).collect();

@@ -12,7 +12,7 @@ use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::{Duration, Instant};
 
 use xdpool::internal::xsk::{
-    SocketConfig, Umem, UmemConfig, Wakeup, XdpDesc, XdpStatistics, XskError, XskSocket,
+    SocketConfig, TxBudget, Umem, UmemConfig, Wakeup, XdpDesc, XdpStatistics, XskError, XskSocket,
 };
 
 #[macro_use]
@@ -193,6 +193,7 @@ fn copy_mode_bind_with_shared_umem_fill_tx_and_statistics() {
         zero_copy: false,
         need_wakeup: true,
         multi_buffer: false,
+        tx_budget: 0,
     };
     // veth refuses zero-copy; the error is typed and the same UMEM stays usable
     // (with the same ring sizes: the rings were created on the first try).
@@ -436,6 +437,103 @@ fn wakeups_report_device_gone_after_veth_delete() {
         "SO_ERROR is cleared by reading it"
     );
     drop((q0, umem));
+    drop(area);
+    drop(lab);
+}
+
+/// Queues `n` frames on `q`'s TX ring from chunks `first..first + n`, wakes the
+/// kernel once, and returns how many completed in the 2 s after (waiting 300 ms past
+/// the last completion seen: a second batch would need a second wake-up).
+fn sent_by_one_wakeup(q: &mut XskSocket, area: &Area, first: u64, n: u64) -> usize {
+    let mut frame = [0u8; 60];
+    frame[..6].copy_from_slice(&[0xff; 6]);
+    frame[6..12].copy_from_slice(&[0x02, 0, 0, 0, 0, 1]);
+    frame[12..14].copy_from_slice(&[0x88, 0xb5]); // local experimental: stays on the veth
+    let descs: Vec<XdpDesc> = (first..first + n)
+        .map(|c| {
+            let addr = c * u64::from(CHUNK);
+            // SAFETY: each chunk lies inside the area and is on no fill ring, so the
+            // kernel does not write it.
+            unsafe {
+                std::ptr::copy_nonoverlapping(frame.as_ptr(), area.ptr.add(addr as usize), 60)
+            };
+            XdpDesc {
+                addr,
+                len: 60,
+                options: 0,
+            }
+        })
+        .collect();
+    assert_eq!(q.tx().produce(&descs), n as usize);
+    match q.wakeup_tx().unwrap() {
+        Wakeup::Done | Wakeup::Retry { .. } => {}
+        gone => panic!("device gone during TX: {gone:?}"),
+    }
+    let mut done = vec![0u64; 256];
+    let (mut completed, mut last) = (0, Instant::now());
+    let deadline = Instant::now() + Duration::from_secs(2);
+    while Instant::now() < deadline && last.elapsed() < Duration::from_millis(300) {
+        let got = q.completion().consume(&mut done);
+        if got > 0 {
+            completed += got;
+            last = Instant::now();
+        }
+        std::thread::sleep(Duration::from_millis(1));
+    }
+    completed
+}
+
+#[test]
+#[cfg_attr(
+    not(feature = "root-tests"),
+    ignore = "needs root: run as root with --features root-tests (make test does)"
+)]
+fn one_copy_mode_tx_wakeup_sends_up_to_the_tx_budget() {
+    require_root!();
+    let lab = Lab::up();
+    let area = Area::new(CHUNKS * CHUNK as usize);
+    let umem = area.umem(UmemConfig {
+        chunk_size: CHUNK,
+        fill_size: 256,
+        comp_size: 256,
+        ..Default::default()
+    });
+    let config = SocketConfig {
+        rx_size: 256,
+        tx_size: 256,
+        zero_copy: false,
+        need_wakeup: true,
+        multi_buffer: false,
+        tx_budget: 128,
+    };
+    // Above the TX ring's 256: refused (EACCES), and the socket keeps the kernel's 32.
+    let mut q0 = XskSocket::bind(
+        &umem,
+        lab.ifindex,
+        0,
+        &SocketConfig {
+            tx_budget: 512,
+            ..config
+        },
+    )
+    .expect("bind queue 0");
+    assert_eq!(q0.tx_budget(), TxBudget::Refused(libc::EACCES));
+    let mut q1 = XskSocket::bind(&umem, lab.ifindex, 1, &config).expect("bind queue 1");
+    assert_eq!(q1.tx_budget(), TxBudget::Set(128));
+
+    assert_eq!(
+        sent_by_one_wakeup(&mut q0, &area, 0, 100),
+        32,
+        "the kernel's default budget: 32 frames per wake-up"
+    );
+    assert_eq!(
+        sent_by_one_wakeup(&mut q1, &area, 100, 100),
+        100,
+        "a budget of 128 sends all 100 queued frames in one wake-up"
+    );
+    assert_eq!(q0.statistics().unwrap().tx_invalid_descs, 0);
+    assert_eq!(q1.statistics().unwrap().tx_invalid_descs, 0);
+    drop((q0, q1, umem));
     drop(area);
     drop(lab);
 }

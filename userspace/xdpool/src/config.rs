@@ -334,6 +334,18 @@ pub struct RingsConfig {
     pub rx: Spanned<u32>,
     /// TX ring (per socket).
     pub tx: Spanned<u32>,
+    /// Copy mode: frames one TX wake-up sends (`XDP_MAX_TX_SKB_BUDGET`); `None`: the
+    /// TX ring's size, 0: the kernel's 32.
+    pub tx_budget: Option<Spanned<u32>>,
+}
+
+impl RingsConfig {
+    /// The TX budget asked of the kernel per socket (0: leave the kernel's).
+    pub fn tx_budget(&self) -> u32 {
+        self.tx_budget
+            .as_ref()
+            .map_or(*self.tx.get_ref(), |b| *b.get_ref())
+    }
 }
 
 impl Default for RingsConfig {
@@ -343,6 +355,7 @@ impl Default for RingsConfig {
             completion: Spanned::new(0..0, 2048),
             rx: Spanned::new(0..0, 2048),
             tx: Spanned::new(0..0, 2048),
+            tx_budget: None,
         }
     }
 }
@@ -818,6 +831,16 @@ impl Config {
                     key,
                     v.span(),
                     format!("{n} is not valid: use a power of two from 64 to 32768"),
+                ));
+            }
+        }
+        if let Some(b) = &self.rings.tx_budget {
+            let (n, tx) = (*b.get_ref(), *self.rings.tx.get_ref());
+            if n != 0 && !(32..=tx).contains(&n) {
+                return Err(err(
+                    "rings.tx_budget",
+                    b.span(),
+                    format!("{n} is not valid: use 32 to rings.tx = {tx} (frames per TX wake-up), or 0 for the kernel's default of 32"),
                 ));
             }
         }
@@ -1778,6 +1801,16 @@ action = "drop"
     }
 
     #[test]
+    fn tx_budget_is_the_tx_ring_unless_set_and_reaches_the_plan() {
+        let with = |rings: &str| Config::parse(&format!("{GOOD}\n[rings]\n{rings}\n")).unwrap();
+        let budget = |c: &Config| crate::plan::plan(c, &[]).umem.tx_budget;
+        assert_eq!(budget(&with("tx = 512")), 512);
+        assert_eq!(budget(&with("tx = 512\ntx_budget = 64")), 64);
+        assert_eq!(budget(&with("tx_budget = 0")), 0, "0: the kernel's default");
+        assert_eq!(budget(&with("tx_budget = 2048")), 2048);
+    }
+
+    #[test]
     fn good_config_loads() {
         let c = Config::parse(GOOD).unwrap();
         assert_eq!(
@@ -1917,6 +1950,20 @@ action = "drop"
                 "rings.fill",
                 Some(8),
                 "smaller than rings.rx",
+            ),
+            (
+                "[umem]",
+                "[rings]\ntx_budget = 16\n[umem]",
+                "rings.tx_budget",
+                Some(8),
+                "use 32 to rings.tx = 2048",
+            ),
+            (
+                "[umem]",
+                "[rings]\ntx = 1024\ntx_budget = 2048\n[umem]",
+                "rings.tx_budget",
+                Some(9),
+                "use 32 to rings.tx = 1024",
             ),
             (
                 "name = \"xdpb0\"",

@@ -178,6 +178,7 @@ impl Lifecycle {
                     zero_copy: false,
                     need_wakeup: true,
                     multi_buffer: plan.umem.multi_buffer,
+                    tx_budget: plan.umem.tx_budget,
                 },
                 program_id: st.program_id().ok(),
                 steering: Arc::new(Mutex::new(st)),
@@ -545,6 +546,7 @@ impl Lifecycle {
                     delay = (delay * 2).min(Duration::from_millis(200));
                 }
                 Ok(s) => {
+                    tx_budget_refused(&s, sc.tx_budget);
                     if busy > 0 {
                         self.device.busy_retries(busy);
                         tracing::info!(
@@ -843,6 +845,25 @@ impl Lifecycle {
             Err(crate::steer::SteerError::InterfaceMissing { .. }) => None,
             Err(_) => Some(true), // netlink hiccup: no evidence either way
         }
+    }
+}
+
+/// Says once per process that the kernel kept its 32 frames per copy-mode TX
+/// wake-up (`rings.tx_budget`): an older kernel is no error, only slower.
+fn tx_budget_refused(s: &XskSocket, asked: u32) {
+    static SAID: std::sync::Once = std::sync::Once::new();
+    if let crate::xsk::TxBudget::Refused(errno) = s.tx_budget() {
+        SAID.call_once(|| {
+            let why = if errno == libc::ENOPROTOOPT {
+                "this kernel has no XDP_MAX_TX_SKB_BUDGET (Linux 6.17 added it)".to_string()
+            } else {
+                format!("the kernel refused it: {}", std::io::Error::from_raw_os_error(errno))
+            };
+            tracing::info!(
+                asked,
+                "copy-mode TX sends at most 32 frames per wake-up: {why}; rings.tx_budget = 0 silences this"
+            );
+        });
     }
 }
 

@@ -75,6 +75,8 @@ pub struct UmemPlan {
     pub rx: u32,
     /// TX ring size (for ports that transmit).
     pub tx: u32,
+    /// Frames per copy-mode TX wake-up asked of the kernel (0: its default of 32).
+    pub tx_budget: u32,
     /// Zero-copy for the UMEM: the kernel gives every socket sharing a UMEM the mode
     /// of its first, so one wish for all: `On` if every port says true, `Off` if one
     /// says false, `Auto` otherwise.
@@ -153,6 +155,7 @@ pub fn plan(cfg: &Config, cores: &[usize]) -> Plan {
         completion: *cfg.rings.completion.get_ref(),
         rx: *cfg.rings.rx.get_ref(),
         tx: *cfg.rings.tx.get_ref(),
+        tx_budget: cfg.rings.tx_budget(),
         zero_copy,
         multi_buffer: ports.iter().any(|p| p.def.multi_buffer),
     };

@@ -208,6 +208,7 @@ fn sender(
         zero_copy: false,
         need_wakeup: true,
         multi_buffer,
+        tx_budget: 0,
     };
     // A socket closed just before (the previous run of the generator) keeps its queue
     // busy until the kernel's deferred teardown ends: retry EBUSY for up to 2 s.

@@ -78,6 +78,7 @@ pub const KEYS: &[Key] = &[
     key("rings", "completion", "integer", "2048", "power of two, 64..32768", "Completion ring: chunks the kernel has sent."),
     key("rings", "rx", "integer", "2048", "power of two, 64..32768", "RX ring: frames received."),
     key("rings", "tx", "integer", "2048", "power of two, 64..32768", "TX ring: frames to send."),
+    key("rings", "tx_budget", "integer", "rings.tx", "32..rings.tx, or 0", "Copy mode: the most frames one TX wake-up (`sendto`) hands the kernel (`XDP_MAX_TX_SKB_BUDGET`, Linux 6.17). The kernel's own default is 32, which leaves a fuller batch waiting in the TX ring for the next pass. 0: the kernel's default. Older kernels keep 32 (one log line)."),
     key("workers", "cores", "list of integers", "[]", "online cores, one per queue", "The core of each queue's worker, in the order ports and their queues are listed. Empty: cores of each NIC's NUMA node (or all online cores)."),
     key("workers", "mode", "string", "\"poll\"", "`spin`, `poll`, `busy-poll`", "How a worker waits: `spin` (busy loop, one core at 100%), `poll` (poll(2)), `busy-poll` (SO_PREFER_BUSY_POLL: the worker drives the device's NAPI; set napi_defer_hard_irqs and gro_flush_timeout, see `xdpool doctor`)."),
     key("workers", "batch", "integer", "64", "1..256", "Descriptors per batch."),
@@ -287,6 +288,16 @@ mod tests {
             ("rings", "completion", r.completion.get_ref().to_string()),
             ("rings", "rx", r.rx.get_ref().to_string()),
             ("rings", "tx", r.tx.get_ref().to_string()),
+            (
+                "rings",
+                "tx_budget",
+                match &r.tx_budget {
+                    // Unset means the TX ring's size.
+                    None if r.tx_budget() == *r.tx.get_ref() => "rings.tx".to_string(),
+                    None => format!("{} (not rings.tx)", r.tx_budget()),
+                    Some(b) => b.get_ref().to_string(),
+                },
+            ),
             ("workers", "cores", format!("{:?}", w.cores.get_ref())),
             ("workers", "mode", kebab(&w.mode)),
             ("workers", "batch", w.batch.get_ref().to_string()),

@@ -22,5 +22,5 @@ pub use error::XskError;
 #[cfg(any(test, fuzzing, feature = "testing"))]
 pub use ring::HeapRingPeer;
 pub use ring::{kernel_held, CompletionRing, FillRing, RxConsumed, RxRing, TxRing};
-pub use socket::{IrqDeferral, RingsMut, SocketConfig, Wakeup, XdpStatistics, XskSocket};
+pub use socket::{IrqDeferral, RingsMut, SocketConfig, TxBudget, Wakeup, XdpStatistics, XskSocket};
 pub use umem::{validate_ring_size, Umem, UmemConfig, MAX_RING_SIZE};

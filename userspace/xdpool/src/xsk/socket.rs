@@ -27,6 +27,23 @@ pub struct SocketConfig {
     /// descriptors, all but the last flagged `XDP_PKT_CONTD`. Without it the kernel
     /// drops such frames (`rx_dropped`).
     pub multi_buffer: bool,
+    /// Copy mode: the most frames one TX wake-up (`sendto`) sends
+    /// (`XDP_MAX_TX_SKB_BUDGET`, Linux 6.17), 32..=`tx_size`; 0 leaves the kernel's
+    /// 32. See [`XskSocket::tx_budget`] for what the kernel made of it.
+    pub tx_budget: u32,
+}
+
+/// What became of [`SocketConfig::tx_budget`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum TxBudget {
+    /// Not asked for (0, or no TX ring): the kernel sends at most 32 frames per
+    /// wake-up in copy mode.
+    KernelDefault,
+    /// The kernel took it.
+    Set(u32),
+    /// The kernel refused it, with this errno: `ENOPROTOOPT` before Linux 6.17,
+    /// `EACCES` outside 32..=the TX ring's size. The socket works with the default.
+    Refused(i32),
 }
 
 impl Default for SocketConfig {
@@ -37,6 +54,7 @@ impl Default for SocketConfig {
             zero_copy: false,
             need_wakeup: true,
             multi_buffer: false,
+            tx_budget: 0,
         }
     }
 }
@@ -107,6 +125,7 @@ pub struct XskSocket {
     queue: u32,
     zero_copy: bool,
     need_wakeup: bool,
+    tx_budget: TxBudget,
 }
 
 impl XskSocket {
@@ -194,7 +213,7 @@ impl XskSocket {
                     "bound AF_XDP socket (UMEM owner)"
                 );
                 let (rx, tx) = rx_tx;
-                Ok(XskSocket {
+                let mut sock = XskSocket {
                     fill,
                     completion: comp,
                     rx,
@@ -205,7 +224,10 @@ impl XskSocket {
                     queue,
                     zero_copy: config.zero_copy,
                     need_wakeup: config.need_wakeup,
-                })
+                    tx_budget: TxBudget::KernelDefault,
+                };
+                sock.ask_tx_budget(config.tx_budget);
+                Ok(sock)
             }
             Primary::Bound {
                 ifindex: p_if,
@@ -263,7 +285,7 @@ impl XskSocket {
         sys::bind_xdp(fd.as_fd(), &addr)
             .map_err(|e| bind_error(e, ifindex, queue, config.zero_copy))?;
         tracing::info!(ifindex, queue, "bound AF_XDP socket (shared UMEM)");
-        Ok(XskSocket {
+        let mut sock = XskSocket {
             fill,
             completion,
             rx,
@@ -274,7 +296,29 @@ impl XskSocket {
             queue,
             zero_copy: config.zero_copy,
             need_wakeup: config.need_wakeup,
-        })
+            tx_budget: TxBudget::KernelDefault,
+        };
+        sock.ask_tx_budget(config.tx_budget);
+        Ok(sock)
+    }
+
+    /// Asks the kernel to send up to `budget` frames per TX wake-up (0: leave it).
+    /// A refusal is kept for [`tx_budget`](Self::tx_budget), not an error: the
+    /// socket works as before, at 32 per wake-up.
+    fn ask_tx_budget(&mut self, budget: u32) {
+        if budget == 0 || self.tx.size() == 0 {
+            return;
+        }
+        self.tx_budget =
+            match sys::setsockopt(self.fd(), libc::SOL_XDP, XDP_MAX_TX_SKB_BUDGET, &budget) {
+                Ok(()) => TxBudget::Set(budget),
+                Err(e) => TxBudget::Refused(e.raw_os_error().unwrap_or(0)),
+            };
+    }
+
+    /// What the kernel made of [`SocketConfig::tx_budget`].
+    pub fn tx_budget(&self) -> TxBudget {
+        self.tx_budget
     }
 
     /// The socket descriptor, for XSKMAP registration.
@@ -490,6 +534,8 @@ const XDP_USE_SG: u16 = 1 << 4;
 const SO_INCOMING_NAPI_ID: i32 = 56;
 const SO_PREFER_BUSY_POLL: i32 = 69;
 const SO_BUSY_POLL_BUDGET: i32 = 70;
+/// `XDP_MAX_TX_SKB_BUDGET` (Linux 6.17, SOL_XDP): frames per copy-mode TX wake-up.
+const XDP_MAX_TX_SKB_BUDGET: i32 = 9;
 const BUSY_POLL_USECS: libc::c_int = 20;
 
 fn sockaddr(ifindex: u32, queue: u32, flags: u16, shared_fd: u32) -> libc::sockaddr_xdp {
