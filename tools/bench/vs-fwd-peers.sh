@@ -53,6 +53,9 @@
 #   GEN_RATE=PPS         xdpool gen paces itself to PPS frames/s (losses at a rate the
 #                        forwarders sustain; xdp-trafficgen has no such option)
 #   LEGS="xdpool xsk_fwd testpmd-io testpmd-mac"  which forwarders (default: those given)
+#                        (also "xdpool-tx32": xdpool with rings.tx_budget = 0, the
+#                        kernel's 32 frames per copy-mode sendto, for an A/B of the
+#                        budget; never in the default legs)
 #   FWD_NAPI=softirq|threaded  where xdpf0's receiving NAPI (and with it the XDP
 #                        program and the copy into the UMEM) runs: softirq on the
 #                        generator's core 0 (default), or threaded, its thread pinned
@@ -167,6 +170,14 @@ start_fwd() { # $1 leg -> FWD_PID, output in $W/$1.out
     case $1 in
     xdpool)
         xdpool_config
+        "$XDPOOL" run -c "$W/fwd.toml" --duration 120 --quiet --summary-json "$W/sum.json" > "$W/$1.out" 2>&1 &
+        ;;
+    xdpool-tx32)
+        # The same xdpool with the kernel's copy-mode TX budget of 32 frames per
+        # sendto (rings.tx_budget = 0): an A/B of the budget in one run.
+        xdpool_config
+        [ -z "$XDPOOL_CONFIG" ] || die "leg xdpool-tx32 needs the script's own config (no XDPOOL_CONFIG)"
+        sed -i 's/^tx = 2048$/tx = 2048\ntx_budget = 0/' "$W/fwd.toml"
         "$XDPOOL" run -c "$W/fwd.toml" --duration 120 --quiet --summary-json "$W/sum.json" > "$W/$1.out" 2>&1 &
         ;;
     xsk_fwd)
