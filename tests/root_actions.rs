@@ -406,8 +406,9 @@ fn l2fwd_with_a_full_tx_ring_holds_frames_in_rx_instead_of_dropping_them() {
     );
     let (st, sock) = (&rig.st, &rig.sock);
     let cfg = rig.config("hold", &[0], &rule("l2fwd"));
-    // A small TX ring and the generator flat out: TX fills for sure.
-    patch_config(&cfg, "tx = 2048", "tx = 64");
+    // A small TX ring, the kernel's 32 frames per sendto (a budget of the whole
+    // ring would empty it at every kick) and the generator flat out: TX fills for sure.
+    patch_config(&cfg, "tx = 2048", "tx = 64\ntx_budget = 0");
     set_workers(&cfg, "mode = \"spin\"");
     let back =
         RxCounter::attach_in(Some(&st.a.netns), &st.a.dev).expect("counter on the sender's veth");
