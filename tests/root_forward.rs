@@ -317,7 +317,17 @@ fn forward_in_to_out_delivers_100000_frames_each_once_byte_exact() {
     let (code, s, out) = run.stop();
     let after = udp_in(&rig.st.names.dst);
     assert_eq!(code, Some(0), "{out}");
-    assert_exact("receiver in P-dst", &r, &sink);
+    assert_exact(
+        &format!(
+            "receiver in P-dst (xdpool: packets {}, forwarded {}; UDP rcvbuf errors +{}){}",
+            s["packets"],
+            counter(&s, "forwarded"),
+            after.2 - before.2,
+            forward_lab_drops(&rig)
+        ),
+        &r,
+        &sink,
+    );
     assert_eq!(
         r.bytes,
         (N / 2) * (64 - 42) + (N / 2) * (1400 - 42),
@@ -438,7 +448,11 @@ fn two_ports_on_two_workers_recycle_through_the_return_ring() {
         serde_json::json!([0, 1]),
         "one worker per port, each on its own core: {s:#}"
     );
-    assert_exact("receiver in P-dst", &r, &sink);
+    assert_exact(
+        &format!("receiver in P-dst{}", forward_lab_drops(&rig)),
+        &r,
+        &sink,
+    );
     assert_eq!(counter(&s, "forwarded"), N, "{s:#}");
     assert!(
         pool_counter(&s, "recycle_ring") > 0,
@@ -494,7 +508,14 @@ fn deleting_one_ports_device_mid_traffic_keeps_the_other_forwarding() {
     });
     assert_eq!((sent_a, sent_b), (NA, NB));
     let rb = sink_b.settle(Duration::from_millis(1000), Duration::from_secs(20));
-    assert_exact("flow B (mon -> in), the surviving path", &rb, &sink_b);
+    assert_exact(
+        &format!(
+            "flow B (mon -> in), the surviving path{}",
+            forward_lab_drops(&rig)
+        ),
+        &rb,
+        &sink_b,
+    );
     let a_before = sink_a.report();
     assert!(
         a_before.unique > 0 && a_before.unique < NA,

@@ -583,3 +583,62 @@ pub fn send_raw(ifindex: u32, frame: &[u8], count: usize, pace: Option<usize>) {
         }
     }
 }
+
+/// Where frames may have gone in the forward lab: every device's RX/TX packet and
+/// drop counters in each of its namespaces, and the UDP/IP drop counters of each
+/// (`nstat`), one line per device. For the message of a failed delivery check.
+pub fn forward_lab_drops(rig: &ForwardRig) -> String {
+    let n = &rig.st.names;
+    let mut out = String::new();
+    for ns in [Some(&n.src), Some(&n.fwd), n.fwd2.as_ref(), Some(&n.dst)]
+        .into_iter()
+        .flatten()
+    {
+        if let Ok(o) = std::process::Command::new("ip")
+            .args(["-n", ns, "-s", "-j", "link", "show"])
+            .output()
+        {
+            let v: serde_json::Value =
+                serde_json::from_slice(&o.stdout).unwrap_or(serde_json::Value::Null);
+            for d in v.as_array().into_iter().flatten() {
+                let s = &d["stats64"];
+                out.push_str(&format!(
+                    "\n  {ns} {}: rx {} (dropped {}), tx {} (dropped {})",
+                    d["ifname"].as_str().unwrap_or("?"),
+                    s["rx"]["packets"],
+                    s["rx"]["dropped"],
+                    s["tx"]["packets"],
+                    s["tx"]["dropped"]
+                ));
+            }
+        }
+        if let Ok(o) = std::process::Command::new("ip")
+            .args(["netns", "exec", ns, "nstat", "-a", "-z"])
+            .output()
+        {
+            let text = String::from_utf8_lossy(&o.stdout);
+            let drops: Vec<&str> = text
+                .lines()
+                .filter(|l| {
+                    ["Drop", "Errors", "Discards", "Overflow", "Dropped"]
+                        .iter()
+                        .any(|k| l.split_whitespace().next().unwrap_or("").contains(k))
+                })
+                .filter(|l| l.split_whitespace().nth(1).is_some_and(|v| v != "0"))
+                .collect();
+            if !drops.is_empty() {
+                out.push_str(&format!("\n  {ns} nstat: {}", drops.join("; ")));
+            }
+        }
+    }
+    let softnet = std::fs::read_to_string("/proc/net/softnet_stat").unwrap_or_default();
+    let dropped: Vec<String> = softnet
+        .lines()
+        .map(|l| l.split_whitespace().nth(1).unwrap_or("?").to_string())
+        .collect();
+    out.push_str(&format!(
+        "\n  softnet dropped per CPU: {}",
+        dropped.join(" ")
+    ));
+    out
+}

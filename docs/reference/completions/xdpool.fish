@@ -97,7 +97,7 @@ complete -c xdpool -n "__fish_xdpool_using_subcommand gen" -l seq-first -d '`seq
 complete -c xdpool -n "__fish_xdpool_using_subcommand gen" -l count -d 'Frames to send in all' -r
 complete -c xdpool -n "__fish_xdpool_using_subcommand gen" -l size -d 'Frame size in bytes (without FCS), 60 to the device MTU + 14 (at most 9014). Jumbo frames (above about 3.5 KiB) need `--engine afxdp`, which sends them as multi-buffer chains of 2048-byte chunks (`xdpool lab up --mtu 9000`)' -r
 complete -c xdpool -n "__fish_xdpool_using_subcommand gen" -l duration -d 'Stop after this many seconds even if --count is not reached' -r
-complete -c xdpool -n "__fish_xdpool_using_subcommand gen" -l rate -d 'Frames per second in all (default: as fast as possible)' -r
+complete -c xdpool -n "__fish_xdpool_using_subcommand gen" -l rate -d 'Frames per second in all (default: as fast as possible). The AF_XDP engine sends at most 256 at once after being held off the CPU: what fell due meanwhile is dropped from the schedule, not caught up in one burst' -r
 complete -c xdpool -n "__fish_xdpool_using_subcommand gen" -l dst-ports -d 'UDP destination port or range (`9` or `9-16`)' -r
 complete -c xdpool -n "__fish_xdpool_using_subcommand gen" -l src-ports -d 'UDP source port or range; a range spreads flows over queues' -r
 complete -c xdpool -n "__fish_xdpool_using_subcommand gen" -l cores -d 'Cores to send from, one thread each (comma list). Default: core 0' -r

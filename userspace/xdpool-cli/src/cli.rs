@@ -315,7 +315,9 @@ pub struct GenArgs {
     /// Stop after this many seconds even if --count is not reached.
     #[arg(long, default_value_t = 30.0)]
     pub duration: f64,
-    /// Frames per second in all (default: as fast as possible).
+    /// Frames per second in all (default: as fast as possible). The AF_XDP engine
+    /// sends at most 256 at once after being held off the CPU: what fell due meanwhile
+    /// is dropped from the schedule, not caught up in one burst.
     #[arg(long)]
     pub rate: Option<u64>,
     /// Send IPv6 instead of IPv4.

@@ -409,6 +409,7 @@ fn send_chains(
     let mut ready: Vec<u32> = (0..slots as u32).collect();
     let mut done = vec![0usize; slots];
     let start = Instant::now();
+    let mut pacer = Pacer::new(cfg.rate_pps, start);
     let deadline = cfg.duration.map(|d| start + d);
     let (mut produced, mut completed, mut wakeups) = (0u64, 0u64, 0u64);
     let mut descs: Vec<XdpDesc> = Vec::with_capacity(BATCH * per_frame);
@@ -435,7 +436,7 @@ fn send_chains(
         if produced >= quota || deadline.is_some_and(|d| now >= d) {
             break Ok(());
         }
-        let n = (allowed_now(quota, produced, cfg.rate_pps, now - start) as usize)
+        let n = (pacer.allowed(quota, produced, now) as usize)
             .min(ready.len())
             .min(BATCH);
         if n > 0 {
@@ -522,6 +523,7 @@ fn send_sequenced(
     let len = cfg.size as u32;
     let packed = len * 2 <= CHUNK_SIZE;
     let start = Instant::now();
+    let mut pacer = Pacer::new(cfg.rate_pps, start);
     let deadline = cfg.duration.map(|d| start + d);
     let (mut produced, mut completed, mut wakeups) = (0u64, 0u64, 0u64);
     let mut chunks = std::collections::BTreeSet::new();
@@ -545,7 +547,7 @@ fn send_sequenced(
         if produced >= quota || deadline.is_some_and(|d| now >= d) {
             break Ok(());
         }
-        let due = allowed_now(quota, produced, cfg.rate_pps, now - start).min(BATCH as u64) as u32;
+        let due = pacer.allowed(quota, produced, now).min(BATCH as u64) as u32;
         let n = sock.tx().writable(due) as usize;
         descs.clear();
         for i in 0..n as u64 {
@@ -638,15 +640,46 @@ fn idle(rate_bound: bool) {
     }
 }
 
-/// Frames that may be produced now: what is left of the quota, no more than the rate
-/// has made due since `start`.
-pub fn allowed_now(quota: u64, produced: u64, rate: Option<u64>, since_start: Duration) -> u64 {
-    let mut n = quota - produced;
-    if let Some(r) = rate {
-        let due = (r as f64 * since_start.as_secs_f64()) as u64 + 1;
-        n = n.min(due.saturating_sub(produced));
+/// Most frames a paced sender puts out at once after it was held off the CPU: what
+/// fell due beyond this while it waited is forgiven, not caught up. A catch-up burst
+/// of a whole stall's worth (thousands of frames after 30 ms at 100 000/s) is not the
+/// rate asked for, and overflows a receiver's 2048-slot ring that the same stall held
+/// off its CPU too.
+pub const PACE_BURST: u64 = 256;
+
+/// Paces production: a token bucket that fills at the rate and holds at most
+/// [`PACE_BURST`] frames (one up front). Without a rate, only the quota bounds.
+#[derive(Debug, Clone)]
+pub struct Pacer {
+    rate: Option<u64>,
+    /// Start of the bucket's clock; moved forward when a stall's debt is forgiven.
+    epoch: Instant,
+}
+
+impl Pacer {
+    /// A bucket with one frame in it at `now`.
+    pub fn new(rate: Option<u64>, now: Instant) -> Pacer {
+        Pacer { rate, epoch: now }
     }
-    n
+
+    /// Frames that may be produced at `now`, `produced` so far: what is left of the
+    /// quota, no more than the rate has made due, at most [`PACE_BURST`].
+    pub fn allowed(&mut self, quota: u64, produced: u64, now: Instant) -> u64 {
+        let left = quota.saturating_sub(produced);
+        let Some(r) = self.rate.filter(|&r| r > 0) else {
+            return left;
+        };
+        let since = now.saturating_duration_since(self.epoch);
+        let due = (r as f64 * since.as_secs_f64()) as u64 + 1;
+        let mut ready = due.saturating_sub(produced);
+        if ready > PACE_BURST {
+            // Forgive the debt: restart the clock where `produced + PACE_BURST` fall due.
+            let at = Duration::from_secs_f64((produced + PACE_BURST - 1) as f64 / r as f64);
+            self.epoch = now.checked_sub(at).unwrap_or(self.epoch);
+            ready = PACE_BURST;
+        }
+        left.min(ready)
+    }
 }
 
 /// Produces until the quota, deadline or rate says stop, then waits for completions.
@@ -659,6 +692,7 @@ fn send_loop(
     len: u32,
 ) -> Result<(u64, u64, u64, Duration), GenError> {
     let start = Instant::now();
+    let mut pacer = Pacer::new(cfg.rate_pps, start);
     let deadline = cfg.duration.map(|d| start + d);
     let (mut produced, mut completed, mut wakeups) = (0u64, 0u64, 0u64);
     let mut descs = [XdpDesc::default(); BATCH];
@@ -669,7 +703,7 @@ fn send_loop(
         if stop {
             break;
         }
-        let n = (allowed_now(quota, produced, cfg.rate_pps, now - start) as usize)
+        let n = (pacer.allowed(quota, produced, now) as usize)
             .min(ready.len())
             .min(BATCH);
         if n > 0 {
@@ -722,17 +756,29 @@ mod tests {
 
     #[test]
     fn rate_and_quota_bound_production() {
-        assert_eq!(allowed_now(100, 0, None, Duration::ZERO), 100);
-        assert_eq!(allowed_now(100, 60, None, Duration::from_secs(9)), 40);
-        // 1000 pps: 0.5 s in, 501 may have been produced (one up front).
-        assert_eq!(
-            allowed_now(u64::MAX, 0, Some(1000), Duration::from_millis(500)),
-            501
-        );
-        assert_eq!(
-            allowed_now(u64::MAX, 501, Some(1000), Duration::from_millis(500)),
-            0
-        );
-        assert_eq!(allowed_now(10, 5, Some(1000), Duration::from_secs(1)), 5);
+        let t0 = Instant::now();
+        let ms = |m: u64| t0 + Duration::from_millis(m);
+        let mut free = Pacer::new(None, t0);
+        assert_eq!(free.allowed(100, 0, t0), 100);
+        assert_eq!(free.allowed(100, 60, ms(9000)), 40);
+        // 1000 pps: 0.2 s in, 201 may have been produced (one up front).
+        let mut p = Pacer::new(Some(1000), t0);
+        assert_eq!(p.allowed(u64::MAX, 0, ms(200)), 201);
+        assert_eq!(p.allowed(u64::MAX, 201, ms(200)), 0);
+        assert_eq!(p.allowed(10, 5, ms(1000)), 5, "the quota bounds too");
+    }
+
+    #[test]
+    fn a_paced_sender_held_off_the_cpu_sends_at_most_a_burst_and_then_the_rate() {
+        let t0 = Instant::now();
+        let ms = |m: u64| t0 + Duration::from_millis(m);
+        let mut p = Pacer::new(Some(100_000), t0);
+        assert_eq!(p.allowed(u64::MAX, 0, ms(1)), 101);
+        // Held off for 50 ms: 5 000 fell due, a burst goes out, the rest is forgiven.
+        assert_eq!(p.allowed(u64::MAX, 101, ms(51)), PACE_BURST);
+        let after = 101 + PACE_BURST;
+        assert_eq!(p.allowed(u64::MAX, after, ms(51)), 0, "no catch-up");
+        // ... and from there the rate again: 1 ms is 100 frames.
+        assert_eq!(p.allowed(u64::MAX, after, ms(52)), 100);
     }
 }
