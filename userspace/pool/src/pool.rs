@@ -917,6 +917,7 @@ impl PoolOwner {
 
     /// A TX completion: drop the TX ring's reference (recycle when last). Rejected and
     /// counted: foreign addresses, frames not in TX (double completion included).
+    #[inline]
     pub fn take_completion(&mut self, addr: u64) -> Result<(), FrameError> {
         let idx = match self.region.check_addr(addr, 0) {
             Ok(i) => i,

@@ -441,15 +441,18 @@ impl Port {
             Some(io) => io.rings().tx.produce_whole_frames(&self.tx),
             None => 0,
         };
+        // Summed in registers: the counters are stored once per batch.
+        let (mut packets, mut bytes, mut foreign) = (0u64, 0u64, 0u64);
         for d in &self.tx[..put] {
             // A multi-buffer frame counts once, at its last descriptor.
-            self.c.tx_packets += u64::from(d.options & XDP_PKT_CONTD == 0);
-            self.c.tx_bytes += d.len as u64;
+            packets += u64::from(d.options & XDP_PKT_CONTD == 0);
+            bytes += d.len as u64;
             self.inflight.sent(d.addr);
-            if self.foreign[(d.addr >> self.shift) as usize].is_some() {
-                self.c.foreign_tx += 1;
-            }
+            foreign += u64::from(self.foreign[(d.addr >> self.shift) as usize].is_some());
         }
+        self.c.tx_packets += packets;
+        self.c.tx_bytes += bytes;
+        self.c.foreign_tx += foreign;
         if self.inflight.frames() > self.c.tx_inflight_max {
             self.c.tx_inflight_max = self.inflight.frames();
             self.c.tx_inflight_chunks_at_max = self.inflight.chunks();
@@ -524,14 +527,14 @@ impl Port {
     pub fn reap_to(&mut self, remotes: &Remotes, mut local: Option<LocalReturns<'_>>) -> usize {
         let Some(io) = self.io.as_mut() else { return 0 };
         let n = io.rings().completion.consume(&mut self.addrs[..self.batch]);
+        let mut foreign = 0u64;
         for i in 0..n {
             let addr = self.addrs[i];
             self.inflight.completed(addr);
-            self.c.tx_completed += 1;
-            if self.untx_to(addr, remotes, local.as_mut()) {
-                self.c.foreign_completed += 1;
-            }
+            foreign += u64::from(self.untx_to(addr, remotes, local.as_mut()));
         }
+        self.c.tx_completed += n as u64;
+        self.c.foreign_completed += foreign;
         n
     }
 
