@@ -90,6 +90,19 @@ pin_napi() { # veth re-creates its NAPI when a program comes: pin after attach, 
     [ "$cpus" = "$1 " ] || echo "# $2: NAPI thread CPUs '$cpus', not $1"
 }
 
+napi_ticks() { # the NAPI threads' CPU time (utime + stime, ticks), their involuntary
+    # context switches, and the CPU each last ran on, summed / listed
+    local t u=0 n=0 on=""
+    for t in $(napi_pids); do
+        read -r -a f < "/proc/$t/stat" 2>/dev/null || continue
+        # /proc/PID/stat after the ")" of comm: field 14 utime, 15 stime, 39 processor.
+        u=$((u + f[13] + f[14]))
+        on="$on${f[38]},"
+        n=$((n + $(awk '/^nonvoluntary_ctxt_switches/ {print $2}' "/proc/$t/status" 2>/dev/null || echo 0)))
+    done
+    echo "$u $n ${on%,}"
+}
+
 
 xmit_counts() { # "into-ring refused": the sender veth's XDP transmit counters (ethtool -S)
     ip netns exec $P-a ethtool -S ${P}a0 | awk '/tx_queue_.*_xdp_xmit:/{a+=$2; n++} /tx_queue_.*_xdp_xmit_errors:/{b+=$2} END{if (!n) exit 1; print a+0, b+0}' \
@@ -183,6 +196,9 @@ EOT
     t0=$(bench_threads $pid)
     s0=$(bench_steal)
     c0=$(bench_cpu 1)
+    local g0 g1 n0 n1
+    g0=$(bench_cpu 0)
+    n0=$(napi_ticks)
     b0=$(back_count)
     x0=$(xmit_counts)
     if [ -n "${GEN_SECS:-}" ]; then gen_args="--count 1000000000 --duration $GEN_SECS"; else gen_args="--count $COUNT"; fi
@@ -192,6 +208,8 @@ EOT
     t1=$(bench_threads $pid)
     s1=$(bench_steal)
     c1=$(bench_cpu 1)
+    g1=$(bench_cpu 0)
+    n1=$(napi_ticks)
     x1=$(xmit_counts)
     # A receiver still there 10 s + DUR after the generator is stuck: kill it rather
     # than wait for ever, and say so. xdpsock -p often gets stuck once the traffic
@@ -246,6 +264,16 @@ EOT
         { read -r got; read -r full; } < <(python3 -c "import json;s=json.load(open('$W/sum.json'));d=s['drops'];print(s['packets']);print(d['rx_ring_full'], '| TX ring full', d['tx_ring_full'])")
     fi
     got=${got:-0}  # a killed receiver left no figures
+    # Where the time went outside the receiver (for the placements' modes): the
+    # generator's core, and the receiving veth's NAPI threads (threaded NAPI).
+    local napi_line=""
+    if [ "$4" = threaded ]; then
+        local nt0 nc0 nt1 nc1 non
+        read -r nt0 nc0 _ <<< "$n0"
+        read -r nt1 nc1 non <<< "$n1"
+        napi_line=" | NAPI threads: $(python3 -c "import os;print(f'{($nt1 - $nt0) / os.sysconf(\"SC_CLK_TCK\"):.2f}')") s CPU, $((nc1 - nc0)) preempted, last on CPU ${non:-?}"
+    fi
+    echo "# $1 $2 $3 $4: core 0 (generator): user system softirq idle % $(bench_cpu_pct "$g0" "$g1")$napi_line"
     python3 - "$1" "$2" "$3" "$4" "$got" "$offered" "$secs" "$t0" "$t1" "$((b1 - b0))" "$MHZ" "$(( ${x1#* } - ${x0#* } ))" "${full:-0}" "$(bench_steal_pct "$s0" "$s1")" "$(bench_cpu_pct "$c0" "$c1")" <<'PY'
 import os, sys
 who, act, mode, napi, got, count, secs, t0, t1, back, mhz, refused, full, steal, core = sys.argv[1:]
