@@ -242,7 +242,7 @@ pub struct ActCtx<'a> {
 }
 
 /// Applies `v` to a received frame `d` (taken from the pool as `frame`).
-#[inline]
+#[inline(always)]
 pub fn apply(v: Verdict, frame: Frame, d: XdpDesc, cx: &mut ActCtx<'_>) {
     let mirror_to = v.mirror_to().map(PortId::from);
     match v.act() {
@@ -277,7 +277,7 @@ fn drop_frame(frame: Frame, d: XdpDesc, mirror_to: Option<PortId>, cx: &mut ActC
 
 /// `l2fwd` (a swap) and a handler's `back`: rewrite the MACs in place and queue the
 /// RX chunk itself for TX.
-#[inline]
+#[inline(always)]
 fn back(frame: Frame, d: XdpDesc, mac: MacRewrite, mirror_to: Option<PortId>, cx: &mut ActCtx<'_>) {
     let Some(frame) = rewrite(frame, d, mac, None, cx) else {
         return;
@@ -354,7 +354,7 @@ fn copybreak(frame: Frame, d: XdpDesc, cx: &mut ActCtx<'_>) {
 
 /// `forward`: rewrite the MACs for the egress port and hand the frame (its chunk, by
 /// a frag token of count 1) to that port; a mirror takes a second reference.
-#[inline]
+#[inline(always)]
 fn forward(
     frame: Frame,
     d: XdpDesc,
