@@ -92,7 +92,7 @@ pin_napi() { # veth re-creates its NAPI when a program comes: pin after attach, 
 
 napi_ticks() { # the NAPI threads' CPU time (utime + stime, ticks), their involuntary
     # context switches, and the CPU each last ran on, summed / listed
-    local t u=0 n=0 on=""
+    local t f u=0 n=0 on=""
     for t in $(napi_pids); do
         read -r -a f < "/proc/$t/stat" 2>/dev/null || continue
         # /proc/PID/stat after the ")" of comm: field 14 utime, 15 stime, 39 processor.
@@ -196,9 +196,9 @@ EOT
     t0=$(bench_threads $pid)
     s0=$(bench_steal)
     c0=$(bench_cpu 1)
-    local g0 g1 n0 n1
+    local g0 g1 n0="" n1=""
     g0=$(bench_cpu 0)
-    n0=$(napi_ticks)
+    [ "$4" = threaded ] && n0=$(napi_ticks)
     b0=$(back_count)
     x0=$(xmit_counts)
     if [ -n "${GEN_SECS:-}" ]; then gen_args="--count 1000000000 --duration $GEN_SECS"; else gen_args="--count $COUNT"; fi
@@ -209,7 +209,7 @@ EOT
     s1=$(bench_steal)
     c1=$(bench_cpu 1)
     g1=$(bench_cpu 0)
-    n1=$(napi_ticks)
+    [ "$4" = threaded ] && n1=$(napi_ticks)
     x1=$(xmit_counts)
     # A receiver still there 10 s + DUR after the generator is stuck: kill it rather
     # than wait for ever, and say so. xdpsock -p often gets stuck once the traffic
@@ -271,7 +271,7 @@ EOT
         local nt0 nc0 nt1 nc1 non
         read -r nt0 nc0 _ <<< "$n0"
         read -r nt1 nc1 non <<< "$n1"
-        napi_line=" | NAPI threads: $(python3 -c "import os;print(f'{($nt1 - $nt0) / os.sysconf(\"SC_CLK_TCK\"):.2f}')") s CPU, $((nc1 - nc0)) preempted, last on CPU ${non:-?}"
+        napi_line=" | NAPI threads: $(awk -v d=$((nt1 - nt0)) -v hz="$(getconf CLK_TCK)" 'BEGIN { printf "%.2f", d / hz }') s CPU, $((nc1 - nc0)) preempted, last on CPU ${non:-?}"
     fi
     echo "# $1 $2 $3 $4: core 0 (generator): user system softirq idle % $(bench_cpu_pct "$g0" "$g1")$napi_line"
     python3 - "$1" "$2" "$3" "$4" "$got" "$offered" "$secs" "$t0" "$t1" "$((b1 - b0))" "$MHZ" "$(( ${x1#* } - ${x0#* } ))" "${full:-0}" "$(bench_steal_pct "$s0" "$s1")" "$(bench_cpu_pct "$c0" "$c1")" <<'PY'
