@@ -656,6 +656,28 @@ impl PoolOwner {
     /// is empty or crosses the chunk recycles the frame and returns `OutOfChunk`.
     #[inline]
     pub fn frame_into_frag(&mut self, f: Frame, offset: u32, len: u32) -> Result<Frag, FrameError> {
+        // The common case in one compare (this region, this pool, the current
+        // token, held by the application) and the range; the rest out of line.
+        if self.is_mine_in_app(&f)
+            && len != 0
+            && offset.checked_add(len).is_some_and(|end| end <= self.chunk)
+        {
+            // A `Frame` token is only ever given for an unsplit chunk.
+            debug_assert!(self.meta[f.idx() as usize].is_last_ref());
+            return Ok(Frag::new(f.key, self.frame_tag, offset as u16, len as u16));
+        }
+        self.frame_into_frag_checked(f, offset, len)
+    }
+
+    /// `frame_into_frag` past its one-compare case: every check again, in order.
+    #[cold]
+    #[inline(never)]
+    fn frame_into_frag_checked(
+        &mut self,
+        f: Frame,
+        offset: u32,
+        len: u32,
+    ) -> Result<Frag, FrameError> {
         match self.check_held(&f) {
             Some(st)
                 if st.owner() == self.slot
@@ -847,7 +869,8 @@ impl PoolOwner {
             }
         };
         let st = self.state(idx);
-        if st.loc() != Location::Fill || st.owner() != self.slot {
+        // Location and owner in one compare (the generation aside).
+        if st.0 & !GEN_MASK != State::new(0, self.slot, Location::Fill).0 {
             self.shared.owner.not_in_fill.inc();
             return Err(FrameError::NotInFill {
                 addr,
@@ -874,7 +897,23 @@ impl PoolOwner {
 
     /// Hand a frame to TX; returns the descriptor address (chunk base + `offset`).
     /// A bad `offset` recycles the frame and returns the error.
+    #[inline]
     pub fn give_tx(&mut self, f: Frame, offset: u32) -> Result<u64, FrameError> {
+        // The common case in one compare, as `recycle`; the rest out of line.
+        if self.is_mine_in_app(&f) && offset < self.chunk {
+            self.set_state(
+                f.idx(),
+                State(GEN_MASK & f.key | State::new(0, self.slot, Location::Tx).0),
+            );
+            return Ok(f.addr() + offset as u64);
+        }
+        self.give_tx_checked(f, offset)
+    }
+
+    /// `give_tx` past its one-compare case: every check again, in order.
+    #[cold]
+    #[inline(never)]
+    fn give_tx_checked(&mut self, f: Frame, offset: u32) -> Result<u64, FrameError> {
         let Some(st) = self.check_held(&f) else {
             return Err(FrameError::DoubleRelease { addr: f.addr() });
         };
@@ -927,7 +966,8 @@ impl PoolOwner {
             }
         };
         let st = self.state(idx);
-        if st.loc() == Location::Tx && st.owner() == self.slot {
+        // Location and owner in one compare (the generation aside).
+        if st.0 & !GEN_MASK == State::new(0, self.slot, Location::Tx).0 {
             self.recycle_index(idx, st.gen());
             return Ok(());
         }
