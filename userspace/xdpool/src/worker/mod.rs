@@ -775,8 +775,18 @@ impl<H: HandlerSet> Worker<H> {
     fn route_out(&mut self, i: usize, remotes: &Remotes) {
         let pos = self.lanes[i].queue_pos;
         let mut out = std::mem::take(&mut self.out);
+        // A batch mostly goes to one port: its socket is looked up (a division)
+        // once per run of frames to the same port.
+        let mut last: Option<(PortId, usize)> = None;
         for (p, e) in out.drain(..) {
-            let s = self.fabric.egress_socket(p, pos);
+            let s = match last {
+                Some((q, s)) if q == p => s,
+                _ => {
+                    let s = self.fabric.egress_socket(p, pos);
+                    last = Some((p, s));
+                    s
+                }
+            };
             if let Some(j) = self.local[s] {
                 self.lanes[j].port.queue_foreign(e, remotes);
                 continue;
