@@ -900,6 +900,37 @@ proptest! {
         }
     }
 
+    /// Untagged IPv4 UDP and TCP without options, the frames `parse` reads on its
+    /// short path, with one header byte (Ethernet to the end of a TCP header) set
+    /// to any value or the frame cut anywhere: the short path takes the frame only
+    /// when the general walk parses it the same (`exercise` compares the two).
+    #[test]
+    fn the_short_path_agrees_with_the_general_walk(
+        tcp in any::<bool>(),
+        at in prop_oneof![
+            // Ethertype, version/IHL, total length, flags/offset, protocol, UDP length,
+            // TCP data offset: the fields the short path decides on.
+            prop::sample::select(vec![12usize, 13, 14, 16, 17, 20, 21, 23, 38, 39, 46]),
+            12usize..54,
+        ],
+        value in prop_oneof![
+            prop::sample::select(vec![0u8, 1, 5, 7, 8, 0x08, 0x11, 0x20, 0x40, 0x45, 0x46, 0x50, 0x60, 0x80, 0xff]),
+            any::<u8>(),
+        ],
+        cut in any::<prop::sample::Index>(),
+        payload in prop::collection::vec(any::<u8>(), 0..40),
+    ) {
+        let b = v4().payload(&payload);
+        let f = if tcp { b.tcp(1024, 80, 0x18) } else { b.udp(1024, 80) }.build().bytes;
+        prop_assert!(packet::parse_plain_v4(&f).is_some(), "the short path missed {:02x?}", f);
+        let mut m = f.clone();
+        if at < m.len() {
+            m[at] = value;
+        }
+        let _outcome = exercise(&m).map_err(TestCaseError::fail)?;
+        let _outcome = exercise(&f[..cut.index(f.len() + 1)]).map_err(TestCaseError::fail)?;
+    }
+
     #[test]
     fn structured_mutations_keep_invariants(s in spec(), seed in any::<u64>()) {
         let f = s.build().bytes;
