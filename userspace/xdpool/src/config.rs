@@ -119,8 +119,9 @@ pub struct HandlerDecl {
 pub struct CallSpec {
     /// The handler's id (its index in [`HandlerTable::handlers`]).
     pub handler: u16,
-    /// The rule's `arg`.
-    pub arg: Option<String>,
+    /// The rule's `arg`; rules of one list with the same text share one
+    /// (`Packet::shared_arg`).
+    pub arg: Option<Arc<str>>,
     /// The rule's `name`.
     pub rule_name: Option<String>,
     /// Descriptors one frame may put on the arrival port's TX ring.
@@ -1120,9 +1121,23 @@ impl Config {
     pub fn valid_rules(&self) -> Vec<ValidRule> {
         let ports = self.ports();
         let names: Vec<&str> = ports.iter().map(|p| p.name.as_str()).collect();
+        let mut args: std::collections::HashSet<Arc<str>> = Default::default();
         self.rules
             .iter()
-            .map(|r| validate_rule(r, &names, &self.handlers).expect("validated at load"))
+            .map(|r| {
+                let mut v = validate_rule(r, &names, &self.handlers).expect("validated at load");
+                // One `Arc` per arg text: a handler tells a frame's arg from the last
+                // one it parsed by the pointer (`Packet::shared_arg`), rule to rule.
+                if let Some(a) = v.call.as_mut().and_then(|c| c.arg.as_mut()) {
+                    match args.get(&**a) {
+                        Some(same) => *a = same.clone(),
+                        None => {
+                            args.insert(a.clone());
+                        }
+                    }
+                }
+                v
+            })
             .collect()
     }
 
@@ -1560,7 +1575,7 @@ fn validate_call(
     }
     Ok(Some(CallSpec {
         handler: id as u16,
-        arg: r.arg.as_ref().map(|a| a.get_ref().clone()),
+        arg: r.arg.as_ref().map(|a| Arc::from(a.get_ref().as_str())),
         rule_name: r.name.as_ref().map(|n| n.get_ref().clone()),
         own_tx: decl.tx_per_frame,
         egress,

@@ -337,6 +337,49 @@ impl<'a> Packet<'a> {
         self.meta.rule?.spec()?.arg.as_deref()
     }
 
+    /// The same `arg` as [`arg`](Self::arg), as the worker's rule list holds it:
+    /// one `Arc` per text in a list (rules with the same text share it), new ones
+    /// with each list a reload brings. A handler that parses its arg once keeps a
+    /// clone of this and tells that a frame's arg is the one it parsed with one
+    /// pointer compare ([`Arc::ptr_eq`]; the clone keeps the text alive, so its
+    /// address cannot be another text's), where comparing the text costs its
+    /// length on every frame. When the pointers differ, the text may still be the
+    /// same (a reload that did not change it): compare the text then.
+    ///
+    /// ```
+    /// use std::sync::Arc;
+    /// use xdpool::{Handler, LaneSetup, Packet, Verdict};
+    ///
+    /// /// Sends back frames whose UDP destination port is the rule's arg.
+    /// struct PortFilter;
+    /// #[derive(Default)]
+    /// struct Lane {
+    ///     arg: Option<Arc<str>>,
+    ///     port: Option<u16>,
+    /// }
+    /// impl Handler for PortFilter {
+    ///     type Lane = Lane;
+    ///     fn lane(&self, _: &mut LaneSetup<'_>) -> Lane {
+    ///         Lane::default()
+    ///     }
+    ///     fn handle(&self, lane: &mut Lane, pkt: &mut Packet<'_>) -> Verdict {
+    ///         let arg = pkt.shared_arg();
+    ///         if lane.arg.as_ref().map(Arc::as_ptr) != arg.map(Arc::as_ptr) {
+    ///             lane.port = arg.and_then(|a| a.parse().ok());
+    ///             lane.arg = arg.cloned();
+    ///         }
+    ///         match pkt.parse() {
+    ///             Ok(p) if lane.port.is_some() && p.dst_port() == lane.port => Verdict::back(),
+    ///             _ => Verdict::drop(),
+    ///         }
+    ///     }
+    /// }
+    /// ```
+    #[inline]
+    pub fn shared_arg(&self) -> Option<&std::sync::Arc<str>> {
+        self.meta.rule?.spec()?.arg.as_ref()
+    }
+
     /// Bytes free in the chunk before the frame.
     #[inline]
     pub fn headroom(&self) -> usize {

@@ -734,6 +734,41 @@ fn an_unchanged_frame_parses_as_its_bytes() {
     h.check_accounting().unwrap();
 }
 
+/// `Packet::shared_arg` is the rule's arg as one `Arc` per text: the UDP and the
+/// TCP rule with the same text hand the handler the same one (a handler that keeps
+/// it re-parses nothing from rule to rule), rules with different texts different
+/// ones; a new rule list (a reload) brings new ones.
+#[test]
+fn rules_with_the_same_arg_text_share_one_arc() {
+    let seen: std::sync::Arc<std::sync::Mutex<Vec<std::sync::Arc<str>>>> = Default::default();
+    let run = |config: &str| {
+        let log = seen.clone();
+        let mut h = Harness::builder(config)
+            .handler("see", move |pkt: &mut Packet<'_>| {
+                assert_eq!(pkt.shared_arg().map(|a| &**a), pkt.arg());
+                log.lock().unwrap().extend(pkt.shared_arg().cloned());
+                Verdict::drop()
+            })
+            .build()
+            .unwrap();
+        let (udp4, tcp4) = (udp(9, 1), mixed_frames()[1].clone());
+        for f in [&udp4, &tcp4, &udp4] {
+            assert_eq!(h.send("in", f), Steered::Worker);
+        }
+        h.run();
+        h.check_accounting().unwrap();
+    };
+    run(&udp_and_tcp_calls("see", "a,b", "a,b"));
+    run(&udp_and_tcp_calls("see", "a,b", "c"));
+    let s = seen.lock().unwrap();
+    let texts: Vec<&str> = s.iter().map(|a| &**a).collect();
+    assert_eq!(texts, ["a,b", "a,b", "a,b", "a,b", "c", "a,b"]);
+    let same = |i: usize, j: usize| std::sync::Arc::ptr_eq(&s[i], &s[j]);
+    assert!(same(0, 1) && same(1, 2), "one text, one Arc, rule to rule");
+    assert!(same(3, 5) && !same(3, 4), "different texts, different Arcs");
+    assert!(!same(0, 3), "another list, new Arcs (the same text)");
+}
+
 /// A handler that parses, changes the frame, and parses again sees the new
 /// headers: the IP protocol rewritten in `bytes_mut()`, a VLAN tag pushed with
 /// `insert` (a head adjustment).
