@@ -11,7 +11,9 @@
 # harness playing the kernel included: its copies into and out of the UMEM).
 # The -2rules variants have a UDP and a TCP rule with different verdicts (as
 # configs/examples/lb.toml has), so the worker parses every frame to classify it;
-# call-parse-2rules's handler reads the headers with Packet::parse.
+# call-parse-2rules's handler reads the headers with Packet::parse. The last row
+# is the lb example (its own bench binary) against the built-in forward: what a
+# real handler adds, not a like-for-like ratio.
 #   FRAMES=100000 (default)   TOGGLE='*Driven*pass*' (default)
 #   OUT=dir to keep the callgrind files (default: a temporary dir, removed)
 #   BIN=path of a bench binary already built (default: built here)
@@ -31,6 +33,17 @@ for l in sys.stdin:
     if m.get("reason") == "compiler-artifact" and m["target"]["name"] == "handler_cost" and m.get("executable"):
         print(m["executable"])')}
 [ -x "$bin" ] || { echo "the bench binary did not build: cargo bench -p xdpool --features testing --bench handler_cost --no-run" >&2; exit 1; }
+# The lb example (userspace/xdpool-examples/benches/lb_cost.rs): its config's two
+# `call` rules, 64 UDP flows, three backends with IPv4 rewrites; shown beside the
+# built-in forward it builds on. LB_BIN=path of that bench binary already built.
+lb_bin=${LB_BIN:-$(cargo bench -p xdpool-examples --bench lb_cost --no-run \
+        --message-format=json 2>/dev/null |
+      python3 -c 'import json,sys
+for l in sys.stdin:
+    m = json.loads(l)
+    if m.get("reason") == "compiler-artifact" and m["target"]["name"] == "lb_cost" and m.get("executable"):
+        print(m["executable"])')}
+[ -x "$lb_bin" ] || { echo "the lb bench binary did not build: cargo bench -p xdpool-examples --bench lb_cost --no-run" >&2; exit 1; }
 if [ -n "${OUT:-}" ]; then mkdir -p "$OUT"; dir=$OUT; else dir=$(mktemp -d); trap 'rm -rf "$dir"' EXIT; fi
 
 # Ir counted in one run: $1 variant, $2 frames, $3 "worker" or "whole".
@@ -38,7 +51,9 @@ count() {
     local f="$dir/callgrind.$1.$2.$3"
     local sel=(--toggle-collect="$TOGGLE")
     [ "$3" = whole ] && sel=()
-    valgrind --tool=callgrind --callgrind-out-file="$f" "${sel[@]}" "$bin" "$1" "$2" \
+    local b=$bin
+    [ "$1" = lb ] && b=$lb_bin
+    valgrind --tool=callgrind --callgrind-out-file="$f" "${sel[@]}" "$b" "$1" "$2" \
         >"$f.log" 2>&1 || { cat "$f.log" >&2; exit 1; }
     grep -E '^(summary|totals):' "$f" | head -1 | awk '{print $2}'
 }
@@ -58,7 +73,7 @@ rule="|---|---|"
 for s in "${scopes[@]}"; do header+=" Ir/frame ($s) | ratio ($s) |"; rule+="---:|---:|"; done
 rows=()
 for pair in l2fwd:l2fwd call-swap-bytes:l2fwd call-swap-macs:l2fwd call-mac-swap:l2fwd forward:forward call-forward:forward \
-        l2fwd-2rules:l2fwd-2rules call-parse-2rules:l2fwd-2rules; do
+        l2fwd-2rules:l2fwd-2rules call-parse-2rules:l2fwd-2rules lb:forward; do
     v=${pair%%:*}; b=${pair##*:}
     row="| $v | $b |"
     for s in "${scopes[@]}"; do

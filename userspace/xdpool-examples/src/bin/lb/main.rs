@@ -8,6 +8,7 @@
 //! (RFC 1624). The list is parsed once per lane and kept while the arg is unchanged
 //! (a reload that changes it takes effect on the next frame).
 use std::net::Ipv4Addr;
+use std::sync::Arc;
 use xdpool::{Counter, Declaration, Handler, LaneSetup, Mac, Packet, PortRef, Verdict};
 
 mod backends;
@@ -20,8 +21,9 @@ pub struct Lb;
 /// One lane's state: the port `out`, the backends of the last arg seen, counters.
 pub struct Lane {
     out: PortRef,
-    /// The rule's arg last seen (`None`: no frame yet).
-    arg: Option<String>,
+    /// The rule's arg last seen (`None`: no frame yet), kept shared: the next
+    /// frame's is told the same by one pointer compare (`Packet::shared_arg`).
+    arg: Option<Option<Arc<str>>>,
     backends: Result<Backends, String>,
     /// Backends given by `xdpool control lb LIST`: they replace the arg's until a
     /// reload changes the arg.
@@ -52,17 +54,9 @@ impl Handler for Lb {
     }
 
     fn handle(&self, lane: &mut Lane, pkt: &mut Packet<'_>) -> Verdict {
-        let arg = pkt.arg().unwrap_or("");
-        if lane.arg.as_deref() != Some(arg) {
-            if lane.arg.is_some() {
-                // A reload changed the rule's list: it wins over a controlled one.
-                lane.controlled = None;
-            }
-            lane.arg = Some(arg.to_string());
-            lane.backends = Backends::parse(arg);
-            if let Err(e) = &lane.backends {
-                tracing::warn!(rule = ?pkt.rule_name(), "lb: {e}; dropping this rule's frames");
-            }
+        let arg = pkt.shared_arg();
+        if lane.arg.as_ref().map(|a| a.as_ref().map(Arc::as_ptr)) != Some(arg.map(Arc::as_ptr)) {
+            lane.new_arg(arg, pkt.rule_name());
         }
         let Some(backends) = lane.controlled.as_ref().or(lane.backends.as_ref().ok()) else {
             lane.bad_arg.inc();
@@ -90,6 +84,26 @@ impl Handler for Lb {
     fn control(&self, lane: &mut Lane, msg: &str) -> Result<(), String> {
         lane.controlled = Some(Backends::parse(msg.trim())?);
         Ok(())
+    }
+}
+
+impl Lane {
+    /// A frame's arg is not the one parsed last: another rule's, or a reload's.
+    #[cold]
+    fn new_arg(&mut self, arg: Option<&Arc<str>>, rule: Option<&str>) {
+        let text = arg.map_or("", |a| a);
+        let before = self.arg.replace(arg.cloned());
+        if before.as_ref().map(|a| a.as_deref().unwrap_or("")) == Some(text) {
+            return; // a new list with the same text: nothing to parse
+        }
+        if before.is_some() {
+            // A reload changed the rule's list: it wins over a controlled one.
+            self.controlled = None;
+        }
+        self.backends = Backends::parse(text);
+        if let Err(e) = &self.backends {
+            tracing::warn!(rule = ?rule, "lb: {e}; dropping this rule's frames");
+        }
     }
 }
 
@@ -143,16 +157,15 @@ fn rewrite_dst_ipv4(frame: &mut [u8], at: V4At, ip: Ipv4Addr) {
         return;
     }
     frame[dst..dst + 4].copy_from_slice(&new);
-    checksum::update_field(frame, at.l3 + 10, &old, &new);
+    let change = checksum::Change::of(old, new);
+    change.apply(frame, at.l3 + 10);
     match at.l4 {
-        Some((l4, 6)) if frame.len() >= l4 + 18 => {
-            checksum::update_field(frame, l4 + 16, &old, &new)
-        }
+        Some((l4, 6)) if frame.len() >= l4 + 18 => change.apply(frame, l4 + 16),
         Some((l4, 17)) if frame.len() >= l4 + 8 => {
             let c = l4 + 6;
             // 0: the sender computed no UDP checksum; it stays without one.
             if frame[c..c + 2] != [0, 0] {
-                checksum::update_field(frame, c, &old, &new);
+                change.apply(frame, c);
                 if frame[c..c + 2] == [0, 0] {
                     frame[c..c + 2].copy_from_slice(&[0xff, 0xff]);
                 }
