@@ -77,7 +77,11 @@ pub fn handle(frame: &mut [u8], backends: &[Backend], src_mac: &[u8; 6]) -> bool
         ethertype = u16::from_be_bytes([frame[16], frame[17]]);
         l3 = 18;
     }
-    let mut h = fnv_new();
+    // The flow's fields packed into 64-bit words, each mixed in turn (as the lb
+    // example's FlowHash does): IPv4 source and destination in one word, IPv6 in
+    // four, then protocol and ports.
+    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
+    let mut word = |w: u64| h = mix(h ^ w);
     let (proto, l4, v4) = match ethertype {
         0x0800 => {
             if frame.len() < l3 + 20 || frame[l3] >> 4 != 4 {
@@ -89,7 +93,9 @@ pub fn handle(frame: &mut [u8], backends: &[Backend], src_mac: &[u8; 6]) -> bool
             }
             let frag = u16::from_be_bytes([frame[l3 + 6], frame[l3 + 7]]);
             let (more, offset) = (frag & 0x2000 != 0, frag & 0x1fff);
-            fnv_write(&mut h, &frame[l3 + 12..l3 + 20]);
+            word(u64::from_be_bytes(
+                frame[l3 + 12..l3 + 20].try_into().unwrap(),
+            ));
             let l4 = if offset == 0 { Some(l3 + ihl) } else { None };
             (frame[l3 + 9], l4, Some(more || offset != 0))
         }
@@ -97,7 +103,11 @@ pub fn handle(frame: &mut [u8], backends: &[Backend], src_mac: &[u8; 6]) -> bool
             if frame.len() < l3 + 40 {
                 return false;
             }
-            fnv_write(&mut h, &frame[l3 + 8..l3 + 40]);
+            for at in [8, 16, 24, 32] {
+                word(u64::from_be_bytes(
+                    frame[l3 + at..l3 + at + 8].try_into().unwrap(),
+                ));
+            }
             (frame[l3 + 6], Some(l3 + 40), None)
         }
         _ => return false,
@@ -105,13 +115,15 @@ pub fn handle(frame: &mut [u8], backends: &[Backend], src_mac: &[u8; 6]) -> bool
     if proto != 6 && proto != 17 {
         return false;
     }
-    fnv_write(&mut h, &[proto]);
     let fragment = v4 == Some(true);
-    match l4 {
-        Some(o) if !fragment && frame.len() >= o + 4 => fnv_write(&mut h, &frame[o..o + 4]),
-        _ => fnv_write(&mut h, &[0; 4]),
-    }
-    let backend = pick(backends, mix(h));
+    let ports = match l4 {
+        Some(o) if !fragment && frame.len() >= o + 4 => {
+            u64::from(u32::from_be_bytes(frame[o..o + 4].try_into().unwrap()))
+        }
+        _ => 0,
+    };
+    word(u64::from(proto) << 32 | ports);
+    let backend = pick(backends, h);
     if let Some(ip) = backend.ip {
         if v4.is_none() {
             return false; // an IPv4 backend for an IPv6 frame

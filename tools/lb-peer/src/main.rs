@@ -30,7 +30,8 @@ fn main() {
     let ring: u32 = arg(6, "2048").parse().unwrap();
     let batch: usize = arg(7, "64").parse().unwrap();
     let backends = lb::parse_backends(&backends);
-    let src_mac = lb::parse_mac(&fs::read_to_string(format!("/sys/class/net/{out_dev}/address")).unwrap());
+    let src_mac =
+        lb::parse_mac(&fs::read_to_string(format!("/sys/class/net/{out_dev}/address")).unwrap());
 
     let stop = Arc::new(AtomicBool::new(false));
     let s = stop.clone();
@@ -67,7 +68,8 @@ fn main() {
     let mut rx_descs = descs[..batch].to_vec();
     let mut tx_descs = Vec::with_capacity(batch);
     let mut comp_descs = descs[..batch].to_vec();
-    let (mut filled, mut received, mut sent, mut completed, mut dropped) = (0u64, 0u64, 0u64, 0u64, 0u64);
+    let (mut filled, mut received, mut sent, mut completed, mut dropped) =
+        (0u64, 0u64, 0u64, 0u64, 0u64);
 
     let n = ring as usize;
     let frames_filled = unsafe { in_fq.produce(&free[free.len() - n..]) };

@@ -9,6 +9,7 @@
 //! (a reload that changes it takes effect on the next frame).
 use std::net::Ipv4Addr;
 use std::sync::Arc;
+use xdpool::wire::L3;
 use xdpool::{Counter, Declaration, Handler, LaneSetup, Mac, Packet, PortRef, Verdict};
 
 mod backends;
@@ -121,28 +122,32 @@ struct V4At {
 /// go to one backend.
 fn flow_of(pkt: &Packet<'_>) -> Option<(u64, Option<V4At>)> {
     let p = pkt.parse().ok()?;
-    let (src, dst, proto) = (p.src_ip()?, p.dst_ip()?, p.ip_proto()?);
-    let ports = if p.is_fragment() {
-        (0, 0)
-    } else {
-        p.ports().unwrap_or((0, 0))
+    let proto = p.ip_proto()?;
+    let (sport, dport) = match p.ports() {
+        Some(ports) if !p.is_fragment() => ports,
+        _ => (0, 0),
     };
-    let mut h = backends::Fnv::new();
-    for ip in [src, dst] {
-        match ip {
-            std::net::IpAddr::V4(a) => h.write(&a.octets()),
-            std::net::IpAddr::V6(a) => h.write(&a.octets()),
+    let tail = u64::from(proto) << 32 | u64::from(sport) << 16 | u64::from(dport);
+    let mut h = backends::FlowHash::new();
+    let v4 = match p.l3() {
+        L3::V4 { src, dst } => {
+            h.word(u64::from(src.to_bits()) << 32 | u64::from(dst.to_bits()));
+            true
         }
-    }
-    h.write(&[proto]);
-    h.write(&ports.0.to_be_bytes());
-    h.write(&ports.1.to_be_bytes());
-    let v4 = src.is_ipv4().then(|| V4At {
+        L3::V6 { src, dst } => {
+            for a in [src.to_bits(), dst.to_bits()] {
+                h.word((a >> 64) as u64);
+                h.word(a as u64);
+            }
+            false
+        }
+        L3::None => return None,
+    };
+    h.word(tail);
+    let v4 = v4.then(|| V4At {
         l3: p.l3_offset(),
-        l4: p
-            .l4_offset()
-            .filter(|_| p.fragment().is_none_or(|f| f.is_first()))
-            .map(|o| (o, proto)),
+        // A non-first fragment has no L4 header (the parser gives it no offset).
+        l4: p.l4_offset().map(|o| (o, proto)),
     });
     Some((h.finish(), v4))
 }
