@@ -202,77 +202,118 @@ pub fn parse(frame: &[u8]) -> Result<Parsed, ParseError> {
     }
 }
 
-/// The parse of the most common frame, read in one go: untagged IPv4 without
-/// options, not a fragment, carrying a whole UDP or TCP header. `None` for every
-/// other frame, and for one of this shape that [`parse_any`] would refuse; when
-/// `Some`, the same `Parsed` as [`parse_any`] returns (the tests and the fuzzer
-/// compare the two on every input they make).
-///
-/// The general walk spends most of its instructions on what this frame lacks
-/// (the VLAN loop, options, fragment rules, the error values it might return):
-/// 184 of them per frame in the worker's rule lookup, where this takes about a
-/// third (callgrind, `tools/bench/handler-cost.sh`).
-#[inline]
-pub(crate) fn parse_plain_v4(frame: &[u8]) -> Option<Parsed> {
+/// The most common frame, read in one go: untagged IPv4 without options, not a
+/// fragment, carrying a whole UDP or TCP header. What [`PlainV4::read`] returns
+/// is small enough to stay in registers; [`PlainV4::parsed`] is the `Parsed`
+/// the general walk gives the same frame.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct PlainV4 {
+    pub(crate) src: Ipv4Addr,
+    pub(crate) dst: Ipv4Addr,
+    pub(crate) proto: u8,
+    /// (source, destination).
+    pub(crate) ports: (u16, u16),
+    tcp_flags: Option<u8>,
+    payload_start: u16,
+    payload_end: u16,
+}
+
+impl PlainV4 {
     const IP: usize = ETH_HLEN;
     const TP: usize = ETH_HLEN + 20;
-    let h: &[u8; TP + 8] = frame.first_chunk()?;
-    // Ethertype IPv4, version 4 with IHL 5, MF clear and offset 0 (DF may be set).
-    if be16(h, 12) != ETHERTYPE_IPV4 || h[IP] != 0x45 || be16(h, IP + 6) & 0x3fff != 0 {
-        return None;
-    }
-    let total = usize::from(be16(h, IP + 2));
-    // The datagram lies inside the frame (link padding may follow it).
-    if total > frame.len() - IP {
-        return None;
-    }
-    let end = IP + total;
-    let proto = h[IP + 9];
-    let (ports, tcp_flags, payload_start, payload_end) = match proto {
-        proto::UDP => {
-            let len = usize::from(be16(h, TP + 4));
-            if len < UDP_HLEN || TP + len > end {
-                return None;
-            }
-            (
-                (be16(h, TP), be16(h, TP + 2)),
-                None,
-                TP + UDP_HLEN,
-                TP + len,
-            )
+
+    /// `None` for every other frame, and for one of this shape that
+    /// [`parse_any`] would refuse; when `Some`, [`parsed`](Self::parsed) is what
+    /// [`parse_any`] returns (the tests and the fuzzer compare the two on every
+    /// input they make).
+    ///
+    /// The general walk spends most of its instructions on what this frame
+    /// lacks (the VLAN loop, options, fragment rules, the error values it might
+    /// return): 184 of them per frame in the worker's rule lookup, where this
+    /// takes about a third (callgrind, `tools/bench/handler-cost.sh`).
+    #[inline]
+    pub(crate) fn read(frame: &[u8]) -> Option<PlainV4> {
+        const IP: usize = PlainV4::IP;
+        const TP: usize = PlainV4::TP;
+        let h: &[u8; TP + 8] = frame.first_chunk()?;
+        // Ethertype IPv4, version 4 with IHL 5, MF clear and offset 0 (DF may be set).
+        if be16(h, 12) != ETHERTYPE_IPV4 || h[IP] != 0x45 || be16(h, IP + 6) & 0x3fff != 0 {
+            return None;
         }
-        proto::TCP => {
-            let tcp: &[u8; TP + 20] = frame.first_chunk()?;
-            let hlen = usize::from(tcp[TP + 12] >> 4) * 4;
-            if hlen < 20 || TP + hlen > end {
-                return None;
-            }
-            (
-                (be16(tcp, TP), be16(tcp, TP + 2)),
-                Some(tcp[TP + 13]),
-                TP + hlen,
-                end,
-            )
+        let total = usize::from(be16(h, IP + 2));
+        // The datagram lies inside the frame (link padding may follow it).
+        if total > frame.len() - IP {
+            return None;
         }
-        _ => return None,
-    };
-    Some(Parsed {
-        vlans: [VlanTag::default(); MAX_VLAN_TAGS],
-        vlan_count: 0,
-        ethertype: ETHERTYPE_IPV4,
-        l3: L3::V4 {
+        let end = IP + total;
+        let proto = h[IP + 9];
+        let (ports, tcp_flags, payload_start, payload_end) = match proto {
+            proto::UDP => {
+                let len = usize::from(be16(h, TP + 4));
+                if len < UDP_HLEN || TP + len > end {
+                    return None;
+                }
+                (
+                    (be16(h, TP), be16(h, TP + 2)),
+                    None,
+                    TP + UDP_HLEN,
+                    TP + len,
+                )
+            }
+            proto::TCP => {
+                let tcp: &[u8; TP + 20] = frame.first_chunk()?;
+                let hlen = usize::from(tcp[TP + 12] >> 4) * 4;
+                if hlen < 20 || TP + hlen > end {
+                    return None;
+                }
+                (
+                    (be16(tcp, TP), be16(tcp, TP + 2)),
+                    Some(tcp[TP + 13]),
+                    TP + hlen,
+                    end,
+                )
+            }
+            _ => return None,
+        };
+        Some(PlainV4 {
             src: Ipv4Addr::new(h[IP + 12], h[IP + 13], h[IP + 14], h[IP + 15]),
             dst: Ipv4Addr::new(h[IP + 16], h[IP + 17], h[IP + 18], h[IP + 19]),
-        },
-        l3_offset: IP as u16,
-        ip_proto: Some(proto),
-        fragment: None,
-        l4_offset: Some(TP as u16),
-        ports: Some(ports),
-        tcp_flags,
-        payload_start,
-        payload_end,
-    })
+            proto,
+            ports,
+            tcp_flags,
+            // Both within IP + total, and total is 16 bits.
+            payload_start: payload_start as u16,
+            payload_end: payload_end as u16,
+        })
+    }
+
+    /// The whole parse of the frame this was read from.
+    #[inline]
+    pub(crate) fn parsed(self) -> Parsed {
+        Parsed {
+            vlans: [VlanTag::default(); MAX_VLAN_TAGS],
+            vlan_count: 0,
+            ethertype: ETHERTYPE_IPV4,
+            l3: L3::V4 {
+                src: self.src,
+                dst: self.dst,
+            },
+            l3_offset: PlainV4::IP as u16,
+            ip_proto: Some(self.proto),
+            fragment: None,
+            l4_offset: Some(PlainV4::TP as u16),
+            ports: Some(self.ports),
+            tcp_flags: self.tcp_flags,
+            payload_start: usize::from(self.payload_start),
+            payload_end: usize::from(self.payload_end),
+        }
+    }
+}
+
+/// [`PlainV4::read`] as a whole parse.
+#[inline]
+pub(crate) fn parse_plain_v4(frame: &[u8]) -> Option<Parsed> {
+    PlainV4::read(frame).map(PlainV4::parsed)
 }
 
 /// [`parse`] by the general walk, for any frame.
