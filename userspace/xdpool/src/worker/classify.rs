@@ -211,7 +211,8 @@ impl Action {
     }
 }
 
-/// What a rule can test in a frame.
+/// What a rule can test in a frame (the addresses as the parse holds them, made
+/// `IpAddr`s only for a rule with a prefix).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 struct Fields {
     /// The outer VLAN tag's id.
@@ -219,8 +220,7 @@ struct Fields {
     proto: Option<u8>,
     /// (source, destination).
     ports: Option<(u16, u16)>,
-    src: Option<IpAddr>,
-    dst: Option<IpAddr>,
+    l3: wire::L3,
 }
 
 impl Fields {
@@ -230,8 +230,7 @@ impl Fields {
             vlan: p.outer_vlan_id(),
             proto: p.ip_proto(),
             ports: p.ports(),
-            src: p.src_ip(),
-            dst: p.dst_ip(),
+            l3: p.l3(),
         }
     }
 
@@ -242,8 +241,28 @@ impl Fields {
             vlan: None,
             proto: Some(f.proto),
             ports: Some(f.ports),
-            src: Some(IpAddr::V4(f.src)),
-            dst: Some(IpAddr::V4(f.dst)),
+            l3: wire::L3::V4 {
+                src: f.src,
+                dst: f.dst,
+            },
+        }
+    }
+
+    #[inline]
+    fn src(&self) -> Option<IpAddr> {
+        match self.l3 {
+            wire::L3::None => None,
+            wire::L3::V4 { src, .. } => Some(src.into()),
+            wire::L3::V6 { src, .. } => Some(src.into()),
+        }
+    }
+
+    #[inline]
+    fn dst(&self) -> Option<IpAddr> {
+        match self.l3 {
+            wire::L3::None => None,
+            wire::L3::V4 { dst, .. } => Some(dst.into()),
+            wire::L3::V6 { dst, .. } => Some(dst.into()),
         }
     }
 }
@@ -280,13 +299,13 @@ fn matches_fields(r: &ValidRule, p: &Fields) -> bool {
         }
     }
     if let Some((net, len)) = r.dst {
-        match p.dst {
+        match p.dst() {
             Some(addr) if in_prefix(addr, net, len) => {}
             _ => return false,
         }
     }
     if let Some((net, len)) = r.src {
-        match p.src {
+        match p.src() {
             Some(addr) if in_prefix(addr, net, len) => {}
             _ => return false,
         }
