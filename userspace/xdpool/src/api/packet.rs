@@ -343,10 +343,11 @@ impl<'a> Packet<'a> {
     /// one `Arc` per text in a list (rules with the same text share it), new ones
     /// with each list a reload brings. A handler that parses its arg once keeps a
     /// clone of this and tells that a frame's arg is the one it parsed with one
-    /// pointer compare ([`Arc::ptr_eq`]; the clone keeps the text alive, so its
-    /// address cannot be another text's), where comparing the text costs its
-    /// length on every frame. When the pointers differ, the text may still be the
-    /// same (a reload that did not change it): compare the text then.
+    /// pointer compare ([`Arc::ptr_eq`](std::sync::Arc::ptr_eq); the clone keeps
+    /// the text alive, so its address cannot be another text's), where comparing
+    /// the text costs its length on every frame. When the pointers differ, the
+    /// text may still be the same (a reload that did not change it): compare the
+    /// text then.
     ///
     /// ```
     /// use std::sync::Arc;
