@@ -10,8 +10,9 @@
 # and find nothing). WHOLE=1 also counts the whole process the same way (the
 # harness playing the kernel included: its copies into and out of the UMEM).
 # The -2rules variants have a UDP and a TCP rule with different verdicts (as
-# configs/examples/lb.toml has), so the worker parses every frame to classify it;
-# call-parse-2rules's handler reads the headers with Packet::parse. The last row
+# configs/examples/lb.toml has), so the worker reads every frame to classify it
+# (these plain UDP frames on the parser's short path, matched on their fields);
+# call-parse-2rules's handler reads the headers again with Packet::parse. The last row
 # is the lb example (its own bench binary) against the built-in forward: what a
 # real handler adds, not a like-for-like ratio.
 #   FRAMES=100000 (default)   TOGGLE='*Driven*pass*' (default)

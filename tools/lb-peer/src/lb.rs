@@ -80,7 +80,7 @@ pub fn handle(frame: &mut [u8], backends: &[Backend], src_mac: &[u8; 6]) -> bool
     // The flow's fields packed into 64-bit words, each mixed in turn (as the lb
     // example's FlowHash does): IPv4 source and destination in one word, IPv6 in
     // four, then protocol and ports.
-    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
+    let mut h = fnv_new();
     let mut word = |w: u64| h = mix(h ^ w);
     let (proto, l4, v4) = match ethertype {
         0x0800 => {

@@ -11,10 +11,10 @@
 //! `tools/bench/handler-cost.sh` runs it with the other variants. Without arguments
 //! it runs 10 000 frames natively and checks where they went (what `cargo bench`
 //! does).
-#![allow(dead_code)] // the example's `main` and its test module come along
-
+// The example's `main` comes along, unused here, and its test module when this
+// bench is built as a test (`cargo test --benches`, `clippy --all-targets`).
 #[path = "../src/bin/lb/main.rs"]
-#[allow(unused_imports)] // its test module, built here too
+#[allow(dead_code, unused_imports)]
 mod lb;
 
 use std::net::Ipv4Addr;

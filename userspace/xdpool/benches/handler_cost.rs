@@ -25,7 +25,8 @@ const NEXT_HOP: [u8; 6] = [2, 0, 0, 0, 0xbb, 1];
 
 /// The variants, in the table's order: (name, the built-in it is compared with).
 /// The `-2rules` ones have a UDP and a TCP rule, as `configs/examples/lb.toml` has:
-/// their verdicts differ, so the worker parses each frame to pick one.
+/// their verdicts differ, so the worker reads each frame to pick one (these plain
+/// UDP frames on the parser's short path, matched on their fields).
 const VARIANTS: [(&str, &str); 8] = [
     ("l2fwd", "l2fwd"),
     ("call-swap-bytes", "l2fwd"),

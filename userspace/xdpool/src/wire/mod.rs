@@ -30,8 +30,8 @@ pub use ethernet::{
 pub use ipv4::{Ipv4Header, IPV4_MIN_HLEN};
 pub use ipv6::{Ipv6Header, IPV6_HLEN, MAX_EXT_HEADERS};
 pub use l4::{TcpHeader, UdpHeader, TCP_MIN_HLEN, UDP_HLEN};
-pub(crate) use packet::PlainV4;
 pub use packet::{parse, Fragment, Parsed, L3};
+pub(crate) use packet::{parse_any, PlainV4};
 
 /// IP protocol numbers the parser knows by name.
 pub mod proto {

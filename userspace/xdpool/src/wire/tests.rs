@@ -25,6 +25,30 @@ fn err_of(frame: &[u8]) -> ParseError {
     }
 }
 
+/// The largest IPv4 datagram: its payload ends at byte 65 549 of the frame, past
+/// 16 bits; the short path must say so as the general walk does.
+#[test]
+fn a_datagram_of_65535_bytes_ends_its_payload_past_16_bits() {
+    for tcp in [false, true] {
+        let b = v4().payload(&vec![0x5a; if tcp { 65_495 } else { 65_507 }]);
+        let f = if tcp {
+            b.tcp(1024, 80, 0x10)
+        } else {
+            b.udp(1024, 80)
+        }
+        .build()
+        .bytes;
+        assert_eq!(f.len(), 14 + 65_535);
+        let p = parse(&f).unwrap();
+        assert_eq!(Ok(p), packet::parse_any(&f), "tcp: {tcp}");
+        assert_eq!(p.payload().end, 65_549, "tcp: {tcp}");
+        assert!(
+            packet::parse_plain_v4(&f).is_some(),
+            "the short path took it"
+        );
+    }
+}
+
 #[test]
 fn ipv4_udp_fields() {
     let f = v4().udp(5000, 9).payload(b"hello").build();
