@@ -26,25 +26,27 @@ TOGGLE=${TOGGLE:-'*Driven*pass*'}
 WHOLE=${WHOLE:-0}
 command -v valgrind >/dev/null || { echo "valgrind missing: apt-get install -y valgrind" >&2; exit 2; }
 export XDPOOL_CLANG=${XDPOOL_CLANG:-clang-19}
-bin=${BIN:-$(cargo bench -p xdpool --features testing --bench handler_cost --no-run \
-        --message-format=json 2>/dev/null |
+# Builds bench $1 with `cargo bench ARGS... --no-run` (the rest of the arguments)
+# and prints its executable, from cargo's JSON; exits naming the command if none.
+bench_exe() {
+    local name=$1 exe
+    shift
+    exe=$(cargo bench "$@" --bench "$name" --no-run --message-format=json 2>/dev/null |
       python3 -c 'import json,sys
 for l in sys.stdin:
     m = json.loads(l)
-    if m.get("reason") == "compiler-artifact" and m["target"]["name"] == "handler_cost" and m.get("executable"):
-        print(m["executable"])')}
-[ -x "$bin" ] || { echo "the bench binary did not build: cargo bench -p xdpool --features testing --bench handler_cost --no-run" >&2; exit 1; }
+    if m.get("reason") == "compiler-artifact" and m["target"]["name"] == sys.argv[1] and m.get("executable"):
+        print(m["executable"])' "$name")
+    [ -x "$exe" ] || { echo "the bench binary did not build: cargo bench $* --bench $name --no-run" >&2; exit 1; }
+    echo "$exe"
+}
+bin=${BIN:-$(bench_exe handler_cost -p xdpool --features testing)} || exit 1
+[ -x "$bin" ] || { echo "BIN=$bin is not an executable" >&2; exit 1; }
 # The lb example (userspace/xdpool-examples/benches/lb_cost.rs): its config's two
 # `call` rules, 64 UDP flows, three backends with IPv4 rewrites; shown beside the
 # built-in forward it builds on. LB_BIN=path of that bench binary already built.
-lb_bin=${LB_BIN:-$(cargo bench -p xdpool-examples --bench lb_cost --no-run \
-        --message-format=json 2>/dev/null |
-      python3 -c 'import json,sys
-for l in sys.stdin:
-    m = json.loads(l)
-    if m.get("reason") == "compiler-artifact" and m["target"]["name"] == "lb_cost" and m.get("executable"):
-        print(m["executable"])')}
-[ -x "$lb_bin" ] || { echo "the lb bench binary did not build: cargo bench -p xdpool-examples --bench lb_cost --no-run" >&2; exit 1; }
+lb_bin=${LB_BIN:-$(bench_exe lb_cost -p xdpool-examples)} || exit 1
+[ -x "$lb_bin" ] || { echo "LB_BIN=$lb_bin is not an executable" >&2; exit 1; }
 if [ -n "${OUT:-}" ]; then mkdir -p "$OUT"; dir=$OUT; else dir=$(mktemp -d); trap 'rm -rf "$dir"' EXIT; fi
 
 # Ir counted in one run: $1 variant, $2 frames, $3 "worker" or "whole".
