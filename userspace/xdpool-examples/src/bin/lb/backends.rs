@@ -109,8 +109,9 @@ fn mix(mut z: u64) -> u64 {
 pub struct FlowHash(u64);
 
 impl FlowHash {
+    /// Starts from FNV's offset basis, as [`Fnv`] does.
     pub fn new() -> FlowHash {
-        FlowHash(0xcbf2_9ce4_8422_2325)
+        FlowHash(Fnv::new().0)
     }
     /// Adds one word.
     #[inline]
