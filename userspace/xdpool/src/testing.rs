@@ -140,6 +140,10 @@ pub struct Harness<H: HandlerSet = ()> {
     kernels: Vec<HeapKernel>,
     ports: Vec<String>,
     steering: Vec<Vec<ValidRule>>,
+    /// Each lane's rule list, as the control thread publishes it.
+    slots: Vec<Arc<RuleSlot>>,
+    /// The generation of the rule list in force.
+    generation: u32,
     sent: Vec<Vec<Vec<u8>>>,
     fabric: Arc<Fabric>,
     region: Arc<Region>,
@@ -249,12 +253,17 @@ impl<H: HandlerSet> Builder<H> {
             handler_failure: Default::default(),
             mailbox: Default::default(),
         });
+        // Generation 1, as a run's first list (0 is no list's: an untagged frame's).
+        let slots: Vec<Arc<RuleSlot>> = steering
+            .iter()
+            .map(|s| RuleSlot::new(1, Classifier::new(s.clone())))
+            .collect();
         let lanes = (0..ports.len())
             .map(|p| LaneSpec {
                 socket: p,
                 port: p,
                 queue_pos: 0,
-                rules: RuleSlot::new(0, Classifier::new(steering[p].clone())),
+                rules: slots[p].clone(),
                 rings,
             })
             .collect();
@@ -279,6 +288,8 @@ impl<H: HandlerSet> Builder<H> {
             sent: vec![Vec::new(); ports.len()],
             ports,
             steering,
+            slots,
+            generation: 1,
             fabric,
             region,
             table,
@@ -385,6 +396,63 @@ impl<H: HandlerSet> Harness<H> {
             }
         }
         Ok(answers.len())
+    }
+
+    /// Replaces the rule list with `config`'s, as `xdpool rules apply` (or SIGHUP)
+    /// does on a running program: the frames sent before are acted on under the
+    /// old list (this runs them first), those sent after are steered and acted on
+    /// under the new one; the handlers' lane states stay, and
+    /// [`Packet::rules_generation`](crate::Packet::rules_generation) is new. The
+    /// config must name the same ports in the same order (a reload changes rules,
+    /// not ports); one that does not parse, or changes the ports, is refused and
+    /// changes nothing. Takes some 20 ms: the worker's hand-over from one list to
+    /// the next runs on the clock, as in a run.
+    pub fn reload(&mut self, config: &str) -> Result<(), Error> {
+        let cfg = Config::parse_with(config, self.table.clone())
+            .map_err(|e| Error::Usage(e.to_string()))?;
+        let ports: Vec<String> = cfg.ports().iter().map(|p| p.name.clone()).collect();
+        if ports != self.ports {
+            return Err(Error::Usage(format!(
+                "a reload changes rules, not ports: the ports are {:?}, the new config's {ports:?}",
+                self.ports
+            )));
+        }
+        self.run();
+        let rules = cfg.valid_rules();
+        self.generation = crate::steer::next_generation(self.generation);
+        let mut versions = Vec::new();
+        for (p, slot) in self.slots.iter().enumerate() {
+            let mine: Vec<ValidRule> = rules.iter().filter(|r| r.port == p).cloned().collect();
+            self.steering[p] = mine.clone();
+            let set = crate::worker::rules::RuleSet::new(self.generation, Classifier::new(mine));
+            versions.push(slot.publish(Arc::new(set)));
+        }
+        // As the control thread: the lanes take the list, the (emulated) XDP side
+        // goes live with it, the lanes settle.
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(5);
+        for (slot, v) in self.slots.iter().zip(&versions) {
+            while !slot.taken(*v) {
+                self.driven.pass();
+                if std::time::Instant::now() > deadline {
+                    return Err(Error::Failure(
+                        "a lane did not take the new rules in 5 s".into(),
+                    ));
+                }
+            }
+            slot.mark_live(*v);
+        }
+        for (slot, v) in self.slots.iter().zip(&versions) {
+            while !slot.settled(*v) {
+                self.driven.pass();
+                std::thread::sleep(std::time::Duration::from_millis(2));
+                if std::time::Instant::now() > deadline {
+                    return Err(Error::Failure(
+                        "a lane did not settle on the new rules in 5 s".into(),
+                    ));
+                }
+            }
+        }
+        Ok(())
     }
 
     /// Moves the clock the handlers' ticks see on by `d`, then runs as

@@ -383,6 +383,16 @@ impl<'a> Packet<'a> {
         self.meta.rule?.spec()?.arg.as_ref()
     }
 
+    /// The generation of the rule list the frame was acted on under: each list a
+    /// reload (`xdpool rules apply`, SIGHUP) brings has a new one, so a handler that
+    /// keeps state per rule or per arg (parsed args, per-rule counters of its own)
+    /// tells from it that the rules it keeps it for may have changed. 0 for a frame
+    /// that no `call` rule sent.
+    #[inline]
+    pub fn rules_generation(&self) -> u32 {
+        self.meta.rule.map_or(0, |r| r.rules.last_set().generation)
+    }
+
     /// Bytes free in the chunk before the frame.
     #[inline]
     pub fn headroom(&self) -> usize {

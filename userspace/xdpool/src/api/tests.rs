@@ -912,3 +912,73 @@ fn a_kept_parse_never_reaches_another_frame() {
     assert_eq!(h.counter("in", "action_drop"), frames.len() as u64);
     h.check_accounting().unwrap();
 }
+
+/// `Harness::reload` replaces the rule list as a running program's reload does:
+/// frames sent before it are acted on under the old list, those after under the
+/// new one (a `call` rule moved from UDP to TCP, its arg changed), the handler
+/// sees a new `rules_generation`, and its lane state (a count) survives. A config
+/// that changes the ports, or names an unknown handler, is refused and changes
+/// nothing.
+#[test]
+fn a_reload_moves_a_call_rule_and_keeps_the_lane_state() {
+    struct Count;
+    impl Handler for Count {
+        type Lane = u64;
+        fn lane(&self, _: &mut LaneSetup<'_>) -> u64 {
+            0
+        }
+        fn handle(&self, n: &mut u64, pkt: &mut Packet<'_>) -> Verdict {
+            *n += 1;
+            // The frame carries: the count, the list's generation, the arg's first byte.
+            let arg = pkt.arg().map_or(0, |a| a.as_bytes()[0]);
+            let gen = pkt.rules_generation() as u8;
+            let count = *n as u8;
+            let b = pkt.bytes_mut();
+            let len = b.len();
+            b[len - 3..].copy_from_slice(&[count, gen, arg]);
+            Verdict::back()
+        }
+    }
+    let one = |proto: &str, arg: &str| {
+        with_rules(&format!(
+            "[[rule]]\nport = \"in\"\nproto = \"{proto}\"\naction = \"call\"\nhandler = \"count\"\narg = \"{arg}\""
+        ))
+    };
+    let mut h = Harness::builder(&one("udp", "a"))
+        .handler("count", Count)
+        .build()
+        .unwrap();
+    let (udp, tcp) = (udp(9, 1), mixed_frames()[1].clone());
+    let tail = |f: &Vec<u8>| f[f.len() - 3..].to_vec();
+    assert_eq!(h.send("in", &udp), Steered::Worker);
+    assert_eq!(h.send("in", &tcp), Steered::Passed);
+    h.run();
+    let out = h.sent("in");
+    assert_eq!(out.iter().map(tail).collect::<Vec<_>>(), [[1, 1, b'a']]);
+
+    h.reload(&one("tcp", "b")).unwrap();
+    assert_eq!(h.send("in", &udp), Steered::Passed);
+    assert_eq!(h.send("in", &tcp), Steered::Worker);
+    h.run();
+    let out = h.sent("in");
+    assert_eq!(
+        out.iter().map(tail).collect::<Vec<_>>(),
+        [[2, 2, b'b']],
+        "the count goes on; a new generation and arg"
+    );
+
+    let e = h.reload(&one("tcp", "c").replace("handler = \"count\"", "handler = \"nope\""));
+    assert!(e.unwrap_err().to_string().contains("nope"));
+    let e = h.reload(
+        &(one("udp", "c") + "\n[[port]]\nname = \"x\"\ninterface = \"c0\"\nqueues = [0]\n"),
+    );
+    assert!(e.unwrap_err().to_string().contains("not ports"));
+    assert_eq!(h.send("in", &tcp), Steered::Worker);
+    h.run();
+    assert_eq!(
+        h.sent("in").iter().map(tail).collect::<Vec<_>>(),
+        [[3, 2, b'b']]
+    );
+    assert_eq!(h.counter("in", "handler_calls"), 3);
+    h.check_accounting().unwrap();
+}

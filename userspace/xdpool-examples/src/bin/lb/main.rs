@@ -5,8 +5,9 @@
 //! The rule's `arg` lists the backends: `MAC` or `MAC=IPv4`, comma-separated. The
 //! destination MAC becomes the backend's; with an IP, the IPv4 destination too, with
 //! the IPv4 header checksum and the UDP/TCP checksum updated incrementally
-//! (RFC 1624). The list is parsed once per lane and kept while the arg is unchanged
-//! (a reload that changes it takes effect on the next frame).
+//! (RFC 1624). Each arg is parsed once per lane, when its first frame comes, and
+//! kept while the rule list holds it (a reload that changes it takes effect on the
+//! next frame).
 use std::net::Ipv4Addr;
 use std::sync::Arc;
 use xdpool::wire::L3;
@@ -19,19 +20,43 @@ use backends::Backends;
 /// The load balancer.
 pub struct Lb;
 
-/// One lane's state: the port `out`, the backends of the last arg seen, counters.
+/// One lane's state: the port `out`, the backends of each arg seen, counters.
 pub struct Lane {
     out: PortRef,
-    /// The rule's arg last seen (`None`: no frame yet), kept shared: the next
-    /// frame's is told the same by one pointer compare (`Packet::shared_arg`).
-    arg: Option<Option<Arc<str>>>,
-    backends: Result<Backends, String>,
-    /// Backends given by `xdpool control lb LIST`: they replace the arg's until a
-    /// reload changes the arg.
+    /// The backends of each arg the frames of the current rule list brought (two
+    /// VIPs, two lists), `last` the last frame's: the next frame's is told the same
+    /// by one pointer compare (`Packet::shared_arg`).
+    args: Vec<ArgBackends>,
+    last: usize,
+    /// The rule list `args` belong to (`Packet::rules_generation`; 0: no frame yet).
+    generation: u32,
+    /// The last list's, while a new list's frames bring their args: an arg with the
+    /// same text keeps its parse.
+    before: Vec<ArgBackends>,
+    /// Backends given by `xdpool control lb LIST`: they replace every rule's until
+    /// a reload changes an arg (a frame of the new list brings a text the last
+    /// list's frames had not).
     controlled: Option<Backends>,
     balanced: Counter,
     bad_arg: Counter,
     unsupported: Counter,
+}
+
+/// One rule arg and its backends.
+struct ArgBackends {
+    /// As the rule list shares it: equal texts, one `Arc`.
+    arg: Option<Arc<str>>,
+    backends: Result<Backends, String>,
+}
+
+impl ArgBackends {
+    fn is(&self, arg: Option<&Arc<str>>) -> bool {
+        self.arg.as_ref().map(Arc::as_ptr) == arg.map(Arc::as_ptr)
+    }
+
+    fn text(&self) -> &str {
+        self.arg.as_deref().unwrap_or("")
+    }
 }
 
 impl Handler for Lb {
@@ -45,8 +70,10 @@ impl Handler for Lb {
     fn lane(&self, setup: &mut LaneSetup<'_>) -> Lane {
         Lane {
             out: setup.port("out").expect("declared, so the config has it"),
-            arg: None,
-            backends: Err("no arg yet".into()),
+            args: Vec::new(),
+            last: 0,
+            generation: 0,
+            before: Vec::new(),
             controlled: None,
             balanced: setup.counter("balanced"),
             bad_arg: setup.counter("bad_arg"),
@@ -56,10 +83,11 @@ impl Handler for Lb {
 
     fn handle(&self, lane: &mut Lane, pkt: &mut Packet<'_>) -> Verdict {
         let arg = pkt.shared_arg();
-        if lane.arg.as_ref().map(|a| a.as_ref().map(Arc::as_ptr)) != Some(arg.map(Arc::as_ptr)) {
-            lane.new_arg(arg, pkt.rule_name());
+        if !lane.args.get(lane.last).is_some_and(|a| a.is(arg)) {
+            lane.find_arg(arg, pkt.rules_generation(), pkt.rule_name());
         }
-        let Some(backends) = lane.controlled.as_ref().or(lane.backends.as_ref().ok()) else {
+        let parsed = lane.args[lane.last].backends.as_ref().ok();
+        let Some(backends) = lane.controlled.as_ref().or(parsed) else {
             lane.bad_arg.inc();
             return Verdict::drop();
         };
@@ -89,22 +117,40 @@ impl Handler for Lb {
 }
 
 impl Lane {
-    /// A frame's arg is not the one parsed last: another rule's, or a reload's.
+    /// A frame's arg is not the last frame's: another rule's (its backends parsed
+    /// when its first frame came), or a new list's (a reload).
     #[cold]
-    fn new_arg(&mut self, arg: Option<&Arc<str>>, rule: Option<&str>) {
+    fn find_arg(&mut self, arg: Option<&Arc<str>>, generation: u32, rule: Option<&str>) {
+        if generation != self.generation {
+            self.generation = generation;
+            self.before = std::mem::take(&mut self.args);
+        }
+        if let Some(i) = self.args.iter().position(|a| a.is(arg)) {
+            self.last = i;
+            return;
+        }
         let text = arg.map_or("", |a| a);
-        let before = self.arg.replace(arg.cloned());
-        if before.as_ref().map(|a| a.as_deref().unwrap_or("")) == Some(text) {
-            return; // a new list with the same text: nothing to parse
-        }
-        if before.is_some() {
-            // A reload changed the rule's list: it wins over a controlled one.
-            self.controlled = None;
-        }
-        self.backends = Backends::parse(text);
-        if let Err(e) = &self.backends {
-            tracing::warn!(rule = ?rule, "lb: {e}; dropping this rule's frames");
-        }
+        let backends = match self.before.iter().position(|a| a.text() == text) {
+            // The last list had it: a reload that did not change it. (Its text stays
+            // in `before`, for the next arg to be told apart from those.)
+            Some(i) => std::mem::replace(&mut self.before[i].backends, Err(String::new())),
+            None => {
+                if !self.before.is_empty() {
+                    // A reload changed an arg: the rules win over a controlled list.
+                    self.controlled = None;
+                }
+                let parsed = Backends::parse(text);
+                if let Err(e) = &parsed {
+                    tracing::warn!(rule = ?rule, "lb: {e}; dropping this rule's frames");
+                }
+                parsed
+            }
+        };
+        self.args.push(ArgBackends {
+            arg: arg.cloned(),
+            backends,
+        });
+        self.last = self.args.len() - 1;
     }
 }
 

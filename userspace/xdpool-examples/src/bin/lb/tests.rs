@@ -327,3 +327,104 @@ fn a_control_message_removes_a_backend_on_a_running_lb_and_moves_only_its_flows(
     assert_eq!(backend_of_each(&mut h), after);
     h.check_accounting().unwrap();
 }
+
+/// Two VIPs: the UDP rule's arg and the TCP rule's, each with its own backends.
+fn two_vips(udp: &str, tcp: &str) -> String {
+    xdpool::testing::two_ports(&format!(
+        "[[rule]]\nport = \"in\"\nname = \"udp-vip\"\nproto = \"udp\"\naction = \"call\"\nhandler = \"lb\"\narg = \"{udp}\"\n\
+         [[rule]]\nport = \"in\"\nname = \"tcp-vip\"\nproto = \"tcp\"\naction = \"call\"\nhandler = \"lb\"\narg = \"{tcp}\""
+    ))
+}
+
+/// Runs 200 flows, UDP and TCP in turn: the backend index (into `B`) each frame went
+/// to, with whether it was TCP.
+fn alternate<H: xdpool::HandlerSet>(h: &mut Harness<H>) -> Vec<(bool, usize)> {
+    for i in 0..200 {
+        assert_eq!(h.send("in", &flow(i, i % 2 == 1, 0)), Steered::Worker);
+    }
+    h.run();
+    let out = h.sent("out");
+    assert_eq!(out.len(), 200, "every frame balanced");
+    out.iter()
+        .map(|o| (o[23] == 6, usize::from(o[5]) - 1))
+        .collect()
+}
+
+fn used(of: &[(bool, usize)], tcp: bool) -> std::collections::BTreeSet<usize> {
+    of.iter()
+        .filter(|(t, _)| *t == tcp)
+        .map(|(_, b)| *b)
+        .collect()
+}
+
+/// Two rules with different args alternate frame by frame: each keeps its own
+/// backends, and a list given by `control` replaces both and stays through the
+/// alternation (each rule's arg is parsed once, not at every switch: a switch that
+/// re-read the arg dropped the controlled list).
+#[test]
+fn two_vips_keep_their_own_backends_and_a_controlled_list_stays_across_them() {
+    let mut h = Harness::builder(&two_vips(&[B[0], B[1]].join(","), &[B[2], B[3]].join(",")))
+        .handler("lb", Lb)
+        .build()
+        .unwrap();
+    let of = alternate(&mut h);
+    assert_eq!(
+        used(&of, false),
+        [0, 1].into(),
+        "UDP over the UDP VIP's backends"
+    );
+    assert_eq!(
+        used(&of, true),
+        [2, 3].into(),
+        "TCP over the TCP VIP's backends"
+    );
+
+    assert_eq!(h.control("lb", B[3]), Ok(2));
+    let of = alternate(&mut h);
+    assert!(
+        of.iter().all(|(_, b)| *b == 3),
+        "the controlled list for both rules, every frame: {of:?}"
+    );
+    assert_eq!(h.user_counter("in", "lb", "balanced"), 400);
+    assert_eq!(h.user_counter("in", "lb", "bad_arg"), 0);
+    h.check_accounting().unwrap();
+}
+
+/// A reload that leaves the args as they were keeps a controlled list; one that
+/// changes an arg puts the rules' backends back, the changed arg's new ones, from
+/// the first frame that brings the changed arg (UDP flow 0 comes before it).
+#[test]
+fn a_reload_that_changes_an_arg_ends_a_controlled_list_one_that_does_not_keeps_it() {
+    let (udp, tcp) = ([B[0], B[1]].join(","), [B[2], B[3]].join(","));
+    let mut h = Harness::builder(&two_vips(&udp, &tcp))
+        .handler("lb", Lb)
+        .build()
+        .unwrap();
+    alternate(&mut h);
+    assert_eq!(h.control("lb", B[3]), Ok(2));
+    h.reload(&two_vips(&udp, &tcp)).unwrap();
+    let of = alternate(&mut h);
+    assert!(
+        of.iter().all(|(_, b)| *b == 3),
+        "the same args: the controlled list stays: {of:?}"
+    );
+
+    h.reload(&two_vips(&udp, B[1])).unwrap();
+    let of = alternate(&mut h);
+    assert_eq!(
+        of[0],
+        (false, 3),
+        "before the changed arg's first frame: controlled"
+    );
+    assert_eq!(used(&of[1..], false), [0, 1].into(), "UDP: its arg again");
+    assert_eq!(used(&of[1..], true), [1].into(), "TCP: its new arg");
+
+    // A reload that changes the ports is refused and changes nothing.
+    let more =
+        two_vips(B[0], B[0]) + "\n[[port]]\nname = \"extra\"\ninterface = \"c0\"\nqueues = [0]\n";
+    let e = h.reload(&more).unwrap_err();
+    assert!(e.to_string().contains("not ports"), "{e}");
+    let of = alternate(&mut h);
+    assert_eq!(used(&of, true), [1].into());
+    h.check_accounting().unwrap();
+}
