@@ -244,8 +244,20 @@ pub struct ActCtx<'a> {
 /// Applies `v` to a received frame `d` (taken from the pool as `frame`).
 #[inline(always)]
 pub fn apply(v: Verdict, frame: Frame, d: XdpDesc, cx: &mut ActCtx<'_>) {
-    let mirror_to = v.mirror_to().map(PortId::from);
-    match v.act() {
+    apply_act(v.act(), v.mirror_to(), frame, d, cx)
+}
+
+/// [`apply`] for an action and mirror already apart (a handler's verdict).
+#[inline(always)]
+pub fn apply_act(
+    act: Act,
+    mirror_to: Option<PortIx>,
+    frame: Frame,
+    d: XdpDesc,
+    cx: &mut ActCtx<'_>,
+) {
+    let mirror_to = mirror_to.map(PortId::from);
+    match act {
         Act::Drop => drop_frame(frame, d, mirror_to, cx),
         Act::L2fwd => back(frame, d, MacRewrite::Swap, mirror_to, cx),
         Act::ReflectTwice => reflect_twice(frame, d, cx),

@@ -2,7 +2,7 @@
 //! as a [`Packet`], the handler's [`Verdict`](crate::api::Verdict) turned into the
 //! worker's own, and a panic caught so that the frame is dropped and counted.
 
-use super::action::{rewrite_macs, Act, PortId, PortIx, Verdict};
+use super::action::{rewrite_macs, Act, PortId, PortIx};
 use super::counters::WorkerCountersSnapshot;
 use super::handoff::Egress;
 use crate::api::{
@@ -216,7 +216,7 @@ pub(super) fn call<H: HandlerSet>(
     d: XdpDesc,
     site: &CallSite<'_>,
     emitter: &mut Emitter<'_>,
-) -> Result<(XdpDesc, Verdict), Refused> {
+) -> Result<(XdpDesc, Act, Option<PortIx>), Refused> {
     let base = frame.addr();
     let head = (d.addr - base) as usize;
     let Some(chunk) = emitter.site.region.chunk_mut(frame) else {
@@ -231,10 +231,9 @@ pub(super) fn call<H: HandlerSet>(
     let mut pkt = Packet::new(chunk, head, head + d.len as usize, meta, Some(emitter));
     let r = guarded(|| handlers.call(id, lanes, &mut pkt));
     let v = r.map_err(Refused::Panic)?;
-    let mut v = verdict(v, site).ok_or(Refused::Verdict)?;
+    let (mut act, mirror) = verdict(v, site).ok_or(Refused::Verdict)?;
     // The MACs are rewritten here, on the view already checked for the handler,
     // rather than by the action through a second view of the chunk.
-    let mut act = v.act();
     let egress = match act {
         Act::Forward { to, .. } => Some(PortId::from(to)),
         _ => None,
@@ -246,7 +245,6 @@ pub(super) fn call<H: HandlerSet>(
         if *mac != MacRewrite::Keep && bytes.len() >= 12 && !kept {
             rewrite_macs(bytes, *mac, egress, book).ok_or(Refused::NeighMiss)?;
             *mac = MacRewrite::Keep;
-            v = v.with_act(act);
         }
     }
     let (off, len) = pkt.span();
@@ -255,7 +253,7 @@ pub(super) fn call<H: HandlerSet>(
         len: len as u32,
         options: 0,
     };
-    Ok((d, v))
+    Ok((d, act, mirror))
 }
 
 /// Runs handler code `f`, its panic caught (and kept quiet by the hook: the
@@ -278,9 +276,13 @@ pub(super) fn panic_message(payload: &(dyn std::any::Any + Send)) -> String {
         .unwrap_or_else(|| "a handler panicked".to_string())
 }
 
-/// The worker's verdict for a handler's: `None` for a port the lane cannot send to.
+/// The worker's action and mirror for a handler's verdict: `None` for a port the
+/// lane cannot send to.
 #[inline(always)]
-pub(super) fn verdict(v: crate::api::Verdict, site: &CallSite<'_>) -> Option<Verdict> {
+pub(super) fn verdict(
+    v: crate::api::Verdict,
+    site: &CallSite<'_>,
+) -> Option<(Act, Option<PortIx>)> {
     let port = |p: PortRef| site.declared.get(p);
     let mac: MacRewrite = v.mac().rewrite();
     let act = match v.kind() {
@@ -295,7 +297,7 @@ pub(super) fn verdict(v: crate::api::Verdict, site: &CallSite<'_>) -> Option<Ver
         None => None,
         Some(m) => Some(port(m)?),
     };
-    Some(Verdict::new(act, mirror_to))
+    Some((act, mirror_to))
 }
 
 #[cfg(test)]

@@ -682,8 +682,9 @@ impl<H: HandlerSet> Worker<H> {
             let Some(frame) = lane.hold(frame, d, verdict, spec.hold_frames) else {
                 continue;
             };
-            let (mut frame, mut d, mut verdict) = (frame, d, verdict);
-            if let Act::Call { handler, rule } = verdict.act() {
+            let (mut frame, mut d) = (frame, d);
+            let (mut act, mut mirror) = (verdict.act(), verdict.mirror_to());
+            if let Act::Call { handler, rule } = act {
                 lane.port.c.handler_calls += 1;
                 let site = call::CallSite {
                     queue,
@@ -708,7 +709,7 @@ impl<H: HandlerSet> Worker<H> {
                 crate::api::forget_parse();
                 if let Some(slot) = emitter.kept {
                     // The handle answers for the frame now, whatever else happened.
-                    let d = called.as_ref().map_or(d, |(nd, _)| *nd);
+                    let d = called.as_ref().map_or(d, |(nd, _, _)| *nd);
                     kept[i].fill(slot, frame, d);
                     lane.port.c.kept_taken += 1;
                     if let Err(call::Refused::Panic(payload)) = called {
@@ -717,12 +718,14 @@ impl<H: HandlerSet> Worker<H> {
                     continue;
                 }
                 match called {
-                    Ok((nd, v)) => {
+                    Ok((nd, a, m)) => {
                         // Field by field: the descriptor came back as pieces, and a
                         // copy of the whole would wait on each of them.
                         d.addr = nd.addr;
                         d.len = nd.len;
-                        verdict = v;
+                        // The handler's action as it came apart (not packed into a
+                        // `Verdict` again to be unpacked by `apply`).
+                        (act, mirror) = (a, m);
                     }
                     Err(refused) => {
                         lane.port.pool.recycle(frame);
@@ -743,7 +746,7 @@ impl<H: HandlerSet> Worker<H> {
             let mut cx = lane
                 .port
                 .act_ctx(out, scratch, spec.copybreak_bytes, book, &mut missed);
-            action::apply(verdict, frame, d, &mut cx);
+            action::apply_act(act, mirror, frame, d, &mut cx);
         }
         lane.needs.egress = egress;
         settle_kept(
@@ -1078,7 +1081,7 @@ fn settle_kept_frames(
         let Some((frame, d)) = store.take(slot) else {
             continue;
         };
-        let Some(verdict) = call::verdict(v, &site) else {
+        let Some((act, mirror)) = call::verdict(v, &site) else {
             lane.port.pool.recycle(frame);
             lane.port.c.kept_returned += 1;
             continue;
@@ -1087,6 +1090,6 @@ fn settle_kept_frames(
         let mut cx = lane
             .port
             .act_ctx(out, scratch, spec.copybreak_bytes, book, missed);
-        action::apply(verdict, frame, d, &mut cx);
+        action::apply_act(act, mirror, frame, d, &mut cx);
     }
 }

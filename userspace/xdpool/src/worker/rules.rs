@@ -351,7 +351,7 @@ impl LaneRules {
     /// The flag is true when the frame had no tag of this hand-over (it was steered
     /// before tagging began and is acted on under the set the hand-over began with;
     /// the caller counts `rule_untagged`).
-    #[inline]
+    #[inline(always)]
     pub fn verdict(
         &mut self,
         region: &Region,
