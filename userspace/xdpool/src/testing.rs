@@ -398,15 +398,39 @@ impl<H: HandlerSet> Harness<H> {
         Ok(answers.len())
     }
 
-    /// Replaces the rule list with `config`'s, as `xdpool rules apply` (or SIGHUP)
-    /// does on a running program: the frames sent before are acted on under the
-    /// old list (this runs them first), those sent after are steered and acted on
-    /// under the new one; the handlers' lane states stay, and
-    /// [`Packet::rules_generation`](crate::Packet::rules_generation) is new. The
-    /// config must name the same ports in the same order (a reload changes rules,
-    /// not ports); one that does not parse, or changes the ports, is refused and
-    /// changes nothing. Takes some 20 ms: the worker's hand-over from one list to
-    /// the next runs on the clock, as in a run.
+    /// Replaces the rule lists with `config`'s, as `xdpool rules apply` (or SIGHUP)
+    /// does on a running program: each port whose list changed takes the new one
+    /// under a new generation (frames sent before are acted on under the old list,
+    /// this runs them first; frames sent after are steered and acted on under the
+    /// new one); a port whose list is the same keeps it, its `arg`s too. The
+    /// handlers' lane states stay, and
+    /// [`Packet::rules_generation`](crate::Packet::rules_generation) is new on the
+    /// ports that changed. The config must name the same ports in the same order (a
+    /// reload changes rules, not ports); one that does not parse, or changes the
+    /// ports, is refused and changes nothing. Takes some 20 ms: the worker's
+    /// hand-over from one list to the next runs on the clock, as in a run (a lane
+    /// that does not take or settle on the new list within 5 s is an error, after
+    /// the list was published). Unlike a run's, file captures of the rules are not
+    /// set up.
+    ///
+    /// ```
+    /// use xdpool::testing::{two_ports, FrameBuilder, Harness, Steered};
+    /// use xdpool::{Packet, Verdict};
+    ///
+    /// let rule = |proto: &str| {
+    ///     two_ports(&format!(
+    ///         "[[rule]]\nport = \"in\"\nproto = \"{proto}\"\naction = \"call\"\nhandler = \"back\""
+    ///     ))
+    /// };
+    /// let mut h = Harness::builder(&rule("udp"))
+    ///     .handler("back", |_: &mut Packet<'_>| Verdict::back())
+    ///     .build()
+    ///     .unwrap();
+    /// let udp = FrameBuilder::new().udp(1024, 9).build().bytes;
+    /// assert_eq!(h.send("in", &udp), Steered::Worker);
+    /// h.reload(&rule("tcp")).unwrap();
+    /// assert_eq!(h.send("in", &udp), Steered::Passed);
+    /// ```
     pub fn reload(&mut self, config: &str) -> Result<(), Error> {
         let cfg = Config::parse_with(config, self.table.clone())
             .map_err(|e| Error::Usage(e.to_string()))?;
@@ -419,18 +443,28 @@ impl<H: HandlerSet> Harness<H> {
         }
         self.run();
         let rules = cfg.valid_rules();
+        let changed: Vec<(usize, Vec<ValidRule>)> = (0..self.slots.len())
+            .map(|p| (p, rules.iter().filter(|r| r.port == p).cloned().collect()))
+            .filter(|(p, mine): &(usize, Vec<ValidRule>)| *mine != self.steering[*p])
+            .collect();
+        if changed.is_empty() {
+            return Ok(());
+        }
         self.generation = crate::steer::next_generation(self.generation);
         let mut versions = Vec::new();
-        for (p, slot) in self.slots.iter().enumerate() {
-            let mine: Vec<ValidRule> = rules.iter().filter(|r| r.port == p).cloned().collect();
+        for (p, mine) in changed {
             self.steering[p] = mine.clone();
             let set = crate::worker::rules::RuleSet::new(self.generation, Classifier::new(mine));
-            versions.push(slot.publish(Arc::new(set)));
+            versions.push((p, self.slots[p].publish(Arc::new(set))));
         }
         // As the control thread: the lanes take the list, the (emulated) XDP side
         // goes live with it, the lanes settle.
         let deadline = std::time::Instant::now() + std::time::Duration::from_secs(5);
-        for (slot, v) in self.slots.iter().zip(&versions) {
+        let versions: Vec<_> = versions
+            .into_iter()
+            .map(|(p, v)| (&self.slots[p], v))
+            .collect();
+        for (slot, v) in versions.iter().map(|(s, v)| (*s, v)) {
             while !slot.taken(*v) {
                 self.driven.pass();
                 if std::time::Instant::now() > deadline {
@@ -441,7 +475,7 @@ impl<H: HandlerSet> Harness<H> {
             }
             slot.mark_live(*v);
         }
-        for (slot, v) in self.slots.iter().zip(&versions) {
+        for (slot, v) in versions.iter().map(|(s, v)| (*s, v)) {
             while !slot.settled(*v) {
                 self.driven.pass();
                 std::thread::sleep(std::time::Duration::from_millis(2));

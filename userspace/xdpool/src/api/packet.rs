@@ -387,7 +387,35 @@ impl<'a> Packet<'a> {
     /// reload (`xdpool rules apply`, SIGHUP) brings has a new one, so a handler that
     /// keeps state per rule or per arg (parsed args, per-rule counters of its own)
     /// tells from it that the rules it keeps it for may have changed. 0 for a frame
-    /// that no `call` rule sent.
+    /// that no `call` rule sent. During a reload's hand-over, frames of the list
+    /// being left may still come after the first of the new one.
+    ///
+    /// ```
+    /// use xdpool::testing::{two_ports, FrameBuilder, Harness};
+    /// use xdpool::{Packet, Verdict};
+    ///
+    /// let rule = |arg: &str| {
+    ///     two_ports(&format!(
+    ///         "[[rule]]\nport = \"in\"\naction = \"call\"\nhandler = \"see\"\narg = \"{arg}\""
+    ///     ))
+    /// };
+    /// let seen = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+    /// let log = seen.clone();
+    /// let mut h = Harness::builder(&rule("a"))
+    ///     .handler("see", move |pkt: &mut Packet<'_>| {
+    ///         log.lock().unwrap().push(pkt.rules_generation());
+    ///         Verdict::drop()
+    ///     })
+    ///     .build()
+    ///     .unwrap();
+    /// let frame = FrameBuilder::new().udp(1024, 9).build().bytes;
+    /// h.send("in", &frame);
+    /// h.reload(&rule("b")).unwrap();
+    /// h.send("in", &frame);
+    /// h.run();
+    /// let seen = seen.lock().unwrap();
+    /// assert!(seen[0] != 0 && seen[1] != seen[0], "{seen:?}");
+    /// ```
     #[inline]
     pub fn rules_generation(&self) -> u32 {
         self.meta.rule.map_or(0, |r| r.rules.last_set().generation)

@@ -918,7 +918,7 @@ fn a_kept_parse_never_reaches_another_frame() {
 /// new one (a `call` rule moved from UDP to TCP, its arg changed), the handler
 /// sees a new `rules_generation`, and its lane state (a count) survives. A config
 /// that changes the ports, or names an unknown handler, is refused and changes
-/// nothing.
+/// nothing; the same list again changes nothing either.
 #[test]
 fn a_reload_moves_a_call_rule_and_keeps_the_lane_state() {
     struct Count;
@@ -973,6 +973,8 @@ fn a_reload_moves_a_call_rule_and_keeps_the_lane_state() {
         &(one("udp", "c") + "\n[[port]]\nname = \"x\"\ninterface = \"c0\"\nqueues = [0]\n"),
     );
     assert!(e.unwrap_err().to_string().contains("not ports"));
+    // The same list again: nothing to take, the generation stays.
+    h.reload(&one("tcp", "b")).unwrap();
     assert_eq!(h.send("in", &tcp), Steered::Worker);
     h.run();
     assert_eq!(

@@ -5,10 +5,13 @@
 //! The rule's `arg` lists the backends: `MAC` or `MAC=IPv4`, comma-separated. The
 //! destination MAC becomes the backend's; with an IP, the IPv4 destination too, with
 //! the IPv4 header checksum and the UDP/TCP checksum updated incrementally
-//! (RFC 1624). Each arg is parsed once per lane, when its first frame comes, and
-//! kept while the rule list holds it (a reload that changes it takes effect on the
-//! next frame).
+//! (RFC 1624). Each arg's list is parsed once per lane, at its first frame (two
+//! rules with their own args, two VIPs, keep one parse each); a reload that changes
+//! an arg takes effect with the next frame. `xdpool control lb LIST` replaces every
+//! rule's backends until a frame of a newer rule list brings an arg text the lane
+//! had not parsed before that reload (see [`Lane::find_arg`]).
 use std::net::Ipv4Addr;
+use std::rc::Rc;
 use std::sync::Arc;
 use xdpool::wire::L3;
 use xdpool::{Counter, Declaration, Handler, LaneSetup, Mac, Packet, PortRef, Verdict};
@@ -23,19 +26,20 @@ pub struct Lb;
 /// One lane's state: the port `out`, the backends of each arg seen, counters.
 pub struct Lane {
     out: PortRef,
-    /// The backends of each arg the frames of the current rule list brought (two
-    /// VIPs, two lists), `last` the last frame's: the next frame's is told the same
-    /// by one pointer compare (`Packet::shared_arg`).
+    /// The backends of each arg the frames brought since the last reload (two VIPs,
+    /// two entries), `last` the last frame's: the next frame's is told the same by
+    /// one pointer compare (`Packet::shared_arg`).
     args: Vec<ArgBackends>,
     last: usize,
-    /// The rule list `args` belong to (`Packet::rules_generation`; 0: no frame yet).
+    /// The newest rule list a frame came under (`Packet::rules_generation`; 0: no
+    /// frame yet), and the one before it.
     generation: u32,
-    /// The last list's, while a new list's frames bring their args: an arg with the
-    /// same text keeps its parse.
+    previous: u32,
+    /// `args` as they were when a frame of a newer list came: an arg with the same
+    /// text keeps its parse.
     before: Vec<ArgBackends>,
     /// Backends given by `xdpool control lb LIST`: they replace every rule's until
-    /// a reload changes an arg (a frame of the new list brings a text the last
-    /// list's frames had not).
+    /// a reload brings an arg text not parsed before it (`find_arg`).
     controlled: Option<Backends>,
     balanced: Counter,
     bad_arg: Counter,
@@ -46,7 +50,8 @@ pub struct Lane {
 struct ArgBackends {
     /// As the rule list shares it: equal texts, one `Arc`.
     arg: Option<Arc<str>>,
-    backends: Result<Backends, String>,
+    /// Shared by the entries of one text (one per rule list that had it).
+    backends: Rc<Result<Backends, String>>,
 }
 
 impl ArgBackends {
@@ -73,6 +78,7 @@ impl Handler for Lb {
             args: Vec::new(),
             last: 0,
             generation: 0,
+            previous: 0,
             before: Vec::new(),
             controlled: None,
             balanced: setup.counter("balanced"),
@@ -83,10 +89,16 @@ impl Handler for Lb {
 
     fn handle(&self, lane: &mut Lane, pkt: &mut Packet<'_>) -> Verdict {
         let arg = pkt.shared_arg();
-        if !lane.args.get(lane.last).is_some_and(|a| a.is(arg)) {
-            lane.find_arg(arg, pkt.rules_generation(), pkt.rule_name());
-        }
-        let parsed = lane.args[lane.last].backends.as_ref().ok();
+        let i = match lane.args.get(lane.last) {
+            Some(a) if a.is(arg) => lane.last,
+            // Another rule's arg already parsed (two VIPs), or one to look up.
+            _ => match lane.args.iter().position(|a| a.is(arg)) {
+                Some(i) => i,
+                None => lane.find_arg(arg, pkt.rules_generation(), pkt.rule_name()),
+            },
+        };
+        lane.last = i;
+        let parsed = lane.args[i].backends.as_ref().as_ref().ok();
         let Some(backends) = lane.controlled.as_ref().or(parsed) else {
             lane.bad_arg.inc();
             return Verdict::drop();
@@ -117,40 +129,40 @@ impl Handler for Lb {
 }
 
 impl Lane {
-    /// A frame's arg is not the last frame's: another rule's (its backends parsed
-    /// when its first frame came), or a new list's (a reload).
+    /// An arg not parsed for its `Arc` yet: a rule's first frame, or a frame of a
+    /// new rule list (a reload brings new `Arc`s). Its text keeps the parse it had in
+    /// the last list. A frame of a list newer than any before (not one of the list
+    /// a hand-over is leaving, which may still come) with a text the lane had not
+    /// parsed before ends a controlled list: a reload changed an arg (or brought a
+    /// rule that had no frame here before it). Returns the arg's index in `args`.
     #[cold]
-    fn find_arg(&mut self, arg: Option<&Arc<str>>, generation: u32, rule: Option<&str>) {
-        if generation != self.generation {
-            self.generation = generation;
+    fn find_arg(&mut self, arg: Option<&Arc<str>>, generation: u32, rule: Option<&str>) -> usize {
+        if generation != self.generation && generation != self.previous {
+            self.previous = std::mem::replace(&mut self.generation, generation);
             self.before = std::mem::take(&mut self.args);
         }
-        if let Some(i) = self.args.iter().position(|a| a.is(arg)) {
-            self.last = i;
-            return;
-        }
         let text = arg.map_or("", |a| a);
-        let backends = match self.before.iter().position(|a| a.text() == text) {
-            // The last list had it: a reload that did not change it. (Its text stays
-            // in `before`, for the next arg to be told apart from those.)
-            Some(i) => std::mem::replace(&mut self.before[i].backends, Err(String::new())),
-            None => {
-                if !self.before.is_empty() {
-                    // A reload changed an arg: the rules win over a controlled list.
-                    self.controlled = None;
-                }
-                let parsed = Backends::parse(text);
-                if let Err(e) = &parsed {
-                    tracing::warn!(rule = ?rule, "lb: {e}; dropping this rule's frames");
-                }
-                parsed
+        let known = self
+            .args
+            .iter()
+            .chain(&self.before)
+            .find(|a| a.text() == text)
+            .map(|a| a.backends.clone());
+        let backends = known.unwrap_or_else(|| {
+            if generation == self.generation && !self.before.is_empty() {
+                self.controlled = None;
             }
-        };
+            let parsed = Backends::parse(text);
+            if let Err(e) = &parsed {
+                tracing::warn!(rule = ?rule, "lb: {e}; dropping this rule's frames");
+            }
+            Rc::new(parsed)
+        });
         self.args.push(ArgBackends {
             arg: arg.cloned(),
             backends,
         });
-        self.last = self.args.len() - 1;
+        self.args.len() - 1
     }
 }
 

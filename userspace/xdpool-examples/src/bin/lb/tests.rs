@@ -390,9 +390,10 @@ fn two_vips_keep_their_own_backends_and_a_controlled_list_stays_across_them() {
     h.check_accounting().unwrap();
 }
 
-/// A reload that leaves the args as they were keeps a controlled list; one that
-/// changes an arg puts the rules' backends back, the changed arg's new ones, from
-/// the first frame that brings the changed arg (UDP flow 0 comes before it).
+/// A reload that changes the list but leaves the args' texts keeps a controlled
+/// list; one that changes an arg puts the rules' backends back, the changed arg's
+/// new ones, from the first frame that brings the changed arg (UDP flow 0 comes
+/// before it).
 #[test]
 fn a_reload_that_changes_an_arg_ends_a_controlled_list_one_that_does_not_keeps_it() {
     let (udp, tcp) = ([B[0], B[1]].join(","), [B[2], B[3]].join(","));
@@ -402,7 +403,10 @@ fn a_reload_that_changes_an_arg_ends_a_controlled_list_one_that_does_not_keeps_i
         .unwrap();
     alternate(&mut h);
     assert_eq!(h.control("lb", B[3]), Ok(2));
-    h.reload(&two_vips(&udp, &tcp)).unwrap();
+    // The same args, one more rule: the port's list changes (new `Arc`s, a new
+    // generation), the args' texts do not.
+    let more = "\n[[rule]]\nport = \"in\"\nproto = \"udp\"\ndst_port = \"53\"\naction = \"drop\"\n";
+    h.reload(&(two_vips(&udp, &tcp) + more)).unwrap();
     let of = alternate(&mut h);
     assert!(
         of.iter().all(|(_, b)| *b == 3),
