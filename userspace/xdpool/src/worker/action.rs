@@ -3,11 +3,11 @@
 //! [`Act`] is what a rule does with a frame; [`Verdict`] adds the optional port
 //! mirror. [`Verdict::needs`] says, by an exhaustive match, what each variant needs
 //! (TX room on this port, a handoff to which port, a frag, a copy): the worker sizes
-//! its RX batch from it. [`apply`] runs the variant's code, also by an exhaustive
+//! its RX batch from it. [`apply_act`] runs the variant's code, also by an exhaustive
 //! match, over an [`ActCtx`] of plain borrows (pool, counters, TX queue, egress
 //! list), so that every action runs in unit tests over heap rings.
 //!
-//! Adding an action: a variant here (and its `needs` and `apply` arms, which the
+//! Adding an action: a variant here (and its `needs` and `apply_act` arms, which the
 //! compiler asks for), its name in `config::Action` (and `Plan::verdict`), and its
 //! counters in `counters.rs`.
 
@@ -241,13 +241,9 @@ pub struct ActCtx<'a> {
     pub neigh_missed: &'a mut bool,
 }
 
-/// Applies `v` to a received frame `d` (taken from the pool as `frame`).
-#[inline(always)]
-pub fn apply(v: Verdict, frame: Frame, d: XdpDesc, cx: &mut ActCtx<'_>) {
-    apply_act(v.act(), v.mirror_to(), frame, d, cx)
-}
-
-/// [`apply`] for an action and mirror already apart (a handler's verdict).
+/// Applies `act` (and a mirror to `mirror_to`) to a received frame `d` (taken from
+/// the pool as `frame`): a rule's [`Verdict`] unpacked, or a handler's verdict as the
+/// call turned it into the worker's terms (never packed into a `Verdict` between).
 #[inline(always)]
 pub fn apply_act(
     act: Act,

@@ -1,6 +1,7 @@
 //! A `call` rule's frame through its packet function: the frame lent to the handler
 //! as a [`Packet`], the handler's [`Verdict`](crate::api::Verdict) turned into the
-//! worker's own, and a panic caught so that the frame is dropped and counted.
+//! worker's action and mirror, and a panic caught so that the frame is dropped and
+//! counted.
 
 use super::action::{rewrite_macs, Act, PortId, PortIx};
 use super::counters::WorkerCountersSnapshot;
@@ -204,8 +205,9 @@ impl Emit for Emitter<'_> {
 }
 
 /// Calls handler `id` on `frame` (`d` its descriptor). On success: the frame's new
-/// descriptor (the handler may have moved its head or tail) and the verdict to
-/// apply. The frame stays the caller's either way. The caller clears the
+/// descriptor (the handler may have moved its head or tail), the action to apply
+/// (`action::apply_act`; MACs already rewritten) and the mirror port. The frame
+/// stays the caller's either way. The caller clears the
 /// frame's kept parse after the call (`api::forget_parse`).
 #[inline(always)]
 pub(super) fn call<H: HandlerSet>(

@@ -724,7 +724,7 @@ impl<H: HandlerSet> Worker<H> {
                         d.addr = nd.addr;
                         d.len = nd.len;
                         // The handler's action as it came apart (not packed into a
-                        // `Verdict` again to be unpacked by `apply`).
+                        // `Verdict` again to be unpacked by `apply_act`).
                         (act, mirror) = (a, m);
                     }
                     Err(refused) => {

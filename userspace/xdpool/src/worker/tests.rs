@@ -5,7 +5,7 @@
 //! descriptor that went in comes out once (on TX or back in the pool), the counters
 //! say exactly what happened, and the frame accounting holds.
 
-use super::action::{apply, Act, PortId, PortIx, Verdict};
+use super::action::{apply_act, Act, PortId, PortIx, Verdict};
 use super::handoff::{Egress, Remotes};
 use super::harness::HeapIo;
 use super::port::{Port, PortIo, PortRings};
@@ -218,7 +218,7 @@ impl Rig {
             self.ports[p].c.rx_packets += 1;
             let mut cx =
                 self.ports[p].act_ctx(&mut out, &mut self.scratch, 128, &self.book, &mut missed);
-            apply(v, frame, d, &mut cx);
+            apply_act(v.act(), v.mirror_to(), frame, d, &mut cx);
         }
         out.into_iter()
             .map(|(to, e)| self.ports[to].queue_foreign(e, &self.remotes))
