@@ -218,9 +218,7 @@ impl<H: HandlerSet> Builder<H> {
         })
         .map_err(|e| Error::Failure(format!("cannot make the UMEM: {e}")))?;
         let rules = cfg.valid_rules();
-        let steering: Vec<Vec<ValidRule>> = (0..ports.len())
-            .map(|p| rules.iter().filter(|r| r.port == p).cloned().collect())
-            .collect();
+        let steering = rules_by_port(&rules, ports.len());
         let tx = *cfg.rings.tx.get_ref();
         let rings = PortRings {
             fill: *cfg.rings.fill.get_ref(),
@@ -295,6 +293,13 @@ impl<H: HandlerSet> Builder<H> {
             table,
         })
     }
+}
+
+/// `rules` split into each port's list, in order.
+fn rules_by_port(rules: &[ValidRule], ports: usize) -> Vec<Vec<ValidRule>> {
+    (0..ports)
+        .map(|p| rules.iter().filter(|r| r.port == p).cloned().collect())
+        .collect()
 }
 
 impl<H: HandlerSet> Harness<H> {
@@ -442,48 +447,54 @@ impl<H: HandlerSet> Harness<H> {
             )));
         }
         self.run();
-        let rules = cfg.valid_rules();
-        let changed: Vec<(usize, Vec<ValidRule>)> = (0..self.slots.len())
-            .map(|p| (p, rules.iter().filter(|r| r.port == p).cloned().collect()))
-            .filter(|(p, mine): &(usize, Vec<ValidRule>)| *mine != self.steering[*p])
+        let lists = rules_by_port(&cfg.valid_rules(), self.ports.len());
+        let changed: Vec<(usize, Vec<ValidRule>)> = lists
+            .into_iter()
+            .enumerate()
+            .filter(|(p, list)| *list != self.steering[*p])
             .collect();
         if changed.is_empty() {
             return Ok(());
         }
         self.generation = crate::steer::next_generation(self.generation);
         let mut versions = Vec::new();
-        for (p, mine) in changed {
-            self.steering[p] = mine.clone();
-            let set = crate::worker::rules::RuleSet::new(self.generation, Classifier::new(mine));
+        for (p, list) in changed {
+            self.steering[p] = list.clone();
+            let set = crate::worker::rules::RuleSet::new(self.generation, Classifier::new(list));
             versions.push((p, self.slots[p].publish(Arc::new(set))));
         }
         // As the control thread: the lanes take the list, the (emulated) XDP side
         // goes live with it, the lanes settle.
         let deadline = std::time::Instant::now() + std::time::Duration::from_secs(5);
-        let versions: Vec<_> = versions
-            .into_iter()
-            .map(|(p, v)| (&self.slots[p], v))
-            .collect();
-        for (slot, v) in versions.iter().map(|(s, v)| (*s, v)) {
-            while !slot.taken(*v) {
-                self.driven.pass();
-                if std::time::Instant::now() > deadline {
-                    return Err(Error::Failure(
-                        "a lane did not take the new rules in 5 s".into(),
-                    ));
-                }
-            }
-            slot.mark_live(*v);
+        for &(p, v) in &versions {
+            self.drive_until(deadline, "take", false, |s| s.slots[p].taken(v))?;
+            self.slots[p].mark_live(v);
         }
-        for (slot, v) in versions.iter().map(|(s, v)| (*s, v)) {
-            while !slot.settled(*v) {
-                self.driven.pass();
+        for &(p, v) in &versions {
+            self.drive_until(deadline, "settle on", true, |s| s.slots[p].settled(v))?;
+        }
+        Ok(())
+    }
+
+    /// Runs worker passes (with a short nap each when `nap`: the hand-over waits on
+    /// the clock) until `done`, or fails at `deadline` naming what the lane did not
+    /// do with the new rules.
+    fn drive_until(
+        &mut self,
+        deadline: std::time::Instant,
+        what: &str,
+        nap: bool,
+        done: impl Fn(&Self) -> bool,
+    ) -> Result<(), Error> {
+        while !done(self) {
+            self.driven.pass();
+            if nap {
                 std::thread::sleep(std::time::Duration::from_millis(2));
-                if std::time::Instant::now() > deadline {
-                    return Err(Error::Failure(
-                        "a lane did not settle on the new rules in 5 s".into(),
-                    ));
-                }
+            }
+            if std::time::Instant::now() > deadline {
+                return Err(Error::Failure(format!(
+                    "a lane did not {what} the new rules in 5 s"
+                )));
             }
         }
         Ok(())
