@@ -127,6 +127,7 @@ pub(crate) struct RuleOf<'a> {
 }
 
 impl<'a> RuleOf<'a> {
+    #[inline]
     fn spec(self) -> Option<&'a crate::config::CallSpec> {
         self.rules
             .last_set()

@@ -438,7 +438,7 @@ pub(crate) fn rewrite(
     egress: Option<PortId>,
     cx: &mut ActCtx<'_>,
 ) -> Option<Frame> {
-    if how == MacRewrite::Keep && d.len >= 12 {
+    if matches!(how, MacRewrite::Keep) && d.len >= 12 {
         // Nothing to view: the descriptor was checked against the chunk when the
         // frame was taken (or made by a handler's bounds-checked packet view). A
         // handler's rewrite is done on its own view (`call`), so the verdict of a
@@ -459,7 +459,7 @@ fn rewrite_viewed(
 ) -> Option<Frame> {
     // `rewrite` keeps a frame of 12 bytes or more itself; a shorter one comes here
     // whatever `how` is, and is dropped.
-    debug_assert!(how != MacRewrite::Keep || d.len < 12);
+    debug_assert!(!matches!(how, MacRewrite::Keep) || d.len < 12);
     let offset = (d.addr - frame.addr()) as usize;
     let refused = if d.len < 12 {
         Some(Unrewritten::TooShort)
@@ -517,7 +517,7 @@ pub(crate) fn rewrite_macs(
     egress: Option<PortId>,
     book: &MacBook,
 ) -> Option<()> {
-    if how == MacRewrite::Neigh {
+    if matches!(how, MacRewrite::Neigh) {
         // The next hop is found by the frame's destination IP: the whole frame.
         let macs = neigh_macs(frame, egress?, book)?;
         *frame.first_chunk_mut::<12>()? = macs;

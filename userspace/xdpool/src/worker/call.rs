@@ -244,7 +244,7 @@ pub(super) fn call<H: HandlerSet>(
         let kept = pkt.is_kept();
         let bytes = pkt.bytes_mut();
         // Shorter than two MACs: left to the action, which drops it, counted.
-        if *mac != MacRewrite::Keep && bytes.len() >= 12 && !kept {
+        if !matches!(mac, MacRewrite::Keep) && bytes.len() >= 12 && !kept {
             rewrite_macs(bytes, *mac, egress, book).ok_or(Refused::NeighMiss)?;
             *mac = MacRewrite::Keep;
         }

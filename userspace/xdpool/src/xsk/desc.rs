@@ -134,6 +134,18 @@ impl UmemLayout {
     /// and (aligned mode) inside one chunk.
     #[inline]
     pub fn check_rx(&self, desc: &XdpDesc) -> Result<(), BadDesc> {
+        if self.unaligned {
+            self.check_rx_in::<true>(desc)
+        } else {
+            self.check_rx_in::<false>(desc)
+        }
+    }
+
+    /// [`check_rx`](Self::check_rx) for a layout whose mode the caller tested
+    /// (`UNALIGNED == self.unaligned`): a ring checks a whole batch under one test.
+    #[inline(always)]
+    pub fn check_rx_in<const UNALIGNED: bool>(&self, desc: &XdpDesc) -> Result<(), BadDesc> {
+        debug_assert_eq!(UNALIGNED, self.unaligned);
         let len = u64::from(desc.len);
         if len == 0 {
             return Err(BadDesc::ZeroLen);
@@ -141,13 +153,17 @@ impl UmemLayout {
         if len > u64::from(self.chunk_size) {
             return Err(BadDesc::TooLong);
         }
-        let start = self.offset_of(desc.addr);
+        let start = if UNALIGNED {
+            (desc.addr & UNALIGNED_ADDR_MASK).wrapping_add(desc.addr >> UNALIGNED_OFFSET_SHIFT)
+        } else {
+            desc.addr
+        };
         // checked_add: a start near u64::MAX must not wrap back into the UMEM.
         let end = match start.checked_add(len) {
             Some(end) if end <= self.size => end,
             _ => return Err(BadDesc::OutOfUmem),
         };
-        if !self.unaligned {
+        if !UNALIGNED {
             let mask = !(u64::from(self.chunk_size) - 1);
             if start & mask != (end - 1) & mask {
                 return Err(BadDesc::CrossesChunk);

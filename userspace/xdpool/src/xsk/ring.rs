@@ -500,10 +500,27 @@ impl RxRing {
     #[inline]
     pub fn consume_counted(&mut self, out: &mut [XdpDesc]) -> RxConsumed {
         let n = self.raw.readable(clamp_len(out.len()), &mut self.errors);
+        // The mode tested once for the batch, not per descriptor.
+        let kept = if self.layout.unaligned() {
+            self.read_checked::<true>(n, out)
+        } else {
+            self.read_checked::<false>(n, out)
+        };
+        self.raw.release(n);
+        RxConsumed {
+            taken: n as usize,
+            kept,
+        }
+    }
+
+    /// Copies the `n` readable descriptors that pass [`UmemLayout::check_rx_in`] to
+    /// `out`, counting the others; returns how many it copied.
+    #[inline(always)]
+    fn read_checked<const UNALIGNED: bool>(&mut self, n: u32, out: &mut [XdpDesc]) -> usize {
         let mut kept = 0;
         for i in 0..n {
             let desc = self.raw.read(i);
-            match self.layout.check_rx(&desc) {
+            match self.layout.check_rx_in::<UNALIGNED>(&desc) {
                 Ok(()) => {
                     out[kept] = desc;
                     kept += 1;
@@ -511,11 +528,7 @@ impl RxRing {
                 Err(why) => bad_rx_desc(&mut self.errors, &desc, why),
             }
         }
-        self.raw.release(n);
-        RxConsumed {
-            taken: n as usize,
-            kept,
-        }
+        kept
     }
 
     /// Descriptors taken off the ring since it was mapped (mod 2^32), rejected ones
@@ -1200,6 +1213,29 @@ mod tests {
             7,
             "bad entries are consumed (dropped), not left behind"
         );
+    }
+
+    #[test]
+    fn an_unaligned_rx_ring_checks_its_batch_in_unaligned_mode() {
+        // The ring tests the mode once per batch: an unaligned UMEM's descriptor may
+        // cross a chunk boundary and carries its offset in the top 16 bits.
+        let layout = UmemLayout::new(8 * 4096, 4096, 0, true);
+        let (mut rx, peer) = RxRing::new_heap_at(16, layout, 0, 0);
+        let crossing = desc(4096 - 32, 64);
+        let offset = desc((100 << 48) | 4000, 1000); // 4100..5100
+        let past = desc(((1 << 16) - 1) << 48 | (8 * 4096 - 100), 64);
+        assert_eq!(peer.produce(&[crossing, offset, past]), 3);
+        let mut out = [XdpDesc::default(); 16];
+        let n = rx.consume(&mut out);
+        assert_eq!(&out[..n], &[crossing, offset]);
+        assert_eq!(rx.errors().rx_bad_desc, 1);
+        // The same descriptors in aligned mode: the crossing one and the one whose
+        // top bits put it past the UMEM are refused.
+        let (mut rx, peer) =
+            RxRing::new_heap_at(16, UmemLayout::new(8 * 4096, 4096, 0, false), 0, 0);
+        assert_eq!(peer.produce(&[crossing, offset, past]), 3);
+        assert_eq!(rx.consume(&mut out), 0);
+        assert_eq!(rx.errors().rx_bad_desc, 3);
     }
 
     #[test]
