@@ -35,6 +35,8 @@
 #    re-attached, and its own accounting of its UMEM's frames.
 #
 # Knobs (environment): PAIRS=9 WARMUP=1 COUNT=10000000 GEN_SECS=10 LOSS=1
+#   RULES=example (the config's UDP and TCP rules) or one (a single rule without
+#   proto for every frame, the handler dropping what is not UDP/TCP, as the peer)
 #   LOSS_RATE=20000 LOSS_BATCH=16 LOSS_SECS=30 LOSS_AFTER=3 PREFIX=vlb<pid> NO_BUILD=1 (use the
 #   binaries as built) OUT=file (default: a dated file under docs/results/)
 #   KEEP=dir (copy the run's scratch files there: summaries, pcaps, traffic logs).
@@ -64,6 +66,7 @@ LOSS_RATE=${LOSS_RATE:-20000}
 LOSS_SECS=${LOSS_SECS:-30}
 LOSS_AFTER=${LOSS_AFTER:-3}
 LOSS_BATCH=${LOSS_BATCH:-16}
+RULES=${RULES:-example}
 P=${PREFIX:-vlb$$}
 GEN_CORE=0
 FWD_CORE=1
@@ -106,6 +109,23 @@ cores = [$FWD_CORE, $FWD_CORE]
 mode = "spin"
 batch = $BATCH
 EOT
+if [ "$RULES" = one ]; then
+    # One rule for every frame, as the peer's XDP program sends every frame to its
+    # socket; the handler drops what is not UDP or TCP, as the peer does. (With the
+    # example's UDP and TCP rules the worker classifies each frame, and the rest
+    # passes to the kernel.)
+    python3 - "$W/lb.toml" << 'EOP' || die "RULES=one: cannot rewrite lb.toml"
+import re, sys
+p = sys.argv[1]
+s = open(p).read()
+rules = s.split("[[rule]]")
+if len(rules) < 2:
+    sys.exit("no [[rule]] in lb.toml")
+first = re.sub(r'(?m)^proto = .*\n', "", rules[1])
+tail = s[s.index("[workers]"):] if "[workers]" in rules[-1] else ""
+open(p, "w").write(rules[0] + "[[rule]]" + first.split("[workers]")[0].rstrip() + "\n\n" + tail)
+EOP
+fi
 ARG=$(sed -n 's/^arg = "\(.*\)"$/\1/p' configs/examples/lb.toml | head -n 1)
 grep -q "^frames = $FRAMES\$" "$W/lb.toml" && grep -q "^rx = $RING\$" "$W/lb.toml" ||
     die "configs/examples/lb.toml no longer has frames = $FRAMES and rings of $RING: update FRAMES/RING here"
@@ -389,7 +409,7 @@ PY
 
 main() {
     echo "# vs-lb $(date -u '+%F %H:%M') UTC, $(nproc) CPUs ($(lscpu | sed -n 's/^Model name: *//p')), kernel $(uname -r), load $(cut -d' ' -f1-3 /proc/loadavg)"
-    echo "# ours: $LB (release), config configs/examples/lb.toml + [workers] cores = [$FWD_CORE, $FWD_CORE], spin, batch $BATCH"
+    echo "# ours: $LB (release), config configs/examples/lb.toml (RULES=$RULES) + [workers] cores = [$FWD_CORE, $FWD_CORE], spin, batch $BATCH"
     echo "# peer: $PEER (xsk-rs $(sed -n '/^name = "xsk-rs"/{n;s/version = //p}' tools/lb-peer/Cargo.lock | tr -d '"'), release), taskset core $FWD_CORE, spin, $FRAMES frames, rings $RING, batch $BATCH"
     echo "# generator: xdpool gen --engine live, 64 B, 64 flows, core $GEN_CORE, $COUNT frames or $GEN_SECS s; PAIRS=$PAIRS WARMUP=$WARMUP"
     code_counts
