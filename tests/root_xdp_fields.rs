@@ -22,7 +22,7 @@ use xdpool::internal::plan::steer_rule;
 use xdpool::internal::steer::{abi, Rule, Shape, Steering};
 use xdpool::internal::wire::build::{ExtHeader, FrameBuilder};
 use xdpool::internal::wire::fuzz::XorShift64;
-use xdpool::internal::worker::classify::Classifier;
+use xdpool::internal::worker::classify::{verdict, Classifier};
 
 #[macro_use]
 mod common;
@@ -351,6 +351,19 @@ fn check_list(
             continue;
         }
         let worker = classifier.first_match(&frame);
+        // The verdict the worker acts on (its short paths included: the protocol
+        // table, the plain-frame walk) is the matched rule's, for a frame it gets.
+        if let Some(want) = worker.and_then(|i| verdict(&rules[i])) {
+            let got = classifier.classify(&frame);
+            if got != want {
+                failures.push(format!(
+                    "classify gave {:?}, rule {worker:?} says {:?}; frame {}",
+                    got.act(),
+                    want.act(),
+                    hex(&frame)
+                ));
+            }
+        }
         match runner.run(&frame) {
             Ok(program) if program == worker => matched += u64::from(program.is_some()),
             Ok(program) => failures.push(format!(

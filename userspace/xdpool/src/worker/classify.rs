@@ -4,7 +4,9 @@
 //! no frame is parsed; otherwise the first matching rule's action is taken, as the
 //! XDP program did. The common frame (untagged IPv4 without options, not a
 //! fragment, UDP or TCP: `wire::PlainV4`) is matched on the few fields a rule
-//! tests, read in one go; any other is parsed by `crate::wire`'s general walk, and
+//! tests, read in one go (by its protocol alone, from a table of two verdicts,
+//! when no rule tests more than protocol and VLAN); any other is parsed by
+//! `crate::wire`'s general walk, and
 //! when a `call` rule matches it keeps that parse for its handler (`Packet::parse`
 //! returns it while the frame is unchanged), so its headers are walked once.
 
@@ -18,6 +20,11 @@ use std::net::IpAddr;
 pub struct Classifier {
     rules: Vec<Rule>,
     uniform: Option<Verdict>,
+    /// The verdict of a plain frame (`wire::PlainV4`: UDP or TCP, untagged) by its
+    /// protocol, `[UDP, TCP]`, when no rule tests more than the protocol and the
+    /// VLAN (which a plain frame never has): such a frame is classified by one
+    /// load, not a walk of the rules.
+    by_proto: Option<[Verdict; 2]>,
 }
 
 /// One rule and what a match means to the worker. (`repr(C)`: the rule first, so
@@ -64,7 +71,25 @@ impl Classifier {
             None => Some(Verdict::DROP),
             _ => None,
         };
-        Classifier { rules, uniform }
+        let by_proto = rules
+            .iter()
+            .all(|r| {
+                let t = &r.rule;
+                t.dst_port.is_none() && t.src_port.is_none() && t.dst.is_none() && t.src.is_none()
+            })
+            .then(|| {
+                [wire::proto::UDP, wire::proto::TCP].map(|proto| {
+                    rules
+                        .iter()
+                        .find(|r| r.rule.vlan.is_none() && r.rule.proto.is_none_or(|p| p == proto))
+                        .map_or(Verdict::DROP, |r| r.on_match)
+                })
+            });
+        Classifier {
+            rules,
+            uniform,
+            by_proto,
+        }
     }
 
     /// Most descriptors one frame puts on the receiving port's TX ring, and every
@@ -122,6 +147,9 @@ impl Classifier {
         // it through memory stalled; 2% of the forwarding core in the lb example,
         // perf, where the whole handler took 2%).
         if let Some(f) = wire::PlainV4::read(frame) {
+            if let Some(by_proto) = &self.by_proto {
+                return by_proto[usize::from(f.proto == wire::proto::TCP)];
+            }
             return self
                 .first(&Fields::plain(&f))
                 .map_or(Verdict::DROP, |r| r.on_match);
@@ -395,6 +423,81 @@ mod tests {
             src_port,
             ..rule(proto, None, None, action)
         }
+    }
+
+    /// `udp_frame` as TCP (a 20-byte header with no options in the same bytes).
+    fn tcp_frame() -> Vec<u8> {
+        let mut f = udp_frame(80, [198, 18, 0, 2]);
+        f[23] = 6;
+        f[34 + 12] = 0x50;
+        f
+    }
+
+    #[test]
+    fn protocol_only_rules_classify_a_plain_frame_by_table_as_the_walk_does() {
+        let mut call = rule(Some(6), None, None, Action::Call);
+        call.call = Some(crate::config::CallSpec {
+            handler: 0,
+            arg: None,
+            rule_name: None,
+            own_tx: 1,
+            egress: Vec::new(),
+        });
+        let lists = [
+            // The lb example's shape: a UDP and a TCP rule of different verdicts.
+            vec![
+                rule(Some(17), None, None, Action::L2fwd),
+                rule(Some(6), None, None, Action::Copybreak),
+            ],
+            // A VLAN rule never matches a plain frame; no TCP rule: TCP is dropped.
+            vec![
+                source_rule(Some(5), None, None, Action::ReflectTwice),
+                rule(Some(17), None, None, Action::L2fwd),
+            ],
+            // A rule the XDP program settles comes first for UDP; any protocol after.
+            vec![
+                rule(Some(17), None, None, Action::Pass),
+                call,
+                rule(None, None, None, Action::ReflectTwice),
+            ],
+        ];
+        let (udp, tcp) = (udp_frame(9, [198, 18, 0, 2]), tcp_frame());
+        let mut acts = Vec::new();
+        for rules in lists {
+            let c = Classifier::new(rules);
+            assert!(c.by_proto.is_some() && !c.is_uniform());
+            for f in [&udp, &tcp] {
+                let p = wire::PlainV4::read(f).expect("a plain frame");
+                let walk = c
+                    .first(&Fields::plain(&p))
+                    .map_or(Verdict::DROP, |r| r.on_match);
+                assert_eq!(c.classify(f), walk);
+                acts.push(walk.act());
+            }
+        }
+        assert!(matches!(
+            acts[..],
+            [
+                Act::L2fwd,
+                Act::Copybreak,
+                Act::L2fwd,
+                Act::Drop,
+                Act::Drop,
+                Act::Call { rule: 1, .. }
+            ]
+        ));
+        // A port or a prefix to test: no table.
+        let ports = Classifier::new(vec![
+            rule(Some(17), Some((9, 9)), None, Action::L2fwd),
+            rule(None, None, None, Action::Drop),
+        ]);
+        assert!(ports.by_proto.is_none());
+        assert_eq!(ports.classify(&udp).act(), Act::L2fwd);
+        let prefix = Classifier::new(vec![
+            rule(None, None, Some(("198.18.0.0", 24)), Action::L2fwd),
+            rule(None, None, None, Action::Drop),
+        ]);
+        assert!(prefix.by_proto.is_none());
     }
 
     #[test]
