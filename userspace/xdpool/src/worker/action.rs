@@ -445,7 +445,13 @@ pub(crate) fn rewrite(
         // frame it did not keep comes here as `Keep`: this test is all it costs.
         return Some(frame);
     }
-    rewrite_viewed(frame, d, how, egress, cx)
+    match rewrite_viewed(frame, d, how, egress, cx.region, cx.macs) {
+        Ok(frame) => Some(frame),
+        Err((frame, why)) => {
+            unrewritten(frame, why, cx.pool, cx.c, cx.neigh_missed);
+            None
+        }
+    }
 }
 
 /// [`rewrite`] for a frame whose bytes change (or that is too short).
@@ -455,8 +461,9 @@ fn rewrite_viewed(
     d: XdpDesc,
     how: MacRewrite,
     egress: Option<PortId>,
-    cx: &mut ActCtx<'_>,
-) -> Option<Frame> {
+    region: &Region,
+    macs: &MacBook,
+) -> Result<Frame, (Frame, Unrewritten)> {
     // `rewrite` keeps a frame of 12 bytes or more itself; a shorter one comes here
     // whatever `how` is, and is dropped.
     debug_assert!(!matches!(how, MacRewrite::Keep) || d.len < 12);
@@ -465,23 +472,19 @@ fn rewrite_viewed(
         Some(Unrewritten::TooShort)
     } else {
         // One checked view of the chunk for the read and the write.
-        match cx
-            .region
+        match region
             .chunk_mut(&mut frame)
             .and_then(|c| c.get_mut(offset..offset + d.len as usize))
         {
             None => Some(Unrewritten::Unviewable),
-            Some(bytes) => rewrite_macs(bytes, how, egress, cx.macs)
+            Some(bytes) => rewrite_macs(bytes, how, egress, macs)
                 .is_none()
                 .then_some(Unrewritten::NeighMiss),
         }
     };
     match refused {
-        None => Some(frame),
-        Some(why) => {
-            unrewritten(frame, why, cx);
-            None
-        }
+        None => Ok(frame),
+        Some(why) => Err((frame, why)),
     }
 }
 
@@ -496,14 +499,20 @@ enum Unrewritten {
 /// A frame whose MACs could not be rewritten: recycled, counted.
 #[cold]
 #[inline(never)]
-fn unrewritten(frame: Frame, why: Unrewritten, cx: &mut ActCtx<'_>) {
-    cx.pool.recycle(frame);
+fn unrewritten(
+    frame: Frame,
+    why: Unrewritten,
+    pool: &mut PoolOwner,
+    c: &mut WorkerCountersSnapshot,
+    neigh_missed: &mut bool,
+) {
+    pool.recycle(frame);
     match why {
-        Unrewritten::TooShort => cx.c.rx_too_short += 1,
-        Unrewritten::Unviewable => cx.c.rx_rejected += 1,
+        Unrewritten::TooShort => c.rx_too_short += 1,
+        Unrewritten::Unviewable => c.rx_rejected += 1,
         Unrewritten::NeighMiss => {
-            cx.c.neigh_miss_drop += 1;
-            *cx.neigh_missed = true;
+            c.neigh_miss_drop += 1;
+            *neigh_missed = true;
         }
     }
 }
