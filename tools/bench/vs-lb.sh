@@ -67,6 +67,7 @@ LOSS_SECS=${LOSS_SECS:-30}
 LOSS_AFTER=${LOSS_AFTER:-3}
 LOSS_BATCH=${LOSS_BATCH:-16}
 RULES=${RULES:-example}
+case $RULES in example | one) ;; *) echo "vs-lb: RULES=$RULES: example or one" >&2; exit 2 ;; esac
 P=${PREFIX:-vlb$$}
 GEN_CORE=0
 FWD_CORE=1
@@ -123,7 +124,13 @@ if len(rules) < 2:
     sys.exit("no [[rule]] in lb.toml")
 first = re.sub(r'(?m)^proto = .*\n', "", rules[1])
 tail = s[s.index("[workers]"):] if "[workers]" in rules[-1] else ""
-open(p, "w").write(rules[0] + "[[rule]]" + first.split("[workers]")[0].rstrip() + "\n\n" + tail)
+between = first.split("[workers]")[0]
+if re.search(r'(?m)^\s*(proto\s*=|\[)', between):
+    sys.exit("the first rule has a proto or another section follows it: update RULES=one")
+out = rules[0] + "[[rule]]" + between.rstrip() + "\n\n" + tail
+if out.count("[[rule]]") != 1 or re.search(r'(?m)^\s*proto\s*=', out):
+    sys.exit("RULES=one did not leave one rule without proto")
+open(p, "w").write(out)
 EOP
 fi
 ARG=$(sed -n 's/^arg = "\(.*\)"$/\1/p' configs/examples/lb.toml | head -n 1)

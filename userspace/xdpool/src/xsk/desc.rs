@@ -16,6 +16,13 @@ pub const XDP_PKT_CONTD: u32 = 1;
 const UNALIGNED_OFFSET_SHIFT: u32 = 48;
 const UNALIGNED_ADDR_MASK: u64 = (1 << UNALIGNED_OFFSET_SHIFT) - 1;
 
+/// The byte offset into the UMEM of an unaligned-mode address: the chunk's base in
+/// the low 48 bits plus the offset in the top 16.
+#[inline(always)]
+fn unaligned_offset(addr: u64) -> u64 {
+    (addr & UNALIGNED_ADDR_MASK).wrapping_add(addr >> UNALIGNED_OFFSET_SHIFT)
+}
+
 /// One RX or TX descriptor, laid out like the kernel's `struct xdp_desc`.
 #[repr(C)]
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -124,7 +131,7 @@ impl UmemLayout {
     #[inline]
     pub fn offset_of(&self, addr: u64) -> u64 {
         if self.unaligned {
-            (addr & UNALIGNED_ADDR_MASK).wrapping_add(addr >> UNALIGNED_OFFSET_SHIFT)
+            unaligned_offset(addr)
         } else {
             addr
         }
@@ -144,7 +151,7 @@ impl UmemLayout {
     /// [`check_rx`](Self::check_rx) for a layout whose mode the caller tested
     /// (`UNALIGNED == self.unaligned`): a ring checks a whole batch under one test.
     #[inline(always)]
-    pub fn check_rx_in<const UNALIGNED: bool>(&self, desc: &XdpDesc) -> Result<(), BadDesc> {
+    pub(crate) fn check_rx_in<const UNALIGNED: bool>(&self, desc: &XdpDesc) -> Result<(), BadDesc> {
         debug_assert_eq!(UNALIGNED, self.unaligned);
         let len = u64::from(desc.len);
         if len == 0 {
@@ -154,7 +161,7 @@ impl UmemLayout {
             return Err(BadDesc::TooLong);
         }
         let start = if UNALIGNED {
-            (desc.addr & UNALIGNED_ADDR_MASK).wrapping_add(desc.addr >> UNALIGNED_OFFSET_SHIFT)
+            unaligned_offset(desc.addr)
         } else {
             desc.addr
         };

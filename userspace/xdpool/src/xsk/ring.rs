@@ -1229,8 +1229,8 @@ mod tests {
         let n = rx.consume(&mut out);
         assert_eq!(&out[..n], &[crossing, offset]);
         assert_eq!(rx.errors().rx_bad_desc, 1);
-        // The same descriptors in aligned mode: the crossing one and the one whose
-        // top bits put it past the UMEM are refused.
+        // The same descriptors in aligned mode, all three refused: the first crosses
+        // a chunk, the other two carry offset bits that put them past the UMEM.
         let (mut rx, peer) =
             RxRing::new_heap_at(16, UmemLayout::new(8 * 4096, 4096, 0, false), 0, 0);
         assert_eq!(peer.produce(&[crossing, offset, past]), 3);
