@@ -37,6 +37,10 @@
 # Knobs (environment): PAIRS=9 WARMUP=1 COUNT=10000000 GEN_SECS=10 LOSS=1
 #   RULES=example (the config's UDP and TCP rules) or one (a single rule without
 #   proto for every frame, the handler dropping what is not UDP/TCP, as the peer)
+#   B_LB=path and/or B_RULES=example|one: an A/B of the lb example against itself,
+#   not against the peer: the second leg ("B") runs B_LB (default: the lb built
+#   here) with the config B_RULES makes (default example), waits for its `ready`
+#   as ours does and reports its own summary; LOSS=0 is required.
 #   LOSS_RATE=20000 LOSS_BATCH=16 LOSS_SECS=30 LOSS_AFTER=3 PREFIX=vlb<pid> NO_BUILD=1 (use the
 #   binaries as built) OUT=file (default: a dated file under docs/results/)
 #   KEEP=dir (copy the run's scratch files there: summaries, pcaps, traffic logs).
@@ -68,6 +72,14 @@ LOSS_AFTER=${LOSS_AFTER:-3}
 LOSS_BATCH=${LOSS_BATCH:-16}
 RULES=${RULES:-example}
 case $RULES in example | one) ;; *) echo "vs-lb: RULES=$RULES: example or one" >&2; exit 2 ;; esac
+SELF_AB=
+if [ -n "${B_LB:-}${B_RULES:-}" ]; then
+    SELF_AB=1
+    B_RULES=${B_RULES:-example}
+    case $B_RULES in example | one) ;; *) echo "vs-lb: B_RULES=$B_RULES: example or one" >&2; exit 2 ;; esac
+    [ "$LOSS" = 0 ] || { echo "vs-lb: B_LB/B_RULES (an A/B of ours against ours): set LOSS=0" >&2; exit 2; }
+fi
+export SELF_AB
 P=${PREFIX:-vlb$$}
 GEN_CORE=0
 FWD_CORE=1
@@ -84,6 +96,7 @@ if [ -z "${NO_BUILD:-}" ]; then
         cargo build --release) || die "build of tools/lb-peer failed (libxdp-sys needs clang and m4)"
     make -s -C tools/xdpsink || die "build of tools/xdpsink failed"
 fi
+[ -n "$SELF_AB" ] && PEER=${B_LB:-$LB}
 for b in "$XDPOOL" "$LB" "$PEER" "$SINK"; do [ -x "$b" ] || die "$b missing: run without NO_BUILD"; done
 OUT=${OUT:-$(bench_result_file vs-lb)}
 
@@ -110,12 +123,12 @@ cores = [$FWD_CORE, $FWD_CORE]
 mode = "spin"
 batch = $BATCH
 EOT
-if [ "$RULES" = one ]; then
+one_rule() { # rewrites config $1 to one rule without proto
     # One rule for every frame, as the peer's XDP program sends every frame to its
     # socket; the handler drops what is not UDP or TCP, as the peer does. (With the
     # example's UDP and TCP rules the worker classifies each frame, and the rest
     # passes to the kernel.)
-    python3 - "$W/lb.toml" << 'EOP' || die "RULES=one: cannot rewrite lb.toml"
+    python3 - "$1" << 'EOP' || die "RULES=one: cannot rewrite $1"
 import re, sys
 p = sys.argv[1]
 s = open(p).read()
@@ -132,7 +145,10 @@ if out.count("[[rule]]") != 1 or re.search(r'(?m)^\s*proto\s*=', out):
     sys.exit("RULES=one did not leave one rule without proto")
 open(p, "w").write(out)
 EOP
-fi
+}
+cp "$W/lb.toml" "$W/lb-b.toml"
+[ "$RULES" = one ] && one_rule "$W/lb.toml"
+[ -n "$SELF_AB" ] && [ "$B_RULES" = one ] && one_rule "$W/lb-b.toml"
 ARG=$(sed -n 's/^arg = "\(.*\)"$/\1/p' configs/examples/lb.toml | head -n 1)
 grep -q "^frames = $FRAMES\$" "$W/lb.toml" && grep -q "^rx = $RING\$" "$W/lb.toml" ||
     die "configs/examples/lb.toml no longer has frames = $FRAMES and rings of $RING: update FRAMES/RING here"
@@ -141,8 +157,12 @@ start_tool() { # $1 ours|peer, $2 seconds bound -> TOOL_PID; output in $W/$1.out
     : > "$W/$1.out"
     case $1 in
     ours) "$LB" --config "$W/lb.toml" --duration "$2" > "$W/ours.out" 2> "$W/ours.err" & ;;
-    peer) ip netns exec "$P-fwd" taskset -c $FWD_CORE "$PEER" xdpf0 xdpf1 "$ARG" "$2" $FRAMES $RING $BATCH \
-        > "$W/peer.out" 2> "$W/peer.err" & ;;
+    peer) if [ -n "$SELF_AB" ]; then
+            "$PEER" --config "$W/lb-b.toml" --duration "$2" > "$W/peer.out" 2> "$W/peer.err" &
+        else
+            ip netns exec "$P-fwd" taskset -c $FWD_CORE "$PEER" xdpf0 xdpf1 "$ARG" "$2" $FRAMES $RING $BATCH \
+                > "$W/peer.out" 2> "$W/peer.err" &
+        fi ;;
     esac
     TOOL_PID=$!
     bench_wait_prog "$P-fwd" xdpf0 100 "$TOOL_PID" && bench_wait_prog "$P-fwd" xdpf1 50 "$TOOL_PID" || {
@@ -150,9 +170,9 @@ start_tool() { # $1 ours|peer, $2 seconds bound -> TOOL_PID; output in $W/$1.out
         tail -n 5 "$W/$1.err" | sed 's/^/#   /'
         return 1
     }
-    if [ "$1" = ours ]; then # attached; wait for `ready` (every port's carrier up)
+    if [ "$1" = ours ] || [ -n "$SELF_AB" ]; then # attached; wait for `ready` (every port's carrier up)
         local i
-        for ((i = 0; i < 100; i++)); do grep -q '^ready$' "$W/ours.out" && break; sleep 0.1; done
+        for ((i = 0; i < 100; i++)); do grep -q '^ready$' "$W/$1.out" && break; sleep 0.1; done
     fi
     sleep 0.3
 }
@@ -187,7 +207,7 @@ run_one() { # $1 ours|peer, $2 round (0: warm-up) -> a line, a row in $W/rows.ts
     d1=$(arrived)
     stop_tool "$leg"
     python3 - "$leg" "$round" "$d0" "$d1" "$W/gen.json" "$W/$leg.json" "$W/rows.tsv" "$(bench_busiest "$t1" "$t2")" "$(bench_cpu_pct "$u1" "$u2")" << 'PY'
-import json, sys, time
+import json, os, sys, time
 leg, rnd, d0, d1, genf, toolf, rows, busy, split = sys.argv[1:]
 ns, cs = map(int, busy.split())
 usr, sysp, sirq, idle = map(int, split.split())
@@ -199,7 +219,7 @@ try:
     s = json.load(open(toolf))
 except Exception:
     s = {}
-if leg == 'ours':
+if leg == 'ours' or os.environ.get('SELF_AB'):
     c = s.get('counters', {})
     own = f"rx {c.get('rx_packets')} forwarded {c.get('tx_completed')} accounting_ok {s.get('accounting_ok')}"
 else:
@@ -417,7 +437,8 @@ PY
 main() {
     echo "# vs-lb $(date -u '+%F %H:%M') UTC, $(nproc) CPUs ($(lscpu | sed -n 's/^Model name: *//p')), kernel $(uname -r), load $(cut -d' ' -f1-3 /proc/loadavg)"
     echo "# ours: $LB (release), config configs/examples/lb.toml (RULES=$RULES) + [workers] cores = [$FWD_CORE, $FWD_CORE], spin, batch $BATCH"
-    echo "# peer: $PEER (xsk-rs $(sed -n '/^name = "xsk-rs"/{n;s/version = //p}' tools/lb-peer/Cargo.lock | tr -d '"'), release), taskset core $FWD_CORE, spin, $FRAMES frames, rings $RING, batch $BATCH"
+    [ -n "$SELF_AB" ] && echo "# A/B of the lb example against itself: the 'peer' leg below is B: $PEER, config B_RULES=$B_RULES (not the xsk-rs peer)"
+    [ -z "$SELF_AB" ] && echo "# peer: $PEER (xsk-rs $(sed -n '/^name = "xsk-rs"/{n;s/version = //p}' tools/lb-peer/Cargo.lock | tr -d '"'), release), taskset core $FWD_CORE, spin, $FRAMES frames, rings $RING, batch $BATCH"
     echo "# generator: xdpool gen --engine live, 64 B, 64 flows, core $GEN_CORE, $COUNT frames or $GEN_SECS s; PAIRS=$PAIRS WARMUP=$WARMUP"
     code_counts
     "$XDPOOL" lab up --topology forward --prefix "$P" > "$W/lab.out" 2>&1 || die "lab up failed: $(tail -n 3 "$W/lab.out")"
@@ -448,7 +469,9 @@ by = {}
 for rnd, leg, mpps, *_ in rows:
     if int(rnd) > 0:
         by.setdefault(int(rnd), {})[leg] = float(mpps)
-print('| pair | ours (Mpps) | peer, xsk-rs (Mpps) | ours / peer |')
+import os
+second = 'B, the lb example' if os.environ.get('SELF_AB') else 'peer, xsk-rs'
+print(f'| pair | ours (Mpps) | {second} (Mpps) | ours / {second.split(",")[0]} |')
 print('|---:|---:|---:|---:|')
 ratios, ours, peer = [], [], []
 for rnd in sorted(by):
@@ -465,7 +488,8 @@ for leg in ('ours', 'peer'):
     sp = [list(map(int, r[5:9])) for r in rows if int(r[0]) > 0 and r[1] == leg and len(r) >= 9]
     if sp:
         m = [st.median(c) for c in zip(*sp)]
-        print(f'{leg}: core 1 during the sends, median user {m[0]:.0f}% system {m[1]:.0f}% softirq {m[2]:.0f}% idle {m[3]:.0f}% (the whole core, other jobs included)')
+        name = 'B' if leg == 'peer' and os.environ.get('SELF_AB') else leg
+        print(f'{name}: core 1 during the sends, median user {m[0]:.0f}% system {m[1]:.0f}% softirq {m[2]:.0f}% idle {m[3]:.0f}% (the whole core, other jobs included)')
 PY
     if [ "$LOSS" = 1 ]; then
         echo
