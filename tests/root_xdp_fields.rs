@@ -22,7 +22,6 @@ use xdpool::internal::plan::steer_rule;
 use xdpool::internal::steer::{abi, Rule, Shape, Steering};
 use xdpool::internal::wire::build::{ExtHeader, FrameBuilder};
 use xdpool::internal::wire::fuzz::XorShift64;
-use xdpool::internal::worker::action::Act;
 use xdpool::internal::worker::classify::{verdict, Classifier};
 
 #[macro_use]
@@ -354,18 +353,7 @@ fn check_list(
         let worker = classifier.first_match(&frame);
         // The verdict the worker acts on (its short paths included: the protocol
         // table, the plain-frame walk) is the matched rule's, for a frame it gets.
-        // (`verdict` names no rule position; the classifier gives a `call` its own.)
-        let want = worker.and_then(|i| {
-            let v = verdict(&rules[i])?;
-            Some(match v.act() {
-                Act::Call { handler, .. } => v.with_act(Act::Call {
-                    handler,
-                    rule: i as u16,
-                }),
-                _ => v,
-            })
-        });
-        if let Some(want) = want {
+        if let Some(want) = worker.and_then(|i| verdict(&rules[i], i)) {
             let got = classifier.classify(&frame);
             if got != want {
                 failures.push(format!(

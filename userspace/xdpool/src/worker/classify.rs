@@ -48,14 +48,7 @@ impl Classifier {
             .into_iter()
             .enumerate()
             .map(|(i, r)| {
-                let v = verdict(&r).map(|v| match v.act() {
-                    // The rule's position: its name and `arg` reach the handler.
-                    Act::Call { handler, .. } => v.with_act(Act::Call {
-                        handler,
-                        rule: i as u16,
-                    }),
-                    _ => v,
-                });
+                let v = verdict(&r, i);
                 Rule {
                     rule: r,
                     verdict: v,
@@ -75,10 +68,21 @@ impl Classifier {
             .iter()
             .all(|r| tests_at_most_proto_and_vlan(&r.rule))
             .then(|| {
+                // The walk's verdict for a plain frame of each protocol: the rules
+                // test nothing else, so any ports and addresses stand for all.
                 [wire::proto::UDP, wire::proto::TCP].map(|proto| {
+                    let plain = Fields {
+                        vlan: None,
+                        proto: Some(proto),
+                        ports: Some((0, 0)),
+                        l3: wire::L3::V4 {
+                            src: std::net::Ipv4Addr::UNSPECIFIED,
+                            dst: std::net::Ipv4Addr::UNSPECIFIED,
+                        },
+                    };
                     rules
                         .iter()
-                        .find(|r| r.rule.vlan.is_none() && r.rule.proto.is_none_or(|p| p == proto))
+                        .find(|r| matches_fields(&r.rule, &plain))
                         .map_or(Verdict::DROP, |r| r.on_match)
                 })
             });
@@ -215,9 +219,10 @@ impl Classifier {
     }
 }
 
-/// What a worker does under rule `r`; `None` for rules the XDP program settles
-/// (the frame never reaches a worker).
-pub fn verdict(r: &ValidRule) -> Option<Verdict> {
+/// What a worker does under rule `r`, at `position` in its port's list (a `call`
+/// names its rule so: its name and `arg` reach the handler); `None` for rules the
+/// XDP program settles (the frame never reaches a worker).
+pub fn verdict(r: &ValidRule, position: usize) -> Option<Verdict> {
     let act = match r.action {
         Action::Drop => Act::Drop,
         Action::L2fwd => Act::L2fwd,
@@ -229,7 +234,7 @@ pub fn verdict(r: &ValidRule) -> Option<Verdict> {
         },
         Action::Call => Act::Call {
             handler: r.call.as_ref()?.handler,
-            rule: 0,
+            rule: position as u16,
         },
         Action::Pass | Action::Xdpdrop => return None,
     };
