@@ -445,6 +445,31 @@ pub(crate) fn rewrite(
         // frame it did not keep comes here as `Keep`: this test is all it costs.
         return Some(frame);
     }
+    if matches!(how, MacRewrite::Swap) && d.len >= 12 {
+        // l2fwd's swap, inline: one checked view of the two MACs (the rest of the
+        // frame was checked against the chunk when it was taken).
+        let mut frame = frame;
+        let offset = (d.addr - frame.addr()) as usize;
+        if let Some(b) = cx
+            .region
+            .chunk_mut(&mut frame)
+            .and_then(|c| c.get_mut(offset..))
+            .and_then(|c| c.first_chunk_mut::<12>())
+        {
+            let macs = *b;
+            b[..6].copy_from_slice(&macs[6..]);
+            b[6..].copy_from_slice(&macs[..6]);
+            return Some(frame);
+        }
+        unrewritten(
+            frame,
+            Unrewritten::Unviewable,
+            cx.pool,
+            cx.c,
+            cx.neigh_missed,
+        );
+        return None;
+    }
     match rewrite_viewed(frame, d, how, egress, cx.region, cx.macs) {
         Ok(frame) => Some(frame),
         Err((frame, why)) => {
