@@ -268,6 +268,7 @@ fn build_fabric(plan: &Plan, neighbours: Arc<Neighbours>) -> Result<Arc<Fabric>,
         file_capture: Default::default(),
         handler_failure: Default::default(),
         mailbox: Default::default(),
+        stats_due: Default::default(),
     }))
 }
 
@@ -756,8 +757,11 @@ fn control_loop(
             tracing::error!("a device went away; exiting (--no-reattach)");
             break;
         }
-        if last_sample.elapsed() >= Duration::from_millis(100) {
+        if last_sample.elapsed() >= crate::worker::STATS_EVERY {
             last_sample = Instant::now();
+            // The workers read their sockets' kernel counters next (not by their own
+            // clock: see `Fabric::stats_due`).
+            rt.fabric.stats_due.fetch_add(1, Ordering::Relaxed);
             let rx: u64 = rt
                 .fabric
                 .sockets

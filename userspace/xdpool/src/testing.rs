@@ -250,6 +250,7 @@ impl<H: HandlerSet> Builder<H> {
             file_capture: Default::default(),
             handler_failure: Default::default(),
             mailbox: Default::default(),
+            stats_due: Default::default(),
         });
         // Generation 1, as a run's first list (0 is no list's: an untagged frame's).
         let slots: Vec<Arc<RuleSlot>> = steering

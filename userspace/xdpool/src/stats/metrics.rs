@@ -72,6 +72,7 @@ pub const QUEUE_COUNTERS: &[(&str, Def)] = &[
     ("rx_limited_by_tx", c("xdpool_rx_limited_by_tx", "Passes that took fewer RX descriptors than a batch because the TX ring had no room for what they send (back-pressure instead of a drop).")),
     ("rx_shed_passes", c("xdpool_rx_shed_passes", "Passes that took a whole batch although the TX side had no room for it, because the fill ring had fallen below half its target: the excess is dropped by the worker (drops tx_ring_full, egress_queue_full) instead of by the kernel at an empty fill ring.")),
     ("wakeups", c("xdpool_wakeups", "Wake-up system calls made for the kernel (need_wakeup set on the fill or TX ring).")),
+    ("tx_wakeups", c("xdpool_tx_wakeups", "Of the wake-up system calls, those for the TX ring (sendto).")),
     ("idle_loops", c("xdpool_idle_passes", "Worker loop passes that found nothing to do.")),
     ("rule_untagged", c("xdpool_rule_untagged", "Frames received during a rule reload's hand-over without a tag of it (steered before the XDP program began tagging), acted on under the list before the reload.")),
     ("rules_taken", c("xdpool_rules_taken", "Rule lists the socket's worker took at a batch boundary (one per hot reload of its port).")),

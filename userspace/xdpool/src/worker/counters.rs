@@ -61,6 +61,8 @@ counters!(
     fill_pool_empty,
     /// Wake-up syscalls made.
     wakeups,
+    /// Of `wakeups`, those for the TX ring (`sendto`).
+    tx_wakeups,
     /// Loop iterations that found nothing to do.
     idle_loops,
     /// Frames received during a rule reload whose tag named no rule list the worker

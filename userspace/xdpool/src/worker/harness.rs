@@ -21,6 +21,8 @@ pub(crate) struct HeapIo {
     pub(crate) tx: TxRing,
     /// What `SO_INCOMING_NAPI_ID` would say.
     pub(crate) napi: Option<u32>,
+    /// What `XDP_STATISTICS` would say (`None`: the call fails).
+    pub(crate) stats: Option<XdpStatistics>,
 }
 
 impl PortIo for HeapIo {
@@ -42,7 +44,7 @@ impl PortIo for HeapIo {
         None
     }
     fn statistics(&self) -> Option<XdpStatistics> {
-        None
+        self.stats
     }
     fn reports_device_gone(&self) -> bool {
         false
@@ -173,6 +175,7 @@ pub(crate) fn heap_socket(
             rx: rx_ring,
             tx: tx_ring,
             napi: None,
+            stats: None,
         }),
         HeapKernel {
             fill: kfill,

@@ -69,8 +69,9 @@ const POLL_TIMEOUT_MS: u16 = 1000;
 /// of arrivals, so one batch a pass would still let the fill ring run empty.
 const SHED_BATCHES: usize = 16;
 
-/// How often the sockets' kernel counters (`XDP_STATISTICS`) are read.
-const STATS_EVERY: Duration = Duration::from_millis(100);
+/// How often the sockets' kernel counters (`XDP_STATISTICS`) are read (the control
+/// loop moves [`Fabric::stats_due`] on).
+pub const STATS_EVERY: Duration = Duration::from_millis(100);
 
 /// How long a worker waits for frames still out when its pools are destroyed.
 pub const DESTROY_WAIT: Duration = Duration::from_millis(500);
@@ -163,6 +164,11 @@ pub struct Fabric {
     pub handler_failure: std::sync::Mutex<Option<String>>,
     /// Control messages for the packet functions' lanes.
     pub mailbox: mailbox::Mailbox,
+    /// Moved on by the control loop every [`STATS_EVERY`]: a worker reads its
+    /// sockets' kernel counters when it changed. The clock is the control loop's:
+    /// where the kernel's clocksource is not the TSC (a TCG guest's is the HPET),
+    /// every `clock_gettime` is a system call, too dear for the worker's loop.
+    pub stats_due: std::sync::atomic::AtomicU64,
 }
 
 impl Fabric {
@@ -291,7 +297,8 @@ struct Worker<H: HandlerSet> {
     book_version: u64,
     /// Sockets of other workers handed frames this pass (woken if asleep).
     woken: Vec<usize>,
-    last_stats: Instant,
+    /// The `Fabric::stats_due` the last kernel counters were read for.
+    stats_seen: u64,
     received_since_idle: bool,
     /// The last `rx_budget` took a whole batch to shed (see there).
     shedding: bool,
@@ -350,7 +357,7 @@ impl<H: HandlerSet> Worker<H> {
             descs: vec![XdpDesc::default(); MAX_BATCH].into_boxed_slice(),
             scratch: vec![0; region.chunk_size() as usize].into_boxed_slice(),
             woken: Vec::new(),
-            last_stats: Instant::now(),
+            stats_seen: 0,
             received_since_idle: false,
             shedding: false,
             mail_seen: fabric.mailbox.posted(),
@@ -837,10 +844,9 @@ impl<H: HandlerSet> Worker<H> {
     }
 
     fn publish(&mut self, force_stats: bool) {
-        let stats = force_stats || self.last_stats.elapsed() >= STATS_EVERY;
-        if stats {
-            self.last_stats = Instant::now();
-        }
+        let due = self.fabric.stats_due.load(Ordering::Relaxed);
+        let stats = force_stats || due != self.stats_seen;
+        self.stats_seen = due;
         for lane in &mut self.lanes {
             lane.publish(stats);
         }

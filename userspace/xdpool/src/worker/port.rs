@@ -554,6 +554,7 @@ impl Port {
             return true;
         }
         self.c.wakeups += 1;
+        self.c.tx_wakeups += 1;
         !matches!(io.wakeup_tx(), Ok(Wakeup::DeviceGone { .. }) | Err(_))
     }
 

@@ -85,6 +85,7 @@ fn test_fabric(sockets: Vec<Arc<super::shared::PortShared>>) -> Arc<super::Fabri
         file_capture: Default::default(),
         handler_failure: Default::default(),
         mailbox: Default::default(),
+        stats_due: Default::default(),
     })
 }
 
@@ -105,6 +106,7 @@ fn heap_socket_napi(region: &Region, tx_size: u32, napi: Option<u32>) -> (Box<dy
             rx,
             tx,
             napi,
+            stats: None,
         }),
         Kernel {
             fill: kfill,
@@ -1164,6 +1166,7 @@ fn capture_copies_the_rules_frames_before_the_action_and_counts_a_full_tap() {
         file_capture: Default::default(),
         handler_failure: Default::default(),
         mailbox: Default::default(),
+        stats_due: Default::default(),
     });
     let rule = |port: u16| crate::config::ValidRule {
         proto: Some(17),
@@ -1310,6 +1313,7 @@ fn capture_follows_the_rule_key_across_a_renumbering_and_a_rule_file_gets_its_fr
         file_capture: file_tap.clone(),
         handler_failure: Default::default(),
         mailbox: Default::default(),
+        stats_due: Default::default(),
     });
     let rule = |port: u16| crate::config::ValidRule {
         proto: Some(17),
@@ -1503,4 +1507,80 @@ fn busy_poll_counts_polls_the_napi_served_and_falls_back_without_one() {
             }
         }
     }
+}
+
+/// The worker reads its sockets' kernel counters when the control loop moves
+/// `Fabric::stats_due` on (not by a clock of its own), and at a forced publish.
+#[test]
+fn kernel_counters_are_read_when_the_control_loop_says_they_are_due() {
+    use super::shared::{PortShared, Waker};
+    use super::{LaneSpec, Worker};
+    use crate::config::WaitMode;
+    use std::sync::atomic::Ordering;
+    let region = test_region();
+    let sockets = vec![PortShared::new(
+        0,
+        "in",
+        "a",
+        0,
+        None,
+        8,
+        Waker::new().unwrap(),
+    )];
+    let fabric = test_fabric(sockets);
+    let rule = crate::config::ValidRule::every(crate::config::Action::Drop, 0, None);
+    let lane = LaneSpec {
+        socket: 0,
+        port: 0,
+        queue_pos: 0,
+        rules: super::rules::RuleSlot::new(0, super::classify::Classifier::new(vec![rule])),
+        rings: PortRings { fill: 64, rx: 64 },
+    };
+    let spec = one_lane_spec(lane, WaitMode::Spin);
+    let mut w = Worker::new(&region, spec, fabric.clone(), Arc::new(()));
+    let layout = UmemLayout::new(region.len() as u64, CHUNK, 0, false);
+    let (fill, _kf) = FillRing::new_heap(512);
+    let (comp, _kc) = CompletionRing::new_heap(1024, layout);
+    let (rx, _kr) = RxRing::new_heap(512, layout);
+    let (tx, _kt) = TxRing::new_heap(64);
+    let stats = crate::xsk::XdpStatistics {
+        rx_ring_full: 7,
+        ..Default::default()
+    };
+    let io = Box::new(HeapIo {
+        fill,
+        comp,
+        rx,
+        tx,
+        napi: None,
+        stats: Some(stats),
+    });
+    w.lanes[0].start(io, 64, WaitMode::Spin);
+    let read = |w: &Worker<()>| w.lanes[0].shared.xsk_stats.lock().unwrap().rx_ring_full;
+    w.publish(false);
+    assert_eq!(read(&w), 0, "not due yet");
+    fabric.stats_due.fetch_add(1, Ordering::Relaxed);
+    w.publish(false);
+    assert_eq!(read(&w), 7, "due");
+    *w.lanes[0].shared.xsk_stats.lock().unwrap() = Default::default();
+    w.publish(false);
+    assert_eq!(read(&w), 0, "read once for each move");
+    w.publish(true);
+    assert_eq!(read(&w), 7, "forced");
+}
+
+/// `wakeups` counts every wake-up system call; `tx_wakeups` the TX ring's alone, and
+/// only when the kernel asks (or busy-poll forces it).
+#[test]
+fn tx_wakeups_count_the_tx_rings_sendto_calls_only() {
+    let mut rig = Rig::new(&[64]);
+    rig.receive(0, 4, Verdict::new(Act::L2fwd, None));
+    let counts = |rig: &Rig| (rig.ports[0].c.wakeups, rig.ports[0].c.tx_wakeups);
+    assert!(rig.ports[0].kick_tx(false));
+    assert_eq!(counts(&rig), (0, 0), "the kernel does not ask");
+    rig.kernels[0].tx.set_need_wakeup(true);
+    assert!(rig.ports[0].kick_tx(false));
+    assert!(rig.ports[0].kick_tx(true));
+    assert!(rig.ports[0].kick_rx(true));
+    assert_eq!(counts(&rig), (3, 2));
 }
