@@ -53,7 +53,9 @@ print("Columns: igb received = the igb's own rx_packets over the trial (the fram
       "QEMU drops what finds no RX descriptor without a counter the guest sees); counted = the tool's own count; "
       "counted over igb's = frames the tool counted beyond what the igb received (the kernel delivered a frame twice); "
       "refused = RX descriptors xdpool refused (a frame still on its TX ring, delivered again), counted rx_rejected; "
-      "ring drops = the tool's named drops (kernel ring counters).\n")
+      "ring drops = the tool's named drops (kernel ring counters); CPU 1 system ticks = /proc/stat's system "
+      "jiffies of CPU 1 over the generator's run (system calls; softirq apart); TX sendto per 1000 frames = "
+      "xdpool's tx_wakeups (the peers do not count theirs).\n")
 print(f"Guest kernel {boot.get('kernel', '?')}, {boot.get('cpus', '?')} vCPUs under TCG; "
       f"pktgen on CPU 0 sends {sys.argv[3]} frames of 64 B flat out per trial; each tool on "
       f"igb queue 0 in zero-copy, pinned to CPU 1 with the NICs' interrupts. {sys.argv[2]} pairs "
@@ -69,6 +71,11 @@ def med(xs):
 def per_frame(r):  # CPU 1 busy jiffies (10 ms) per 1000 frames received
     c = r["cpu1"]; busy = c["user"] + c["system"] + c["softirq"] + c["irq"]
     return 1000.0 * busy / r["received"] if r["received"] else float('nan')
+def kicks(r):  # xdpool's TX wake-ups (its tx_wakeups counter) per 1000 frames; peers: not counted
+    w = r.get("wakeups")
+    if not isinstance(w, dict) or not r["received"]:
+        return "-"
+    return f"{1000.0 * w.get('tx', 0) / r['received']:.0f}"
 placements = []
 for r in rows:
     if r.get("placement") not in placements:
@@ -77,13 +84,13 @@ for p in placements:
     pr = [r for r in rows if r.get("placement") == p and r.get("ok")]
     tools = sorted({r["tool"] for r in pr}, key=lambda t: t != "xdpool")
     print(f"## {p}\n")
-    print("| pair | tool | sent | igb received | counted | counted over igb's | refused | back at source | ring drops | rx pps | CPU 1 busy | CPU 1 ms per 1000 frames | CPU 0 busy |")
-    print("|---|---|---:|---:|---:|---:|---:|---:|---|---:|---:|---:|---:|")
+    print("| pair | tool | sent | igb received | counted | counted over igb's | refused | back at source | ring drops | rx pps | CPU 1 busy | CPU 1 ms per 1000 frames | CPU 1 system ticks | TX sendto per 1000 frames | CPU 0 busy |")
+    print("|---|---|---:|---:|---:|---:|---:|---:|---|---:|---:|---:|---:|---:|---:|")
     for r in sorted(pr, key=lambda r: (r["pair"], r["tool"] != "xdpool")):
         over = max(0, r["received"] - r["nic_rx"])
         print(f"| {r['pair']} | {r['tool']} | {r['sent']} | {r['nic_rx']} | {r['received']} | {over or '-'} | {r.get('rx_refused', 0) or '-'} | "
               f"{r['back_at_source'] if not p.startswith('rxdrop') else '-'} | {json.dumps(r['ring_drops']) if r['ring_drops'] else '-'} | {r['rx_pps']} | "
-              f"{r['cpu1']['busy_pct']}% | {10 * per_frame(r):.1f} | {r['cpu0']['busy_pct']}% |")
+              f"{r['cpu1']['busy_pct']}% | {10 * per_frame(r):.1f} | {r['cpu1']['system']} | {kicks(r)} | {r['cpu0']['busy_pct']}% |")
     if len(tools) == 2:
         a, b = tools
         ratios, work, counts = [], [], []

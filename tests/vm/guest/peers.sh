@@ -58,6 +58,14 @@ wait_line() {
     local i; for i in $(seq $(( $3 * 20 ))); do grep -q "$2" "$1" 2>/dev/null && return 0; sleep 0.05; done; return 1
 }
 
+# thread_ticks PID: "tid cpu utime stime" for each thread (cpu: where it last ran).
+thread_ticks() {
+    local t
+    for t in /proc/"$1"/task/*; do
+        awk -v tid="${t##*/}" '{ sub(/^.*\) /, ""); print tid, $37, $12, $13 }' "$t/stat" 2>/dev/null
+    done
+}
+
 # peer_trial PLACEMENT TOOL PAIR: one run, one result line.
 peer_trial() {
     local placement=$1 tool=$2 pair=$3 t0; t0=$(now)
@@ -117,6 +125,8 @@ peer_trial() {
         igb_a=$(nic_stat "$IGB" rx_packets) miss_a=$(nic_stat "$IGB" rx_missed_errors) nobuf_a=$(nic_stat "$IGB" rx_no_buffer_count)
         back_a=$(src_rx)
         c1a=$(cpu_line "$NODE1_CPUS") c0a=$(cpu_line "$GEN_CPU")
+        rm -f /tmp/peer.threads
+        [ -n "$pid" ] && [ "$(param peer_debug 0)" = 1 ] && thread_ticks "$pid" > /tmp/peer.threads
         local g0; g0=$(now)
         gen_out=$(gen --engine pktgen --count "$n" --src-ports 1024-1087 --duration 60 2>&1)
         gen_s=$(since "$g0")
@@ -131,8 +141,15 @@ peer_trial() {
             { ethtool -S "$IGB" | awk '$2 + 0 > 0'; grep "$IGB" /proc/interrupts; } 2>&1 | sed "s/^/xdpvm: vs_peers debug $tool after: /"
         fi
     fi
+    if [ -n "$pid" ] && [ "$(param peer_debug 0)" = 1 ] && [ -s /tmp/peer.threads ]; then
+        # Each thread of the tool over the generator's run: the CPU it last ran on,
+        # its user and system ticks.
+        thread_ticks "$pid" | awk 'NR == FNR { u[$1] = $3; s[$1] = $4; next }
+            { print "tid " $1 " cpu " $2 " utime " $3 - u[$1] " stime " $4 - s[$1] }' /tmp/peer.threads - \
+            | sed "s/^/xdpvm: vs_peers debug $tool threads over the run: /"
+    fi
     # Stop the tool (our own PID) and read its count.
-    local rx=0 fwd=0 ring_drops='{}' rejected=0 stop_s=""
+    local rx=0 fwd=0 ring_drops='{}' rejected=0 kicks=null stop_s=""
     if [ -n "$pid" ]; then
         if [ "$tool" = xdpool ]; then
             stop_xdpool
@@ -145,6 +162,7 @@ peer_trial() {
                 and .counters.teardown_audit_failures == 0' /tmp/peer.json >/dev/null 2>&1 \
                 || why="${why:+$why; }summary: $(jq -c '{accounting, teardown_audit_failures: .counters.teardown_audit_failures}' /tmp/peer.json 2>/dev/null)"
             rejected=$(jq -r '.counters.rx_rejected // 0' /tmp/peer.json 2>/dev/null || echo 0)
+            kicks=$(jq -c '{all: (.counters.wakeups // 0), tx: (.counters.tx_wakeups // 0)}' /tmp/peer.json 2>/dev/null || echo null)
             rx=$(jq -r '.packets // 0' /tmp/peer.json 2>/dev/null || echo 0)
             local key=forwarded; [ "$bench" = l2fwd ] && key=tx_packets
             fwd=$(jq -r --arg k "$key" '.counters[$k] // 0' /tmp/peer.json 2>/dev/null || echo 0)
@@ -210,11 +228,11 @@ peer_trial() {
     fi
     result vs_peers $ok "$t0" "$(jq -cn --arg p "$placement" --arg t "$tool" --argjson pair "$pair" --argjson n "$n" \
         --argjson sent "${sent:-0}" --argjson gen_s "${gen_s:-0}" --argjson rx "${rx:-0}" --argjson fwd "${fwd:-0}" \
-        --argjson back "$back" --arg xdp_on "$xdp_on" --arg stop_s "$stop_s" --argjson rejected "${rejected:-0}" --argjson nic_rx "$nic_rx" --argjson miss "$miss" --argjson nobuf "$nobuf" \
+        --argjson back "$back" --arg xdp_on "$xdp_on" --arg stop_s "$stop_s" --argjson rejected "${rejected:-0}" --argjson kicks "${kicks:-null}" --argjson nic_rx "$nic_rx" --argjson miss "$miss" --argjson nobuf "$nobuf" \
         --argjson rings "${ring_drops:-{\}}" --argjson cpu1 "$(cpu_delta "${c1a:-0 0 0 0 0 0 0}" "${c1b:-0 0 0 0 0 0 0}")" \
         --argjson cpu0 "$(cpu_delta "${c0a:-0 0 0 0 0 0 0}" "${c0b:-0 0 0 0 0 0 0}")" --argjson carrier_ms "${carrier_ms:-0}" --arg why "$why" \
         '{placement: $p, tool: $t, pair: $pair, frames: $n, sent: $sent, gen_s: $gen_s, received: $rx, sent_on: $fwd, back_at_source: $back,
-          xdp_on_igb: $xdp_on, stop_s: $stop_s, rx_refused: $rejected, nic_rx: $nic_rx, nic_missed: $miss, nic_no_buffer: $nobuf, ring_drops: $rings, cpu1: $cpu1, cpu0: $cpu0,
+          xdp_on_igb: $xdp_on, stop_s: $stop_s, rx_refused: $rejected, wakeups: $kicks, nic_rx: $nic_rx, nic_missed: $miss, nic_no_buffer: $nobuf, ring_drops: $rings, cpu1: $cpu1, cpu0: $cpu0,
           rx_pps: (if $gen_s > 0 then ($rx / $gen_s | floor) else 0 end), carrier_after_ready_ms: $carrier_ms}
           + (if $why == "" then {} else {why: $why} end)')"
 }
@@ -225,6 +243,9 @@ vs_peers() {
     placements=$(param peer_placements rxdrop-spin,l2fwd-spin,rxdrop-poll,l2fwd-poll,fwd-spin)
     ethtool -L "$IGB" combined 1 >/dev/null 2>&1
     ethtool -G "$IGB" rx 1024 >/dev/null 2>&1
+    # The clock a tool's clock_gettime reads: without TSC (unstable under TCG) the
+    # vDSO cannot read it, and each call is a system call.
+    echo "xdpvm: vs_peers clocksource $(cat /sys/devices/system/clocksource/clocksource0/current_clocksource 2>/dev/null) (available: $(cat /sys/devices/system/clocksource/clocksource0/available_clocksource 2>/dev/null))"
     for p in ${placements//,/ }; do
         case "$p" in fwd-*) peer=xsk_fwd ;; *) peer=xdpsock ;; esac
         if [ ! -x "$PEER_DIR/$peer" ]; then
