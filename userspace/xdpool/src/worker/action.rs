@@ -267,6 +267,25 @@ pub fn apply_act(
     }
 }
 
+/// A packet function's `back` (`to` = `None`) or `forward` whose MACs `call`
+/// rewrote on the handler's own view: sent as those actions send, with a constant
+/// `Keep` (their rewrite then tests the length only). `Worker::receive_with` sends
+/// every other verdict (a frame too short for the rewrite, say) by [`apply_act`].
+#[inline(always)]
+pub fn send_rewritten(
+    to: Option<PortIx>,
+    mirror_to: Option<PortIx>,
+    frame: Frame,
+    d: XdpDesc,
+    cx: &mut ActCtx<'_>,
+) {
+    let mirror_to = mirror_to.map(PortId::from);
+    match to {
+        None => back(frame, d, MacRewrite::Keep, mirror_to, cx),
+        Some(to) => forward(frame, d, to.into(), MacRewrite::Keep, mirror_to, cx),
+    }
+}
+
 /// `drop`: recycle; with a mirror, the frame leaves the mirror port unchanged.
 #[inline]
 fn drop_frame(frame: Frame, d: XdpDesc, mirror_to: Option<PortId>, cx: &mut ActCtx<'_>) {

@@ -206,7 +206,8 @@ impl Emit for Emitter<'_> {
 
 /// Calls handler `id` on `frame` (`d` its descriptor). On success: the frame's new
 /// descriptor (the handler may have moved its head or tail), the action to apply
-/// (`action::apply_act`; MACs already rewritten) and the mirror port. The frame
+/// (MACs already rewritten: `action::send_rewritten` for a `back` or `forward` left
+/// with `Keep`, else `action::apply_act`) and the mirror port. The frame
 /// stays the caller's either way. The caller clears the
 /// frame's kept parse after the call (`api::forget_parse`).
 #[inline(always)]

@@ -38,7 +38,7 @@ pub use shared::{PortShared, Waker};
 
 use crate::api::{HandlerSet, KeptStore, LaneSetup, PortRef, RuleOf, Tick};
 use crate::config::HandlerDecl;
-use crate::config::WaitMode;
+use crate::config::{MacRewrite, WaitMode};
 use crate::neigh::{MacBook, Neighbours};
 use crate::xsk::{XdpDesc, XdpStatistics};
 use action::{Act, PortId};
@@ -732,6 +732,28 @@ impl<H: HandlerSet> Worker<H> {
                         d.len = nd.len;
                         // The handler's action as it came apart (not packed into a
                         // `Verdict` again to be unpacked by `apply_act`).
+                        let rewritten = match a {
+                            Act::Back {
+                                mac: MacRewrite::Keep,
+                            } => Some(None),
+                            Act::Forward {
+                                to,
+                                mac: MacRewrite::Keep,
+                            } => Some(Some(to)),
+                            _ => None,
+                        };
+                        if let Some(to) = rewritten {
+                            // Its MACs rewritten on the handler's view already.
+                            let mut cx = lane.port.act_ctx(
+                                out,
+                                scratch,
+                                spec.copybreak_bytes,
+                                book,
+                                &mut missed,
+                            );
+                            action::send_rewritten(to, m, frame, d, &mut cx);
+                            continue;
+                        }
                         (act, mirror) = (a, m);
                     }
                     Err(refused) => {
