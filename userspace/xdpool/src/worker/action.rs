@@ -464,29 +464,24 @@ pub(crate) fn rewrite(
         // frame it did not keep comes here as `Keep`: this test is all it costs.
         return Some(frame);
     }
-    if matches!(how, MacRewrite::Swap) && d.len >= 12 {
-        // l2fwd's swap, inline: one checked view of the two MACs (the rest of the
-        // frame was checked against the chunk when it was taken).
+    if !matches!(how, MacRewrite::Neigh) && d.len >= 12 {
+        // A swap (l2fwd) or a fixed next hop (forward), inline: one checked view of
+        // the two MACs (the rest of the frame was checked against the chunk when it
+        // was taken). A next hop found by the frame's IP goes out of line.
         let mut frame = frame;
         let offset = (d.addr - frame.addr()) as usize;
-        if let Some(b) = cx
+        let why = match cx
             .region
             .chunk_mut(&mut frame)
             .and_then(|c| c.get_mut(offset..))
-            .and_then(|c| c.first_chunk_mut::<12>())
         {
-            let macs = *b;
-            b[..6].copy_from_slice(&macs[6..]);
-            b[6..].copy_from_slice(&macs[..6]);
-            return Some(frame);
-        }
-        unrewritten(
-            frame,
-            Unrewritten::Unviewable,
-            cx.pool,
-            cx.c,
-            cx.neigh_missed,
-        );
+            None => Unrewritten::Unviewable,
+            Some(bytes) => match rewrite_macs(bytes, how, egress, cx.macs) {
+                Some(()) => return Some(frame),
+                None => Unrewritten::NeighMiss,
+            },
+        };
+        unrewritten(frame, why, cx.pool, cx.c, cx.neigh_missed);
         return None;
     }
     match rewrite_viewed(frame, d, how, egress, cx.region, cx.macs) {
@@ -498,7 +493,8 @@ pub(crate) fn rewrite(
     }
 }
 
-/// [`rewrite`] for a frame whose bytes change (or that is too short).
+/// [`rewrite`] for a frame whose next hop is found by its IP (`neigh`: a parse and
+/// a lookup), or that is too short.
 #[inline(never)]
 fn rewrite_viewed(
     mut frame: Frame,

@@ -407,6 +407,17 @@ fn forward_with_neighbour_and_fixed_macs_and_a_missing_next_hop() {
         (rig.ports[0].c.neigh_miss_drop, rig.ports[0].c.forwarded),
         (5, 12)
     );
+    // A fixed next hop, but the egress device's own MAC unknown: the same.
+    rig.receive(0, 3, fwd(1, MacRewrite::Fixed([2, 0, 0, 0, 0xcc, 9]), None));
+    assert!(rig.kernels[1].send().is_empty());
+    assert_eq!(
+        (
+            rig.ports[0].c.neigh_miss_drop,
+            rig.ports[0].c.forwarded,
+            rig.ports[0].c.rx_rejected
+        ),
+        (8, 12, 0)
+    );
     rig.kernels[1].complete(&out);
     rig.kernels[1].complete(&out2);
     rig.ports[1].reap(&rig.remotes);
