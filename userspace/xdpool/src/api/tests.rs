@@ -984,3 +984,33 @@ fn a_reload_moves_a_call_rule_and_keeps_the_lane_state() {
     assert_eq!(h.counter("in", "handler_calls"), 3);
     h.check_accounting().unwrap();
 }
+
+/// `Verdict::back().with_mac(Mac::To(..))`: the frame leaves the port it came in by
+/// with that destination and the arrival device's MAC as source (as `forward` writes
+/// the egress device's), not dropped as a next hop nobody knows.
+#[test]
+fn a_back_verdict_with_a_fixed_mac_writes_the_arrival_devices_mac_as_source() {
+    let rules = r#"
+[[rule]]
+port = "in"
+proto = "udp"
+action = "call"
+handler = "to"
+"#;
+    let mut h = Harness::builder(&with_rules(rules))
+        .handler("to", |_: &mut Packet<'_>| {
+            Verdict::back().with_mac(Mac::To([2, 0, 0, 0, 0xbb, 7]))
+        })
+        .build()
+        .unwrap();
+    for i in 0..5 {
+        h.send("in", &udp(9, i));
+    }
+    h.run();
+    let out = h.sent("in");
+    assert_eq!(out.len(), 5);
+    for o in &out {
+        assert_eq!(&o[..12], &[2, 0, 0, 0, 0xbb, 7, 2, 0, 0, 0, 0xd0, 0]);
+    }
+    assert_eq!(h.counter("in", "neigh_miss_drop"), 0);
+}

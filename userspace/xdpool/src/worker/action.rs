@@ -267,10 +267,12 @@ pub fn apply_act(
     }
 }
 
-/// A packet function's `back` (`to` = `None`) or `forward` whose MACs `call`
-/// rewrote on the handler's own view: sent as those actions send, with a constant
-/// `Keep` (their rewrite then tests the length only). `Worker::receive_with` sends
-/// every other verdict (a frame too short for the rewrite, say) by [`apply_act`].
+/// A packet function's `back` (`to` = `None`) or `forward` left with `Keep` (its
+/// MACs rewritten by `call` on the handler's own view, or none asked for): sent as
+/// those actions send, with a constant `Keep` (their rewrite then tests the length
+/// only: a frame shorter than two MACs is dropped, counted). `Worker::receive_with`
+/// sends every other verdict by [`apply_act`] (a drop; a rewrite `call` left undone,
+/// for a frame too short for it).
 #[inline(always)]
 pub fn send_rewritten(
     to: Option<PortIx>,
@@ -470,10 +472,12 @@ pub(crate) fn rewrite(
         // was taken). A next hop found by the frame's IP goes out of line.
         let mut frame = frame;
         let offset = (d.addr - frame.addr()) as usize;
+        // The two MACs only: the frame's length was checked against the chunk when
+        // it was taken (or made by the handler's bounds-checked view).
         let why = match cx
             .region
             .chunk_mut(&mut frame)
-            .and_then(|c| c.get_mut(offset..))
+            .and_then(|c| c.get_mut(offset..offset + 12))
         {
             None => Unrewritten::Unviewable,
             Some(bytes) => match rewrite_macs(bytes, how, egress, cx.macs) {

@@ -237,9 +237,10 @@ pub(super) fn call<H: HandlerSet>(
     let (mut act, mirror) = verdict(v, site).ok_or(Refused::Verdict)?;
     // The MACs are rewritten here, on the view already checked for the handler,
     // rather than by the action through a second view of the chunk.
+    // A `back` leaves by the arrival port: its device's MAC is the source.
     let egress = match act {
         Act::Forward { to, .. } => Some(PortId::from(to)),
-        _ => None,
+        _ => Some(site.declared.arrival),
     };
     if let Act::Back { mac } | Act::Forward { mac, .. } = &mut act {
         let kept = pkt.is_kept();

@@ -259,8 +259,9 @@ pub fn run_with<H: HandlerSet>(
             busy |= w.step_with(i, &remotes, &region);
         }
         passes = passes.wrapping_add(1);
-        // Publishing (some forty stores per lane) and the clock are not free: every
-        // PUBLISH_EVERY passes, and on the first idle pass after work.
+        // Publishing (some forty stores per lane) is not free: every PUBLISH_EVERY
+        // passes, on the first idle pass after work, and on each idle pass of a
+        // worker that polls (it may sleep next).
         if passes.is_multiple_of(PUBLISH_EVERY) || (!busy && (was_busy || w.polls())) {
             w.publish(false);
         }
@@ -740,7 +741,13 @@ impl<H: HandlerSet> Worker<H> {
                                 to,
                                 mac: MacRewrite::Keep,
                             } => Some(Some(to)),
-                            _ => None,
+                            Act::Back { .. }
+                            | Act::Forward { .. }
+                            | Act::Drop
+                            | Act::L2fwd
+                            | Act::ReflectTwice
+                            | Act::Copybreak
+                            | Act::Call { .. } => None,
                         };
                         if let Some(to) = rewritten {
                             // Its MACs rewritten on the handler's view already.
