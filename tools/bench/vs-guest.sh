@@ -15,7 +15,8 @@
 #   OUT=dir          where the guest's results go (default target/vm-peers)
 #   NO_BUILD=1       use target/release/xdpool as it is
 #   GUEST_ARGS=...   more guest parameters (xdpvm.peer_debug=1: NIC counters and
-#                    interrupts around each trial on the guest's console;
+#                    interrupts around each trial, and the tool's threads' CPU
+#                    and ticks over it, on the guest's console;
 #                    xdpvm.peer_fwd_relink=0: xsk_fwd without the igb's down/up
 #                    that lets it receive, see tests/vm/guest/peers.sh)
 #

@@ -24,7 +24,8 @@
 #   fwd-spin: xdpool forward in -> out (igb -> virtio-net, mac = "swap") / xsk_fwd
 #             (which swaps MACs and pairs its two ports)
 # Pairs (xdpvm.peer_pairs) alternate who goes first; xdpvm.peer_debug=1 prints the
-# igb's link, non-zero counters and interrupts before and after each trial's traffic.
+# igb's link, non-zero counters and interrupts before and after each trial's traffic,
+# and each thread of the tool with its CPU and its user and system ticks over the run.
 # xsk_fwd: the igb is taken down and up once it runs (xdpvm.peer_fwd_relink=0: not;
 # why at the xsk_fwd case below). xdpsock -p: 64 frames more after SIGINT let it exit
 # (why where it is stopped).
@@ -69,6 +70,7 @@ thread_ticks() {
 # peer_trial PLACEMENT TOOL PAIR: one run, one result line.
 peer_trial() {
     local placement=$1 tool=$2 pair=$3 t0; t0=$(now)
+    rm -f /tmp/peer.threads /tmp/peer.threads.after
     local bench=${placement%-*} mode=${placement#*-} why="" pid="" out=/tmp/peer.out sock=/run/xdpool/peer.sock xdp_on=""
     local n; n=$(param peer_frames 60000)
     select_nut "$IGB"
@@ -125,12 +127,12 @@ peer_trial() {
         igb_a=$(nic_stat "$IGB" rx_packets) miss_a=$(nic_stat "$IGB" rx_missed_errors) nobuf_a=$(nic_stat "$IGB" rx_no_buffer_count)
         back_a=$(src_rx)
         c1a=$(cpu_line "$NODE1_CPUS") c0a=$(cpu_line "$GEN_CPU")
-        rm -f /tmp/peer.threads
         [ -n "$pid" ] && [ "$(param peer_debug 0)" = 1 ] && thread_ticks "$pid" > /tmp/peer.threads
         local g0; g0=$(now)
         gen_out=$(gen --engine pktgen --count "$n" --src-ports 1024-1087 --duration 60 2>&1)
         gen_s=$(since "$g0")
         c1b=$(cpu_line "$NODE1_CPUS") c0b=$(cpu_line "$GEN_CPU")
+        [ -s /tmp/peer.threads ] && thread_ticks "$pid" > /tmp/peer.threads.after
         sent=$(echo "$gen_out" | sed -n 's/.*sent \([0-9]*\) frames.*/\1/p' | head -1)
         [ -n "$sent" ] || { why="${why:+$why; }generator: $(echo "$gen_out" | tail -2 | tr '\n' ' ')"; sent=0; }
         # What is in flight lands within a second (the tools print their counts each second).
@@ -141,11 +143,12 @@ peer_trial() {
             { ethtool -S "$IGB" | awk '$2 + 0 > 0'; grep "$IGB" /proc/interrupts; } 2>&1 | sed "s/^/xdpvm: vs_peers debug $tool after: /"
         fi
     fi
-    if [ -n "$pid" ] && [ "$(param peer_debug 0)" = 1 ] && [ -s /tmp/peer.threads ]; then
+    if [ -s /tmp/peer.threads ] && [ -s /tmp/peer.threads.after ]; then
         # Each thread of the tool over the generator's run: the CPU it last ran on,
-        # its user and system ticks.
-        thread_ticks "$pid" | awk 'NR == FNR { u[$1] = $3; s[$1] = $4; next }
-            { print "tid " $1 " cpu " $2 " utime " $3 - u[$1] " stime " $4 - s[$1] }' /tmp/peer.threads - \
+        # its user and system ticks (a thread's system ticks include the interrupts
+        # and softirqs that ran while it was current).
+        awk 'NR == FNR { u[$1] = $3; s[$1] = $4; next }
+            { print "tid " $1 " cpu " $2 " utime " ($3 - u[$1]) " stime " ($4 - s[$1]) }' /tmp/peer.threads /tmp/peer.threads.after \
             | sed "s/^/xdpvm: vs_peers debug $tool threads over the run: /"
     fi
     # Stop the tool (our own PID) and read its count.
