@@ -1595,3 +1595,55 @@ fn tx_wakeups_count_the_tx_rings_sendto_calls_only() {
     assert!(rig.ports[0].kick_rx(true));
     assert_eq!(counts(&rig), (3, 2));
 }
+
+/// An idle port whose kernel keeps asking for an RX wake-up (virtio-net in zero-copy
+/// sets the fill ring's flag while its RX queue is full of buffers) is kicked less
+/// and less often, down to one pass in 2^6; a pass with frames kicks at once and
+/// ends the back-off.
+#[test]
+fn rx_wakeups_back_off_on_an_idle_port_and_resume_with_frames() {
+    use super::shared::{PortShared, Waker};
+    use super::{LaneSpec, Worker};
+    use crate::config::WaitMode;
+    let region = test_region();
+    let sockets = vec![PortShared::new(
+        0,
+        "out",
+        "a",
+        0,
+        None,
+        8,
+        Waker::new().unwrap(),
+    )];
+    let rule = crate::config::ValidRule::every(crate::config::Action::Drop, 0, None);
+    let lane = LaneSpec {
+        socket: 0,
+        port: 0,
+        queue_pos: 0,
+        rules: super::rules::RuleSlot::new(0, super::classify::Classifier::new(vec![rule])),
+        rings: PortRings { fill: 64, rx: 64 },
+    };
+    let spec = one_lane_spec(lane, WaitMode::Spin);
+    let mut w = Worker::new(&region, spec, test_fabric(sockets), Arc::new(()));
+    let (io, kernel) = heap_socket(&region, 64);
+    kernel.fill.set_need_wakeup(true);
+    w.lanes[0].start(io, 64, WaitMode::Spin);
+    let wakeups = |w: &Worker<()>| w.lanes[0].port.c.wakeups;
+    let mut at = Vec::new();
+    for pass in 1..=300u32 {
+        let before = wakeups(&w);
+        w.step(0);
+        if wakeups(&w) != before {
+            at.push(pass);
+        }
+    }
+    // 1, 2, then doubling gaps up to 64 passes.
+    assert_eq!(at, [1, 2, 4, 8, 16, 32, 64, 128, 192, 256]);
+    kernel.deliver(4);
+    let before = wakeups(&w);
+    w.step(0);
+    assert_eq!(wakeups(&w), before + 1, "frames: kicked at once");
+    w.step(0);
+    assert_eq!(wakeups(&w), before + 2, "the back-off starts again");
+    assert_eq!(w.lanes[0].port.c.tx_wakeups, 0);
+}
