@@ -222,7 +222,7 @@ impl Lane {
             alive &= self.port.kick_rx(false);
             if self.port.c.wakeups != kicks {
                 self.rx_kick_wait = (1u32 << self.rx_idle_kicks.min(RX_KICK_BACKOFF)) - 1;
-                self.rx_idle_kicks += 1;
+                self.rx_idle_kicks = self.rx_idle_kicks.saturating_add(1);
             }
         }
         if !alive {
