@@ -474,19 +474,13 @@ pub(crate) fn rewrite(
         let offset = (d.addr - frame.addr()) as usize;
         // The two MACs only: the frame's length was checked against the chunk when
         // it was taken (or made by the handler's bounds-checked view).
-        let why = match cx
-            .region
-            .chunk_mut(&mut frame)
-            .and_then(|c| c.get_mut(offset..offset + 12))
-        {
-            None => Unrewritten::Unviewable,
-            Some(bytes) => match rewrite_macs(bytes, how, egress, cx.macs) {
-                Some(()) => return Some(frame),
-                None => Unrewritten::NeighMiss,
-            },
+        return match rewrite_in_view(&mut frame, offset, 12, how, egress, cx.region, cx.macs) {
+            None => Some(frame),
+            Some(why) => {
+                unrewritten(frame, why, cx.pool, cx.c, cx.neigh_missed);
+                None
+            }
         };
-        unrewritten(frame, why, cx.pool, cx.c, cx.neigh_missed);
-        return None;
     }
     match rewrite_viewed(frame, d, how, egress, cx.region, cx.macs) {
         Ok(frame) => Some(frame),
@@ -508,27 +502,50 @@ fn rewrite_viewed(
     region: &Region,
     macs: &MacBook,
 ) -> Result<Frame, (Frame, Unrewritten)> {
-    // `rewrite` keeps a frame of 12 bytes or more itself; a shorter one comes here
-    // whatever `how` is, and is dropped.
-    debug_assert!(!matches!(how, MacRewrite::Keep) || d.len < 12);
+    // `rewrite` rewrites a frame of 12 bytes or more itself unless its next hop is
+    // found by its IP; a shorter one comes here whatever `how` is, and is dropped.
+    debug_assert!(matches!(how, MacRewrite::Neigh) || d.len < 12);
     let offset = (d.addr - frame.addr()) as usize;
     let refused = if d.len < 12 {
         Some(Unrewritten::TooShort)
     } else {
-        // One checked view of the chunk for the read and the write.
-        match region
-            .chunk_mut(&mut frame)
-            .and_then(|c| c.get_mut(offset..offset + d.len as usize))
-        {
-            None => Some(Unrewritten::Unviewable),
-            Some(bytes) => rewrite_macs(bytes, how, egress, macs)
-                .is_none()
-                .then_some(Unrewritten::NeighMiss),
-        }
+        // The whole frame: the next hop is looked up by its destination IP.
+        rewrite_in_view(
+            &mut frame,
+            offset,
+            d.len as usize,
+            how,
+            egress,
+            region,
+            macs,
+        )
     };
     match refused {
         None => Ok(frame),
         Some(why) => Err((frame, why)),
+    }
+}
+
+/// Rewrites `frame`'s MACs (`how`) in one checked view of its chunk's bytes
+/// `offset..offset + len` (at least the two MACs); why not, if not.
+#[inline(always)]
+fn rewrite_in_view(
+    frame: &mut Frame,
+    offset: usize,
+    len: usize,
+    how: MacRewrite,
+    egress: Option<PortId>,
+    region: &Region,
+    macs: &MacBook,
+) -> Option<Unrewritten> {
+    match region
+        .chunk_mut(frame)
+        .and_then(|c| c.get_mut(offset..offset + len))
+    {
+        None => Some(Unrewritten::Unviewable),
+        Some(bytes) => rewrite_macs(bytes, how, egress, macs)
+            .is_none()
+            .then_some(Unrewritten::NeighMiss),
     }
 }
 

@@ -94,6 +94,16 @@ fn heap_socket(region: &Region, tx_size: u32) -> (Box<dyn PortIo>, Kernel) {
 }
 
 fn heap_socket_napi(region: &Region, tx_size: u32, napi: Option<u32>) -> (Box<dyn PortIo>, Kernel) {
+    heap_socket_with(region, tx_size, napi, None)
+}
+
+/// A heap socket whose NAPI id and `XDP_STATISTICS` read as given.
+fn heap_socket_with(
+    region: &Region,
+    tx_size: u32,
+    napi: Option<u32>,
+    stats: Option<crate::xsk::XdpStatistics>,
+) -> (Box<dyn PortIo>, Kernel) {
     let layout = UmemLayout::new(region.len() as u64, CHUNK, 0, false);
     let (fill, kfill) = FillRing::new_heap(512);
     let (comp, kcomp) = CompletionRing::new_heap(1024, layout);
@@ -106,7 +116,7 @@ fn heap_socket_napi(region: &Region, tx_size: u32, napi: Option<u32>) -> (Box<dy
             rx,
             tx,
             napi,
-            stats: None,
+            stats,
         }),
         Kernel {
             fill: kfill,
@@ -283,6 +293,42 @@ fn one_lane_spec(lane: super::LaneSpec, mode: crate::config::WaitMode) -> super:
         shed: false,
         stop_on_handler_panic: false,
     }
+}
+
+/// A worker of one lane (socket 0 of port `name`), every frame to `action`, waiting
+/// as `mode`; its socket is the caller's to start.
+fn one_rule_worker(
+    name: &str,
+    action: crate::config::Action,
+    mode: crate::config::WaitMode,
+) -> (Arc<Region>, Arc<super::Fabric>, super::Worker<()>) {
+    use super::shared::{PortShared, Waker};
+    let region = test_region();
+    let sockets = vec![PortShared::new(
+        0,
+        name,
+        "a",
+        0,
+        None,
+        8,
+        Waker::new().unwrap(),
+    )];
+    let fabric = test_fabric(sockets);
+    let rule = crate::config::ValidRule::every(action, 0, None);
+    let lane = super::LaneSpec {
+        socket: 0,
+        port: 0,
+        queue_pos: 0,
+        rules: super::rules::RuleSlot::new(0, super::classify::Classifier::new(vec![rule])),
+        rings: PortRings { fill: 64, rx: 64 },
+    };
+    let w = super::Worker::new(
+        &region,
+        one_lane_spec(lane, mode),
+        fabric.clone(),
+        Arc::new(()),
+    );
+    (region, fabric, w)
 }
 
 fn stamp(port: &mut Port, tag: u8) {
@@ -1447,31 +1493,10 @@ fn capture_follows_the_rule_key_across_a_renumbering_and_a_rule_file_gets_its_fr
 /// the next pass finds frames; without a NAPI id the lane falls back to poll().
 #[test]
 fn busy_poll_counts_polls_the_napi_served_and_falls_back_without_one() {
-    use super::shared::{PortShared, Waker};
-    use super::{LaneSpec, Worker};
     use crate::config::WaitMode;
     for napi in [Some(7), None] {
-        let region = test_region();
-        let sockets = vec![PortShared::new(
-            0,
-            "in",
-            "a",
-            0,
-            None,
-            8,
-            Waker::new().unwrap(),
-        )];
-        let fabric = test_fabric(sockets);
-        let rule = crate::config::ValidRule::every(crate::config::Action::Drop, 0, None);
-        let lane = LaneSpec {
-            socket: 0,
-            port: 0,
-            queue_pos: 0,
-            rules: super::rules::RuleSlot::new(0, super::classify::Classifier::new(vec![rule])),
-            rings: PortRings { fill: 64, rx: 64 },
-        };
-        let spec = one_lane_spec(lane, crate::config::WaitMode::BusyPoll);
-        let mut w = Worker::new(&region, spec, fabric.clone(), Arc::new(()));
+        let (region, _fabric, mut w) =
+            one_rule_worker("in", crate::config::Action::Drop, WaitMode::BusyPoll);
         let (io, kernel) = heap_socket_napi(&region, 64, napi);
         w.lanes[0].start(io, 64, WaitMode::BusyPoll);
         // Nothing yet: a busy poll, not served (and the NAPI id is not known yet).
@@ -1524,50 +1549,17 @@ fn busy_poll_counts_polls_the_napi_served_and_falls_back_without_one() {
 /// `Fabric::stats_due` on (not by a clock of its own), and at a forced publish.
 #[test]
 fn kernel_counters_are_read_when_the_control_loop_says_they_are_due() {
-    use super::shared::{PortShared, Waker};
-    use super::{LaneSpec, Worker};
     use crate::config::WaitMode;
     use std::sync::atomic::Ordering;
-    let region = test_region();
-    let sockets = vec![PortShared::new(
-        0,
-        "in",
-        "a",
-        0,
-        None,
-        8,
-        Waker::new().unwrap(),
-    )];
-    let fabric = test_fabric(sockets);
-    let rule = crate::config::ValidRule::every(crate::config::Action::Drop, 0, None);
-    let lane = LaneSpec {
-        socket: 0,
-        port: 0,
-        queue_pos: 0,
-        rules: super::rules::RuleSlot::new(0, super::classify::Classifier::new(vec![rule])),
-        rings: PortRings { fill: 64, rx: 64 },
-    };
-    let spec = one_lane_spec(lane, WaitMode::Spin);
-    let mut w = Worker::new(&region, spec, fabric.clone(), Arc::new(()));
-    let layout = UmemLayout::new(region.len() as u64, CHUNK, 0, false);
-    let (fill, _kf) = FillRing::new_heap(512);
-    let (comp, _kc) = CompletionRing::new_heap(1024, layout);
-    let (rx, _kr) = RxRing::new_heap(512, layout);
-    let (tx, _kt) = TxRing::new_heap(64);
+    let (region, fabric, mut w) =
+        one_rule_worker("in", crate::config::Action::Drop, WaitMode::Spin);
     let stats = crate::xsk::XdpStatistics {
         rx_ring_full: 7,
         ..Default::default()
     };
-    let io = Box::new(HeapIo {
-        fill,
-        comp,
-        rx,
-        tx,
-        napi: None,
-        stats: Some(stats),
-    });
+    let (io, _kernel) = heap_socket_with(&region, 64, None, Some(stats));
     w.lanes[0].start(io, 64, WaitMode::Spin);
-    let read = |w: &Worker<()>| w.lanes[0].shared.xsk_stats.lock().unwrap().rx_ring_full;
+    let read = |w: &super::Worker<()>| w.lanes[0].shared.xsk_stats.lock().unwrap().rx_ring_full;
     w.publish(false);
     assert_eq!(read(&w), 0, "not due yet");
     fabric.stats_due.fetch_add(1, Ordering::Relaxed);
@@ -1602,33 +1594,13 @@ fn tx_wakeups_count_the_tx_rings_sendto_calls_only() {
 /// ends the back-off.
 #[test]
 fn rx_wakeups_back_off_on_an_idle_port_and_resume_with_frames() {
-    use super::shared::{PortShared, Waker};
-    use super::{LaneSpec, Worker};
     use crate::config::WaitMode;
-    let region = test_region();
-    let sockets = vec![PortShared::new(
-        0,
-        "out",
-        "a",
-        0,
-        None,
-        8,
-        Waker::new().unwrap(),
-    )];
-    let rule = crate::config::ValidRule::every(crate::config::Action::Drop, 0, None);
-    let lane = LaneSpec {
-        socket: 0,
-        port: 0,
-        queue_pos: 0,
-        rules: super::rules::RuleSlot::new(0, super::classify::Classifier::new(vec![rule])),
-        rings: PortRings { fill: 64, rx: 64 },
-    };
-    let spec = one_lane_spec(lane, WaitMode::Spin);
-    let mut w = Worker::new(&region, spec, test_fabric(sockets), Arc::new(()));
+    let (region, _fabric, mut w) =
+        one_rule_worker("out", crate::config::Action::Drop, WaitMode::Spin);
     let (io, kernel) = heap_socket(&region, 64);
     kernel.fill.set_need_wakeup(true);
     w.lanes[0].start(io, 64, WaitMode::Spin);
-    let wakeups = |w: &Worker<()>| w.lanes[0].port.c.wakeups;
+    let wakeups = |w: &super::Worker<()>| w.lanes[0].port.c.wakeups;
     let mut at = Vec::new();
     for pass in 1..=300u32 {
         let before = wakeups(&w);
