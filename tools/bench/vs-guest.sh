@@ -14,6 +14,9 @@
 #   PLACEMENTS=rxdrop-spin,l2fwd-spin,rxdrop-poll,l2fwd-poll,fwd-spin
 #   OUT=dir          where the guest's results go (default target/vm-peers)
 #   NO_BUILD=1       use target/release/xdpool as it is
+#   XDPOOL_B=path    an A/B instead: a second xdpool build (a copy of another
+#                    target/release/xdpool) is the peer of every placement, run as
+#                    xdpool is; the ratios are this tree's build / XDPOOL_B
 #   GUEST_ARGS=...   more guest parameters (xdpvm.peer_debug=1: NIC counters and
 #                    interrupts around each trial, and the tool's threads' CPU
 #                    and ticks over it, on the guest's console;
@@ -32,7 +35,12 @@ PAIRS=${PAIRS:-3}
 FRAMES=${FRAMES:-60000}
 PLACEMENTS=${PLACEMENTS:-rxdrop-spin,l2fwd-spin,rxdrop-poll,l2fwd-poll,fwd-spin}
 OUT=${OUT:-$PWD/target/vm-peers}
-for p in xdpsock xsk_fwd; do
+AB=""
+if [ -n "${XDPOOL_B:-}" ]; then
+    [ -x "$XDPOOL_B" ] || { echo "vs-guest: XDPOOL_B=$XDPOOL_B is not an executable" >&2; exit 2; }
+    AB="xdpvm.peer_ab=1"
+fi
+[ -n "$AB" ] || for p in xdpsock xsk_fwd; do
     [ -x "$PEERS/$p" ] || echo "vs-guest: $PEERS/$p missing: its placements will report it (build it: tools/bench/README.md)" >&2
 done
 if [ -z "${NO_BUILD:-}" ]; then
@@ -42,14 +50,16 @@ fi
 n_place=$(tr ',' '\n' <<<"$PLACEMENTS" | grep -c .)
 timeout=$(( 300 + n_place * PAIRS * 2 * 60 ))
 rc=0
-XDPOOL_VM_PEERS=$PEERS XDPOOL_VM_APPEND="xdpvm.peer_pairs=$PAIRS xdpvm.peer_frames=$FRAMES xdpvm.peer_placements=$PLACEMENTS ${GUEST_ARGS:-}" \
+XDPOOL_VM_PEERS=$PEERS XDPOOL_VM_XDPOOL_B=${XDPOOL_B:-} \
+XDPOOL_VM_APPEND="xdpvm.peer_pairs=$PAIRS xdpvm.peer_frames=$FRAMES xdpvm.peer_placements=$PLACEMENTS $AB ${GUEST_ARGS:-}" \
     bash tests/vm/run.sh --checks vs_peers --out "$OUT" --timeout "$timeout" >&2 || rc=$?
 [ -s "$OUT/results.jsonl" ] || { echo "vs-guest: no results (run.sh exit $rc; console: $OUT/console.log)" >&2; exit 1; }
 python3 - "$OUT/results.jsonl" "$PAIRS" "$FRAMES" <<'PY'
 import json, statistics, sys
 rows = [json.loads(l) for l in open(sys.argv[1]) if '"vs_peers"' in l]
 boot = next((json.loads(l) for l in open(sys.argv[1]) if '"boot"' in l), {})
-print(f"# Zero-copy in the guest: xdpool against xdpsock and xsk_fwd\n")
+ab = any(r.get("tool") == "xdpool-b" for r in rows)
+print("# Zero-copy in the guest: " + ("an A/B of two xdpool builds (xdpool: this tree's; xdpool-b: XDPOOL_B)\n" if ab else "xdpool against xdpsock and xsk_fwd\n"))
 print("Columns: igb received = the igb's own rx_packets over the trial (the frames that reached the guest; "
       "QEMU drops what finds no RX descriptor without a counter the guest sees); counted = the tool's own count; "
       "counted over igb's = frames the tool counted beyond what the igb received (the kernel delivered a frame twice); "

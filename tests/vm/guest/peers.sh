@@ -26,6 +26,9 @@
 # Pairs (xdpvm.peer_pairs) alternate who goes first; xdpvm.peer_debug=1 prints the
 # igb's link, non-zero counters and interrupts before and after each trial's traffic,
 # and each thread of the tool with its CPU and its user and system ticks over the run.
+# xdpvm.peer_ab=1 (tools/bench/vs-guest.sh's XDPOOL_B): the peer of every placement
+# is a second xdpool build, /peers/xdpool-b, run exactly as xdpool is (an A/B of two
+# builds, alternating as against a peer).
 # xsk_fwd: the igb is taken down and up once it runs (xdpvm.peer_fwd_relink=0: not;
 # why at the xsk_fwd case below). xdpsock -p: 64 frames more after SIGINT let it exit
 # (why where it is stopped).
@@ -70,6 +73,9 @@ thread_ticks() {
 # peer_trial PLACEMENT TOOL PAIR: one run, one result line.
 peer_trial() {
     local placement=$1 tool=$2 pair=$3 t0; t0=$(now)
+    # xdpool-b (xdpvm.peer_ab=1): a second xdpool build, run as xdpool is.
+    local kind=$tool bin=$XDPOOL
+    [ "$tool" = xdpool-b ] && { kind=xdpool; bin=$PEER_DIR/xdpool-b; }
     rm -f /tmp/peer.threads /tmp/peer.threads.after
     local bench=${placement%-*} mode=${placement#*-} why="" pid="" out=/tmp/peer.out sock=/run/xdpool/peer.sock xdp_on=""
     local n; n=$(param peer_frames 60000)
@@ -79,7 +85,7 @@ peer_trial() {
     # xdpool's rings as xdpsock's: fill 4096, completion, RX and TX 2048 (libxdp's
     # defaults, xdpsock's fill doubled), batches of 64 for both.
     local FILL_RING=4096 COMP_RING=2048 RX_RING=2048 TX_RING=2048 FRAMES=16384
-    case "$tool" in
+    case "$kind" in
         xdpool)
             if [ "$bench" = fwd ]; then
                 MODE=$mode write_fwd_cfg /tmp/peer.toml "$sock" "[$NODE1_CPUS, $NODE1_CPUS]" swap "$IGB" "$VIO"
@@ -87,7 +93,7 @@ peer_trial() {
                 local act=drop; [ "$bench" = l2fwd ] && act=l2fwd
                 ACTION=$act write_cfg /tmp/peer.toml "$IGB" true "[0]" "[$NODE1_CPUS]" "$mode" "$sock" "$FRAMES"
             fi
-            start_xdpool peer /tmp/peer.toml && pid=$XPID || why="xdpool did not start: $(tail -3 /tmp/peer.log | tr '\n' ' ')" ;;
+            XDPOOL=$bin start_xdpool peer /tmp/peer.toml && pid=$XPID || why="xdpool did not start: $(tail -3 /tmp/peer.log | tr '\n' ' ')" ;;
         xdpsock)
             local flags=(-i "$IGB" -q 0 -z -N -x -n 1); [ "$bench" = l2fwd ] && flags+=(-l) || flags+=(-r)
             [ "$mode" = poll ] && flags+=(-p)
@@ -154,7 +160,7 @@ peer_trial() {
     # Stop the tool (our own PID) and read its count.
     local rx=0 fwd=0 ring_drops='{}' rejected=0 kicks=null stop_s=""
     if [ -n "$pid" ]; then
-        if [ "$tool" = xdpool ]; then
+        if [ "$kind" = xdpool ]; then
             stop_xdpool
             [ "$XRC" = 0 ] || why="${why:+$why; }xdpool exited $XRC"
             # The summary's invariants, but refused RX descriptors are the kernel's
@@ -226,8 +232,8 @@ peer_trial() {
     if [ -n "$why" ]; then
         ok=false
         { grep -v '^libbpf: elf: skipping' "$out" | head -30; echo ...; tail -8 "$out"; tail -12 /tmp/peer.log; } 2>/dev/null | sed "s/^/xdpvm: vs_peers $placement $tool: /"
-        [ "$tool" = xdpool ] && grep -m5 'refused' /tmp/peer.log | sed "s/^/xdpvm: vs_peers $placement $tool: /"
-        [ "$tool" = xdpool ] && jq -c '.workers[] | {pool, xsk, counters}' /tmp/peer.json 2>/dev/null | sed "s/^/xdpvm: vs_peers $placement $tool: /"
+        [ "$kind" = xdpool ] && grep -m5 'refused' /tmp/peer.log | sed "s/^/xdpvm: vs_peers $placement $tool: /"
+        [ "$kind" = xdpool ] && jq -c '.workers[] | {pool, xsk, counters}' /tmp/peer.json 2>/dev/null | sed "s/^/xdpvm: vs_peers $placement $tool: /"
     fi
     result vs_peers $ok "$t0" "$(jq -cn --arg p "$placement" --arg t "$tool" --argjson pair "$pair" --argjson n "$n" \
         --argjson sent "${sent:-0}" --argjson gen_s "${gen_s:-0}" --argjson rx "${rx:-0}" --argjson fwd "${fwd:-0}" \
@@ -251,6 +257,7 @@ vs_peers() {
     echo "xdpvm: vs_peers clocksource $(cat /sys/devices/system/clocksource/clocksource0/current_clocksource 2>/dev/null) (available: $(cat /sys/devices/system/clocksource/clocksource0/available_clocksource 2>/dev/null))"
     for p in ${placements//,/ }; do
         case "$p" in fwd-*) peer=xsk_fwd ;; *) peer=xdpsock ;; esac
+        [ "$(param peer_ab 0)" = 1 ] && peer=xdpool-b
         if [ ! -x "$PEER_DIR/$peer" ]; then
             result vs_peers false "$(now)" "$(jq -cn --arg p "$p" --arg t "$peer" '{placement: $p, tool: $t, why: "not in the initramfs: give XDPOOL_VM_PEERS=DIR with it"}')"
             continue
