@@ -87,6 +87,10 @@ test-lint: lint-tools
 	cargo fmt --check --manifest-path $(FUZZ_DIR)/Cargo.toml
 	XDPOOL_CLANG=clang-$(CLANG_VERSION) cargo clippy --workspace --all-targets --profile $(TEST_PROFILE) -- -D warnings
 	XDPOOL_CLANG=clang-$(CLANG_VERSION) RUSTDOCFLAGS='-D warnings' cargo doc --no-deps --workspace --profile $(TEST_PROFILE)
+	@# cargo-deny reads `cargo metadata` offline: every crate of the lock file must be
+	@# in cargo's cache, the optional ones (loom) and other platforms' too, which no
+	@# build of this stage downloads on a fresh machine.
+	cargo fetch
 	cargo deny --offline check licenses bans
 
 # All unit, proptest and integration tests; the root ones create and remove their own
