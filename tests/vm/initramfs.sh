@@ -45,9 +45,12 @@ if [ -n "${XDPOOL_VM_PEERS:-}" ]; then
     for o in /usr/lib/x86_64-linux-gnu/bpf/xsk_def_xdp_prog*.o /usr/lib/x86_64-linux-gnu/bpf/xdp-dispatcher.o; do
         [ -e "$o" ] && install -D -m 0644 "$o" "$STAGE$o"
     done
-    # XDPOOL_VM_XDPOOL_B=PATH: a second xdpool build, for an A/B (xdpvm.peer_ab=1).
+    # XDPOOL_VM_XDPOOL_B=PATH: a second xdpool build, for an A/B (xdpvm.peer_ab=1),
+    # stripped as /bin/xdpool is (with XDPOOL_VM_PEERS set: vs-guest.sh sets both).
     if [ -n "${XDPOOL_VM_XDPOOL_B:-}" ]; then
-        copy_with_libs "$XDPOOL_VM_XDPOOL_B" /peers/xdpool-b
+        mkdir -p "$STAGE/peers"
+        strip -o "$STAGE/peers/xdpool-b" "$XDPOOL_VM_XDPOOL_B"
+        copy_with_libs "$STAGE/peers/xdpool-b" /peers/xdpool-b
     fi
     echo "initramfs: peers: $(ls "$STAGE/peers" 2>/dev/null | tr '\n' ' ')"
 fi

@@ -66,7 +66,7 @@ print("Columns: igb received = the igb's own rx_packets over the trial (the fram
       "refused = RX descriptors xdpool refused (a frame still on its TX ring, delivered again), counted rx_rejected; "
       "ring drops = the tool's named drops (kernel ring counters); CPU 1 system ticks = /proc/stat's system "
       "jiffies of CPU 1 over the generator's run (system calls; softirq apart); TX sendto per 1000 frames = "
-      "xdpool's tx_wakeups (the peers do not count theirs).\n")
+      "xdpool's tx_wakeups (" + ("xdpool-b's likewise" if ab else "the peers do not count theirs") + ").\n")
 print(f"Guest kernel {boot.get('kernel', '?')}, {boot.get('cpus', '?')} vCPUs under TCG; "
       f"pktgen on CPU 0 sends {sys.argv[3]} frames of 64 B flat out per trial; each tool on "
       f"igb queue 0 in zero-copy, pinned to CPU 1 with the NICs' interrupts. {sys.argv[2]} pairs "

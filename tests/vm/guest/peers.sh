@@ -93,7 +93,7 @@ peer_trial() {
                 local act=drop; [ "$bench" = l2fwd ] && act=l2fwd
                 ACTION=$act write_cfg /tmp/peer.toml "$IGB" true "[0]" "[$NODE1_CPUS]" "$mode" "$sock" "$FRAMES"
             fi
-            XDPOOL=$bin start_xdpool peer /tmp/peer.toml && pid=$XPID || why="xdpool did not start: $(tail -3 /tmp/peer.log | tr '\n' ' ')" ;;
+            XDPOOL=$bin start_xdpool peer /tmp/peer.toml && pid=$XPID || why="$tool did not start: $(tail -3 /tmp/peer.log | tr '\n' ' ')" ;;
         xdpsock)
             local flags=(-i "$IGB" -q 0 -z -N -x -n 1); [ "$bench" = l2fwd ] && flags+=(-l) || flags+=(-r)
             [ "$mode" = poll ] && flags+=(-p)
@@ -259,7 +259,7 @@ vs_peers() {
         case "$p" in fwd-*) peer=xsk_fwd ;; *) peer=xdpsock ;; esac
         [ "$(param peer_ab 0)" = 1 ] && peer=xdpool-b
         if [ ! -x "$PEER_DIR/$peer" ]; then
-            result vs_peers false "$(now)" "$(jq -cn --arg p "$p" --arg t "$peer" '{placement: $p, tool: $t, why: "not in the initramfs: give XDPOOL_VM_PEERS=DIR with it"}')"
+            result vs_peers false "$(now)" "$(jq -cn --arg p "$p" --arg t "$peer" '{placement: $p, tool: $t, why: (if $t == "xdpool-b" then "not in the initramfs: give XDPOOL_VM_XDPOOL_B=PATH (vs-guest.sh: XDPOOL_B)" else "not in the initramfs: give XDPOOL_VM_PEERS=DIR with it" end)}')"
             continue
         fi
         for pair in $(seq "$pairs"); do
