@@ -77,6 +77,8 @@ pub struct UmemPlan {
     pub tx: u32,
     /// Frames per copy-mode TX wake-up asked of the kernel (0: its default of 32).
     pub tx_budget: u32,
+    /// Copy mode: how many frames a socket lets the kernel hold (`rings.copy_fill`).
+    pub copy_fill: crate::config::CopyFill,
     /// Zero-copy for the UMEM: the kernel gives every socket sharing a UMEM the mode
     /// of its first, so one wish for all: `On` if every port says true, `Off` if one
     /// says false, `Auto` otherwise.
@@ -156,6 +158,7 @@ pub fn plan(cfg: &Config, cores: &[usize]) -> Plan {
         rx: *cfg.rings.rx.get_ref(),
         tx: *cfg.rings.tx.get_ref(),
         tx_budget: cfg.rings.tx_budget(),
+        copy_fill: cfg.rings.copy_fill,
         zero_copy,
         multi_buffer: ports.iter().any(|p| p.def.multi_buffer),
     };

@@ -222,6 +222,7 @@ fn worker_specs(
                         rings: PortRings {
                             fill: plan.umem.fill,
                             rx: plan.umem.rx,
+                            copy_fill: plan.umem.copy_fill,
                         },
                     }
                 })
@@ -1195,5 +1196,30 @@ mod tests {
             netns_change(Some((4, 101)), (4, 100)),
             NetnsChange::Replaced
         );
+    }
+
+    /// `[rings]` reaches every lane's port: the sizes and `copy_fill`.
+    #[test]
+    fn every_lane_gets_the_configured_rings() {
+        use crate::config::CopyFill;
+        let cfg = Config::parse(
+            "[interface]\nname = \"xdpb0\"\nqueues = [0, 1]\n[rings]\nfill = 1024\nrx = 512\ncopy_fill = \"rx\"\n[[rule]]\naction = \"drop\"\n",
+        )
+        .unwrap();
+        let plan = crate::plan::plan(&cfg, &[]);
+        let slots: Vec<_> = plan
+            .sockets
+            .iter()
+            .map(|_| RuleSlot::new(0, Classifier::new(Vec::new())))
+            .collect();
+        let specs = worker_specs(&plan, &cfg, &RunOptions::default(), &slots);
+        let lanes: Vec<_> = specs.iter().flat_map(|w| &w.lanes).collect();
+        assert_eq!(lanes.len(), 2);
+        for l in lanes {
+            assert_eq!(
+                (l.rings.fill, l.rings.rx, l.rings.copy_fill),
+                (1024, 512, CopyFill::Rx)
+            );
+        }
     }
 }

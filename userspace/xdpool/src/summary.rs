@@ -466,15 +466,23 @@ fn summary_body(s: &Summary) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::worker::fill_target;
+    use crate::worker::{fill_target, PortRings};
 
     #[test]
-    fn fill_target_is_the_rx_ring_in_copy_mode_and_the_fill_ring_in_zero_copy() {
-        assert_eq!(fill_target(4096, 2048, false), 2048);
-        assert_eq!(fill_target(2048, 2048, false), 2048);
-        assert_eq!(fill_target(4096, 2048, true), 4096);
+    fn fill_target_follows_copy_fill_in_copy_mode_and_is_the_fill_ring_in_zero_copy() {
+        use crate::config::CopyFill;
+        let rings = |fill, rx, copy_fill| PortRings {
+            fill,
+            rx,
+            copy_fill,
+        };
+        assert_eq!(fill_target(rings(4096, 2048, CopyFill::Full), false), 4096);
+        assert_eq!(fill_target(rings(4096, 2048, CopyFill::Rx), false), 2048);
+        assert_eq!(fill_target(rings(2048, 2048, CopyFill::Rx), false), 2048);
+        assert_eq!(fill_target(rings(4096, 2048, CopyFill::Rx), true), 4096);
+        assert_eq!(fill_target(rings(4096, 2048, CopyFill::Full), true), 4096);
         // fill < rx is refused by the config check; were it not, the ring bounds it.
-        assert_eq!(fill_target(1024, 2048, false), 1024);
+        assert_eq!(fill_target(rings(1024, 2048, CopyFill::Rx), false), 1024);
     }
 
     #[test]

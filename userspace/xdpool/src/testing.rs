@@ -223,6 +223,7 @@ impl<H: HandlerSet> Builder<H> {
         let rings = PortRings {
             fill: *cfg.rings.fill.get_ref(),
             rx: *cfg.rings.rx.get_ref(),
+            copy_fill: cfg.rings.copy_fill,
         };
         let waker =
             Waker::new().map_err(|e| Error::Failure(format!("cannot make an eventfd: {e}")))?;

@@ -543,7 +543,8 @@ impl<H: HandlerSet> Worker<H> {
         let mut got = 0;
         // Shedding (`receive` took a whole batch to shed): drop in bulk (what the TX
         // side cannot take goes back to the pool at `transmit`) and restock the fill
-        // ring, up to SHED_BATCHES more batches, until it is no longer low.
+        // ring, up to SHED_BATCHES more batches, until the kernel is no longer short
+        // (`Port::kernel_short`).
         for extra in 0..=SHED_BATCHES {
             got += self.receive_with(i, region);
             if !std::mem::take(&mut self.shedding) || extra == SHED_BATCHES {
@@ -588,11 +589,12 @@ impl<H: HandlerSet> Worker<H> {
     /// How many RX descriptors to take: no more than the own TX ring and the egress
     /// ports' queues have room for (a frame left in the RX ring waits; one taken and
     /// then refused would be handled for nothing). With `shed`, once the frames
-    /// waiting in RX have drawn the fill ring below half its target: the whole
-    /// batch, what the TX side cannot take dropped by the worker and its chunks back
-    /// on the fill ring, so a TX bottleneck ends in the worker's drop counters rather
-    /// than the kernel's fill-ring drop, and a congested egress does not stall the
-    /// lane's other traffic.
+    /// waiting in RX leave the kernel short (`Port::kernel_short`: the fill ring
+    /// below half its target, or the RX ring more than half full): the whole batch,
+    /// what the TX side cannot take dropped by the worker and its chunks back on the
+    /// fill ring, so a TX bottleneck ends in the worker's drop counters rather than
+    /// the kernel's drop (at the empty fill ring or the full RX ring), and a congested
+    /// egress does not stall the lane's other traffic.
     #[inline]
     fn rx_budget(&mut self, i: usize) -> usize {
         let batch = self.lanes[i].port.batch();
@@ -617,7 +619,7 @@ impl<H: HandlerSet> Worker<H> {
             want = want.min(room);
         }
         if want < batch {
-            if self.spec.shed && self.lanes[i].port.fill_low() {
+            if self.spec.shed && self.lanes[i].port.kernel_short() {
                 self.lanes[i].port.c.rx_shed_passes += 1;
                 self.shedding = true;
                 return batch;

@@ -19,6 +19,7 @@ use super::call::{EmitSite, Emitter};
 use super::counters::WorkerCountersSnapshot;
 use super::handoff::{Egress, Remotes};
 use super::inflight::TxInflight;
+use crate::config::CopyFill;
 use crate::neigh::MacBook;
 use crate::xsk::{
     kernel_held, RingErrors, RingsMut, Wakeup, XdpDesc, XdpStatistics, XskError, XskSocket,
@@ -107,6 +108,8 @@ pub struct PortRings {
     pub fill: u32,
     /// RX ring entries.
     pub rx: u32,
+    /// Copy mode: how many frames the kernel may hold (`rings.copy_fill`).
+    pub copy_fill: CopyFill,
 }
 
 /// Where `Port::reap_to` leaves the completed frames of pools of the reaping port's
@@ -150,14 +153,15 @@ pub struct Port {
 
 /// How many frames a socket keeps with the kernel (fill ring plus taken and not yet
 /// read back from RX). Zero-copy: the whole fill ring (the driver moves fill entries
-/// into its own ring ahead of traffic). Copy mode: no more than the RX ring holds,
-/// so that a worker that falls behind makes the kernel find the fill ring empty (a
-/// drop before the copy) rather than the RX ring full (a drop after it).
-pub fn fill_target(fill: u32, rx: u32, zero_copy: bool) -> u32 {
+/// into its own ring ahead of traffic). Copy mode: as `rings.copy_fill` says, the
+/// whole fill ring (a worker that falls behind makes the kernel drop at the full RX
+/// ring, after its copy) or no more than the RX ring holds (the kernel finds the
+/// fill ring empty: a drop before the copy).
+pub fn fill_target(rings: PortRings, zero_copy: bool) -> u32 {
     if zero_copy {
-        fill
+        rings.fill
     } else {
-        fill.min(rx)
+        rings.copy_fill.limit(rings.fill, rings.rx)
     }
 }
 
@@ -206,7 +210,7 @@ impl Port {
     /// A new socket: nothing of ours is in its rings yet; fill it.
     #[cold]
     pub fn attach(&mut self, io: Box<dyn PortIo>) {
-        self.fill_target = fill_target(self.rings.fill, self.rings.rx, io.zero_copy());
+        self.fill_target = fill_target(self.rings, io.zero_copy());
         self.io = Some(io);
         self.in_fill = 0;
         self.rx_refused = 0;
@@ -351,16 +355,19 @@ impl Port {
         (tx.writable((want + queued) as u32) as usize).saturating_sub(queued)
     }
 
-    /// Whether the fill ring holds less than half of what the kernel may hold
-    /// (`fill_target`): frames left waiting in the RX ring are then starving the
-    /// kernel of fill entries, and it will drop the next frames at the empty ring.
+    /// Whether frames left waiting in the RX ring are about to make the kernel drop
+    /// the next ones: the fill ring holds less than half of what the kernel may hold
+    /// (`fill_target`; with `copy_fill = "rx"` it drops at the empty fill ring), or
+    /// the frames the kernel took and the worker has not read fill more than half the
+    /// RX ring (it drops at the full RX ring).
     #[inline]
-    pub fn fill_low(&mut self) -> bool {
-        let target = self.fill_target;
+    pub fn kernel_short(&mut self) -> bool {
+        let (target, in_fill, rx) = (self.fill_target, self.in_fill, self.rings.rx);
         let Some(io) = self.io.as_mut() else {
             return false;
         };
-        io.rings().fill.level() < target / 2
+        let fill = io.rings().fill.level();
+        fill < target / 2 || in_fill.saturating_sub(fill) > rx / 2
     }
 
     /// Whether the socket has a TX ring.

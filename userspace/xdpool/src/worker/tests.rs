@@ -9,7 +9,7 @@ use super::action::{apply_act, Act, PortId, PortIx, Verdict};
 use super::handoff::{Egress, Remotes};
 use super::harness::HeapIo;
 use super::port::{Port, PortIo, PortRings};
-use crate::config::MacRewrite;
+use crate::config::{CopyFill, MacRewrite};
 use crate::neigh::MacBook;
 use crate::xsk::{
     CompletionRing, FillRing, HeapRingPeer, RxRing, TxRing, UmemLayout, XdpDesc, XDP_PKT_CONTD,
@@ -172,7 +172,16 @@ impl Rig {
                 },
             );
             remotes.set(i, pool.remote());
-            let mut port = Port::new(i, pool, PortRings { fill: 64, rx: 64 }, 64);
+            let mut port = Port::new(
+                i,
+                pool,
+                PortRings {
+                    fill: 64,
+                    rx: 64,
+                    copy_fill: CopyFill::Full,
+                },
+                64,
+            );
             stamp(&mut port, i as u8);
             let (io, k) = heap_socket(&region, t);
             port.attach(io);
@@ -271,7 +280,11 @@ fn l2fwd_lane(
         port: i,
         queue_pos: 0,
         rules: super::rules::RuleSlot::new(0, super::classify::Classifier::new(rules)),
-        rings: PortRings { fill: 64, rx: 64 },
+        rings: PortRings {
+            fill: 64,
+            rx: 64,
+            copy_fill: CopyFill::Full,
+        },
     };
     let lane = super::lane::Lane::new(port, shared.clone(), spec, crate::config::WaitMode::Spin);
     (lane, kernel, shared)
@@ -320,7 +333,11 @@ fn one_rule_worker(
         port: 0,
         queue_pos: 0,
         rules: super::rules::RuleSlot::new(0, super::classify::Classifier::new(vec![rule])),
-        rings: PortRings { fill: 64, rx: 64 },
+        rings: PortRings {
+            fill: 64,
+            rx: 64,
+            copy_fill: CopyFill::Full,
+        },
     };
     let w = super::Worker::new(
         &region,
@@ -907,7 +924,11 @@ fn a_worker_hands_frames_to_another_workers_queue_and_counts_a_full_one() {
         port: 0,
         queue_pos: 0,
         rules: super::rules::RuleSlot::new(0, super::classify::Classifier::new(vec![rule])),
-        rings: PortRings { fill: 64, rx: 64 },
+        rings: PortRings {
+            fill: 64,
+            rx: 64,
+            copy_fill: CopyFill::Full,
+        },
     };
     let spec = one_lane_spec(lane, crate::config::WaitMode::Spin);
     let mut w = Worker::new(&region, spec, fabric.clone(), Arc::new(()));
@@ -963,7 +984,11 @@ fn two_lane_forward_worker() -> (
         port: socket,
         queue_pos: 0,
         rules: super::rules::RuleSlot::new(0, super::classify::Classifier::new(vec![r])),
-        rings: PortRings { fill: 64, rx: 64 },
+        rings: PortRings {
+            fill: 64,
+            rx: 64,
+            copy_fill: CopyFill::Full,
+        },
     };
     let mut spec = one_lane_spec(
         lane(0, rule(crate::config::Action::Forward, 0, Some(1))),
@@ -1050,6 +1075,20 @@ fn frames_completed_for_a_lane_whose_socket_is_gone_are_counted_in_its_cache() {
 fn shedding_l2fwd_worker(
     batch: usize,
 ) -> (Arc<Region>, Arc<super::Fabric>, super::Worker<()>, Kernel) {
+    shedding_l2fwd_worker_with(
+        batch,
+        PortRings {
+            fill: 128,
+            rx: 128,
+            copy_fill: CopyFill::Full,
+        },
+    )
+}
+
+fn shedding_l2fwd_worker_with(
+    batch: usize,
+    rings: PortRings,
+) -> (Arc<Region>, Arc<super::Fabric>, super::Worker<()>, Kernel) {
     use super::shared::{PortShared, Waker};
     use super::{LaneSpec, Worker, WorkerSpec};
     let region = test_region();
@@ -1069,7 +1108,7 @@ fn shedding_l2fwd_worker(
         port: 0,
         queue_pos: 0,
         rules: super::rules::RuleSlot::new(0, super::classify::Classifier::new(vec![rule])),
-        rings: PortRings { fill: 128, rx: 128 },
+        rings,
     };
     let spec = WorkerSpec {
         shed: true,
@@ -1147,6 +1186,41 @@ fn a_tx_bottleneck_sheds_in_the_worker_once_the_fill_ring_runs_low() {
     let a = region.accounting();
     a.check().unwrap();
     assert_eq!(a.tx + a.application, 0, "every frame back: {a:?}");
+}
+
+/// With the whole fill ring handed over (`copy_fill = "full"`, fill 256 against an
+/// RX ring of 64) the fill ring never runs low: frames waiting in RX make the kernel
+/// drop at the full RX ring instead, so shedding starts once they fill more than
+/// half of it.
+#[test]
+fn with_the_whole_fill_ring_a_tx_bottleneck_sheds_once_the_rx_ring_is_half_full() {
+    let (_region, fabric, mut w, kernel) = shedding_l2fwd_worker_with(
+        64,
+        PortRings {
+            fill: 256,
+            rx: 64,
+            copy_fill: CopyFill::Full,
+        },
+    );
+    let remotes = fabric.remotes.clone();
+    assert_eq!(fill_level(&kernel), 256);
+    // 64 frames fill the TX ring, which the kernel does not drain.
+    kernel.deliver(64);
+    assert_eq!(w.receive(0), 64);
+    w.lanes[0].port.transmit(&remotes);
+    w.lanes[0].port.refill();
+    // 24 more wait in RX: under half of it, and the fill ring far from low.
+    kernel.deliver(24);
+    assert_eq!(w.receive(0), 0);
+    assert_eq!(w.lanes[0].port.c.rx_shed_passes, 0);
+    // 16 more: 40 waiting, over half the RX ring, while the fill ring still holds
+    // 216 of 256. A whole batch is taken and what TX cannot take is dropped.
+    kernel.deliver(16);
+    assert_eq!(fill_level(&kernel), 216);
+    assert_eq!(w.receive(0), 40);
+    assert_eq!(w.lanes[0].port.c.rx_shed_passes, 1);
+    w.lanes[0].port.transmit(&remotes);
+    assert_eq!(w.lanes[0].port.c.tx_ring_full_drop, 40);
 }
 
 /// One pass of a shedding worker takes batch after batch while the fill ring stays
@@ -1248,7 +1322,11 @@ fn capture_copies_the_rules_frames_before_the_action_and_counts_a_full_tap() {
             0,
             super::classify::Classifier::new(vec![rule(10), rule(9)]),
         ),
-        rings: PortRings { fill: 64, rx: 64 },
+        rings: PortRings {
+            fill: 64,
+            rx: 64,
+            copy_fill: CopyFill::Full,
+        },
     };
     let spec = one_lane_spec(lane, crate::config::WaitMode::Spin);
     let mut w = Worker::new(&region, spec, fabric.clone(), Arc::new(()));
@@ -1400,7 +1478,11 @@ fn capture_follows_the_rule_key_across_a_renumbering_and_a_rule_file_gets_its_fr
         port: 0,
         queue_pos: 0,
         rules: slot.clone(),
-        rings: PortRings { fill: 64, rx: 64 },
+        rings: PortRings {
+            fill: 64,
+            rx: 64,
+            copy_fill: CopyFill::Full,
+        },
     };
     let spec = one_lane_spec(lane, crate::config::WaitMode::Spin);
     let mut w = Worker::new(&region, spec, fabric.clone(), Arc::new(()));
@@ -1618,4 +1700,41 @@ fn rx_wakeups_back_off_on_an_idle_port_and_resume_with_frames() {
     w.step(0);
     assert_eq!(wakeups(&w), before + 2, "the back-off starts again");
     assert_eq!(w.lanes[0].port.c.tx_wakeups, 0);
+}
+
+/// `rings.copy_fill`: in copy mode a socket lets the kernel hold its whole fill ring
+/// (`full`) or no more than its RX ring (`rx`), counting the frames received and
+/// not yet read; with `rx` the kernel then finds the fill ring empty.
+#[test]
+fn copy_mode_lets_the_kernel_hold_the_fill_ring_or_no_more_than_the_rx_ring() {
+    for (copy_fill, held) in [(CopyFill::Full, 256), (CopyFill::Rx, 64)] {
+        let region = test_region();
+        let pool = PoolOwner::new(&region, PoolConfig::default());
+        let rings = PortRings {
+            fill: 256,
+            rx: 64,
+            copy_fill,
+        };
+        let mut port = Port::new(0, pool, rings, 64);
+        let (io, kernel) = heap_socket(&region, 64);
+        port.attach(io);
+        assert_eq!(
+            fill_level(&kernel),
+            held,
+            "{copy_fill:?}: stocked at attach"
+        );
+        // 64 frames received and left unread: the refill leaves room for them.
+        assert_eq!(kernel.deliver(64).len(), 64);
+        port.refill();
+        assert_eq!(fill_level(&kernel), held - 64, "{copy_fill:?}: after RX");
+        // Read and dropped: their chunks go back and the ring is stocked again.
+        let mut descs = vec![XdpDesc::default(); 64];
+        assert_eq!(port.receive(&mut descs), 64);
+        for d in &descs {
+            let f = port.pool.take_rx(d.addr, d.len).expect("a frame of ours");
+            port.pool.recycle(f);
+        }
+        port.refill();
+        assert_eq!(fill_level(&kernel), held, "{copy_fill:?}: restocked");
+    }
 }
