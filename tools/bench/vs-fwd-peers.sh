@@ -56,6 +56,10 @@
 #                        (also "xdpool-tx32": xdpool with rings.tx_budget = 0, the
 #                        kernel's 32 frames per copy-mode sendto, for an A/B of the
 #                        budget; never in the default legs)
+#                        (also "xdpool-b": an A/B of xdpool against itself, the
+#                        build XDPOOL_B (default XDPOOL) with the same config plus
+#                        the lines XDPOOL_B_RINGS in its [rings] table, e.g.
+#                        XDPOOL_B_RINGS='copy_fill = "rx"'; never in the default legs)
 #   FWD_NAPI=softirq|threaded  where xdpf0's receiving NAPI (and with it the XDP
 #                        program and the copy into the UMEM) runs: softirq on the
 #                        generator's core 0 (default), or threaded, its thread pinned
@@ -171,6 +175,20 @@ start_fwd() { # $1 leg -> FWD_PID, output in $W/$1.out
     xdpool)
         xdpool_config
         "$XDPOOL" run -c "$W/fwd.toml" --duration 120 --quiet --summary-json "$W/sum.json" > "$W/$1.out" 2>&1 &
+        ;;
+    xdpool-b)
+        xdpool_config
+        [ -z "$XDPOOL_CONFIG" ] || die "leg xdpool-b needs the script's own config (no XDPOOL_CONFIG)"
+        if [ -n "${XDPOOL_B_RINGS:-}" ]; then
+            python3 - "$W/fwd.toml" "$XDPOOL_B_RINGS" <<'PY'
+import sys
+path, extra = sys.argv[1:]
+text = open(path).read()
+assert '[rings]\n' in text
+open(path, 'w').write(text.replace('[rings]\n', '[rings]\n' + extra.rstrip('\n') + '\n', 1))
+PY
+        fi
+        "${XDPOOL_B:-$XDPOOL}" run -c "$W/fwd.toml" --duration 120 --quiet --summary-json "$W/sum.json" > "$W/$1.out" 2>&1 &
         ;;
     xdpool-tx32)
         # The same xdpool with the kernel's copy-mode TX budget of 32 frames per
@@ -304,6 +322,7 @@ main() {
     echo "# vs-fwd-peers $(date -u '+%F %H:%M') UTC, $(nproc) CPUs, kernel $(uname -r), TSC ${BENCH_MHZ} MHz, load $(cut -d' ' -f1-3 /proc/loadavg)"
     echo "# legs: $LEGS; sizes: $SIZES; REPS=$REPS WARMUP=$WARMUP WINDOW=$WINDOW s LEAD=$LEAD s; generator: $gen on core $GEN_CORE${GEN_RATE:+ at $GEN_RATE frames/s}; forwarders on core $FWD_CORE; xdpf0's NAPI $FWD_NAPI$([ "$FWD_NAPI" = threaded ] && echo " on core $FWD_CORE" || echo " on core $GEN_CORE"); xdpool mode $XDPOOL_MODE"
     echo "# xdpool: $XDPOOL ${XDPOOL_CONFIG:+config $XDPOOL_CONFIG}${XDPOOL_CONFIG:-mac $XDPOOL_MAC, frames $FRAMES}; xsk_fwd: ${XSK_FWD:-none}; testpmd: ${TESTPMD:-none}"
+    [[ " $LEGS " == *" xdpool-b "* ]] && echo "# xdpool-b: ${XDPOOL_B:-$XDPOOL} with [rings] ${XDPOOL_B_RINGS:-(nothing added)}"
     fwd_topo_up "$P" || exit 1
     ip netns exec "$P-dst" "$SINK" -i xdpd0 -d 86400 > "$W/sink.out" 2>&1 &
     SINK_PID=$!
