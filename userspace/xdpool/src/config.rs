@@ -348,17 +348,17 @@ pub struct RingsConfig {
 #[derive(Debug, Clone, Copy, Default, Deserialize, PartialEq, Eq, serde::Serialize)]
 #[serde(rename_all = "kebab-case")]
 pub enum CopyFill {
-    /// The whole fill ring, as the kernel's samples and DPDK's AF_XDP driver keep it.
-    /// A worker that falls behind makes the kernel copy a frame and then drop it at
-    /// the full RX ring (`rx ring full`): the receiving core's work. The kernel's
-    /// copies land in a larger set of chunks, which cost the forwarding core less to
-    /// read back at `sendto` (forward 1500 B on the Intel lab: 1.22x `rx`).
+    /// The whole fill ring, as xsk_fwd and xdpsock keep theirs. A worker that falls
+    /// behind makes the kernel copy a frame and then drop it at the full RX ring
+    /// (`rx ring full`): the receiving core's work. Forwarding 1500 B frames on the
+    /// Intel lab it sent 1.22x what `rx` did (the kernel's copy from the UMEM at
+    /// `sendto` was the cheaper; why is not established: docs/benchmarks.md).
     #[default]
     Full,
     /// At most the RX ring's size: a worker that falls behind makes the kernel find
     /// the fill ring empty and drop before its copy (`fill ring empty`), which saves
-    /// the receiving core a copy per dropped frame (drop placements where that core
-    /// is the bottleneck: 1.05x `full`).
+    /// the receiving core a copy per dropped frame (rxdrop with the generator on the
+    /// receiving core: 1.05x `full`).
     Rx,
 }
 
@@ -419,8 +419,9 @@ pub struct WorkersConfig {
     /// the RX ring (rate x nap < rings.rx).
     pub poll_coalesce_us: Spanned<u32>,
     /// What a worker does while its transmit side is the bottleneck: `hold` frames in
-    /// the RX ring (the kernel drops at the empty fill ring, before its copy) or
-    /// `shed` (take them, drop what TX cannot take, counted by the worker).
+    /// the RX ring (the kernel drops them, at the full RX ring or with `copy_fill =
+    /// "rx"` at the empty fill ring) or `shed` (take them, drop what TX cannot take,
+    /// counted by the worker).
     pub tx_bottleneck: TxBottleneck,
     /// What a packet function's panic does: `drop` the frame and go on (counted
     /// `handler_panic`, logged once per queue) or `stop` the run with an error.
@@ -447,7 +448,9 @@ pub enum TxBottleneck {
     /// empty fill ring (before copying them). The most frames sent back in copy mode.
     #[default]
     Hold,
-    /// Hold until the fill ring falls below half its target, then take whole batches
+    /// Hold until the kernel runs short (`Port::kernel_short`: the fill ring below half
+    /// its target or, in copy mode, the frames not yet read over half the RX ring),
+    /// then take whole batches
     /// and drop what TX cannot take (`tx_ring_full`): the drops are the worker's, and
     /// a congested egress does not stall the lane's other traffic. In copy mode each
     /// shed frame has cost the kernel a copy.
@@ -1382,7 +1385,7 @@ fn decode_error(text: &str, e: toml::de::Error) -> ConfigError {
 
 /// The dotted key whose value is at byte `offset` of `text` (`rings.copy_fill`,
 /// `rule[1].action`): the `key =` of that line under the table header above it.
-/// None where the line is not a plain `key = value` of a table.
+/// None where the line is not a plain `key = value` under a table header.
 fn key_at(text: &str, offset: usize) -> Option<String> {
     let offset = offset.min(text.len());
     let start = text[..offset].rfind('\n').map_or(0, |i| i + 1);
@@ -1395,23 +1398,33 @@ fn key_at(text: &str, offset: usize) -> Option<String> {
     // The last header above the line; an array of tables is indexed by how many of
     // its headers came before.
     let above = &text[..start];
-    let header = above
-        .lines()
-        .rev()
-        .map(str::trim)
-        .find(|l| l.starts_with('['))?;
-    let table = if let Some(t) = header.strip_prefix("[[") {
-        let t = t.split("]]").next()?.trim();
-        let want = format!("[[{t}]]");
+    let (table, array) = above.lines().rev().find_map(header)?;
+    let table = if array {
         let n = above
             .lines()
-            .filter(|l| l.trim().starts_with(&want))
+            .filter(|l| header(l) == Some((table, true)))
             .count();
-        format!("{t}[{}]", n.checked_sub(1)?)
+        format!("{table}[{}]", n.checked_sub(1)?)
     } else {
-        header[1..].split(']').next()?.trim().to_string()
+        table.to_string()
     };
     Some(format!("{table}.{name}"))
+}
+
+/// A table header line: its name and whether it is an array of tables (`[[rule]]`).
+/// None for any other line (a key, a comment, a row of a multi-line array).
+fn header(line: &str) -> Option<(&str, bool)> {
+    let line = line.trim();
+    let ((inner, after), array) = if let Some(rest) = line.strip_prefix("[[") {
+        (rest.split_once("]]")?, true)
+    } else {
+        (line.strip_prefix('[')?.split_once(']')?, false)
+    };
+    let inner = inner.trim();
+    let after = after.trim();
+    let is_key = |b: u8| b.is_ascii_alphanumeric() || b"_-. ".contains(&b);
+    (!inner.is_empty() && inner.bytes().all(is_key) && (after.is_empty() || after.starts_with('#')))
+        .then_some((inner, array))
 }
 
 type RuleErr = (&'static str, std::ops::Range<usize>, String);
@@ -1916,10 +1929,22 @@ action = "drop"
         let e = Config::parse(&format!("{GOOD}\n[workers]\nmode = \"nap\"\n")).unwrap_err();
         assert_eq!(e.key, "workers.mode", "{e}");
         assert!(e.line.is_some(), "{e}");
-        let rules = format!("{GOOD}\n[[rule]]\nproto = \"udp\"\naction = \"teleport\"\n");
+        // GOOD has one rule: this is the second, with spaces in its header.
+        let rules = format!("{GOOD}\n[[ rule ]]\nproto = \"udp\"\naction = \"teleport\"\n");
         let e = Config::parse(&rules).unwrap_err();
-        let n = rules.matches("[[rule]]").count() - 1;
-        assert_eq!(e.key, format!("rule[{n}].action"), "{e}");
+        assert_eq!(e.key, "rule[1].action", "{e}");
+    }
+
+    #[test]
+    fn a_header_is_a_table_name_in_brackets_alone_on_its_line() {
+        assert_eq!(header("[rings]"), Some(("rings", false)));
+        assert_eq!(header("  [[ rule ]]  # the second"), Some(("rule", true)));
+        assert_eq!(header("[stats.web]"), Some(("stats.web", false)));
+        // A row of a multi-line array, a key, a comment: no header.
+        assert_eq!(header("  [1],"), None);
+        assert_eq!(header("[\"198.18.0.1\"]"), None);
+        assert_eq!(header("mode = \"spin\""), None);
+        assert_eq!(header("# [rings]"), None);
     }
 
     #[test]

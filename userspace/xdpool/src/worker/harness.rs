@@ -23,6 +23,8 @@ pub(crate) struct HeapIo {
     pub(crate) napi: Option<u32>,
     /// What `XDP_STATISTICS` would say (`None`: the call fails).
     pub(crate) stats: Option<XdpStatistics>,
+    /// Whether the socket says it is in zero-copy mode.
+    pub(crate) zero_copy: bool,
 }
 
 impl PortIo for HeapIo {
@@ -59,7 +61,7 @@ impl PortIo for HeapIo {
         self.napi
     }
     fn zero_copy(&self) -> bool {
-        false
+        self.zero_copy
     }
 }
 
@@ -176,6 +178,7 @@ pub(crate) fn heap_socket(
             tx: tx_ring,
             napi: None,
             stats: None,
+            zero_copy: false,
         }),
         HeapKernel {
             fill: kfill,

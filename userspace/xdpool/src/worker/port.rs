@@ -137,6 +137,9 @@ pub struct Port {
     fill_target: u32,
     /// Frames put on the fill ring not yet come back through RX.
     in_fill: u32,
+    /// The socket is in zero-copy mode (the driver takes fill entries ahead of
+    /// traffic, so `in_fill` is no measure of the RX ring's backlog).
+    zero_copy: bool,
     /// RX descriptors refused on the current socket: each took an RX ring slot
     /// without giving back a frame of ours, so the close's audit adds them back.
     rx_refused: u64,
@@ -176,6 +179,7 @@ impl Port {
             rings,
             fill_target: 0,
             in_fill: 0,
+            zero_copy: false,
             rx_refused: 0,
             batch: batch.clamp(1, MAX_BATCH),
             // reflect-twice and a mirror queue two descriptors per frame.
@@ -210,7 +214,8 @@ impl Port {
     /// A new socket: nothing of ours is in its rings yet; fill it.
     #[cold]
     pub fn attach(&mut self, io: Box<dyn PortIo>) {
-        self.fill_target = fill_target(self.rings, io.zero_copy());
+        self.zero_copy = io.zero_copy();
+        self.fill_target = fill_target(self.rings, self.zero_copy);
         self.io = Some(io);
         self.in_fill = 0;
         self.rx_refused = 0;
@@ -357,17 +362,20 @@ impl Port {
 
     /// Whether frames left waiting in the RX ring are about to make the kernel drop
     /// the next ones: the fill ring holds less than half of what the kernel may hold
-    /// (`fill_target`; with `copy_fill = "rx"` it drops at the empty fill ring), or
-    /// the frames the kernel took and the worker has not read fill more than half the
-    /// RX ring (it drops at the full RX ring).
+    /// (`fill_target`; with `copy_fill = "rx"` it drops at the empty fill ring), or,
+    /// in copy mode, the frames the kernel took and the worker has not read fill more
+    /// than half the RX ring (it drops at the full RX ring). In zero-copy the frames
+    /// taken include those the driver moved into its own ring ahead of traffic, so
+    /// only the fill ring's level counts there.
     #[inline]
     pub fn kernel_short(&mut self) -> bool {
         let (target, in_fill, rx) = (self.fill_target, self.in_fill, self.rings.rx);
+        let copy_mode = !self.zero_copy;
         let Some(io) = self.io.as_mut() else {
             return false;
         };
         let fill = io.rings().fill.level();
-        fill < target / 2 || in_fill.saturating_sub(fill) > rx / 2
+        fill < target / 2 || (copy_mode && in_fill.saturating_sub(fill) > rx / 2)
     }
 
     /// Whether the socket has a TX ring.

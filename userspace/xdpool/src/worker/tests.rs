@@ -104,6 +104,17 @@ fn heap_socket_with(
     napi: Option<u32>,
     stats: Option<crate::xsk::XdpStatistics>,
 ) -> (Box<dyn PortIo>, Kernel) {
+    heap_socket_mode(region, tx_size, napi, stats, false)
+}
+
+/// [`heap_socket_with`], saying it is in zero-copy mode when `zero_copy`.
+fn heap_socket_mode(
+    region: &Region,
+    tx_size: u32,
+    napi: Option<u32>,
+    stats: Option<crate::xsk::XdpStatistics>,
+    zero_copy: bool,
+) -> (Box<dyn PortIo>, Kernel) {
     let layout = UmemLayout::new(region.len() as u64, CHUNK, 0, false);
     let (fill, kfill) = FillRing::new_heap(512);
     let (comp, kcomp) = CompletionRing::new_heap(1024, layout);
@@ -117,6 +128,7 @@ fn heap_socket_with(
             tx,
             napi,
             stats,
+            zero_copy,
         }),
         Kernel {
             fill: kfill,
@@ -1089,6 +1101,14 @@ fn shedding_l2fwd_worker_with(
     batch: usize,
     rings: PortRings,
 ) -> (Arc<Region>, Arc<super::Fabric>, super::Worker<()>, Kernel) {
+    shedding_l2fwd_worker_mode(batch, rings, false)
+}
+
+fn shedding_l2fwd_worker_mode(
+    batch: usize,
+    rings: PortRings,
+    zero_copy: bool,
+) -> (Arc<Region>, Arc<super::Fabric>, super::Worker<()>, Kernel) {
     use super::shared::{PortShared, Waker};
     use super::{LaneSpec, Worker, WorkerSpec};
     let region = test_region();
@@ -1118,7 +1138,7 @@ fn shedding_l2fwd_worker_with(
     };
     let mut w = Worker::new(&region, spec, fabric.clone(), Arc::new(()));
     stamp(&mut w.lanes[0].port, 3);
-    let (io, kernel) = heap_socket(&region, 64);
+    let (io, kernel) = heap_socket_mode(&region, 64, None, None, zero_copy);
     w.lanes[0].port.attach(io);
     (region, fabric, w, kernel)
 }
@@ -1221,6 +1241,37 @@ fn with_the_whole_fill_ring_a_tx_bottleneck_sheds_once_the_rx_ring_is_half_full(
     assert_eq!(w.lanes[0].port.c.rx_shed_passes, 1);
     w.lanes[0].port.transmit(&remotes);
     assert_eq!(w.lanes[0].port.c.tx_ring_full_drop, 40);
+}
+
+/// Zero-copy: the driver takes fill entries ahead of traffic, so frames taken from
+/// the fill ring say nothing of the RX ring's backlog; with 40 frames in RX and the
+/// fill ring above half, the worker holds (back-pressure) rather than sheds.
+#[test]
+fn in_zero_copy_only_a_low_fill_ring_starts_shedding() {
+    let (_region, fabric, mut w, kernel) = shedding_l2fwd_worker_mode(
+        64,
+        PortRings {
+            fill: 256,
+            rx: 64,
+            copy_fill: CopyFill::Full,
+        },
+        true,
+    );
+    let remotes = fabric.remotes.clone();
+    kernel.deliver(64);
+    assert_eq!(w.receive(0), 64);
+    w.lanes[0].port.transmit(&remotes);
+    w.lanes[0].port.refill();
+    kernel.deliver(40);
+    assert_eq!(fill_level(&kernel), 216);
+    assert_eq!(w.receive(0), 0, "held in RX: the fill ring is not low");
+    assert_eq!(
+        (
+            w.lanes[0].port.c.rx_limited_by_tx,
+            w.lanes[0].port.c.rx_shed_passes
+        ),
+        (1, 0)
+    );
 }
 
 /// One pass of a shedding worker takes batch after batch while the fill ring stays
