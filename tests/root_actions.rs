@@ -38,12 +38,13 @@ fn send(st: &LabStatus, n: u64, size: usize, pps: Option<u64>) {
 /// Sends `n` jumbo UDP frames of `size` bytes to port 9 through the AF_XDP engine
 /// (multi-buffer chains) on TX queue `queue`, at 5 000 frames/s.
 ///
-/// The rate: in copy mode the kernel holds at most the RX ring's 4096 chunks for a
-/// socket (`fill_target`), 682 of these 6-chunk frames, and only the worker's reading
-/// of RX gives them back. At 50 000/s a worker that fell 14 ms behind on a loaded CI
-/// machine (137 wakeups for 1000 frames, TX never the limit: `rx_limited_by_tx` 3)
-/// let the kernel drop 300 at the fill ring: counted, but not what these tests are
-/// about. At 5 000/s it would have to fall 136 ms behind.
+/// The rate: the RX ring holds 4096 descriptors, 682 of these 6-chunk frames, and
+/// only the worker's reading of RX makes room (the kernel may hold the lab's whole
+/// fill ring of 8192 chunks, `rings.copy_fill`). At 50 000/s a worker that fell 14 ms
+/// behind on a loaded CI machine (137 wakeups for 1000 frames, TX never the limit:
+/// `rx_limited_by_tx` 3) let the kernel drop 300 (then at the fill ring, when it held
+/// at most the RX ring's 4096 chunks): counted, but not what these tests are about.
+/// At 5 000/s it would have to fall 136 ms behind.
 fn send_jumbo(st: &LabStatus, n: u64, size: usize, queue: u32) {
     let mut g = GenConfig::for_lab(st);
     g.count = Some(n);

@@ -59,7 +59,9 @@
 #                        (also "xdpool-b": an A/B of xdpool against itself, the
 #                        build XDPOOL_B (default XDPOOL) with the same config plus
 #                        the lines XDPOOL_B_RINGS in its [rings] table, e.g.
-#                        XDPOOL_B_RINGS='copy_fill = "rx"'; never in the default legs)
+#                        XDPOOL_B_RINGS='copy_fill = "rx"' (a key already there is
+#                        replaced); the summary's "xdpool / xdpool-b" is then the
+#                        default over B; never in the default legs)
 #   FWD_NAPI=softirq|threaded  where xdpf0's receiving NAPI (and with it the XDP
 #                        program and the copy into the UMEM) runs: softirq on the
 #                        generator's core 0 (default), or threaded, its thread pinned
@@ -101,6 +103,7 @@ die() { echo "$*" >&2; exit 2; }
 [ -x "$GEN_XDPOOL" ] || [ -n "$XDP_TRAFFICGEN" ] || die "no generator: build xdpool (make build) or give XDP_TRAFFICGEN="
 [ -z "$XDP_TRAFFICGEN" ] || [ -x "$XDP_TRAFFICGEN" ] || die "XDP_TRAFFICGEN=$XDP_TRAFFICGEN is not an executable"
 [ -z "$XSK_FWD" ] || [ -x "$XSK_FWD" ] || die "XSK_FWD=$XSK_FWD is not an executable"
+[ -z "${XDPOOL_B:-}" ] || [ -x "$XDPOOL_B" ] || die "XDPOOL_B=$XDPOOL_B is not an executable"
 [ -z "$TESTPMD" ] || [ -x "$TESTPMD" ] || die "TESTPMD=$TESTPMD is not an executable"
 command -v ethtool >/dev/null || die "needs ethtool (make setup installs it)"
 if [ -z "${LEGS:-}" ]; then
@@ -180,12 +183,23 @@ start_fwd() { # $1 leg -> FWD_PID, output in $W/$1.out
         xdpool_config
         [ -z "$XDPOOL_CONFIG" ] || die "leg xdpool-b needs the script's own config (no XDPOOL_CONFIG)"
         if [ -n "${XDPOOL_B_RINGS:-}" ]; then
-            python3 - "$W/fwd.toml" "$XDPOOL_B_RINGS" <<'PY'
+            # Each `key = value` line replaces that key in [rings], or is added there.
+            python3 - "$W/fwd.toml" "$XDPOOL_B_RINGS" <<'PY' || die "XDPOOL_B_RINGS: cannot put '$XDPOOL_B_RINGS' into [rings]"
 import sys
 path, extra = sys.argv[1:]
-text = open(path).read()
-assert '[rings]\n' in text
-open(path, 'w').write(text.replace('[rings]\n', '[rings]\n' + extra.rstrip('\n') + '\n', 1))
+lines = open(path).read().split('\n')
+start = lines.index('[rings]') + 1
+end = next((i for i in range(start, len(lines)) if lines[i].startswith('[')), len(lines))
+for new in (l.strip() for l in extra.split('\n') if l.strip()):
+    key = new.split('=', 1)[0].strip()
+    assert '=' in new and key, f'not a key = value line: {new}'
+    at = [i for i in range(start, end) if lines[i].split('=', 1)[0].strip() == key]
+    if at:
+        lines[at[0]] = new
+    else:
+        lines.insert(end, new)
+        end += 1
+open(path, 'w').write('\n'.join(lines))
 PY
         fi
         "${XDPOOL_B:-$XDPOOL}" run -c "$W/fwd.toml" --duration 120 --quiet --summary-json "$W/sum.json" > "$W/$1.out" 2>&1 &
@@ -311,8 +325,8 @@ print(f'{time.strftime("%H:%M:%S", time.gmtime())} {leg:12} {size:>4} B rep {rep
 with open(rows, 'a') as f:
     f.write(f'forward {size} B\t{rep}\t{leg}\t{rate:.4f}\tlost_per_M={lost:.0f}\tcycles_per_frame={cyc:.0f}\trefused_per_M={refd:.0f}\tcore_user_pct={usr}\tcore_system_pct={sysp}\tcore_softirq_pct={sirq}\n')
 PY
-    if [ "$leg" = xdpool ] && [ -f "$W/sum.json" ]; then
-        python3 -c "import json;s=json.load(open('$W/sum.json'));print('#   xdpool summary: packets', s.get('packets'), 'drops', json.dumps(s.get('drops')))" 2>/dev/null
+    if [[ $leg == xdpool || $leg == xdpool-* ]] && [ -f "$W/sum.json" ]; then
+        python3 -c "import json;s=json.load(open('$W/sum.json'));print('#   $leg summary: packets', s.get('packets'), 'drops', json.dumps(s.get('drops')))" 2>/dev/null
     fi
 }
 
