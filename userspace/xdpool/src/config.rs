@@ -1387,8 +1387,10 @@ fn decode_error(text: &str, e: toml::de::Error) -> ConfigError {
 /// `rule[1].action`): the `key =` of that line under the table header above it.
 /// None where the line is not a plain `key = value` under a table header.
 fn key_at(text: &str, offset: usize) -> Option<String> {
-    let offset = offset.min(text.len());
-    let start = text[..offset].rfind('\n').map_or(0, |i| i + 1);
+    let start = text
+        .get(..offset.min(text.len()))?
+        .rfind('\n')
+        .map_or(0, |i| i + 1);
     let line = text[start..].lines().next()?;
     let (name, _) = line.split_once('=')?;
     let name = name.trim();

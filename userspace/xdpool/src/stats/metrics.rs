@@ -70,7 +70,7 @@ pub const QUEUE_COUNTERS: &[(&str, Def)] = &[
     ("fill_produced", c("xdpool_fill_produced", "Frames the worker put on its socket's fill ring for the kernel to receive into.")),
     ("fill_pool_empty", c("xdpool_fill_pool_empty", "Times the worker could not top the fill ring up because its pool had no free frame.")),
     ("rx_limited_by_tx", c("xdpool_rx_limited_by_tx", "Passes that took fewer RX descriptors than a batch because the TX ring had no room for what they send (back-pressure instead of a drop).")),
-    ("rx_shed_passes", c("xdpool_rx_shed_passes", "Passes that took a whole batch although the TX side had no room for it, because the kernel ran short (fill ring below half its target, or RX ring over half full): the excess is dropped by the worker (drops tx_ring_full, egress_queue_full) instead of by the kernel.")),
+    ("rx_shed_passes", c("xdpool_rx_shed_passes", "Passes that took a whole batch although the TX side had no room for it, because the kernel ran short (fill ring below half its target, or in copy mode RX ring over half full): the excess is dropped by the worker (drops tx_ring_full, egress_queue_full) instead of by the kernel.")),
     ("wakeups", c("xdpool_wakeups", "Wake-up system calls made for the kernel (need_wakeup set on the fill or TX ring).")),
     ("tx_wakeups", c("xdpool_tx_wakeups", "Of the wake-up system calls, those for the TX ring (sendto).")),
     ("idle_loops", c("xdpool_idle_passes", "Worker loop passes that found nothing to do.")),

@@ -45,9 +45,10 @@ counters!(
     /// egress port's handoff queue) had room for no more (back-pressure, not a drop).
     rx_limited_by_tx,
     /// Passes that took a whole batch although the TX side had no room for all of it,
-    /// because the kernel ran short (the fill ring below half its target, or the RX
-    /// ring over half full): the frames that do not fit are dropped by the worker
-    /// (`tx_ring_full_drop`, `egress_full_drop`) so that the kernel does not drop them.
+    /// because the kernel ran short (the fill ring below half its target, or in copy
+    /// mode the RX ring over half full): the frames that do not fit are dropped by the
+    /// worker (`tx_ring_full_drop`, `egress_full_drop`) so that the kernel does not
+    /// drop them.
     rx_shed_passes,
     /// RX descriptors the recycler rejected (not a frame we gave the kernel).
     rx_rejected,

@@ -590,11 +590,11 @@ impl<H: HandlerSet> Worker<H> {
     /// ports' queues have room for (a frame left in the RX ring waits; one taken and
     /// then refused would be handled for nothing). With `shed`, once the frames
     /// waiting in RX leave the kernel short (`Port::kernel_short`: the fill ring
-    /// below half its target, or the RX ring more than half full): the whole batch,
-    /// what the TX side cannot take dropped by the worker and its chunks back on the
-    /// fill ring, so a TX bottleneck ends in the worker's drop counters rather than
-    /// the kernel's drop (at the empty fill ring or the full RX ring), and a congested
-    /// egress does not stall the lane's other traffic.
+    /// below half its target, or in copy mode the RX ring more than half full): the
+    /// whole batch, what the TX side cannot take dropped by the worker and its chunks
+    /// back on the fill ring, so a TX bottleneck ends in the worker's drop counters
+    /// rather than the kernel's drop (at the empty fill ring or the full RX ring), and
+    /// a congested egress does not stall the lane's other traffic.
     #[inline]
     fn rx_budget(&mut self, i: usize) -> usize {
         let batch = self.lanes[i].port.batch();
