@@ -172,19 +172,9 @@ live = false
 EOT
 }
 
-start_fwd() { # $1 leg -> FWD_PID, output in $W/$1.out
-    rm -f "$W/sum.json"
-    case $1 in
-    xdpool)
-        xdpool_config
-        "$XDPOOL" run -c "$W/fwd.toml" --duration 120 --quiet --summary-json "$W/sum.json" > "$W/$1.out" 2>&1 &
-        ;;
-    xdpool-b)
-        xdpool_config
-        [ -z "$XDPOOL_CONFIG" ] || die "leg xdpool-b needs the script's own config (no XDPOOL_CONFIG)"
-        if [ -n "${XDPOOL_B_RINGS:-}" ]; then
-            # Each `key = value` line replaces that key in [rings], or is added there.
-            python3 - "$W/fwd.toml" "$XDPOOL_B_RINGS" <<'PY' || die "XDPOOL_B_RINGS: cannot put '$XDPOOL_B_RINGS' into [rings]"
+rings_set() { # $1: `key = value` lines, each replacing that key in $W/fwd.toml's
+    # [rings] or added there
+    python3 - "$W/fwd.toml" "$1" <<'PY' || die "cannot put '$1' into [rings]"
 import sys
 path, extra = sys.argv[1:]
 lines = open(path).read().split('\n')
@@ -201,16 +191,25 @@ for new in (l.strip() for l in extra.split('\n') if l.strip()):
         end += 1
 open(path, 'w').write('\n'.join(lines))
 PY
-        fi
-        "${XDPOOL_B:-$XDPOOL}" run -c "$W/fwd.toml" --duration 120 --quiet --summary-json "$W/sum.json" > "$W/$1.out" 2>&1 &
-        ;;
-    xdpool-tx32)
-        # The same xdpool with the kernel's copy-mode TX budget of 32 frames per
-        # sendto (rings.tx_budget = 0): an A/B of the budget in one run.
+}
+
+start_fwd() { # $1 leg -> FWD_PID, output in $W/$1.out
+    rm -f "$W/sum.json"
+    case $1 in
+    xdpool | xdpool-b | xdpool-tx32)
         xdpool_config
-        [ -z "$XDPOOL_CONFIG" ] || die "leg xdpool-tx32 needs the script's own config (no XDPOOL_CONFIG)"
-        sed -i 's/^tx = 2048$/tx = 2048\ntx_budget = 0/' "$W/fwd.toml"
-        "$XDPOOL" run -c "$W/fwd.toml" --duration 120 --quiet --summary-json "$W/sum.json" > "$W/$1.out" 2>&1 &
+        local bin=$XDPOOL rings=
+        case $1 in
+        xdpool-b) bin=${XDPOOL_B:-$XDPOOL} rings=${XDPOOL_B_RINGS:-} ;;
+        # The same xdpool with the kernel's copy-mode TX budget of 32 frames per
+        # sendto: an A/B of the budget in one run.
+        xdpool-tx32) rings="tx_budget = 0" ;;
+        esac
+        if [ "$1" != xdpool ]; then
+            [ -z "$XDPOOL_CONFIG" ] || die "leg $1 needs the script's own config (no XDPOOL_CONFIG)"
+            [ -z "$rings" ] || rings_set "$rings"
+        fi
+        "$bin" run -c "$W/fwd.toml" --duration 120 --quiet --summary-json "$W/sum.json" > "$W/$1.out" 2>&1 &
         ;;
     xsk_fwd)
         ip netns exec "$P-fwd" taskset -c $FWD_CORE stdbuf -oL "$XSK_FWD" -i xdpf0 -q 0 -i xdpf1 -q 0 -c $FWD_CORE > "$W/$1.out" 2>&1 &
