@@ -63,6 +63,16 @@ impl Kernel {
     }
 }
 
+/// Rings of `fill` and `rx` entries, copy mode handing the kernel the whole fill
+/// ring (the default).
+fn rings(fill: u32, rx: u32) -> PortRings {
+    PortRings {
+        fill,
+        rx,
+        copy_fill: CopyFill::Full,
+    }
+}
+
 /// A region of `FRAMES` chunks of `CHUNK` bytes.
 fn test_region() -> Arc<Region> {
     Region::new(RegionConfig {
@@ -184,16 +194,7 @@ impl Rig {
                 },
             );
             remotes.set(i, pool.remote());
-            let mut port = Port::new(
-                i,
-                pool,
-                PortRings {
-                    fill: 64,
-                    rx: 64,
-                    copy_fill: CopyFill::Full,
-                },
-                64,
-            );
+            let mut port = Port::new(i, pool, rings(64, 64), 64);
             stamp(&mut port, i as u8);
             let (io, k) = heap_socket(&region, t);
             port.attach(io);
@@ -292,11 +293,7 @@ fn l2fwd_lane(
         port: i,
         queue_pos: 0,
         rules: super::rules::RuleSlot::new(0, super::classify::Classifier::new(rules)),
-        rings: PortRings {
-            fill: 64,
-            rx: 64,
-            copy_fill: CopyFill::Full,
-        },
+        rings: rings(64, 64),
     };
     let lane = super::lane::Lane::new(port, shared.clone(), spec, crate::config::WaitMode::Spin);
     (lane, kernel, shared)
@@ -345,11 +342,7 @@ fn one_rule_worker(
         port: 0,
         queue_pos: 0,
         rules: super::rules::RuleSlot::new(0, super::classify::Classifier::new(vec![rule])),
-        rings: PortRings {
-            fill: 64,
-            rx: 64,
-            copy_fill: CopyFill::Full,
-        },
+        rings: rings(64, 64),
     };
     let w = super::Worker::new(
         &region,
@@ -936,11 +929,7 @@ fn a_worker_hands_frames_to_another_workers_queue_and_counts_a_full_one() {
         port: 0,
         queue_pos: 0,
         rules: super::rules::RuleSlot::new(0, super::classify::Classifier::new(vec![rule])),
-        rings: PortRings {
-            fill: 64,
-            rx: 64,
-            copy_fill: CopyFill::Full,
-        },
+        rings: rings(64, 64),
     };
     let spec = one_lane_spec(lane, crate::config::WaitMode::Spin);
     let mut w = Worker::new(&region, spec, fabric.clone(), Arc::new(()));
@@ -996,11 +985,7 @@ fn two_lane_forward_worker() -> (
         port: socket,
         queue_pos: 0,
         rules: super::rules::RuleSlot::new(0, super::classify::Classifier::new(vec![r])),
-        rings: PortRings {
-            fill: 64,
-            rx: 64,
-            copy_fill: CopyFill::Full,
-        },
+        rings: rings(64, 64),
     };
     let mut spec = one_lane_spec(
         lane(0, rule(crate::config::Action::Forward, 0, Some(1))),
@@ -1087,21 +1072,7 @@ fn frames_completed_for_a_lane_whose_socket_is_gone_are_counted_in_its_cache() {
 fn shedding_l2fwd_worker(
     batch: usize,
 ) -> (Arc<Region>, Arc<super::Fabric>, super::Worker<()>, Kernel) {
-    shedding_l2fwd_worker_with(
-        batch,
-        PortRings {
-            fill: 128,
-            rx: 128,
-            copy_fill: CopyFill::Full,
-        },
-    )
-}
-
-fn shedding_l2fwd_worker_with(
-    batch: usize,
-    rings: PortRings,
-) -> (Arc<Region>, Arc<super::Fabric>, super::Worker<()>, Kernel) {
-    shedding_l2fwd_worker_mode(batch, rings, false)
+    shedding_l2fwd_worker_mode(batch, rings(128, 128), false)
 }
 
 fn shedding_l2fwd_worker_mode(
@@ -1214,14 +1185,7 @@ fn a_tx_bottleneck_sheds_in_the_worker_once_the_fill_ring_runs_low() {
 /// half of it.
 #[test]
 fn with_the_whole_fill_ring_a_tx_bottleneck_sheds_once_the_rx_ring_is_half_full() {
-    let (_region, fabric, mut w, kernel) = shedding_l2fwd_worker_with(
-        64,
-        PortRings {
-            fill: 256,
-            rx: 64,
-            copy_fill: CopyFill::Full,
-        },
-    );
+    let (_region, fabric, mut w, kernel) = shedding_l2fwd_worker_mode(64, rings(256, 64), false);
     let remotes = fabric.remotes.clone();
     assert_eq!(fill_level(&kernel), 256);
     // 64 frames fill the TX ring, which the kernel does not drain.
@@ -1248,15 +1212,7 @@ fn with_the_whole_fill_ring_a_tx_bottleneck_sheds_once_the_rx_ring_is_half_full(
 /// fill ring above half, the worker holds (back-pressure) rather than sheds.
 #[test]
 fn in_zero_copy_only_a_low_fill_ring_starts_shedding() {
-    let (_region, fabric, mut w, kernel) = shedding_l2fwd_worker_mode(
-        64,
-        PortRings {
-            fill: 256,
-            rx: 64,
-            copy_fill: CopyFill::Full,
-        },
-        true,
-    );
+    let (_region, fabric, mut w, kernel) = shedding_l2fwd_worker_mode(64, rings(256, 64), true);
     let remotes = fabric.remotes.clone();
     kernel.deliver(64);
     assert_eq!(w.receive(0), 64);
@@ -1373,11 +1329,7 @@ fn capture_copies_the_rules_frames_before_the_action_and_counts_a_full_tap() {
             0,
             super::classify::Classifier::new(vec![rule(10), rule(9)]),
         ),
-        rings: PortRings {
-            fill: 64,
-            rx: 64,
-            copy_fill: CopyFill::Full,
-        },
+        rings: rings(64, 64),
     };
     let spec = one_lane_spec(lane, crate::config::WaitMode::Spin);
     let mut w = Worker::new(&region, spec, fabric.clone(), Arc::new(()));
@@ -1529,11 +1481,7 @@ fn capture_follows_the_rule_key_across_a_renumbering_and_a_rule_file_gets_its_fr
         port: 0,
         queue_pos: 0,
         rules: slot.clone(),
-        rings: PortRings {
-            fill: 64,
-            rx: 64,
-            copy_fill: CopyFill::Full,
-        },
+        rings: rings(64, 64),
     };
     let spec = one_lane_spec(lane, crate::config::WaitMode::Spin);
     let mut w = Worker::new(&region, spec, fabric.clone(), Arc::new(()));
