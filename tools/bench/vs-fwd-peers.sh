@@ -60,7 +60,9 @@
 #                        build XDPOOL_B (default XDPOOL) with the same config plus
 #                        the lines XDPOOL_B_RINGS in its [rings] table, e.g.
 #                        XDPOOL_B_RINGS='copy_fill = "rx"' (a key already there is
-#                        replaced); the summary's "xdpool / xdpool-b" is then the
+#                        replaced), and XDPOOL_B_WORKERS likewise in [workers]
+#                        (e.g. XDPOOL_B_WORKERS='batch = 128'); the summary's
+#                        "xdpool / xdpool-b" is then the
 #                        default over B; never in the default legs)
 #   FWD_NAPI=softirq|threaded  where xdpf0's receiving NAPI (and with it the XDP
 #                        program and the copy into the UMEM) runs: softirq on the
@@ -69,6 +71,9 @@
 #                        the kernel's receive work, as on a host whose NIC interrupts
 #                        land on the application's core)
 #   XDPOOL_MODE=spin|poll  xdpool's wait mode (default spin; the peers always spin)
+#   PROFILE_DIR=dir      perf record -e cpu-clock -a over each window, to LEG-SIZE-REP.data
+#                        there (read with perf report --cpu 1: the forwarder's core)
+#   SUMMARY_DIR=dir      keep each xdpool run's --summary-json there, as LEG-SIZE-REP.json
 #   SIZES="64 1500" (frame bytes without FCS)  REPS=5  WARMUP=1  WINDOW=4  LEAD=1
 #   FRAMES=16384  PREFIX=vfp (namespaces PREFIX-src, -fwd, -dst)  OUT=result file
 # Needs root, ethtool, tools/xdpsink built (make -C tools/xdpsink).
@@ -172,13 +177,13 @@ live = false
 EOT
 }
 
-rings_set() { # $1: `key = value` lines, each replacing that key in $W/fwd.toml's
-    # [rings] or added there
-    python3 - "$W/fwd.toml" "$1" <<'PY' || die "cannot put '$1' into [rings]"
+table_set() { # $1 table, $2: `key = value` lines, each replacing that key in $W/fwd.toml's
+    # table $1 or added there
+    python3 - "$W/fwd.toml" "$1" "$2" <<'PY' || die "cannot put '$2' into [$1]"
 import sys
-path, extra = sys.argv[1:]
+path, table, extra = sys.argv[1:]
 lines = open(path).read().split('\n')
-start = lines.index('[rings]') + 1
+start = lines.index(f'[{table}]') + 1
 end = next((i for i in range(start, len(lines)) if lines[i].startswith('[')), len(lines))
 for new in (l.strip() for l in extra.split('\n') if l.strip()):
     key = new.split('=', 1)[0].strip()
@@ -198,16 +203,17 @@ start_fwd() { # $1 leg -> FWD_PID, output in $W/$1.out
     case $1 in
     xdpool | xdpool-b | xdpool-tx32)
         xdpool_config
-        local bin=$XDPOOL rings=
+        local bin=$XDPOOL rings= workers=
         case $1 in
-        xdpool-b) bin=${XDPOOL_B:-$XDPOOL} rings=${XDPOOL_B_RINGS:-} ;;
+        xdpool-b) bin=${XDPOOL_B:-$XDPOOL} rings=${XDPOOL_B_RINGS:-} workers=${XDPOOL_B_WORKERS:-} ;;
         # The same xdpool with the kernel's copy-mode TX budget of 32 frames per
         # sendto: an A/B of the budget in one run.
         xdpool-tx32) rings="tx_budget = 0" ;;
         esac
         if [ "$1" != xdpool ]; then
             [ -z "$XDPOOL_CONFIG" ] || die "leg $1 needs the script's own config (no XDPOOL_CONFIG)"
-            [ -z "$rings" ] || rings_set "$rings"
+            [ -z "$rings" ] || table_set rings "$rings"
+            [ -z "$workers" ] || table_set workers "$workers"
         fi
         "$bin" run -c "$W/fwd.toml" --duration 120 --quiet --summary-json "$W/sum.json" > "$W/$1.out" 2>&1 &
         ;;
@@ -233,6 +239,14 @@ start_fwd() { # $1 leg -> FWD_PID, output in $W/$1.out
     *) die "unknown leg $1" ;;
     esac
     FWD_PID=$!
+}
+
+xdpool_counts() { # -> "rx_packets idle_loops wakeups" of the running xdpool (its worker
+    # publishes them every few passes; for the window's empty passes and sendto calls)
+    "$XDPOOL" stats --socket "$W/ctl.sock" --json 2>/dev/null | python3 -c '
+import json, sys
+t = json.load(sys.stdin)["total"]
+print(t["rx_packets"], t["idle_loops"] // 2, t["tx_wakeups"])' 2>/dev/null
 }
 
 gen_start() { # $1 size, $2 seconds -> GEN_PID
@@ -286,8 +300,17 @@ run_one() { # $1 leg, $2 size, $3 rep (0: warm-up) -> a line, and a row in $W/ro
     bench_wait_moving 100 bench_rx_xdp "$P-dst" xdpd0 || started=
     sleep "$LEAD"
     c1=$(bench_rx_xdp "$P-dst" xdpd0); w1=$(date +%s.%N); t1=$(bench_threads $FWD_PID); s1=$(bench_steal); u1=$(bench_cpu "$FWD_CORE")
+    local k1= k2=
+    [[ $leg == xdpool* ]] && k1=$(xdpool_counts)
+    local perf_pid=
+    if [ -n "${PROFILE_DIR:-}" ]; then
+        perf record -q -e cpu-clock -a -o "$PROFILE_DIR/$leg-$size-$rep.data" -- sleep "$WINDOW" > /dev/null 2>&1 &
+        perf_pid=$!
+    fi
     sleep "$WINDOW"
+    [ -z "$perf_pid" ] || wait "$perf_pid"
     c2=$(bench_rx_xdp "$P-dst" xdpd0); w2=$(date +%s.%N); t2=$(bench_threads $FWD_PID); s2=$(bench_steal); u2=$(bench_cpu "$FWD_CORE")
+    [[ $leg == xdpool* ]] && k2=$(xdpool_counts)
     alive=1
     kill -0 $GEN_PID 2>/dev/null || alive=
     [ -n "$started" ] || { alive=; echo "# $leg: nothing arrived at xdpd0 10 s after the generator started"; }
@@ -324,8 +347,18 @@ print(f'{time.strftime("%H:%M:%S", time.gmtime())} {leg:12} {size:>4} B rep {rep
 with open(rows, 'a') as f:
     f.write(f'forward {size} B\t{rep}\t{leg}\t{rate:.4f}\tlost_per_M={lost:.0f}\tcycles_per_frame={cyc:.0f}\trefused_per_M={refd:.0f}\tcore_user_pct={usr}\tcore_system_pct={sysp}\tcore_softirq_pct={sirq}\n')
 PY
+    if [ -n "$k1" ] && [ -n "$k2" ]; then
+        python3 - "$k1" "$k2" <<'PY'
+import sys
+(p0, i0, w0), (p1, i1, w1) = (map(int, a.split()) for a in sys.argv[1:])
+frames, idle, calls = p1 - p0, i1 - i0, w1 - w0
+print(f'#   in the window: {frames} frames read, {calls} sendto ({frames / max(calls, 1):.1f} frames each), '
+      f'{idle} empty passes ({idle / max(frames, 1) * 64:.2f} per 64 frames)')
+PY
+    fi
     if [[ $leg == xdpool || $leg == xdpool-* ]] && [ -f "$W/sum.json" ]; then
         python3 -c "import json;s=json.load(open('$W/sum.json'));print('#   $leg summary: packets', s.get('packets'), 'drops', json.dumps(s.get('drops')))" 2>/dev/null
+        [ -z "${SUMMARY_DIR:-}" ] || cp "$W/sum.json" "$SUMMARY_DIR/$leg-$size-$rep.json"
     fi
 }
 
@@ -335,7 +368,7 @@ main() {
     echo "# vs-fwd-peers $(date -u '+%F %H:%M') UTC, $(nproc) CPUs, kernel $(uname -r), TSC ${BENCH_MHZ} MHz, load $(cut -d' ' -f1-3 /proc/loadavg)"
     echo "# legs: $LEGS; sizes: $SIZES; REPS=$REPS WARMUP=$WARMUP WINDOW=$WINDOW s LEAD=$LEAD s; generator: $gen on core $GEN_CORE${GEN_RATE:+ at $GEN_RATE frames/s}; forwarders on core $FWD_CORE; xdpf0's NAPI $FWD_NAPI$([ "$FWD_NAPI" = threaded ] && echo " on core $FWD_CORE" || echo " on core $GEN_CORE"); xdpool mode $XDPOOL_MODE"
     echo "# xdpool: $XDPOOL ${XDPOOL_CONFIG:+config $XDPOOL_CONFIG}${XDPOOL_CONFIG:-mac $XDPOOL_MAC, frames $FRAMES}; xsk_fwd: ${XSK_FWD:-none}; testpmd: ${TESTPMD:-none}"
-    [[ " $LEGS " == *" xdpool-b "* ]] && echo "# xdpool-b: ${XDPOOL_B:-$XDPOOL} with [rings] ${XDPOOL_B_RINGS:-(nothing added)}"
+    [[ " $LEGS " == *" xdpool-b "* ]] && echo "# xdpool-b: ${XDPOOL_B:-$XDPOOL} with [rings] ${XDPOOL_B_RINGS:-(nothing added)}, [workers] ${XDPOOL_B_WORKERS:-(nothing added)}"
     fwd_topo_up "$P" || exit 1
     ip netns exec "$P-dst" "$SINK" -i xdpd0 -d 86400 > "$W/sink.out" 2>&1 &
     SINK_PID=$!
