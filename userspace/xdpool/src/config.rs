@@ -403,8 +403,7 @@ pub struct WorkersConfig {
     pub cores: Spanned<Vec<usize>>,
     /// How a worker waits: `spin` (busy loop), `poll` (poll(2)), `busy-poll`.
     pub mode: WaitMode,
-    /// Descriptors per batch: the most RX descriptors a pass takes, and with them the
-    /// most frames one TX wake-up hands the kernel.
+    /// Descriptors per batch.
     pub batch: Spanned<u32>,
     /// `copybreak`: frames of at most this many bytes are copied into a frag and their
     /// RX chunk goes straight back to the fill ring; larger ones are forwarded as
@@ -473,7 +472,7 @@ impl Default for WorkersConfig {
         WorkersConfig {
             cores: Spanned::new(0..0, vec![]),
             mode: WaitMode::Poll,
-            batch: Spanned::new(0..0, 128),
+            batch: Spanned::new(0..0, 64),
             copybreak_bytes: Spanned::new(0..0, DEFAULT_COPYBREAK_BYTES),
             busy_poll_budget: Spanned::new(0..0, DEFAULT_BUSY_POLL_BUDGET),
             poll_coalesce_us: Spanned::new(0..0, DEFAULT_POLL_COALESCE_US),

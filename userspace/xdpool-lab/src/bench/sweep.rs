@@ -309,7 +309,7 @@ pub fn child_config_on(
          [interface]\nname = \"{dev}\"\n{netns}xdp_mode = \"native\"\nzero_copy = {zc}\nqueues = {queues}\n\n\
          [umem]\nframes = {frames}\nchunk_size = 2048\nhugepages = false\n\n\
          [rings]\nfill = 4096\ncompletion = 2048\nrx = 2048\ntx = 2048\n\n\
-         [workers]\ncores = [{cores}]\nmode = \"{mode}\"\n\n\
+         [workers]\ncores = [{cores}]\nmode = \"{mode}\"\nbatch = 64\n\n\
          [[rule]]\nproto = \"udp\"\ndst_port = {PORT}\naction = \"{action}\"\n\n\
          [stats]\ncontrol_socket = \"{control}\"\nlive = false\n",
         dev = on.dev,
