@@ -241,12 +241,15 @@ start_fwd() { # $1 leg -> FWD_PID, output in $W/$1.out
     FWD_PID=$!
 }
 
-xdpool_counts() { # -> "rx_packets idle_loops wakeups" of the running xdpool (its worker
-    # publishes them every few passes; for the window's empty passes and sendto calls)
+xdpool_counts() { # -> "rx_packets empty_passes wakeups" of the running xdpool (its
+    # worker publishes them every few passes). An empty pass counts in every lane of
+    # the worker (idle_loops), so the most of any queue is the worker's (one worker,
+    # as the script's config has).
     "$XDPOOL" stats --socket "$W/ctl.sock" --json 2>/dev/null | python3 -c '
 import json, sys
-t = json.load(sys.stdin)["total"]
-print(t["rx_packets"], t["idle_loops"] // 2, t["tx_wakeups"])' 2>/dev/null
+s = json.load(sys.stdin)
+t = s["total"]
+print(t["rx_packets"], max(q.get("idle_loops", 0) for q in s["queues"]), t["tx_wakeups"])' 2>/dev/null
 }
 
 gen_start() { # $1 size, $2 seconds -> GEN_PID
