@@ -39,9 +39,11 @@
 #   XDPOOL_CONFIG=path   its config; every "xdpool-fwd" in it becomes PREFIX-fwd.
 #                        Default: written here per SPEC-forward.md (ports in = xdpf0,
 #                        out = xdpf1, spin, rule udp/9 forward in -> out with mac =
-#                        XDPOOL_MAC). xdpool (branch fwd, 2026-12-01) has one worker
-#                        per (port, queue), so both of its workers are pinned to core
-#                        1, where the peers run one thread for both ports
+#                        XDPOOL_MAC), workers.cores = [1, 1]: both sockets on core
+#                        1 share one worker thread, as each peer runs one thread for
+#                        both ports
+#   WORKERS_EXTRA='key = value' lines added to that config's [workers] (every xdpool
+#                        leg)
 #   XDPOOL_MAC=...       the rule's mac: default xdpd0's MAC (a fixed next hop, what
 #                        testpmd's mac mode does); "swap" (what xsk_fwd does), "neigh"
 #   XSK_FWD=path         xsk_fwd (built outside the tree: tools/bench/README.md)
@@ -72,12 +74,24 @@
 #                        land on the application's core)
 #   XDPOOL_MODE=spin|poll  xdpool's wait mode (default spin; the peers always spin)
 #   PROFILE_DIR=dir      perf record -e cpu-clock -a over each window, to LEG-SIZE-REP.data
-#                        there (read with perf report --cpu 1: the forwarder's core)
+#                        there (read with perf report --cpu 1: the forwarder's core).
+#                        The sampling runs inside the window: compare rates of profiled
+#                        runs only with each other. Warm-up rounds (rep 0) overwrite
+#                        each other's files
 #   SUMMARY_DIR=dir      keep each xdpool run's --summary-json there, as LEG-SIZE-REP.json
+#   The counter line ("around the window: ...") needs the script's own config
+#   (its control socket); with XDPOOL_CONFIG it is left out.
 #   SIZES="64 1500" (frame bytes without FCS)  REPS=5  WARMUP=1  WINDOW=4  LEAD=1
 #   FRAMES=16384  PREFIX=vfp (namespaces PREFIX-src, -fwd, -dst)  OUT=result file
 # Needs root, ethtool, tools/xdpsink built (make -C tools/xdpsink).
 set -u
+# Made absolute before the cd below, and created.
+for d in PROFILE_DIR SUMMARY_DIR; do
+    if [ -n "${!d:-}" ]; then
+        mkdir -p "${!d}" && printf -v "$d" '%s' "$(cd "${!d}" && pwd)" || { echo "$d=${!d}: cannot create it" >&2; exit 2; }
+    fi
+done
+[ -z "${PROFILE_DIR:-}" ] || command -v perf >/dev/null || { echo "PROFILE_DIR needs perf (apt-get install linux-perf)" >&2; exit 2; }
 cd "$(dirname "$0")/../.."
 source tools/bench/lib.sh
 source tools/bench/fwd-topology.sh
@@ -302,9 +316,11 @@ run_one() { # $1 leg, $2 size, $3 rep (0: warm-up) -> a line, and a row in $W/ro
     local started=1
     bench_wait_moving 100 bench_rx_xdp "$P-dst" xdpd0 || started=
     sleep "$LEAD"
-    c1=$(bench_rx_xdp "$P-dst" xdpd0); w1=$(date +%s.%N); t1=$(bench_threads $FWD_PID); s1=$(bench_steal); u1=$(bench_cpu "$FWD_CORE")
+    # The worker's counters are read just before the window and just after it, so
+    # that the reads (a process each) fall outside what is measured.
     local k1= k2=
     [[ $leg == xdpool* ]] && k1=$(xdpool_counts)
+    c1=$(bench_rx_xdp "$P-dst" xdpd0); w1=$(date +%s.%N); t1=$(bench_threads $FWD_PID); s1=$(bench_steal); u1=$(bench_cpu "$FWD_CORE")
     local perf_pid=
     if [ -n "${PROFILE_DIR:-}" ]; then
         perf record -q -e cpu-clock -a -o "$PROFILE_DIR/$leg-$size-$rep.data" -- sleep "$WINDOW" > /dev/null 2>&1 &
@@ -355,7 +371,7 @@ PY
 import sys
 (p0, i0, w0), (p1, i1, w1) = (map(int, a.split()) for a in sys.argv[1:])
 frames, idle, calls = p1 - p0, i1 - i0, w1 - w0
-print(f'#   in the window: {frames} frames read, {calls} sendto ({frames / max(calls, 1):.1f} frames each), '
+print(f'#   around the window (counters read just before and after it): {frames} frames read, {calls} sendto ({frames / max(calls, 1):.1f} frames each), '
       f'{idle} empty passes ({idle / max(frames, 1) * 64:.2f} per 64 frames)')
 PY
     fi
