@@ -64,8 +64,8 @@
 #                        XDPOOL_B_RINGS='copy_fill = "rx"' (a key already there is
 #                        replaced), and XDPOOL_B_WORKERS likewise in [workers]
 #                        (e.g. XDPOOL_B_WORKERS='batch = 128'); the summary's
-#                        "xdpool / xdpool-b" is then the
-#                        default over B; never in the default legs)
+#                        "xdpool / xdpool-b" is then the default over B; never in
+#                        the default legs)
 #   FWD_NAPI=softirq|threaded  where xdpf0's receiving NAPI (and with it the XDP
 #                        program and the copy into the UMEM) runs: softirq on the
 #                        generator's core 0 (default), or threaded, its thread pinned
@@ -375,7 +375,7 @@ print(f'#   around the window (counters read just before and after it): {frames}
       f'{idle} empty passes ({idle / max(frames, 1) * 64:.2f} per 64 frames)')
 PY
     fi
-    if [[ $leg == xdpool || $leg == xdpool-* ]] && [ -f "$W/sum.json" ]; then
+    if [[ $leg == xdpool* ]] && [ -f "$W/sum.json" ]; then
         python3 -c "import json;s=json.load(open('$W/sum.json'));print('#   $leg summary: packets', s.get('packets'), 'drops', json.dumps(s.get('drops')))" 2>/dev/null
         [ -z "${SUMMARY_DIR:-}" ] || cp "$W/sum.json" "$SUMMARY_DIR/$leg-$size-$rep.json"
     fi

@@ -450,10 +450,9 @@ pub enum TxBottleneck {
     Hold,
     /// Hold until the kernel runs short (`Port::kernel_short`: the fill ring below half
     /// its target or, in copy mode, the frames not yet read over half the RX ring),
-    /// then take whole batches
-    /// and drop what TX cannot take (`tx_ring_full`): the drops are the worker's, and
-    /// a congested egress does not stall the lane's other traffic. In copy mode each
-    /// shed frame has cost the kernel a copy.
+    /// then take whole batches and drop what TX cannot take (`tx_ring_full`): the
+    /// drops are the worker's, and a congested egress does not stall the lane's other
+    /// traffic. In copy mode each shed frame has cost the kernel a copy.
     Shed,
 }
 

@@ -104,21 +104,11 @@ fn heap_socket(region: &Region, tx_size: u32) -> (Box<dyn PortIo>, Kernel) {
 }
 
 fn heap_socket_napi(region: &Region, tx_size: u32, napi: Option<u32>) -> (Box<dyn PortIo>, Kernel) {
-    heap_socket_with(region, tx_size, napi, None)
+    heap_socket_with(region, tx_size, napi, None, false)
 }
 
-/// A heap socket whose NAPI id and `XDP_STATISTICS` read as given.
+/// A heap socket whose NAPI id, `XDP_STATISTICS` and zero-copy mode read as given.
 fn heap_socket_with(
-    region: &Region,
-    tx_size: u32,
-    napi: Option<u32>,
-    stats: Option<crate::xsk::XdpStatistics>,
-) -> (Box<dyn PortIo>, Kernel) {
-    heap_socket_mode(region, tx_size, napi, stats, false)
-}
-
-/// [`heap_socket_with`], saying it is in zero-copy mode when `zero_copy`.
-fn heap_socket_mode(
     region: &Region,
     tx_size: u32,
     napi: Option<u32>,
@@ -1109,7 +1099,7 @@ fn shedding_l2fwd_worker_mode(
     };
     let mut w = Worker::new(&region, spec, fabric.clone(), Arc::new(()));
     stamp(&mut w.lanes[0].port, 3);
-    let (io, kernel) = heap_socket_mode(&region, 64, None, None, zero_copy);
+    let (io, kernel) = heap_socket_with(&region, 64, None, None, zero_copy);
     w.lanes[0].port.attach(io);
     (region, fabric, w, kernel)
 }
@@ -1638,7 +1628,7 @@ fn kernel_counters_are_read_when_the_control_loop_says_they_are_due() {
         rx_ring_full: 7,
         ..Default::default()
     };
-    let (io, _kernel) = heap_socket_with(&region, 64, None, Some(stats));
+    let (io, _kernel) = heap_socket_with(&region, 64, None, Some(stats), false);
     w.lanes[0].start(io, 64, WaitMode::Spin);
     let read = |w: &super::Worker<()>| w.lanes[0].shared.xsk_stats.lock().unwrap().rx_ring_full;
     w.publish(false);
