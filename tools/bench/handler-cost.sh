@@ -75,7 +75,7 @@ header="| variant | compared with |"
 rule="|---|---|"
 for s in "${scopes[@]}"; do header+=" Ir/frame ($s) | ratio ($s) |"; rule+="---:|---:|"; done
 rows=()
-for pair in l2fwd:l2fwd call-swap-bytes:l2fwd call-swap-macs:l2fwd call-mac-swap:l2fwd forward:forward call-forward:forward \
+for pair in drop:drop l2fwd:l2fwd call-swap-bytes:l2fwd call-swap-macs:l2fwd call-mac-swap:l2fwd forward:forward call-forward:forward \
         l2fwd-2rules:l2fwd-2rules call-parse-2rules:l2fwd-2rules lb:forward; do
     v=${pair%%:*}; b=${pair##*:}
     row="| $v | $b |"

@@ -884,15 +884,27 @@ impl PoolOwner {
     /// straight back to the fill ring, as the kernel's page_pool recycles an
     /// XDP_DROP page into its cache and the driver refills from there. Validated as
     /// [`take_rx`](Self::take_rx) (same errors, same counters); counted as one
-    /// cached recycle and one fast alloc, and the frame's generation moves on as if
-    /// it had been handed out and recycled. Returns the chunk's address for the fill
-    /// ring: the caller must put it there (or take it back with `take_rx`).
+    /// cached recycle and one fast alloc. The frame's state is not written: it was in
+    /// this pool's fill ring and goes straight back there, and no token was given for
+    /// it in between, so there is no stale token for a new generation to refuse.
+    /// Returns the chunk's address for the fill ring: the caller must put it there
+    /// (or take it back with `take_rx`).
     #[inline]
     pub fn rx_drop(&mut self, addr: u64, len: u32) -> Result<u64, FrameError> {
         let entry = self.rx_entry(addr, len)?;
         self.hot_recycle_cached += 1;
         self.hot_alloc_fast += 1;
-        Ok(self.hand_out(entry, Location::Fill).addr())
+        Ok(self.entry_addr(entry))
+    }
+
+    /// The chunk address of a cache-style entry (generation, index).
+    #[inline(always)]
+    fn entry_addr(&self, entry: u64) -> u64 {
+        Frame {
+            key: entry,
+            tag: self.frame_tag,
+        }
+        .addr()
     }
 
     /// Hand a frame to TX; returns the descriptor address (chunk base + `offset`).

@@ -27,7 +27,8 @@ const NEXT_HOP: [u8; 6] = [2, 0, 0, 0, 0xbb, 1];
 /// The `-2rules` ones have a UDP and a TCP rule, as `configs/examples/lb.toml` has:
 /// their verdicts differ, so the worker reads each frame to pick one (these plain
 /// UDP frames on the parser's short path, matched on their fields).
-const VARIANTS: [(&str, &str); 8] = [
+const VARIANTS: [(&str, &str); 9] = [
+    ("drop", "drop"),
     ("l2fwd", "l2fwd"),
     ("call-swap-bytes", "l2fwd"),
     ("call-swap-macs", "l2fwd"),
@@ -116,6 +117,31 @@ fn frame() -> Vec<u8> {
         .bytes
 }
 
+/// Sends `n` frames through `h` in batches; checks that none left and that each was
+/// counted dropped, and that the accounting holds. Returns the frames dropped.
+fn drive_drop<H: xdpool::HandlerSet>(mut h: Harness<H>, n: usize) -> Result<usize, String> {
+    let f = frame();
+    let mut sent = 0;
+    while sent < n {
+        let b = BATCH.min(n - sent);
+        for _ in 0..b {
+            h.send("in", &f);
+        }
+        sent += b;
+        h.run();
+        let out = h.sent("in").len() + h.sent("out").len();
+        if out > 0 {
+            return Err(format!("{out} frames left a port; none should"));
+        }
+    }
+    h.check_accounting()?;
+    let dropped = h.counter("in", "action_drop") as usize;
+    if dropped != n {
+        return Err(format!("{dropped} of {n} frames counted dropped"));
+    }
+    Ok(dropped)
+}
+
 /// Sends `n` frames through `h` in batches; checks that each left `port` as
 /// `want` and that the accounting holds. Returns the frames that left.
 fn drive<H: xdpool::HandlerSet>(
@@ -161,6 +187,13 @@ fn run(variant: &str, n: usize) -> Result<usize, String> {
     let e = |e: xdpool::Error| e.to_string();
     let call = |name: &str| format!("action = \"call\"\nhandler = \"{name}\"");
     match variant {
+        // Every frame dropped unread: straight back to the fill ring.
+        "drop" => drive_drop(
+            Harness::builder(&config("action = \"drop\""))
+                .build()
+                .map_err(e)?,
+            n,
+        ),
         "l2fwd" => drive(
             Harness::builder(&config("action = \"l2fwd\""))
                 .build()
