@@ -27,6 +27,44 @@ pub(crate) struct HeapIo {
     pub(crate) zero_copy: bool,
 }
 
+impl HeapIo {
+    /// A socket on heap rings of `sizes` entries (fill, completion, RX, TX) over a UMEM
+    /// of `layout`, reporting no NAPI id, no statistics and copy mode (its fields
+    /// say otherwise when set), and the kernel's side of each ring.
+    pub(crate) fn new(layout: UmemLayout, sizes: [u32; 4]) -> (HeapIo, HeapPeers) {
+        let [fill, comp, rx, tx] = sizes;
+        let (fill, kfill) = FillRing::new_heap(fill);
+        let (comp, kcomp) = CompletionRing::new_heap(comp, layout);
+        let (rx, krx) = RxRing::new_heap(rx, layout);
+        let (tx, ktx) = TxRing::new_heap(tx);
+        (
+            HeapIo {
+                fill,
+                comp,
+                rx,
+                tx,
+                napi: None,
+                stats: None,
+                zero_copy: false,
+            },
+            HeapPeers {
+                fill: kfill,
+                comp: kcomp,
+                rx: krx,
+                tx: ktx,
+            },
+        )
+    }
+}
+
+/// The kernel's side of a [`HeapIo`]'s four rings.
+pub(crate) struct HeapPeers {
+    pub(crate) fill: HeapRingPeer<u64>,
+    pub(crate) comp: HeapRingPeer<u64>,
+    pub(crate) rx: HeapRingPeer<XdpDesc>,
+    pub(crate) tx: HeapRingPeer<XdpDesc>,
+}
+
 impl PortIo for HeapIo {
     fn rings(&mut self) -> RingsMut<'_> {
         RingsMut {
@@ -166,25 +204,14 @@ pub(crate) fn heap_socket(
     tx: u32,
 ) -> (Box<dyn PortIo>, HeapKernel) {
     let layout = UmemLayout::new(region.len() as u64, region.chunk_size(), 0, false);
-    let (fill_ring, kfill) = FillRing::new_heap(fill);
-    let (comp, kcomp) = CompletionRing::new_heap(fill.max(tx) * 2, layout);
-    let (rx_ring, krx) = RxRing::new_heap(rx, layout);
-    let (tx_ring, ktx) = TxRing::new_heap(tx);
+    let (io, peers) = HeapIo::new(layout, [fill, fill.max(tx) * 2, rx, tx]);
     (
-        Box::new(HeapIo {
-            fill: fill_ring,
-            comp,
-            rx: rx_ring,
-            tx: tx_ring,
-            napi: None,
-            stats: None,
-            zero_copy: false,
-        }),
+        Box::new(io),
         HeapKernel {
-            fill: kfill,
-            comp: kcomp,
-            rx: krx,
-            tx: ktx,
+            fill: peers.fill,
+            comp: peers.comp,
+            rx: peers.rx,
+            tx: peers.tx,
             rx_size: rx,
             region: region.clone(),
         },

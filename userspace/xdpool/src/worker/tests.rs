@@ -7,13 +7,11 @@
 
 use super::action::{apply_act, Act, PortId, PortIx, Verdict};
 use super::handoff::{Egress, Remotes};
-use super::harness::HeapIo;
+use super::harness::{HeapIo, HeapPeers};
 use super::port::{Port, PortIo, PortRings};
 use crate::config::{CopyFill, MacRewrite};
 use crate::neigh::MacBook;
-use crate::xsk::{
-    CompletionRing, FillRing, HeapRingPeer, RxRing, TxRing, UmemLayout, XdpDesc, XDP_PKT_CONTD,
-};
+use crate::xsk::{UmemLayout, XdpDesc, XDP_PKT_CONTD};
 use pool::{PoolConfig, PoolOwner, Region, RegionConfig};
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -23,13 +21,8 @@ const CHUNK: u32 = 2048;
 const HEADROOM: u64 = 256;
 const LEN: u32 = 60;
 
-/// The kernel's side of one heap socket.
-struct Kernel {
-    fill: HeapRingPeer<u64>,
-    comp: HeapRingPeer<u64>,
-    rx: HeapRingPeer<XdpDesc>,
-    tx: HeapRingPeer<XdpDesc>,
-}
+/// The kernel's side of one heap socket, with the moves the tests make on it.
+type Kernel = HeapPeers;
 
 impl Kernel {
     /// Takes up to `n` fill entries and hands them back as received frames.
@@ -116,27 +109,11 @@ fn heap_socket_with(
     zero_copy: bool,
 ) -> (Box<dyn PortIo>, Kernel) {
     let layout = UmemLayout::new(region.len() as u64, CHUNK, 0, false);
-    let (fill, kfill) = FillRing::new_heap(512);
-    let (comp, kcomp) = CompletionRing::new_heap(1024, layout);
-    let (rx, krx) = RxRing::new_heap(512, layout);
-    let (tx, ktx) = TxRing::new_heap(tx_size);
-    (
-        Box::new(HeapIo {
-            fill,
-            comp,
-            rx,
-            tx,
-            napi,
-            stats,
-            zero_copy,
-        }),
-        Kernel {
-            fill: kfill,
-            comp: kcomp,
-            rx: krx,
-            tx: ktx,
-        },
-    )
+    let (mut io, kernel) = HeapIo::new(layout, [512, 1024, 512, tx_size]);
+    io.napi = napi;
+    io.stats = stats;
+    io.zero_copy = zero_copy;
+    (Box::new(io), kernel)
 }
 
 /// A test frame: Ethernet (dst 02:..:01, src 02:..:02), IPv4, UDP to 198.18.2.1:9,
