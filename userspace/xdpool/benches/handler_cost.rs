@@ -117,8 +117,8 @@ fn frame() -> Vec<u8> {
         .bytes
 }
 
-/// Sends `n` frames through `h` in batches; checks that none left and that each was
-/// counted dropped, and that the accounting holds. Returns the frames dropped.
+/// Sends `n` frames through `h` in batches; checks that none left, that each was
+/// counted dropped unread, and that the accounting holds. Returns the frames dropped.
 fn drive_drop<H: xdpool::HandlerSet>(mut h: Harness<H>, n: usize) -> Result<usize, String> {
     let f = frame();
     let mut sent = 0;
@@ -138,6 +138,11 @@ fn drive_drop<H: xdpool::HandlerSet>(mut h: Harness<H>, n: usize) -> Result<usiz
     let dropped = h.counter("in", "action_drop") as usize;
     if dropped != n {
         return Err(format!("{dropped} of {n} frames counted dropped"));
+    }
+    // Unread, straight back to the fill ring: the path this variant measures.
+    let unread = h.counter("in", "rx_drop_to_fill") as usize;
+    if unread != n {
+        return Err(format!("{unread} of {n} frames dropped unread"));
     }
     Ok(dropped)
 }
