@@ -427,7 +427,7 @@ fn summary_body(s: &Summary) -> String {
          packets      {} ({} bytes) in {:.2} s, active {:.2} s\n\
          rate         {}\n\
          tx           {} queued, {} completed; reflected twice {}, copybreak {}; most in TX at once {} in {} chunk(s)\n\
-         ports        forwarded {}, mirrored {}; other ports' frames sent {} and completed {} (back by return ring) | dropped: handoff full {}, egress port down {}, next hop unknown {}\n\
+         ports        forwarded {}, mirrored {}; other ports' frames sent {} and completed {} (each back to its own pool) | dropped: handoff full {}, egress port down {}, next hop unknown {}\n\
          sockets      {}\n\
          drops        action drop {} | kernel: rx ring full {}, fill ring empty {}, other {}, invalid descs {} | ours: rejected descs {}, tx ring full {}\n\
          xdp program  steered {} passed {} dropped {} malformed {} no-socket {}\n\
