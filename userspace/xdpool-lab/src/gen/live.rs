@@ -117,7 +117,11 @@ pub fn run_live(cfg: &GenConfig) -> Result<GenReport, GenError> {
         per_thread,
         LIVE_NOTE,
     );
-    tracing::info!(sent = report.sent, pps = report.pps, "live generator done");
+    tracing::info!(
+        sent = report.sent,
+        pps = report.pps.round() as u64,
+        "live generator done"
+    );
     Ok(report)
 }
 
