@@ -117,9 +117,13 @@ fn frame() -> Vec<u8> {
         .bytes
 }
 
-/// Sends `n` frames through `h` in batches; checks that none left, that each was
-/// counted dropped unread, and that the accounting holds. Returns the frames dropped.
-fn drive_drop<H: xdpool::HandlerSet>(mut h: Harness<H>, n: usize) -> Result<usize, String> {
+/// Sends `n` identical frames into port `in` in batches the rings hold, running the
+/// worker after each batch and handing `h` to `check` to look at what it left.
+fn send_batches<H: xdpool::HandlerSet>(
+    h: &mut Harness<H>,
+    n: usize,
+    mut check: impl FnMut(&mut Harness<H>) -> Result<(), String>,
+) -> Result<(), String> {
     let f = frame();
     let mut sent = 0;
     while sent < n {
@@ -129,11 +133,21 @@ fn drive_drop<H: xdpool::HandlerSet>(mut h: Harness<H>, n: usize) -> Result<usiz
         }
         sent += b;
         h.run();
+        check(h)?;
+    }
+    Ok(())
+}
+
+/// Sends `n` frames through `h` in batches; checks that none left, that each was
+/// counted dropped unread, and that the accounting holds. Returns the frames dropped.
+fn drive_drop<H: xdpool::HandlerSet>(mut h: Harness<H>, n: usize) -> Result<usize, String> {
+    send_batches(&mut h, n, |h| {
         let out = h.sent("in").len() + h.sent("out").len();
         if out > 0 {
             return Err(format!("{out} frames left a port; none should"));
         }
-    }
+        Ok(())
+    })?;
     h.check_accounting()?;
     let dropped = h.counter("in", "action_drop") as usize;
     if dropped != n {
@@ -155,16 +169,8 @@ fn drive<H: xdpool::HandlerSet>(
     port: &str,
     want: &[u8],
 ) -> Result<usize, String> {
-    let f = frame();
     let mut left = 0;
-    let mut sent = 0;
-    while sent < n {
-        let b = BATCH.min(n - sent);
-        for _ in 0..b {
-            h.send("in", &f);
-        }
-        sent += b;
-        h.run();
+    send_batches(&mut h, n, |h| {
         let out = h.sent(port);
         if let Some(bad) = out.iter().find(|o| o.as_slice() != want) {
             return Err(format!(
@@ -172,7 +178,8 @@ fn drive<H: xdpool::HandlerSet>(
             ));
         }
         left += out.len();
-    }
+        Ok(())
+    })?;
     h.check_accounting()?;
     if left != n {
         return Err(format!("{left} of {n} frames left `{port}`"));
