@@ -460,8 +460,9 @@ pub enum TxBottleneck {
 pub const DEFAULT_COPYBREAK_BYTES: u32 = 256;
 /// Default `workers.busy_poll_budget` (the kernel's NAPI weight).
 pub const DEFAULT_BUSY_POLL_BUDGET: u32 = 64;
-/// Default `workers.poll_coalesce_us`: 100 us holds 200 frames at 2 Mpps, far below the
-/// default RX ring, and cut a poll worker's context switches about ninefold on the lab.
+/// Default `workers.poll_coalesce_us`, the first nap's length (the worker sizes the
+/// rest): 100 us holds 200 frames at 2 Mpps, far below the default RX ring, and cut a
+/// poll worker's context switches about ninefold on the lab.
 pub const DEFAULT_POLL_COALESCE_US: u32 = 100;
 /// Largest `workers.poll_coalesce_us`.
 pub const MAX_POLL_COALESCE_US: u32 = 1000;

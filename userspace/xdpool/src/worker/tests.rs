@@ -1704,3 +1704,64 @@ fn copy_mode_lets_the_kernel_hold_the_fill_ring_or_no_more_than_the_rx_ring() {
         assert_eq!(fill_level(&kernel), held, "{copy_fill:?}: restocked");
     }
 }
+
+#[test]
+fn a_nap_grows_while_it_gathers_little_and_shrinks_before_the_ring_fills() {
+    use super::Nap;
+    use std::time::Duration;
+    let us = Duration::from_micros;
+    // RX ring of 2048: under 683 frames a nap grows, over 1365 it shrinks.
+    let mut nap = Nap::new(us(100), 2048);
+    assert_eq!(nap.len(), us(100));
+    nap.gathered(400);
+    assert_eq!(nap.len(), us(125));
+    nap.gathered(1000);
+    assert_eq!(nap.len(), us(125), "a third to two thirds: kept");
+    nap.gathered(1500);
+    assert_eq!(nap.len(), us(93) + Duration::from_nanos(750));
+    // Bounded: four times the configured length, a quarter of it.
+    for _ in 0..50 {
+        nap.gathered(10);
+    }
+    assert_eq!(nap.len(), us(400));
+    for _ in 0..50 {
+        nap.gathered(2048);
+    }
+    assert_eq!(nap.len(), us(25));
+    // Never past the longest nap the config allows, and 0 stays off.
+    let mut long = Nap::new(us(900), 2048);
+    long.gathered(1);
+    assert_eq!(long.len(), us(1000));
+    long.gathered(1);
+    assert_eq!(long.len(), us(1000));
+    let mut off = Nap::new(Duration::ZERO, 2048);
+    off.gathered(1);
+    assert!(off.len().is_zero());
+}
+
+/// The worker sizes its naps by what each one gathered: the frames of the passes
+/// between a nap and the next idle, against the lane's RX ring (64 here).
+#[test]
+fn the_worker_sizes_its_nap_by_what_the_last_one_gathered() {
+    use crate::config::WaitMode;
+    use std::time::Duration;
+    let us = Duration::from_micros;
+    let (region, _fabric, mut w) =
+        one_rule_worker("in", crate::config::Action::Drop, WaitMode::Poll);
+    w.nap = super::Nap::new(us(100), 64);
+    let (io, kernel) = heap_socket(&region, 64);
+    w.lanes[0].start(io, 64, WaitMode::Poll);
+    let mut received = |n: usize| {
+        kernel.deliver(n);
+        assert!(w.step(0));
+        w.idle();
+        (w.nap.len(), w.lanes[0].port.c.poll_naps)
+    };
+    // Woken by poll(), not by a nap: what came in says nothing of the nap.
+    assert_eq!(received(10), (us(100), 1));
+    // 10 of 64 after a nap: longer. 30: kept. 50, over two thirds: shorter.
+    assert_eq!(received(10), (us(125), 2));
+    assert_eq!(received(30), (us(125), 3));
+    assert_eq!(received(50), (us(93) + Duration::from_nanos(750), 4));
+    assert_eq!(w.lanes[0].port.c.action_drop, 100);
+}
