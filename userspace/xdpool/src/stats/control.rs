@@ -88,8 +88,8 @@ pub enum ControlError {
         reason: String,
     },
     /// The instance closed the connection before it answered: it stopped, or, under
-    /// a flood of connections, it closed this client while its command had not yet
-    /// arrived (the command was then not carried out).
+    /// a flood of connections, it closed this client before starting on its command
+    /// (which was then not carried out).
     #[error("xdpool at {path} closed the connection without an answer; it may be stopping, or flooded with connections: try again, and look at its log")]
     Unanswered {
         /// Socket path.
@@ -941,6 +941,13 @@ pub fn query(path: &Path) -> Result<serde_json::Value, ControlError> {
             Err(ControlError::Unanswered { .. }) if left > QUERY_RETRY_PAUSE => {
                 std::thread::sleep(QUERY_RETRY_PAUSE);
             }
+            // The whole wait, not the last try's share of it.
+            Err(ControlError::Timeout { path, .. }) => {
+                return Err(ControlError::Timeout {
+                    path,
+                    waited: CLIENT_WAIT,
+                })
+            }
             r => return r,
         }
     }
@@ -1182,8 +1189,11 @@ mod tests {
     fn stats_is_answered_through_a_flood_of_connections() {
         // Two threads connect as fast as they can, each holding its last 400
         // connections: the cap is passed thousands of times a second, and each
-        // `stats` is one connect among them. Before its line counted as being
-        // answered, about 5 in 300 were closed unanswered here (2 cores).
+        // `stats` is one connect among them, asked once (`ask`, not `query`, which
+        // would ask again). Before a client's thread claimed a whole line in its
+        // socket, 1-6 of 150 were closed unanswered here (2 cores, 4 runs). One is
+        // allowed: a client descheduled between its connect and its write is silent
+        // to the server, and may be closed (`query` then asks again).
         let (_dir, path, _server) = serving("flood");
         let stop = Arc::new(AtomicBool::new(false));
         let floods: Vec<_> = (0..2)
@@ -1202,14 +1212,18 @@ mod tests {
                 })
             })
             .collect();
-        let failed: Vec<String> = (0..150)
-            .filter_map(|_| query(&path).err().map(|e| e.to_string()))
+        let failed: Vec<String> = (0..300)
+            .filter_map(|_| {
+                ask(&path, "stats", None, CLIENT_WAIT)
+                    .err()
+                    .map(|e| e.to_string())
+            })
             .collect();
         stop.store(true, Ordering::Relaxed);
         for f in floods {
             f.join().unwrap();
         }
-        assert!(failed.is_empty(), "{} of 150: {failed:?}", failed.len());
+        assert!(failed.len() <= 1, "{} of 300: {failed:?}", failed.len());
     }
 
     #[test]
@@ -1357,8 +1371,23 @@ mod tests {
         server.join().unwrap();
         // A command that changes something is not sent twice: the error says what
         // happened and what to do.
-        let (_dir, path, _server) = closing_first(1);
+        let (_dir, path) = private_socket("unanswered", "c.sock");
+        let listener = UnixListener::bind(&path).unwrap();
+        let counted = std::thread::spawn(move || {
+            drop(listener.accept().unwrap());
+            listener.set_nonblocking(true).unwrap();
+            let mut more = 0;
+            let until = Instant::now() + Duration::from_millis(300);
+            while Instant::now() < until {
+                if listener.accept().is_ok() {
+                    more += 1;
+                }
+                std::thread::sleep(Duration::from_millis(5));
+            }
+            more
+        });
         let err = apply_rules(&path, "rules: []").unwrap_err();
+        assert_eq!(counted.join().unwrap(), 0, "`rules apply` was sent again");
         assert!(matches!(err, ControlError::Unanswered { .. }), "{err:?}");
         let said = err.to_string();
         assert!(

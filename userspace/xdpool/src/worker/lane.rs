@@ -65,6 +65,8 @@ pub(super) struct Lane {
     /// busy-poll cannot work on this socket.
     pub wait: WaitMode,
     xsk_total: XdpStatistics,
+    /// Frames received since the worker last went idle (what a nap gathered).
+    pub rx_since_idle: u64,
 }
 
 impl Lane {
@@ -84,6 +86,7 @@ impl Lane {
             busy_poll_warned: false,
             napi_checked: false,
             polled_napi: false,
+            rx_since_idle: 0,
             rx_idle_kicks: 0,
             rx_kick_wait: 0,
             wait: mode,

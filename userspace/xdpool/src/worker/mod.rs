@@ -145,18 +145,22 @@ impl WorkerSpec {
 }
 
 /// `poll` mode's nap while traffic flows (`workers.poll_coalesce_us`), sized by what
-/// the naps gather: 5/4 as long after a nap that brought in under a third of the RX
-/// ring, 3/4 after one that brought in over two thirds, from a quarter of the
-/// configured length to four times it (at most [`MAX_POLL_COALESCE_US`]). A nap is a
+/// the naps gather: 5/4 as long after a nap that brought in an eighth to a third of
+/// the RX ring, 3/4 after one that brought in over two thirds, from a quarter of the
+/// configured length to four times it (at most [`MAX_POLL_COALESCE_US`]); after one
+/// that brought in less than an eighth, back towards the configured length. A nap is a
 /// sleep on a timer, which costs the worker's core the same however long it is (about
 /// 14-24 us of CPU on the lab's virtual machine): the fewer frames a nap gathers, the
 /// more that is per frame. At a high rate a long nap overflows the RX ring; at a low
-/// one a short nap wakes for a handful of frames. The configured length is where it
-/// starts.
+/// one a nap gathers a handful of frames however long it is, and a long one would
+/// only make them wait and leave less room for a burst. Each burst of traffic (after
+/// a poll() sleep) starts from the configured length. The frames are counted per
+/// socket: the busiest one's against its ring.
 ///
 /// [`MAX_POLL_COALESCE_US`]: crate::config::MAX_POLL_COALESCE_US
 #[derive(Debug, Clone, Copy)]
 struct Nap {
+    configured: Duration,
     len: Duration,
     min: Duration,
     max: Duration,
@@ -167,6 +171,7 @@ struct Nap {
 impl Nap {
     fn new(configured: Duration, ring: u32) -> Nap {
         Nap {
+            configured,
             len: configured,
             min: configured / 4,
             max: (configured * 4).min(Duration::from_micros(u64::from(
@@ -174,6 +179,11 @@ impl Nap {
             ))),
             ring: u64::from(ring),
         }
+    }
+
+    /// Back to the configured length (after a poll() sleep: traffic had paused).
+    fn restart(&mut self) {
+        self.len = self.configured;
     }
 
     /// How long the next nap is (zero: no naps, poll() at once).
@@ -185,6 +195,12 @@ impl Nap {
     fn gathered(&mut self, got: u64) {
         if got * 3 > self.ring * 2 {
             self.len = (self.len * 3 / 4).max(self.min);
+        } else if got * 8 < self.ring {
+            // A trickle: no longer than configured, so that a burst (a paced sender
+            // catching up) finds the worker awake as soon as it would have been.
+            if self.len > self.configured {
+                self.len = (self.len * 3 / 4).max(self.configured);
+            }
         } else if got * 3 < self.ring {
             self.len = (self.len * 5 / 4).min(self.max);
         }
@@ -347,8 +363,6 @@ struct Worker<H: HandlerSet> {
     woken: Vec<usize>,
     /// The `Fabric::stats_due` the last kernel counters were read for.
     stats_seen: u64,
-    /// Frames received since the worker last went idle.
-    received_since_idle: u64,
     /// `poll` mode's nap while traffic flows, sized by what the last ones gathered.
     nap: Nap,
     /// The last idle was a nap (so the frames received since were gathered by it).
@@ -411,7 +425,6 @@ impl<H: HandlerSet> Worker<H> {
             scratch: vec![0; region.chunk_size() as usize].into_boxed_slice(),
             woken: Vec::new(),
             stats_seen: 0,
-            received_since_idle: 0,
             nap: Nap::new(
                 spec.poll_coalesce,
                 spec.lanes.iter().map(|l| l.rings.rx).min().unwrap_or(0),
@@ -611,7 +624,7 @@ impl<H: HandlerSet> Worker<H> {
             self.lanes[i].port.transmit(remotes);
             self.lanes[i].port.refill();
         }
-        self.received_since_idle += got as u64;
+        self.lanes[i].rx_since_idle += got as u64;
         self.route(i, remotes);
         let pumped = self.pump(i, remotes);
         let lane = &mut self.lanes[i];
@@ -948,7 +961,13 @@ impl<H: HandlerSet> Worker<H> {
             std::hint::spin_loop();
             return;
         }
-        let got = std::mem::take(&mut self.received_since_idle);
+        // The most any one lane received: each has its own RX ring to fill.
+        let got = self
+            .lanes
+            .iter_mut()
+            .map(|l| std::mem::take(&mut l.rx_since_idle))
+            .max()
+            .unwrap_or(0);
         if got > 0 && !self.nap.len().is_zero() {
             // Traffic is flowing: let a batch gather instead of being woken per flush.
             if std::mem::replace(&mut self.napped, true) {
@@ -960,7 +979,10 @@ impl<H: HandlerSet> Worker<H> {
             std::thread::sleep(self.nap.len());
             return;
         }
-        self.napped = false;
+        if std::mem::take(&mut self.napped) {
+            // Traffic paused: the next burst starts from the configured nap.
+            self.nap.restart();
+        }
         self.sleep();
     }
 

@@ -291,6 +291,16 @@ fn one_rule_worker(
     action: crate::config::Action,
     mode: crate::config::WaitMode,
 ) -> (Arc<Region>, Arc<super::Fabric>, super::Worker<()>) {
+    one_rule_worker_napping(name, action, mode, std::time::Duration::ZERO)
+}
+
+/// [`one_rule_worker`] with `workers.poll_coalesce_us` = `nap`.
+fn one_rule_worker_napping(
+    name: &str,
+    action: crate::config::Action,
+    mode: crate::config::WaitMode,
+    nap: std::time::Duration,
+) -> (Arc<Region>, Arc<super::Fabric>, super::Worker<()>) {
     use super::shared::{PortShared, Waker};
     let region = test_region();
     let sockets = vec![PortShared::new(
@@ -311,12 +321,11 @@ fn one_rule_worker(
         rules: super::rules::RuleSlot::new(0, super::classify::Classifier::new(vec![rule])),
         rings: rings(64, 64),
     };
-    let w = super::Worker::new(
-        &region,
-        one_lane_spec(lane, mode),
-        fabric.clone(),
-        Arc::new(()),
-    );
+    let spec = super::WorkerSpec {
+        poll_coalesce: nap,
+        ..one_lane_spec(lane, mode)
+    };
+    let w = super::Worker::new(&region, spec, fabric.clone(), Arc::new(()));
     (region, fabric, w)
 }
 
@@ -1710,10 +1719,17 @@ fn a_nap_grows_while_it_gathers_little_and_shrinks_before_the_ring_fills() {
     use super::Nap;
     use std::time::Duration;
     let us = Duration::from_micros;
-    // RX ring of 2048: under 683 frames a nap grows, over 1365 it shrinks.
+    // RX ring of 2048: from 256 to 682 frames a nap grows, over 1365 it shrinks.
     let mut nap = Nap::new(us(100), 2048);
     assert_eq!(nap.len(), us(100));
     nap.gathered(400);
+    assert_eq!(nap.len(), us(125));
+    // Under 256, a trickle: back to the configured length, never under it.
+    nap.gathered(255);
+    assert_eq!(nap.len(), us(100));
+    nap.gathered(10);
+    assert_eq!(nap.len(), us(100));
+    nap.gathered(256);
     assert_eq!(nap.len(), us(125));
     nap.gathered(1000);
     assert_eq!(nap.len(), us(125), "a third to two thirds: kept");
@@ -1721,7 +1737,7 @@ fn a_nap_grows_while_it_gathers_little_and_shrinks_before_the_ring_fills() {
     assert_eq!(nap.len(), us(93) + Duration::from_nanos(750));
     // Bounded: four times the configured length, a quarter of it.
     for _ in 0..50 {
-        nap.gathered(10);
+        nap.gathered(300);
     }
     assert_eq!(nap.len(), us(400));
     for _ in 0..50 {
@@ -1730,12 +1746,12 @@ fn a_nap_grows_while_it_gathers_little_and_shrinks_before_the_ring_fills() {
     assert_eq!(nap.len(), us(25));
     // Never past the longest nap the config allows, and 0 stays off.
     let mut long = Nap::new(us(900), 2048);
-    long.gathered(1);
+    long.gathered(300);
     assert_eq!(long.len(), us(1000));
-    long.gathered(1);
+    long.gathered(300);
     assert_eq!(long.len(), us(1000));
     let mut off = Nap::new(Duration::ZERO, 2048);
-    off.gathered(1);
+    off.gathered(300);
     assert!(off.len().is_zero());
 }
 
@@ -1747,8 +1763,7 @@ fn the_worker_sizes_its_nap_by_what_the_last_one_gathered() {
     use std::time::Duration;
     let us = Duration::from_micros;
     let (region, _fabric, mut w) =
-        one_rule_worker("in", crate::config::Action::Drop, WaitMode::Poll);
-    w.nap = super::Nap::new(us(100), 64);
+        one_rule_worker_napping("in", crate::config::Action::Drop, WaitMode::Poll, us(100));
     let (io, kernel) = heap_socket(&region, 64);
     w.lanes[0].start(io, 64, WaitMode::Poll);
     let mut received = |n: usize| {
@@ -1759,9 +1774,26 @@ fn the_worker_sizes_its_nap_by_what_the_last_one_gathered() {
     };
     // Woken by poll(), not by a nap: what came in says nothing of the nap.
     assert_eq!(received(10), (us(100), 1));
-    // 10 of 64 after a nap: longer. 30: kept. 50, over two thirds: shorter.
+    // 10 of 64 after a nap (an eighth to a third): longer. 30: kept. 50, over two
+    // thirds: shorter.
     assert_eq!(received(10), (us(125), 2));
     assert_eq!(received(30), (us(125), 3));
     assert_eq!(received(50), (us(93) + Duration::from_nanos(750), 4));
-    assert_eq!(w.lanes[0].port.c.action_drop, 100);
+    assert_eq!(received(10), (us(117) + Duration::from_nanos(187), 5));
+    // 5, under an eighth: a trickle, back to the configured 100 us.
+    assert_eq!(received(5), (us(100), 6));
+    // Nothing came in during the last nap: traffic paused, the worker sleeps in
+    // poll() (woken at once here) and the next burst starts from 100 us, unmeasured.
+    w.lanes[0].shared.waker.wake();
+    w.idle();
+    assert_eq!(w.nap.len(), us(100));
+    let mut received = |n: usize| {
+        kernel.deliver(n);
+        assert!(w.step(0));
+        w.idle();
+        (w.nap.len(), w.lanes[0].port.c.poll_naps)
+    };
+    assert_eq!(received(60), (us(100), 7));
+    assert_eq!(received(60), (us(75), 8));
+    assert_eq!(w.lanes[0].port.c.action_drop, 235);
 }
