@@ -102,6 +102,7 @@ impl Lane {
         self.polled_napi = false;
         self.rx_idle_kicks = 0;
         self.rx_kick_wait = 0;
+        self.rx_since_idle = 0;
         self.wait = mode;
         if mode == WaitMode::BusyPoll {
             self.enable_busy_poll(io.as_ref(), budget);

@@ -148,7 +148,7 @@ impl WorkerSpec {
 /// the naps gather: 5/4 as long after a nap that brought in an eighth to a third of
 /// the RX ring, 3/4 after one that brought in over two thirds, from a quarter of the
 /// configured length to four times it (at most [`MAX_POLL_COALESCE_US`]); after one
-/// that brought in less than an eighth, back towards the configured length. A nap is a
+/// that brought in less than an eighth, the configured length again. A nap is a
 /// sleep on a timer, which costs the worker's core the same however long it is (about
 /// 14-24 us of CPU on the lab's virtual machine): the fewer frames a nap gathers, the
 /// more that is per frame. At a high rate a long nap overflows the RX ring; at a low
@@ -196,11 +196,10 @@ impl Nap {
         if got * 3 > self.ring * 2 {
             self.len = (self.len * 3 / 4).max(self.min);
         } else if got * 8 < self.ring {
-            // A trickle: no longer than configured, so that a burst (a paced sender
-            // catching up) finds the worker awake as soon as it would have been.
-            if self.len > self.configured {
-                self.len = (self.len * 3 / 4).max(self.configured);
-            }
+            // A trickle: the configured length, so that a burst (a paced sender
+            // catching up) finds the worker awake as soon as it would have been,
+            // and a nap shortened by heavier traffic is not kept short.
+            self.len = self.configured;
         } else if got * 3 < self.ring {
             self.len = (self.len * 5 / 4).min(self.max);
         }

@@ -1724,13 +1724,27 @@ fn a_nap_grows_while_it_gathers_little_and_shrinks_before_the_ring_fills() {
     assert_eq!(nap.len(), us(100));
     nap.gathered(400);
     assert_eq!(nap.len(), us(125));
-    // Under 256, a trickle: back to the configured length, never under it.
+    // Under 256, a trickle: the configured length, from above and from below.
     nap.gathered(255);
     assert_eq!(nap.len(), us(100));
     nap.gathered(10);
     assert_eq!(nap.len(), us(100));
+    nap.gathered(1500);
+    assert_eq!(nap.len(), us(75));
+    nap.gathered(10);
+    assert_eq!(nap.len(), us(100));
     nap.gathered(256);
     assert_eq!(nap.len(), us(125));
+    // The edges: 682 grows, 683 keeps; 1365 keeps, 1366 shrinks.
+    nap.gathered(682);
+    assert_eq!(nap.len(), us(156) + Duration::from_nanos(250));
+    nap.gathered(683);
+    nap.gathered(1365);
+    assert_eq!(nap.len(), us(156) + Duration::from_nanos(250));
+    nap.gathered(1366);
+    assert_eq!(nap.len(), us(117) + Duration::from_nanos(187));
+    nap.gathered(10);
+    nap.gathered(400);
     nap.gathered(1000);
     assert_eq!(nap.len(), us(125), "a third to two thirds: kept");
     nap.gathered(1500);
@@ -1779,11 +1793,13 @@ fn the_worker_sizes_its_nap_by_what_the_last_one_gathered() {
     assert_eq!(received(10), (us(125), 2));
     assert_eq!(received(30), (us(125), 3));
     assert_eq!(received(50), (us(93) + Duration::from_nanos(750), 4));
-    assert_eq!(received(10), (us(117) + Duration::from_nanos(187), 5));
-    // 5, under an eighth: a trickle, back to the configured 100 us.
-    assert_eq!(received(5), (us(100), 6));
-    // Nothing came in during the last nap: traffic paused, the worker sleeps in
-    // poll() (woken at once here) and the next burst starts from 100 us, unmeasured.
+    // 5, under an eighth, after a nap shortened to 93.75 us: a trickle, back to
+    // the configured 100 us. Then 10: longer again.
+    assert_eq!(received(5), (us(100), 5));
+    assert_eq!(received(10), (us(125), 6));
+    // Nothing came in during the last nap (125 us): traffic paused, the worker
+    // sleeps in poll() (woken at once here) and the next burst starts from 100 us,
+    // unmeasured.
     w.lanes[0].shared.waker.wake();
     w.idle();
     assert_eq!(w.nap.len(), us(100));
