@@ -1813,3 +1813,35 @@ fn the_worker_sizes_its_nap_by_what_the_last_one_gathered() {
     assert_eq!(received(60), (us(75), 8));
     assert_eq!(w.lanes[0].port.c.action_drop, 235);
 }
+
+/// With two lanes, a nap is sized by the busiest lane's frames against its own RX
+/// ring (64 each), not by the worker's total.
+#[test]
+fn a_nap_is_sized_by_the_busiest_lane() {
+    use crate::config::WaitMode;
+    use std::time::Duration;
+    let us = Duration::from_micros;
+    let (_region, _fabric, mut w, k0, k1) = two_lane_forward_worker();
+    for lane in &mut w.lanes {
+        lane.wait = WaitMode::Poll;
+    }
+    w.nap = super::Nap::new(us(100), 64);
+    let mut both = |a: usize, b: usize| {
+        k0.deliver(a);
+        k1.deliver(b);
+        w.step(0);
+        w.step(1);
+        w.idle();
+        w.nap.len()
+    };
+    // Woken by poll(): unmeasured.
+    assert_eq!(both(10, 10), us(100));
+    // 5 on each: 10 in all, but under an eighth of either ring: a trickle.
+    assert_eq!(both(5, 5), us(100));
+    // 10 on one, an eighth to a third of its ring: longer.
+    assert_eq!(both(10, 0), us(125));
+    assert_eq!(
+        w.lanes[0].port.c.rx_packets + w.lanes[1].port.c.rx_packets,
+        40
+    );
+}
