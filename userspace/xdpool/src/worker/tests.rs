@@ -1780,37 +1780,35 @@ fn the_worker_sizes_its_nap_by_what_the_last_one_gathered() {
         one_rule_worker_napping("in", crate::config::Action::Drop, WaitMode::Poll, us(100));
     let (io, kernel) = heap_socket(&region, 64);
     w.lanes[0].start(io, 64, WaitMode::Poll);
-    let mut received = |n: usize| {
+    // `n` frames in, a pass, then idle: the next nap's length and the naps so far.
+    let received = |w: &mut super::Worker<()>, n: usize| {
         kernel.deliver(n);
         assert!(w.step(0));
         w.idle();
         (w.nap.len(), w.lanes[0].port.c.poll_naps)
     };
     // Woken by poll(), not by a nap: what came in says nothing of the nap.
-    assert_eq!(received(10), (us(100), 1));
+    assert_eq!(received(&mut w, 10), (us(100), 1));
     // 10 of 64 after a nap (an eighth to a third): longer. 30: kept. 50, over two
     // thirds: shorter.
-    assert_eq!(received(10), (us(125), 2));
-    assert_eq!(received(30), (us(125), 3));
-    assert_eq!(received(50), (us(93) + Duration::from_nanos(750), 4));
+    assert_eq!(received(&mut w, 10), (us(125), 2));
+    assert_eq!(received(&mut w, 30), (us(125), 3));
+    assert_eq!(
+        received(&mut w, 50),
+        (us(93) + Duration::from_nanos(750), 4)
+    );
     // 5, under an eighth, after a nap shortened to 93.75 us: a trickle, back to
     // the configured 100 us. Then 10: longer again.
-    assert_eq!(received(5), (us(100), 5));
-    assert_eq!(received(10), (us(125), 6));
+    assert_eq!(received(&mut w, 5), (us(100), 5));
+    assert_eq!(received(&mut w, 10), (us(125), 6));
     // Nothing came in during the last nap (125 us): traffic paused, the worker
     // sleeps in poll() (woken at once here) and the next burst starts from 100 us,
     // unmeasured.
     w.lanes[0].shared.waker.wake();
     w.idle();
     assert_eq!(w.nap.len(), us(100));
-    let mut received = |n: usize| {
-        kernel.deliver(n);
-        assert!(w.step(0));
-        w.idle();
-        (w.nap.len(), w.lanes[0].port.c.poll_naps)
-    };
-    assert_eq!(received(60), (us(100), 7));
-    assert_eq!(received(60), (us(75), 8));
+    assert_eq!(received(&mut w, 60), (us(100), 7));
+    assert_eq!(received(&mut w, 60), (us(75), 8));
     assert_eq!(w.lanes[0].port.c.action_drop, 235);
 }
 
