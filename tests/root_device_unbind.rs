@@ -583,12 +583,14 @@ fn cycles_of(kind: Kind, tag: &str, n: usize) -> Vec<Duration> {
         assert_eq!(
             u(&s, &["device", "reattaches"]),
             reattaches + 1,
-            "cycle {cycle}: {s}"
+            "cycle {cycle}: one re-attach per event: {s}\nlog:\n{}",
+            proc_.log()
         );
         assert_eq!(
             u(&s, &["device", "losses"]),
             losses + 1,
-            "cycle {cycle}: one loss per event: {s}"
+            "cycle {cycle}: one loss per event: {s}\nlog:\n{}",
+            proc_.log()
         );
         assert!(
             fx.program_on_b().is_some(),

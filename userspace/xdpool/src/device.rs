@@ -174,6 +174,20 @@ pub fn decide(
     }
 }
 
+/// A decision checked against the device as it is now (`now` queries the link;
+/// `None` when it is gone or cannot be read). Events are read in order but after
+/// the fact, and the control thread also looks for an away device directly (events
+/// can be lost on overrun), so it can come back on a device whose "moved in, still
+/// down" or "made, still down" is read only afterwards: a `down` that the device
+/// has already left is history, not a loss. Only `down` is checked: a device that
+/// was deleted or moved has had its sockets unbound whatever it looks like now.
+pub fn confirm(d: Decision, now: impl FnOnce() -> Option<LinkEvent>) -> Decision {
+    match d {
+        Decision::Lost(LossKind::Down) if now().is_some_and(|l| l.up) => Decision::Ignore,
+        d => d,
+    }
+}
+
 /// rtnetlink message types (linux/rtnetlink.h).
 const RTM_NEWLINK: u16 = 16;
 const RTM_DELLINK: u16 = 17;
@@ -930,6 +944,39 @@ mod tests {
             false,
         );
         assert_eq!(d[1], Decision::Ignore);
+    }
+
+    /// The CI failure of 2026-12-05 (`root_device_unbind`, move away and back): the
+    /// direct look found the device back and up before the watcher had passed on
+    /// "moved in, down" and "up"; read afterwards, the "down" took the port away a
+    /// second time (two losses and two re-attaches for one event).
+    #[test]
+    fn a_down_the_device_has_left_is_not_a_loss() {
+        use LinkChange::*;
+        let down = link(New, 5, false, false);
+        let up = link(New, 5, true, true);
+        // Attached again by the direct look; then the stale pair is read.
+        let d = confirm(decide(&down, Some(5), None, "eth1"), || Some(up.clone()));
+        assert_eq!(d, Decision::Ignore);
+        assert_eq!(decide(&up, Some(5), None, "eth1"), Decision::Ignore);
+        // Still down when read: a loss.
+        let d = confirm(decide(&down, Some(5), None, "eth1"), || Some(down.clone()));
+        assert_eq!(d, Decision::Lost(LossKind::Down));
+        // Gone by then (down, then deleted): a loss, reclassified by the delete.
+        let d = confirm(decide(&down, Some(5), None, "eth1"), || None);
+        assert_eq!(d, Decision::Lost(LossKind::Down));
+        // Other decisions are not looked at (the link is not even queried).
+        let moved = LinkEvent {
+            moved_to_netnsid: Some(2),
+            ..link(Del, 5, false, false)
+        };
+        let d = confirm(decide(&moved, Some(5), None, "eth1"), || unreachable!());
+        assert_eq!(d, Decision::Lost(LossKind::MovedAway));
+        let d = confirm(
+            decide(&up, None, Some((5, LossKind::Down)), "eth1"),
+            || unreachable!(),
+        );
+        assert_eq!(d, Decision::Returned { ifindex: 5 });
     }
 
     #[test]

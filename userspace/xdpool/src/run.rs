@@ -4,7 +4,9 @@
 //! (`summary`).
 
 use crate::config::Config;
-use crate::device::{decide, Backoff, Decision, DeviceStats, LinkEvent, LinkWatcher, LossKind};
+use crate::device::{
+    confirm, decide, Backoff, Decision, DeviceStats, LinkEvent, LinkWatcher, LossKind,
+};
 use crate::error::RunError;
 use crate::lifecycle::{Lifecycle, UpError};
 use crate::neigh::{MacBook, Neighbours};
@@ -908,12 +910,23 @@ fn follow_devices(
             if rt.lc.ports[p].ns != *g {
                 continue;
             }
-            match decide(
+            let decision = decide(
                 ev,
                 rt.lc.ports[p].attached,
                 rt.lc.ports[p].lost,
                 &rt.lc.ports[p].iface.clone(),
-            ) {
+            );
+            let now = || {
+                rt.lc
+                    .in_netns(p, || crate::device::query_link(ev.ifindex))
+                    .ok()?
+                    .ok()?
+            };
+            let confirmed = confirm(decision, now);
+            if confirmed != decision {
+                tracing::info!(port = %rt.lc.ports[p].name, ifindex = ev.ifindex, "a `down` for the device read after it was up again (an event from before the re-attach): not a loss");
+            }
+            match confirmed {
                 Decision::Lost(kind) => {
                     rt.lc.lose(p, kind);
                     recheck.reset();
