@@ -924,7 +924,7 @@ fn follow_devices(
             };
             let confirmed = confirm(decision, now);
             if confirmed != decision {
-                tracing::info!(port = %rt.lc.ports[p].name, ifindex = ev.ifindex, "a `down` for the device read after it was up again (an event from before the re-attach): not a loss");
+                tracing::info!(port = %rt.lc.ports[p].name, ifindex = ev.ifindex, "a `down` for the device read when it is up again (an event from before a re-attach, or a down and up since): not a loss");
             }
             match confirmed {
                 Decision::Lost(kind) => {
