@@ -27,7 +27,7 @@ TARGET_DIR := $(or $(CARGO_TARGET_DIR),target)
 # Loom: bounded preemptions keep the model checks within minutes on 2 cores.
 LOOM_MAX_PREEMPTIONS ?= 3
 
-.PHONY: deb test-deb test-standalone reference setup lint-tools build test test-lint test-unit test-loom test-bench test-fuzz fuzz fuzz-tools fuzz-run test-vm test-vm-soak run bench pktgen clean-lab check-root
+.PHONY: deb test-deb test-standalone locks reference setup lint-tools build test test-lint test-unit test-loom test-bench test-fuzz fuzz fuzz-tools fuzz-run test-vm test-vm-soak run bench pktgen clean-lab check-root
 
 check-root:
 	@if [ "$$(id -u)" != 0 ]; then echo "xdpool: this target needs root (it installs packages, loads XDP programs and creates network namespaces); run it with sudo" >&2; exit 1; fi
@@ -110,10 +110,22 @@ test-unit:
 # xdpool-cli's selection, without a library of its own, brings back in line).
 # A crate outside the workspace that depends on xdpool by path, as a user's own crate
 # does (examples/standalone; its prerequisites are in docs/library.md). Its Cargo.lock
-# pins the workspace's versions.
+# pins the workspace's versions, and is built --locked (so is the fuzz crate's).
 test-standalone:
 	XDPOOL_CLANG=clang-$(CLANG_VERSION) CARGO_TARGET_DIR=$(abspath $(TARGET_DIR))/standalone \
-	  cargo build --manifest-path examples/standalone/Cargo.toml
+	  cargo build --locked --manifest-path examples/standalone/Cargo.toml \
+	  || { echo "test-standalone: if cargo said examples/standalone/Cargo.lock needs to be updated, run make locks" >&2; exit 1; }
+
+# The lock files of the two crates outside the workspace (examples/standalone, the fuzz
+# crate), made again from the workspace's Cargo.lock: the versions it pins, and the
+# newest of what only they use (libfuzzer-sys). Run after a change to Cargo.lock;
+# `make test` builds both --locked, so that a release on crates.io cannot change what
+# CI builds, and says to run this when one is out of date.
+locks:
+	@for d in examples/standalone $(FUZZ_DIR); do \
+	  cp Cargo.lock $$d/Cargo.lock && (cd $$d && cargo metadata --format-version 1 >/dev/null) || exit 1; \
+	  echo "locks: $$d/Cargo.lock made from Cargo.lock"; \
+	done
 
 test-loom:
 	XDPOOL_CLANG=clang-$(CLANG_VERSION) LOOM_MAX_PREEMPTIONS=$(LOOM_MAX_PREEMPTIONS) \
@@ -158,6 +170,7 @@ fuzz-run:
 	@set -o pipefail; seed=$${FUZZ_SEED:-$$(od -An -N4 -tu4 /dev/urandom | tr -d ' ')}; \
 	echo "fuzz: seed $$seed, $(SECS) s per target (replay: make fuzz FUZZ_SEED=$$seed)"; \
 	root=$$(pwd); cd $(FUZZ_DIR) && \
+	{ cargo +nightly metadata --locked --format-version 1 >/dev/null || { echo "fuzz: $(FUZZ_DIR)/Cargo.lock is out of date: run make locks" >&2; exit 1; }; } && \
 	XDPOOL_CLANG=clang-$(CLANG_VERSION) cargo +nightly fuzz build --fuzz-dir . && \
 	for t in $(FUZZ_TARGETS); do \
 	  work=$$root/target/fuzz-corpus/$$t; mkdir -p $$work artifacts/$$t; \
