@@ -819,15 +819,19 @@ impl Lifecycle {
         let port = &self.ports[p];
         let carrier = port
             .attached
-            .and_then(|ifx| {
-                self.in_netns(p, || crate::device::query_link(ifx))
-                    .ok()?
-                    .ok()
-                    .flatten()
-            })
+            .and_then(|ifx| self.link_now(p, ifx))
             .map(|l| l.running);
         let program = port.attached.and_then(|ifx| self.program_present(p, ifx));
         waits_for(port.attached, program, carrier)
+    }
+
+    /// Link `ifindex` in port `p`'s namespace as it is now; `None` when it is gone or
+    /// cannot be read.
+    pub fn link_now(&self, p: usize, ifindex: u32) -> Option<crate::device::LinkEvent> {
+        self.in_netns(p, || crate::device::query_link(ifindex))
+            .ok()?
+            .ok()
+            .flatten()
     }
 
     /// Whether our program still runs on `ifindex`; `None` when the device is gone.

@@ -916,13 +916,7 @@ fn follow_devices(
                 rt.lc.ports[p].lost,
                 &rt.lc.ports[p].iface.clone(),
             );
-            let now = || {
-                rt.lc
-                    .in_netns(p, || crate::device::query_link(ev.ifindex))
-                    .ok()?
-                    .ok()?
-            };
-            let confirmed = confirm(decision, now);
+            let confirmed = confirm(decision, || rt.lc.link_now(p, ev.ifindex));
             if confirmed != decision {
                 tracing::info!(port = %rt.lc.ports[p].name, ifindex = ev.ifindex, "a `down` for the device read when it is up again (an event from before a re-attach, or a down and up since): not a loss");
             }
