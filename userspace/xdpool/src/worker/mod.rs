@@ -199,7 +199,7 @@ impl Nap {
             // A trickle: the configured length, so that a burst (a paced sender
             // catching up) finds the worker awake as soon as it would have been,
             // and a nap shortened by heavier traffic is not kept short.
-            self.len = self.configured;
+            self.restart();
         } else if got * 3 < self.ring {
             self.len = (self.len * 5 / 4).min(self.max);
         }

@@ -1722,42 +1722,36 @@ fn a_nap_grows_while_it_gathers_little_and_shrinks_before_the_ring_fills() {
     // RX ring of 2048: from 256 to 682 frames a nap grows, over 1365 it shrinks.
     let mut nap = Nap::new(us(100), 2048);
     assert_eq!(nap.len(), us(100));
-    nap.gathered(400);
-    assert_eq!(nap.len(), us(125));
+    // The next nap's length after one that gathered `got` frames.
+    let mut after = |got| {
+        nap.gathered(got);
+        nap.len()
+    };
+    assert_eq!(after(400), us(125));
     // Under 256, a trickle: the configured length, from above and from below.
-    nap.gathered(255);
-    assert_eq!(nap.len(), us(100));
-    nap.gathered(10);
-    assert_eq!(nap.len(), us(100));
-    nap.gathered(1500);
-    assert_eq!(nap.len(), us(75));
-    nap.gathered(10);
-    assert_eq!(nap.len(), us(100));
-    nap.gathered(256);
-    assert_eq!(nap.len(), us(125));
+    assert_eq!(after(255), us(100));
+    assert_eq!(after(10), us(100));
+    assert_eq!(after(1500), us(75));
+    assert_eq!(after(10), us(100));
+    assert_eq!(after(256), us(125));
     // The edges: 682 grows, 683 keeps; 1365 keeps, 1366 shrinks.
-    nap.gathered(682);
-    assert_eq!(nap.len(), us(156) + Duration::from_nanos(250));
-    nap.gathered(683);
-    nap.gathered(1365);
-    assert_eq!(nap.len(), us(156) + Duration::from_nanos(250));
-    nap.gathered(1366);
-    assert_eq!(nap.len(), us(117) + Duration::from_nanos(187));
-    nap.gathered(10);
-    nap.gathered(400);
-    nap.gathered(1000);
-    assert_eq!(nap.len(), us(125), "a third to two thirds: kept");
-    nap.gathered(1500);
-    assert_eq!(nap.len(), us(93) + Duration::from_nanos(750));
+    assert_eq!(after(682), us(156) + Duration::from_nanos(250));
+    after(683);
+    assert_eq!(after(1365), us(156) + Duration::from_nanos(250));
+    assert_eq!(after(1366), us(117) + Duration::from_nanos(187));
+    after(10);
+    after(400);
+    assert_eq!(after(1000), us(125), "a third to two thirds: kept");
+    assert_eq!(after(1500), us(93) + Duration::from_nanos(750));
     // Bounded: four times the configured length, a quarter of it.
     for _ in 0..50 {
-        nap.gathered(300);
+        after(300);
     }
-    assert_eq!(nap.len(), us(400));
+    assert_eq!(after(300), us(400));
     for _ in 0..50 {
-        nap.gathered(2048);
+        after(2048);
     }
-    assert_eq!(nap.len(), us(25));
+    assert_eq!(after(2048), us(25));
     // Never past the longest nap the config allows, and 0 stays off.
     let mut long = Nap::new(us(900), 2048);
     long.gathered(300);
