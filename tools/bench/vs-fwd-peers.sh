@@ -63,7 +63,8 @@
 #                        the lines XDPOOL_B_RINGS in its [rings] table, e.g.
 #                        XDPOOL_B_RINGS='copy_fill = "rx"' (a key already there is
 #                        replaced), and XDPOOL_B_WORKERS likewise in [workers]
-#                        (e.g. XDPOOL_B_WORKERS='batch = 128'); the summary's
+#                        (e.g. XDPOOL_B_WORKERS='batch = 128'), XDPOOL_B_UMEM in
+#                        [umem] (e.g. XDPOOL_B_UMEM='hugepages = true'); the summary's
 #                        "xdpool / xdpool-b" is then the default over B; never in
 #                        the default legs)
 #   FWD_NAPI=softirq|threaded  where xdpf0's receiving NAPI (and with it the XDP
@@ -217,9 +218,9 @@ start_fwd() { # $1 leg -> FWD_PID, output in $W/$1.out
     case $1 in
     xdpool | xdpool-b | xdpool-tx32)
         xdpool_config
-        local bin=$XDPOOL rings= workers=
+        local bin=$XDPOOL rings= workers= umem=
         case $1 in
-        xdpool-b) bin=${XDPOOL_B:-$XDPOOL} rings=${XDPOOL_B_RINGS:-} workers=${XDPOOL_B_WORKERS:-} ;;
+        xdpool-b) bin=${XDPOOL_B:-$XDPOOL} rings=${XDPOOL_B_RINGS:-} workers=${XDPOOL_B_WORKERS:-} umem=${XDPOOL_B_UMEM:-} ;;
         # The same xdpool with the kernel's copy-mode TX budget of 32 frames per
         # sendto: an A/B of the budget in one run.
         xdpool-tx32) rings="tx_budget = 0" ;;
@@ -228,6 +229,7 @@ start_fwd() { # $1 leg -> FWD_PID, output in $W/$1.out
             [ -z "$XDPOOL_CONFIG" ] || die "leg $1 needs the script's own config (no XDPOOL_CONFIG)"
             [ -z "$rings" ] || table_set rings "$rings"
             [ -z "$workers" ] || table_set workers "$workers"
+            [ -z "$umem" ] || table_set umem "$umem"
         fi
         "$bin" run -c "$W/fwd.toml" --duration 120 --quiet --summary-json "$W/sum.json" > "$W/$1.out" 2>&1 &
         ;;
@@ -387,7 +389,7 @@ main() {
     echo "# vs-fwd-peers $(date -u '+%F %H:%M') UTC, $(nproc) CPUs, kernel $(uname -r), TSC ${BENCH_MHZ} MHz, load $(cut -d' ' -f1-3 /proc/loadavg)"
     echo "# legs: $LEGS; sizes: $SIZES; REPS=$REPS WARMUP=$WARMUP WINDOW=$WINDOW s LEAD=$LEAD s; generator: $gen on core $GEN_CORE${GEN_RATE:+ at $GEN_RATE frames/s}; forwarders on core $FWD_CORE; xdpf0's NAPI $FWD_NAPI$([ "$FWD_NAPI" = threaded ] && echo " on core $FWD_CORE" || echo " on core $GEN_CORE"); xdpool mode $XDPOOL_MODE"
     echo "# xdpool: $XDPOOL ${XDPOOL_CONFIG:+config $XDPOOL_CONFIG}${XDPOOL_CONFIG:-mac $XDPOOL_MAC, frames $FRAMES}; xsk_fwd: ${XSK_FWD:-none}; testpmd: ${TESTPMD:-none}"
-    [[ " $LEGS " == *" xdpool-b "* ]] && echo "# xdpool-b: ${XDPOOL_B:-$XDPOOL} with [rings] ${XDPOOL_B_RINGS:-(nothing added)}, [workers] ${XDPOOL_B_WORKERS:-(nothing added)}"
+    [[ " $LEGS " == *" xdpool-b "* ]] && echo "# xdpool-b: ${XDPOOL_B:-$XDPOOL} with [rings] ${XDPOOL_B_RINGS:-(nothing added)}, [workers] ${XDPOOL_B_WORKERS:-(nothing added)}, [umem] ${XDPOOL_B_UMEM:-(nothing added)}"
     fwd_topo_up "$P" || exit 1
     ip netns exec "$P-dst" "$SINK" -i xdpd0 -d 86400 > "$W/sink.out" 2>&1 &
     SINK_PID=$!

@@ -30,6 +30,11 @@
 #     --no-huge -m 512 --no-pci --total-num-mbufs=16384, RX ring RX, bpffs mounted
 #     in its namespace. Its "RX ring full" column is testpmd's RX-dropped (the
 #     socket's rx_dropped), and its run ends when its stdin (a sleep of DUR + 3 s) ends.
+#   XDPOOL_ALL=1 adds xdpool-all: the same xdpool with a rule that matches every
+#     frame (no proto, no dst_port), so that its XDP program takes every frame
+#     unparsed, as the peers' programs do (the lab's rule, udp dst_port 9, has the
+#     program read each frame's headers: on the receiver's core when the NAPI is
+#     threaded there).
 #   XDPOOL_B="NAME=/path/to/xdpool ...": other xdpool builds, each one more
 #     receiver called NAME with the same config (A/B of a change).
 #   HANDLER_B="NAME=/path/to/program:HANDLER ...": programs built on the xdpool
@@ -139,6 +144,11 @@ run_one() { # $1 receiver, $2 action, $3 mode, $4 napi (softirq|threaded)
     elif [ "$1" = xskref ]; then
         ip netns exec $P-b "$REF" -i ${P}b0 -q 0 -c 1 -m "$3" -a "$2" -d "$DUR" -r "$RX" -f "$FILL" -n "$FRAMES" > "$W/ref.out" 2>/dev/null &
     else
+        # The lab's rule steers UDP to port 9 (the XDP program parses each frame for
+        # it); xdpool-all's matches every frame, as the peers' programs take all.
+        local match='proto = "udp"
+dst_port = "9"'
+        [ "$1" = xdpool-all ] && match=
         cat > "$W/run.toml" <<EOT
 [interface]
 name = "${P}b0"
@@ -157,8 +167,7 @@ cores = [1]
 mode = "$3"
 ${WORKERS_EXTRA:-}
 [[rule]]
-proto = "udp"
-dst_port = "9"
+$match
 action = "$2"
 [stats]
 control_socket = "$W/ctl.sock"
@@ -321,6 +330,7 @@ for placement in $PLACEMENTS; do
         fi
         [ -n "${TESTPMD:-}" ] && [ "$mode" = spin ] && runs+=("testpmd $act $mode $napi")
         runs+=("xskref $act $mode $napi" "xdpool $act $mode $napi")
+        [ -n "${XDPOOL_ALL:-}" ] && runs+=("xdpool-all $act $mode $napi")
         for b in ${XDPOOL_B:-} ${HANDLER_B:-}; do runs+=("${b%%=*} $act $mode $napi"); done
         if [ $((rep % 2)) = 0 ]; then
             for ((i = ${#runs[@]} - 1; i >= 0; i--)); do run_one ${runs[$i]}; done
