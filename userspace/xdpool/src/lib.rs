@@ -47,8 +47,8 @@ mod worker;
 mod xsk;
 
 pub use api::{
-    App, Counter, Declaration, EmitError, Handler, HandlerSet, Kept, LaneSetup, Mac, Named, NoRoom,
-    Packet, PortRef, Tick, UserCounters, Verdict,
+    App, Counter, Declaration, EmitError, Handler, HandlerSet, Kept, LaneSetup, Mac, Named,
+    NoHeader, NoRoom, Packet, PortRef, Tick, UserCounters, Verdict,
 };
 pub use error::RunError as Error;
 pub use run::Summary;

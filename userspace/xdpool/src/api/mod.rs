@@ -18,7 +18,7 @@ mod verdict;
 pub use app::App;
 pub use handler::{Counter, Declaration, Handler, HandlerSet, LaneSetup, Named, UserCounters};
 pub use kept::Kept;
-pub use packet::{EmitError, NoRoom, Packet};
+pub use packet::{EmitError, NoHeader, NoRoom, Packet};
 pub use tick::Tick;
 pub use verdict::{Mac, PortRef, Verdict};
 

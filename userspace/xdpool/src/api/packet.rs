@@ -163,6 +163,27 @@ impl fmt::Display for NoRoom {
 
 impl std::error::Error for NoRoom {}
 
+/// The frame has no header for that rewrite; it was left unchanged.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum NoHeader {
+    /// Not an IPv4 packet (or its headers do not parse).
+    Ipv4,
+    /// No UDP or TCP header: another protocol, a fragment after the first, or headers
+    /// that do not parse.
+    Ports,
+}
+
+impl fmt::Display for NoHeader {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            NoHeader::Ipv4 => "not an IPv4 packet",
+            NoHeader::Ports => "no UDP or TCP header (another protocol, or a later fragment)",
+        })
+    }
+}
+
+impl std::error::Error for NoHeader {}
+
 impl<'a> Packet<'a> {
     /// `chunk[head..tail]` is the frame. The caller checked `head <= tail <= len`,
     /// and that the thread's kept parse ([`keep_parse`]), if any, is this frame's.
@@ -522,6 +543,120 @@ impl<'a> Packet<'a> {
         Ok(())
     }
 
+    /// Sets the IPv4 source address, and updates the IPv4 header's checksum and the
+    /// UDP or TCP checksum (whose pseudo-header holds the address) to match, without
+    /// summing the frame again ([`wire::checksum`]; a UDP checksum of 0, none, stays
+    /// 0). A fragment after the first has no L4 header: only the IPv4 checksum
+    /// changes. [`NoHeader::Ipv4`], and the frame unchanged, for anything but IPv4.
+    ///
+    /// ```
+    /// # use xdpool::{Packet, Verdict};
+    /// // A NAT's inbound half: to the backend, out of the same port.
+    /// let backend = std::net::Ipv4Addr::new(198, 18, 2, 10);
+    /// let to_backend = move |pkt: &mut Packet<'_>| match pkt.set_ipv4_dst(backend) {
+    ///     Ok(()) => Verdict::back(),
+    ///     Err(_) => Verdict::drop(),
+    /// };
+    /// # let _ = to_backend;
+    /// ```
+    pub fn set_ipv4_src(&mut self, ip: std::net::Ipv4Addr) -> Result<(), NoHeader> {
+        self.set_ipv4_addr(12, ip)
+    }
+
+    /// Sets the IPv4 destination address, as [`set_ipv4_src`](Self::set_ipv4_src)
+    /// sets the source (the checksums updated the same way).
+    pub fn set_ipv4_dst(&mut self, ip: std::net::Ipv4Addr) -> Result<(), NoHeader> {
+        self.set_ipv4_addr(16, ip)
+    }
+
+    /// Sets the UDP or TCP source port (IPv4 or IPv6), and updates that header's
+    /// checksum to match (a UDP checksum of 0 stays 0). [`NoHeader::Ports`], and the
+    /// frame unchanged, for a frame without one.
+    pub fn set_src_port(&mut self, port: u16) -> Result<(), NoHeader> {
+        self.set_port(0, port)
+    }
+
+    /// Sets the UDP or TCP destination port, as [`set_src_port`](Self::set_src_port)
+    /// sets the source.
+    pub fn set_dst_port(&mut self, port: u16) -> Result<(), NoHeader> {
+        self.set_port(2, port)
+    }
+
+    /// Where the UDP or TCP checksum is (an offset in the frame) and whether it is
+    /// UDP's; `None` without a header of either (a later fragment, another protocol).
+    fn l4_checksum(p: &wire::Parsed) -> Option<(usize, bool)> {
+        let l4 = p.l4_offset()?;
+        p.ports()?;
+        match p.ip_proto()? {
+            6 => Some((l4 + 16, false)),
+            17 => Some((l4 + 6, true)),
+            _ => None,
+        }
+    }
+
+    /// The IPv4 address at `field` bytes into the IPv4 header (12: source, 16:
+    /// destination) set to `ip`, the checksums over it updated.
+    fn set_ipv4_addr(&mut self, field: usize, ip: std::net::Ipv4Addr) -> Result<(), NoHeader> {
+        let p = self.parse().map_err(|_| NoHeader::Ipv4)?;
+        if !matches!(p.l3(), wire::L3::V4 { .. }) {
+            return Err(NoHeader::Ipv4);
+        }
+        let (l3, l4) = (p.l3_offset(), Self::l4_checksum(&p));
+        let at = l3 + field;
+        // A parsed frame holds its IPv4 header and its UDP or TCP header whole; checked
+        // again all the same, before anything is written, so that no input could make
+        // this panic or leave a checksum behind its address.
+        let Some(&old) = self.bytes().get(at..).and_then(|b| b.first_chunk::<4>()) else {
+            return Err(NoHeader::Ipv4);
+        };
+        if l4.is_some_and(|(c, _)| c + 2 > self.len()) {
+            return Err(NoHeader::Ipv4);
+        }
+        let new = ip.octets();
+        if old == new {
+            return Ok(());
+        }
+        let change = wire::checksum::Change::of32(old, new);
+        let frame = self.bytes_mut();
+        frame[at..at + 4].copy_from_slice(&new);
+        change.apply(frame, l3 + 10);
+        match l4 {
+            Some((c, true)) => change.apply_udp(frame, c),
+            Some((c, false)) => change.apply(frame, c),
+            None => true,
+        };
+        Ok(())
+    }
+
+    /// The UDP or TCP port at `field` bytes into its header (0: source, 2:
+    /// destination) set to `port`, the L4 checksum updated.
+    fn set_port(&mut self, field: usize, port: u16) -> Result<(), NoHeader> {
+        let p = self.parse().map_err(|_| NoHeader::Ports)?;
+        let (Some(l4), Some((c, udp))) = (p.l4_offset(), Self::l4_checksum(&p)) else {
+            return Err(NoHeader::Ports);
+        };
+        let at = l4 + field;
+        let (Some(&old), true) = (
+            self.bytes().get(at..).and_then(|b| b.first_chunk::<2>()),
+            c + 2 <= self.len(),
+        ) else {
+            return Err(NoHeader::Ports);
+        };
+        let old = u16::from_be_bytes(old);
+        if old == port {
+            return Ok(());
+        }
+        let change = wire::checksum::Change::of16(old, port);
+        let frame = self.bytes_mut();
+        frame[at..at + 2].copy_from_slice(&port.to_be_bytes());
+        if udp {
+            change.apply_udp(frame, c);
+        } else {
+            change.apply(frame, c);
+        }
+        Ok(())
+    }
+
     /// Exchanges the destination and source MACs; `false` (nothing changed) for a
     /// frame shorter than two MACs.
     #[inline]
@@ -698,5 +833,177 @@ mod tests {
         assert!(p.insert(0, 9).is_err(), "8 bytes of headroom");
         assert!(p.swap_macs());
         assert_eq!(&p.bytes()[..6], &frame[6..12]);
+    }
+
+    /// Whether the frame's IPv4 header checksum and its UDP or TCP checksum verify
+    /// (summed anew over the header, and over the pseudo-header and the segment).
+    fn checksums_verify(frame: &[u8]) -> bool {
+        use crate::wire::build::checksum;
+        let p = wire::parse(frame).expect("parses");
+        let l3 = p.l3_offset();
+        let Some(l4) = p.l4_offset() else {
+            return true;
+        };
+        let proto = p.ip_proto().expect("an L4 header");
+        let seg = &frame[l4..];
+        let len = seg.len();
+        let pseudo: Vec<u8> = match p.l3() {
+            wire::L3::V4 { src, dst } => {
+                let ihl = usize::from(frame[l3] & 0xf) * 4;
+                if checksum(&[&frame[l3..l3 + ihl]]) != 0 {
+                    return false;
+                }
+                [
+                    &src.octets()[..],
+                    &dst.octets(),
+                    &[0, proto],
+                    &(len as u16).to_be_bytes(),
+                ]
+                .concat()
+            }
+            wire::L3::V6 { src, dst } => [
+                &src.octets()[..],
+                &dst.octets(),
+                &(len as u32).to_be_bytes(),
+                &[0, 0, 0, proto],
+            ]
+            .concat(),
+            wire::L3::None => return true,
+        };
+        let c = if proto == 17 { 6 } else { 16 };
+        (proto == 17 && seg[c..c + 2] == [0, 0]) || checksum(&[&pseudo, seg]) == 0
+    }
+
+    proptest::proptest! {
+        /// Any address and port, set on UDP and TCP frames over IPv4 (with options,
+        /// a VLAN tag) and IPv6: the fields read back as set, every checksum verifies
+        /// summed anew, and no other byte changed.
+        #[test]
+        fn addresses_and_ports_set_with_their_checksums(
+            src in proptest::prelude::any::<[u8; 4]>(),
+            dst in proptest::prelude::any::<[u8; 4]>(),
+            sport in proptest::prelude::any::<u16>(),
+            dport in proptest::prelude::any::<u16>(),
+            tcp in proptest::prelude::any::<bool>(),
+            v6 in proptest::prelude::any::<bool>(),
+            tagged in proptest::prelude::any::<bool>(),
+            options in proptest::prelude::any::<bool>(),
+            payload in proptest::collection::vec(proptest::prelude::any::<u8>(), 0..40),
+        ) {
+            use crate::wire::build::FrameBuilder;
+            use std::net::Ipv4Addr;
+            let mut b = FrameBuilder::new();
+            if tagged {
+                b = b.vlan(0x8100, 5);
+            }
+            b = if v6 {
+                b.ipv6("2001:2::1".parse().unwrap(), "2001:2::2".parse().unwrap())
+            } else {
+                b.ipv4(Ipv4Addr::new(198, 18, 0, 1), Ipv4Addr::new(198, 18, 0, 2))
+            };
+            if options {
+                b = b.ipv4_options(&[1, 1, 1, 1]);
+            }
+            b = if tcp { b.tcp(1000, 80, 0x10) } else { b.udp(1000, 53) };
+            let before = b.payload(&payload).build().bytes;
+            proptest::prop_assert!(checksums_verify(&before));
+            let mut chunk = vec![0u8; before.len() + 64];
+            chunk[32..32 + before.len()].copy_from_slice(&before);
+            let mut p = Packet::new(&mut chunk, 32, 32 + before.len(), meta(), None);
+            let (src, dst) = (Ipv4Addr::from(src), Ipv4Addr::from(dst));
+            if v6 {
+                proptest::prop_assert_eq!(p.set_ipv4_src(src), Err(NoHeader::Ipv4));
+                proptest::prop_assert_eq!(p.set_ipv4_dst(dst), Err(NoHeader::Ipv4));
+                proptest::prop_assert_eq!(p.bytes(), &before[..]);
+            } else {
+                proptest::prop_assert_eq!(p.set_ipv4_src(src), Ok(()));
+                proptest::prop_assert_eq!(p.set_ipv4_dst(dst), Ok(()));
+            }
+            proptest::prop_assert_eq!(p.set_src_port(sport), Ok(()));
+            proptest::prop_assert_eq!(p.set_dst_port(dport), Ok(()));
+            let after = p.bytes().to_vec();
+            let q = wire::parse(&after).unwrap();
+            proptest::prop_assert_eq!(q.ports(), Some((sport, dport)));
+            if !v6 {
+                proptest::prop_assert_eq!(
+                    q.l3(),
+                    wire::L3::V4 { src, dst }
+                );
+            }
+            proptest::prop_assert!(checksums_verify(&after), "{:02x?}", after);
+            // Only the fields and the checksums over them changed.
+            let (l3, l4) = (q.l3_offset(), q.l4_offset().unwrap());
+            let c = if tcp { l4 + 16 } else { l4 + 6 };
+            let mut touched = vec![c, c + 1, l4, l4 + 1, l4 + 2, l4 + 3];
+            if !v6 {
+                touched.extend([l3 + 10, l3 + 11]);
+                touched.extend(l3 + 12..l3 + 20);
+            }
+            for (i, (a, z)) in before.iter().zip(&after).enumerate() {
+                proptest::prop_assert!(a == z || touched.contains(&i), "byte {} changed", i);
+            }
+        }
+    }
+
+    #[test]
+    fn a_frame_without_the_header_is_left_as_it_was() {
+        use crate::wire::build::FrameBuilder;
+        use std::net::Ipv4Addr;
+        let a = Ipv4Addr::new(198, 18, 0, 1);
+        let b = Ipv4Addr::new(198, 18, 0, 2);
+        let n = Ipv4Addr::new(198, 18, 9, 9);
+        let run = |frame: &[u8], f: &dyn Fn(&mut Packet<'_>)| {
+            let mut chunk = frame.to_vec();
+            let len = chunk.len();
+            let mut p = Packet::new(&mut chunk, 0, len, meta(), None);
+            f(&mut p);
+            p.bytes().to_vec()
+        };
+        // ARP (not IP): no address, no port.
+        let arp = FrameBuilder::new()
+            .raw_ethertype(0x0806)
+            .payload(&[1; 28])
+            .build()
+            .bytes;
+        let same = run(&arp, &|p| {
+            assert_eq!(p.set_ipv4_dst(n), Err(NoHeader::Ipv4));
+            assert_eq!(p.set_dst_port(1), Err(NoHeader::Ports));
+        });
+        assert_eq!(same, arp);
+        // ICMP over IPv4: the address (its header's checksum only), no port.
+        let icmp = FrameBuilder::new()
+            .ipv4(a, b)
+            .ip_proto(1)
+            .payload(&[8, 0, 0, 0])
+            .build();
+        let out = run(&icmp.bytes, &|p| {
+            assert_eq!(p.set_dst_port(1), Err(NoHeader::Ports));
+            assert_eq!(p.set_ipv4_dst(n), Ok(()));
+        });
+        assert_eq!(wire::parse(&out).unwrap().dst_ip(), Some(n.into()));
+        assert!(checksums_verify(&out));
+        assert_eq!(out[icmp.l4_offset..], icmp.bytes[icmp.l4_offset..]);
+        // A later fragment: no L4 header to carry a port or a checksum.
+        let frag = FrameBuilder::new()
+            .ipv4(a, b)
+            .ipv4_fragment(8, false, 7)
+            .udp(1, 2)
+            .build()
+            .bytes;
+        let out = run(&frag, &|p| {
+            assert_eq!(p.set_src_port(5), Err(NoHeader::Ports));
+            assert_eq!(p.set_ipv4_src(n), Ok(()));
+        });
+        assert_eq!(wire::parse(&out).unwrap().src_ip(), Some(n.into()));
+        // A UDP checksum of 0 (none computed) stays 0 through both rewrites.
+        let mut udp = FrameBuilder::new().ipv4(a, b).udp(1, 2).build();
+        let c = udp.l4_offset + 6;
+        udp.bytes[c..c + 2].copy_from_slice(&[0, 0]);
+        let out = run(&udp.bytes, &|p| {
+            assert_eq!(p.set_ipv4_dst(n), Ok(()));
+            assert_eq!(p.set_dst_port(9), Ok(()));
+        });
+        assert_eq!(out[c..c + 2], [0, 0]);
+        assert!(checksums_verify(&out));
     }
 }

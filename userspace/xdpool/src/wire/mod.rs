@@ -11,9 +11,12 @@
 //! tests, the corpus and generators; [`fuzz`] is the stable-Rust mutation fuzzer.
 //!
 //! Not checked: IPv4 header and L4 checksums (the NIC or the kernel's stack does that,
-//! and the data path does not need them to classify).
+//! and the data path does not need them to classify). A handler that rewrites a field
+//! under one updates it with [`checksum`] (incrementally, RFC 1624), or through
+//! [`Packet`](crate::Packet)'s address and port setters, which do it for it.
 
 pub mod build;
+pub mod checksum;
 mod error;
 mod ethernet;
 pub mod fuzz;

@@ -13,11 +13,11 @@
 use std::net::Ipv4Addr;
 use std::rc::Rc;
 use std::sync::Arc;
+use xdpool::wire::checksum::Change;
 use xdpool::wire::L3;
 use xdpool::{Counter, Declaration, Handler, LaneSetup, Mac, Packet, PortRef, Verdict};
 
 mod backends;
-mod checksum;
 use backends::Backends;
 
 /// The load balancer.
@@ -220,22 +220,15 @@ fn rewrite_dst_ipv4(frame: &mut [u8], at: V4At, ip: Ipv4Addr) {
         return;
     }
     frame[dst..dst + 4].copy_from_slice(&new);
-    let change = checksum::Change::of(old, new);
+    let change = Change::of32(old, new);
     change.apply(frame, at.l3 + 10);
+    // (A parsed frame holds its whole UDP or TCP header: both fit.)
     match at.l4 {
-        Some((l4, 6)) if frame.len() >= l4 + 18 => change.apply(frame, l4 + 16),
-        Some((l4, 17)) if frame.len() >= l4 + 8 => {
-            let c = l4 + 6;
-            // 0: the sender computed no UDP checksum; it stays without one.
-            if frame[c..c + 2] != [0, 0] {
-                change.apply(frame, c);
-                if frame[c..c + 2] == [0, 0] {
-                    frame[c..c + 2].copy_from_slice(&[0xff, 0xff]);
-                }
-            }
-        }
-        _ => {}
-    }
+        Some((l4, 6)) => change.apply(frame, l4 + 16),
+        // A UDP checksum of 0 (none computed) stays 0.
+        Some((l4, 17)) => change.apply_udp(frame, l4 + 6),
+        _ => true,
+    };
 }
 
 fn main() {

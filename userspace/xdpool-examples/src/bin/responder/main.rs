@@ -7,6 +7,7 @@
 //! addresses (the handler cannot read the port's own MAC in this version).
 //! Counters: `arp_replies`, `echo_replies`, `ignored`, `bad_arg`, `emit_failed`.
 use std::net::Ipv4Addr;
+use xdpool::wire::checksum::Change;
 use xdpool::{Counter, Handler, LaneSetup, Packet, Verdict};
 
 /// The responder.
@@ -167,27 +168,22 @@ fn echo_reply(f: &mut [u8], l3: usize, l4: usize, answers: &Answers) -> bool {
     // Exchanging the addresses leaves the header's sum; the TTL word changes.
     let old_ttl = [f[l3 + 8], f[l3 + 9]];
     f[l3 + 8] = 64;
-    update_checksum(f, l3 + 10, &old_ttl, &[f[l3 + 8], f[l3 + 9]]);
+    update_checksum(f, l3 + 10, old_ttl, [f[l3 + 8], f[l3 + 9]]);
     let (src, dst) = f[l3 + 12..l3 + 20].split_at_mut(4);
     src.swap_with_slice(dst);
     // Type 8 -> 0 in the ICMP header's first word.
     let old_type = [f[l4], f[l4 + 1]];
     f[l4] = 0;
-    update_checksum(f, l4 + 2, &old_type, &[f[l4], f[l4 + 1]]);
+    update_checksum(f, l4 + 2, old_type, [f[l4], f[l4 + 1]]);
     let (dst_mac, src_mac) = f[..12].split_at_mut(6);
     dst_mac.swap_with_slice(src_mac);
     true
 }
 
-/// RFC 1624 eqn. 3 for one 16-bit word: `HC' = ~(~HC + ~m + m')`.
-fn update_checksum(f: &mut [u8], at: usize, old: &[u8; 2], new: &[u8; 2]) {
-    let hc = u16::from_be_bytes([f[at], f[at + 1]]);
-    let mut sum =
-        u32::from(!hc) + u32::from(!u16::from_be_bytes(*old)) + u32::from(u16::from_be_bytes(*new));
-    while sum > 0xffff {
-        sum = (sum & 0xffff) + (sum >> 16);
-    }
-    f[at..at + 2].copy_from_slice(&(!(sum as u16)).to_be_bytes());
+/// The checksum at `f[at..]` updated for one 16-bit word under it changed from `old`
+/// to `new` (RFC 1624, `xdpool::wire::checksum`).
+fn update_checksum(f: &mut [u8], at: usize, old: [u8; 2], new: [u8; 2]) {
+    Change::of16(u16::from_be_bytes(old), u16::from_be_bytes(new)).apply(f, at);
 }
 
 fn parse_mac(text: &str) -> Option<[u8; 6]> {
