@@ -38,6 +38,10 @@ impl fmt::Display for ConfigError {
         } else if let Some(line) = self.line {
             write!(f, "line {line}: ")?;
         }
+        // "-": no one key is at fault (an unreadable file, a TOML syntax error).
+        if self.key == "-" {
+            return write!(f, "{}", self.message);
+        }
         write!(f, "invalid config key `{}`: {}", self.key, self.message)
     }
 }
@@ -82,6 +86,21 @@ pub struct HandlerTable {
 }
 
 impl HandlerTable {
+    /// The table of `handlers`, in registration order; two handlers may not share a
+    /// name (the error says which). `App` and the test harness both build theirs here,
+    /// so that they refuse the same programs.
+    pub fn new(handlers: Vec<HandlerDecl>) -> Result<HandlerTable, String> {
+        for (i, h) in handlers.iter().enumerate() {
+            if handlers[..i].iter().any(|o| o.name == h.name) {
+                return Err(format!(
+                    "two handlers are registered as `{}`: give each its own name",
+                    h.name
+                ));
+            }
+        }
+        Ok(HandlerTable { handlers })
+    }
+
     /// The id of the handler registered as `name`; the error names the ones there are.
     pub fn id_of(&self, name: &str) -> Result<u16, String> {
         match self.handlers.iter().position(|h| h.name == name) {
@@ -313,10 +332,14 @@ pub struct UmemConfig {
     pub hugepages: bool,
 }
 
+/// `umem.frames` when the file names none and the queues need no more
+/// ([`Config::size_default_frames`]).
+const DEFAULT_FRAMES: u32 = 8192;
+
 impl Default for UmemConfig {
     fn default() -> Self {
         UmemConfig {
-            frames: Spanned::new(0..0, 8192),
+            frames: Spanned::new(0..0, DEFAULT_FRAMES),
             chunk_size: Spanned::new(0..0, 2048),
             hugepages: false,
         }
@@ -685,6 +708,9 @@ pub enum PortSpec {
     One(i64),
     /// `"lo-hi"` or `"port"`.
     Text(String),
+    /// Any other value (a list, a table, a boolean): refused by the rule's check,
+    /// which says what to write, where the decoder's own error could not.
+    Other(toml::Value),
 }
 
 /// `[stats]`
@@ -810,7 +836,7 @@ impl Config {
         let text = std::fs::read_to_string(path).map_err(|e| ConfigError {
             key: "-".into(),
             line: None,
-            message: format!("cannot read the file: {e}; pass an existing file with --config (see configs/lab.toml)"),
+            message: format!("cannot read the config file: {e}; give the path of an existing one (`xdpool run --config FILE`; configs/ in the source tree has examples)"),
             file: Some(path.to_path_buf()),
         })?;
         Self::parse_with(&text, handlers).map_err(|mut e| {
@@ -828,8 +854,29 @@ impl Config {
     pub fn parse_with(text: &str, handlers: Arc<HandlerTable>) -> Result<Config, ConfigError> {
         let mut cfg: Config = toml::from_str(text).map_err(|e| decode_error(text, e))?;
         cfg.handlers = handlers;
+        cfg.size_default_frames();
         cfg.validate(text)?;
         Ok(cfg)
+    }
+
+    /// `umem.frames` when the file leaves it out: 8192, or as many as the planned
+    /// queues need where that is more (fill + tx + 256 each), so that a config that
+    /// names no size is never refused for it. Given in the file, it is kept (and
+    /// checked).
+    fn size_default_frames(&mut self) {
+        if self.umem.frames.span() == (0..0) {
+            let frames = self.frames_needed().max(u64::from(DEFAULT_FRAMES));
+            let frames = u32::try_from(frames).unwrap_or(u32::MAX);
+            self.umem.frames = Spanned::new(0..0, frames);
+        }
+    }
+
+    /// The frames that keep every planned queue supplied: its fill and TX rings and
+    /// 256 of cache each.
+    fn frames_needed(&self) -> u64 {
+        let sockets: usize = self.ports().iter().map(|p| p.queues.len()).sum();
+        let (fill, tx) = (*self.rings.fill.get_ref(), *self.rings.tx.get_ref());
+        (fill + tx + 256) as u64 * sockets as u64
     }
 
     /// Range and consistency checks that the decoder cannot do.
@@ -1051,7 +1098,7 @@ impl Config {
             *self.rings.fill.get_ref(),
             *self.rings.tx.get_ref(),
         );
-        let needed = (fill + tx + 256) as u64 * sockets as u64;
+        let needed = self.frames_needed();
         ((frames as u64) < needed).then(|| format!("{frames} frames cannot keep {sockets} queue(s) supplied (fill {fill} + tx {tx} + 256 cache per queue): use at least {needed}"))
     }
 
@@ -1076,6 +1123,7 @@ impl Config {
                 .clamp(1, 64);
             }
         }
+        self.size_default_frames();
         match self.frames_shortfall() {
             Some(msg) => Err(format!("umem.frames: {msg} (queues = \"all\" plans a socket for every RX queue the device can have)")),
             None => Ok(()),
@@ -1697,6 +1745,12 @@ fn port_range(
                 (p, p)
             }
         },
+        PortSpec::Other(toml::Value::Array(_)) => {
+            return Err(bad(
+                "a list is not taken (write one rule per port or range)".into(),
+            ))
+        }
+        PortSpec::Other(v) => return Err(bad(format!("a {} is not a port", v.type_str()))),
     };
     if lo > hi {
         return Err(bad(format!("range {lo}-{hi} is empty")));
@@ -2183,6 +2237,20 @@ action = "drop"
                 "`x` is not a port",
             ),
             (
+                "dst_port = \"9-10\"",
+                "dst_port = [53, 123]",
+                "rule[0].dst_port",
+                Some(13),
+                "write one rule per port or range",
+            ),
+            (
+                "dst_port = \"9-10\"",
+                "dst_port = true",
+                "rule[0].dst_port",
+                Some(13),
+                "a boolean is not a port: use a port 0..65535",
+            ),
+            (
                 "proto = \"udp\"\ndst_port = \"9-10\"",
                 "src_port = 53",
                 "rule[0].src_port",
@@ -2592,6 +2660,42 @@ to = "out"
 mac = "neigh"
 mirror_to = "mon"
 "#;
+
+    /// An unreadable file is named with the reason and what to give instead, not as a
+    /// key of it.
+    #[test]
+    fn an_unreadable_file_is_named_not_a_key() {
+        let e = Config::load_with(Path::new("/nonexistent/x.toml"), Arc::default())
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.starts_with("/nonexistent/x.toml: cannot read the config file:")
+                && e.contains("give the path of an existing one")
+                && !e.contains("invalid config key"),
+            "{e}"
+        );
+    }
+
+    /// Left out, `umem.frames` is 8192 or what the queues need, whichever is more;
+    /// given, it is kept and checked.
+    #[test]
+    fn unnamed_frames_are_sized_for_the_queues() {
+        let three = PORTS.replacen("[umem]\nframes = 32768\n", "", 1);
+        // Three ports of one queue: (4096 + 2048 + 256) x 3.
+        let c = Config::parse(&three).unwrap();
+        assert_eq!(*c.umem.frames.get_ref(), 19200);
+        // One queue needs less than 8192: the default stays.
+        let one = GOOD.replacen("frames = 8192\n", "", 1);
+        assert_eq!(*Config::parse(&one).unwrap().umem.frames.get_ref(), 8192);
+        // queues = "all" is sized again once resolved (4 queues: 25600).
+        let mut all = Config::parse(&one.replacen("queues = [0]", "queues = \"all\"", 1)).unwrap();
+        all.resolve_all_queues(|_, _| 4).unwrap();
+        assert_eq!(*all.umem.frames.get_ref(), 25600);
+        // Named, too few is still refused, with the number to use.
+        let e = Config::parse(&three.replacen("[[rule]]", "[umem]\nframes = 8192\n\n[[rule]]", 1))
+            .unwrap_err();
+        assert!(e.to_string().contains("use at least 19200"), "{e}");
+    }
 
     #[test]
     fn queues_all_parses_resolves_and_is_checked() {

@@ -190,7 +190,7 @@ impl<H: HandlerSet> Builder<H> {
     pub fn build(self) -> Result<Harness<H>, Error> {
         let mut decls = Vec::new();
         self.handlers.decls(&mut decls);
-        let table = Arc::new(HandlerTable { handlers: decls });
+        let table = Arc::new(HandlerTable::new(decls).map_err(Error::Usage)?);
         let cfg = Config::parse_with(&self.config, table.clone())
             .map_err(|e| Error::Usage(e.to_string()))?;
         let defs = cfg.ports();
@@ -522,9 +522,16 @@ impl<H: HandlerSet> Harness<H> {
     pub fn counter(&self, port: &str, name: &str) -> u64 {
         let c = self.driven.counters(self.port(port));
         let v = serde_json::to_value(c).expect("counters serialize");
-        v.get(name)
-            .and_then(|x| x.as_u64())
-            .unwrap_or_else(|| panic!("no counter `{name}`"))
+        v.get(name).and_then(|x| x.as_u64()).unwrap_or_else(|| {
+            let names: Vec<&str> = v
+                .as_object()
+                .map(|o| o.keys().map(String::as_str).collect())
+                .unwrap_or_default();
+            panic!(
+                "no counter `{name}` on port `{port}`: the counters are {}",
+                names.join(", ")
+            )
+        })
     }
 
     /// A handler's counter on `port`'s queue (0 when never registered).

@@ -88,18 +88,22 @@ impl<H: HandlerSet> App<H> {
         self
     }
 
-    /// The handlers' names and declarations, as the config is checked against.
-    fn table(&self) -> Arc<HandlerTable> {
+    /// The handlers' names and declarations, as the config is checked against; two
+    /// handlers with one name are refused.
+    fn table(&self) -> Result<Arc<HandlerTable>, Error> {
         let mut handlers = Vec::new();
         self.handlers.decls(&mut handlers);
-        Arc::new(HandlerTable { handlers })
+        HandlerTable::new(handlers)
+            .map(Arc::new)
+            .map_err(Error::Usage)
     }
 
     /// Reads and checks the config against the registered handlers (a rule naming an
     /// unknown handler, or a handler declaring a port the config lacks, is an error
-    /// naming the file, the line and the key), without running anything.
+    /// naming the file, the line and the key; so are two handlers with one name),
+    /// without running anything.
     pub fn check(&self) -> Result<(), Error> {
-        Config::load_with(&self.config, self.table())
+        Config::load_with(&self.config, self.table()?)
             .map(|_| ())
             .map_err(|e| Error::Usage(e.to_string()))
     }
@@ -108,15 +112,7 @@ impl<H: HandlerSet> App<H> {
     /// detaches everything and returns the summary. Two handlers may not share a
     /// name.
     pub fn run(self) -> Result<Summary, Error> {
-        let table = self.table();
-        for (i, h) in table.handlers.iter().enumerate() {
-            if table.handlers[..i].iter().any(|o| o.name == h.name) {
-                return Err(Error::Usage(format!(
-                    "two handlers are registered as `{}`: give each its own name",
-                    h.name
-                )));
-            }
-        }
+        let table = self.table()?;
         let cfg =
             Config::load_with(&self.config, table).map_err(|e| Error::Usage(e.to_string()))?;
         crate::worker::install_panic_hook();

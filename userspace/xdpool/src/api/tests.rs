@@ -346,6 +346,24 @@ fn config_errors_name_the_rule_key_and_what_to_do() {
         Err(e) => e.to_string(),
     };
     assert!(e.contains("registers no packet functions"), "{e}");
+    // Two handlers under one name: the harness refuses them as `App` does.
+    let e = match Harness::builder(&call("handler = \"known\""))
+        .handler("known", Steer)
+        .handler("known", Steer)
+        .build()
+    {
+        Ok(_) => panic!("two handlers named `known` accepted"),
+        Err(e) => e.to_string(),
+    };
+    assert!(e.contains("two handlers are registered as `known`"), "{e}");
+    // And `App::check` refuses them before it reads the file.
+    let e = crate::App::from_config("/nonexistent/xdpool.toml")
+        .handler("known", Steer)
+        .handler("known", Steer)
+        .check()
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("two handlers are registered as `known`"), "{e}");
 }
 
 /// Answers each frame with a new small frame (its first 14 bytes, MACs swapped, and
