@@ -25,7 +25,9 @@ pub enum Mac {
     Swap,
     /// Destination: the next hop's MAC from the egress namespace's neighbour table
     /// (by the frame's destination IP); source: the egress device's MAC. A frame whose
-    /// next hop is unknown is dropped and counted (`next_hop_unknown`).
+    /// next hop is unknown is dropped and counted: `xdpool_drops_total` with
+    /// `reason="next_hop_unknown"` in the metrics, `neigh_miss_drop` in
+    /// `xdpool stats --json` and in the test harness's `Harness::counter`.
     NextHop,
     /// Destination: this MAC; source: the egress device's MAC.
     To([u8; 6]),

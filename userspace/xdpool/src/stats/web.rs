@@ -375,6 +375,10 @@ fn server_config(
             }
             Ok(certs)
         };
+    // ring: the one provider the workspace enables (rustls' `ring` feature). rustls
+    // 0.23.48 deprecates it for its lack of post-quantum key exchange; a user's crate
+    // that resolves that version must still build without a warning.
+    #[allow(deprecated)]
     let provider = Arc::new(rustls::crypto::ring::default_provider());
     let versions: &[&rustls::SupportedProtocolVersion] = match tls.min_version {
         MinVersion::Tls12 => &[&rustls::version::TLS13, &rustls::version::TLS12],
