@@ -1007,8 +1007,14 @@ impl Config {
         let names: Vec<&str> = ports.iter().map(|p| p.name.as_str()).collect();
         let mut named: Vec<(usize, &str)> = Vec::new();
         for (i, r) in self.rules.iter().enumerate() {
-            let v = validate_rule(r, &names, &self.handlers)
-                .map_err(|(key, span, msg)| err(&format!("rule[{i}].{key}"), span, msg))?;
+            let v = validate_rule(r, &names, &self.handlers).map_err(|(key, span, msg)| {
+                // A key the rule lacks has no span: the rule's `[[rule]]` line then.
+                let span = match span {
+                    s if s == (0..0) => rule_header(text, i).map_or(0..0, |o| o..o + 1),
+                    s => s,
+                };
+                err(&format!("rule[{i}].{key}"), span, msg)
+            })?;
             if let Some(n) = &r.name {
                 let name = n.get_ref().as_str();
                 let ok = (1..=64).contains(&name.len())
@@ -1478,6 +1484,24 @@ fn header(line: &str) -> Option<(&str, bool)> {
 }
 
 type RuleErr = (&'static str, std::ops::Range<usize>, String);
+
+/// The byte offset of the `i`-th `[[rule]]` header in `text` (None for rules written
+/// another way, as an inline array).
+fn rule_header(text: &str, i: usize) -> Option<usize> {
+    let mut offset = 0;
+    let mut seen = 0;
+    for line in text.split_inclusive('\n') {
+        let t = line.trim_start();
+        if t.starts_with("[[rule]]") {
+            if seen == i {
+                return Some(offset + (line.len() - t.len()));
+            }
+            seen += 1;
+        }
+        offset += line.len();
+    }
+    None
+}
 
 fn validate_rule(
     r: &RuleConfig,
@@ -2660,6 +2684,28 @@ to = "out"
 mac = "neigh"
 mirror_to = "mon"
 "#;
+
+    /// A key a rule lacks is named with the line of the rule's `[[rule]]`.
+    #[test]
+    fn a_missing_rule_key_names_the_rules_line() {
+        let line = PORTS.lines().position(|l| l == "[[rule]]").unwrap() + 1;
+        let e = Config::parse(&PORTS.replacen("port = \"in\"\n", "", 1)).unwrap_err();
+        assert_eq!(
+            (e.key.as_str(), e.line),
+            ("rule[0].port", Some(line)),
+            "{e}"
+        );
+        let two = format!("{PORTS}\n[[rule]]\nport = \"in\"\naction = \"call\"\n");
+        let e = Config::parse(&two).unwrap_err();
+        let lines: Vec<&str> = two.lines().collect();
+        let second = lines.iter().rposition(|l| *l == "[[rule]]").unwrap() + 1;
+        assert_eq!(
+            (e.key.as_str(), e.line),
+            ("rule[1].handler", Some(second)),
+            "{e}"
+        );
+        assert_eq!(rule_header("rule = [{ action = \"drop\" }]", 0), None);
+    }
 
     /// An unreadable file is named with the reason and what to give instead, not as a
     /// key of it.
