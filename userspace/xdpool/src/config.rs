@@ -1010,7 +1010,9 @@ impl Config {
             let v = validate_rule(r, &names, &self.handlers).map_err(|(key, span, msg)| {
                 // A key the rule lacks has no span: the rule's `[[rule]]` line then.
                 let span = match span {
-                    s if s == (0..0) => rule_header(text, i).map_or(0..0, |o| o..o + 1),
+                    std::ops::Range { start: 0, end: 0 } => {
+                        rule_header(text, i).map_or(0..0, |o| o..o + 1)
+                    }
                     s => s,
                 };
                 err(&format!("rule[{i}].{key}"), span, msg)
