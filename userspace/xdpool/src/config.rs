@@ -836,7 +836,7 @@ impl Config {
         let text = std::fs::read_to_string(path).map_err(|e| ConfigError {
             key: "-".into(),
             line: None,
-            message: format!("cannot read the config file: {e}; give the path of an existing one (`xdpool run --config FILE`; configs/ in the source tree has examples)"),
+            message: format!("cannot read the config file: {e}; check the path (`xdpool run` takes it with --config; configs/ in the source tree has examples)"),
             file: Some(path.to_path_buf()),
         })?;
         Self::parse_with(&text, handlers).map_err(|mut e| {
@@ -2718,7 +2718,7 @@ mirror_to = "mon"
             .to_string();
         assert!(
             e.starts_with("/nonexistent/x.toml: cannot read the config file:")
-                && e.contains("give the path of an existing one")
+                && e.contains("check the path")
                 && !e.contains("invalid config key"),
             "{e}"
         );

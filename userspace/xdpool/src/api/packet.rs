@@ -163,7 +163,8 @@ impl fmt::Display for NoRoom {
 
 impl std::error::Error for NoRoom {}
 
-/// The frame has no header for that rewrite; it was left unchanged.
+/// The frame has no header for that rewrite, or one whose checksums the rewrite
+/// could not keep right; it was left unchanged.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum NoHeader {
     /// Not an IPv4 packet (or its headers do not parse).
@@ -171,13 +172,23 @@ pub enum NoHeader {
     /// No UDP or TCP header: another protocol, a fragment after the first, or headers
     /// that do not parse.
     Ports,
+    /// A checksum over the address that the setter does not update: UDP-Lite or DCCP
+    /// (their pseudo-header holds the addresses too), or, for the destination, an
+    /// IPv4 source route still under way (the UDP or TCP checksum then holds the
+    /// route's final destination, not the header's).
+    Unsupported,
 }
 
 impl fmt::Display for NoHeader {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str(match self {
-            NoHeader::Ipv4 => "not an IPv4 packet",
-            NoHeader::Ports => "no UDP or TCP header (another protocol, or a later fragment)",
+            NoHeader::Ipv4 => "not an IPv4 packet (or its headers do not parse)",
+            NoHeader::Ports => {
+                "no UDP or TCP header (another protocol, a later fragment, or headers that do not parse)"
+            }
+            NoHeader::Unsupported => {
+                "a checksum over the address this rewrite does not update (UDP-Lite, DCCP, or an IPv4 source route under way)"
+            }
         })
     }
 }
@@ -547,24 +558,29 @@ impl<'a> Packet<'a> {
     /// UDP or TCP checksum (whose pseudo-header holds the address) to match, without
     /// summing the frame again ([`wire::checksum`]; a UDP checksum of 0, none, stays
     /// 0). A fragment after the first has no L4 header: only the IPv4 checksum
-    /// changes. [`NoHeader::Ipv4`], and the frame unchanged, for anything but IPv4.
-    ///
-    /// ```
-    /// # use xdpool::{Packet, Verdict};
-    /// // A NAT's inbound half: to the backend, out of the same port.
-    /// let backend = std::net::Ipv4Addr::new(198, 18, 2, 10);
-    /// let to_backend = move |pkt: &mut Packet<'_>| match pkt.set_ipv4_dst(backend) {
-    ///     Ok(()) => Verdict::back(),
-    ///     Err(_) => Verdict::drop(),
-    /// };
-    /// # let _ = to_backend;
-    /// ```
+    /// changes. [`NoHeader::Ipv4`], and the frame unchanged, for anything but IPv4;
+    /// [`NoHeader::Unsupported`] for UDP-Lite and DCCP, whose checksums this does not
+    /// update.
     pub fn set_ipv4_src(&mut self, ip: std::net::Ipv4Addr) -> Result<(), NoHeader> {
         self.set_ipv4_addr(12, ip)
     }
 
     /// Sets the IPv4 destination address, as [`set_ipv4_src`](Self::set_ipv4_src)
-    /// sets the source (the checksums updated the same way).
+    /// sets the source (the checksums updated the same way). Also
+    /// [`NoHeader::Unsupported`] for a frame whose source route is under way (its UDP
+    /// or TCP checksum holds the route's last address, not the header's destination).
+    ///
+    /// ```
+    /// # use xdpool::{Mac, Packet, Verdict};
+    /// // A NAT's inbound half: to the backend, out of the same port, to the backend's
+    /// // MAC from the neighbour table (by the new destination).
+    /// let backend = std::net::Ipv4Addr::new(198, 18, 2, 10);
+    /// let to_backend = move |pkt: &mut Packet<'_>| match pkt.set_ipv4_dst(backend) {
+    ///     Ok(()) => Verdict::back().with_mac(Mac::NextHop),
+    ///     Err(_) => Verdict::drop(),
+    /// };
+    /// # let _ = to_backend;
+    /// ```
     pub fn set_ipv4_dst(&mut self, ip: std::net::Ipv4Addr) -> Result<(), NoHeader> {
         self.set_ipv4_addr(16, ip)
     }
@@ -602,6 +618,16 @@ impl<'a> Packet<'a> {
             return Err(NoHeader::Ipv4);
         }
         let (l3, l4) = (p.l3_offset(), Self::l4_checksum(&p));
+        // UDP-Lite (136) and DCCP (33) checksum a pseudo-header with the addresses as
+        // UDP and TCP do, in a header this does not read: refused, unless this is a
+        // later fragment, which carries no such header.
+        let later = p.fragment().is_some_and(|f| f.offset != 0);
+        if matches!(p.ip_proto(), Some(33 | 136)) && !later {
+            return Err(NoHeader::Unsupported);
+        }
+        if field == 16 && Self::source_route_under_way(&self.bytes()[l3..]) {
+            return Err(NoHeader::Unsupported);
+        }
         let at = l3 + field;
         // A parsed frame holds its IPv4 header and its UDP or TCP header whole; checked
         // again all the same, before anything is written, so that no input could make
@@ -626,6 +652,35 @@ impl<'a> Packet<'a> {
             None => true,
         };
         Ok(())
+    }
+
+    /// Whether an IPv4 header (`ip`, from its first byte) carries a loose or strict
+    /// source route (options 131, 137) with addresses still to visit: the sender's
+    /// UDP or TCP checksum then covers the route's last address, not the header's
+    /// destination (RFC 791, RFC 768/793's pseudo-header).
+    fn source_route_under_way(ip: &[u8]) -> bool {
+        let ihl = usize::from(ip.first().map_or(0, |b| b & 0xf)) * 4;
+        let mut opts = ip.get(20..ihl).unwrap_or_default();
+        while let [kind, rest @ ..] = opts {
+            match kind {
+                0 => break,
+                1 => opts = rest,
+                _ => {
+                    let len = usize::from(rest.first().copied().unwrap_or(0));
+                    if len < 2 || len > opts.len() {
+                        break;
+                    }
+                    // The pointer (1-based, to the next address) is past the route
+                    // once every address was visited.
+                    let ptr = usize::from(rest.get(1).copied().unwrap_or(0));
+                    if matches!(kind, 131 | 137) && ptr + 3 <= len {
+                        return true;
+                    }
+                    opts = &opts[len..];
+                }
+            }
+        }
+        false
     }
 
     /// The UDP or TCP port at `field` bytes into its header (0: source, 2:
@@ -995,6 +1050,47 @@ mod tests {
             assert_eq!(p.set_ipv4_src(n), Ok(()));
         });
         assert_eq!(wire::parse(&out).unwrap().src_ip(), Some(n.into()));
+        // UDP-Lite's checksum holds the addresses too: refused, unless a later
+        // fragment (no UDP-Lite header in it).
+        let lite = FrameBuilder::new()
+            .ipv4(a, b)
+            .ip_proto(136)
+            .payload(&[0; 12])
+            .build();
+        let same = run(&lite.bytes, &|p| {
+            assert_eq!(p.set_ipv4_dst(n), Err(NoHeader::Unsupported));
+            assert_eq!(p.set_ipv4_src(n), Err(NoHeader::Unsupported));
+        });
+        assert_eq!(same, lite.bytes);
+        let later = FrameBuilder::new()
+            .ipv4(a, b)
+            .ipv4_fragment(8, false, 7)
+            .ip_proto(136)
+            .payload(&[0; 12])
+            .build();
+        let out = run(&later.bytes, &|p| assert_eq!(p.set_ipv4_dst(n), Ok(())));
+        assert!(checksums_verify(&out));
+        // A loose source route under way (pointer 4, one address left): the TCP
+        // checksum holds that address, so the destination is refused; the source is
+        // not in question. Once the route is done (pointer past it), it is set.
+        let lsrr = |ptr: u8| {
+            FrameBuilder::new()
+                .ipv4(a, b)
+                .ipv4_options(&[131, 7, ptr, 198, 19, 7, 7, 1])
+                .tcp(1000, 80, 0x10)
+                .build()
+                .bytes
+        };
+        let under_way = lsrr(4);
+        let out = run(&under_way, &|p| {
+            assert_eq!(p.set_ipv4_dst(n), Err(NoHeader::Unsupported));
+            assert_eq!(p.set_ipv4_src(n), Ok(()));
+        });
+        assert_eq!(wire::parse(&out).unwrap().dst_ip(), Some(b.into()));
+        let done = lsrr(8);
+        let out = run(&done, &|p| assert_eq!(p.set_ipv4_dst(n), Ok(())));
+        assert_eq!(wire::parse(&out).unwrap().dst_ip(), Some(n.into()));
+        assert!(checksums_verify(&out));
         // A UDP checksum of 0 (none computed) stays 0 through both rewrites.
         let mut udp = FrameBuilder::new().ipv4(a, b).udp(1, 2).build();
         let c = udp.l4_offset + 6;

@@ -5,7 +5,9 @@
 //! [`set_ipv4_dst`](crate::Packet::set_ipv4_dst),
 //! [`set_src_port`](crate::Packet::set_src_port) and
 //! [`set_dst_port`](crate::Packet::set_dst_port) use it; use it directly for other
-//! fields (an ICMP identifier, a TTL).
+//! fields. A change is made of the 16-bit words the checksum sums, at even offsets
+//! of the data it covers: a field of one byte changes with its neighbour (the IPv4
+//! TTL as `of16` over header bytes 8..10, the TTL and the protocol).
 //!
 //! ```
 //! use xdpool::wire::checksum::Change;
