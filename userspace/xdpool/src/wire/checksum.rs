@@ -26,13 +26,13 @@
 //! [`Packet`]: crate::Packet
 
 /// What changing a field from `old` to `new` adds to the one's-complement sum of the
-/// data a checksum covers (`~m + m'` for each 16-bit word of it), folded to 16 bits.
-/// Made once, applied to every checksum the field is under: an IPv4 address is under
-/// the IPv4 header's and, through the pseudo-header, the UDP or TCP one.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+/// data a checksum covers (`~m + m'` for each 16-bit word of it). Made once, applied
+/// to every checksum the field is under: an IPv4 address is under the IPv4 header's
+/// and, through the pseudo-header, the UDP or TCP one.
+#[derive(Debug, Clone, Copy)]
 pub struct Change(u32);
 
-/// Folds a sum of at most a few 16-bit words to 16 bits (end-around carry).
+/// Folds a sum of at most five 16-bit words to 16 bits (end-around carry).
 #[inline]
 fn fold(mut sum: u32) -> u32 {
     sum = (sum & 0xffff) + (sum >> 16);
@@ -46,20 +46,21 @@ impl Change {
     /// A 16-bit field (a port, an identifier) from `old` to `new`.
     #[inline]
     pub fn of16(old: u16, new: u16) -> Change {
-        Change(fold(u32::from(!old) + u32::from(new)))
+        // At most two words: unfolded, as `of32`'s four.
+        Change(u32::from(!old) + u32::from(new))
     }
 
     /// A 32-bit field (an IPv4 address, in network order) from `old` to `new`.
     #[inline]
     pub fn of32(old: [u8; 4], new: [u8; 4]) -> Change {
-        let word = |b: [u8; 4], i: usize| u16::from_be_bytes([b[i], b[i + 1]]);
-        Change::of16(word(old, 0), word(new, 0)).and(Change::of16(word(old, 2), word(new, 2)))
+        let word = |b: [u8; 4], i: usize| u32::from(u16::from_be_bytes([b[i], b[i + 1]]));
+        Change((0xffff - word(old, 0)) + (0xffff - word(old, 2)) + word(new, 0) + word(new, 2))
     }
 
     /// This change and `other` together (two fields under one checksum).
     #[inline]
     pub fn and(self, other: Change) -> Change {
-        Change(fold(self.0 + other.0))
+        Change(fold(fold(self.0) + fold(other.0)))
     }
 
     /// Updates the 16-bit checksum at `frame[at..at + 2]`; `false`, and nothing
@@ -69,8 +70,7 @@ impl Change {
         let Some(field) = frame.get_mut(at..).and_then(|f| f.first_chunk_mut::<2>()) else {
             return false;
         };
-        let hc = u16::from_be_bytes(*field);
-        *field = (!(fold(u32::from(!hc) + self.0) as u16)).to_be_bytes();
+        *field = self.updated(*field);
         true
     }
 
@@ -79,17 +79,23 @@ impl Change {
     /// form in one's complement (RFC 768).
     #[inline]
     pub fn apply_udp(self, frame: &mut [u8], at: usize) -> bool {
-        match frame.get(at..at.saturating_add(2)) {
-            Some([0, 0]) => true,
-            Some(_) => {
-                self.apply(frame, at);
-                if frame[at..at + 2] == [0, 0] {
-                    frame[at..at + 2].copy_from_slice(&[0xff, 0xff]);
-                }
-                true
-            }
-            None => false,
-        }
+        let Some(field) = frame.get_mut(at..).and_then(|f| f.first_chunk_mut::<2>()) else {
+            return false;
+        };
+        *field = match self.updated(*field) {
+            _ if *field == [0, 0] => [0, 0],
+            [0, 0] => [0xff, 0xff],
+            c => c,
+        };
+        true
+    }
+
+    /// `HC' = ~(~HC + ~m + m')` for the checksum `hc` (network order). The change is
+    /// at most four words (`of32`) or one folded sum (`and`): with `~HC`, two folds.
+    #[inline]
+    fn updated(self, hc: [u8; 2]) -> [u8; 2] {
+        let hc = u16::from_be_bytes(hc);
+        (!(fold(u32::from(!hc) + self.0) as u16)).to_be_bytes()
     }
 }
 
@@ -146,6 +152,16 @@ mod tests {
         let mut u = 0xfffeu16.to_be_bytes();
         assert!(Change::of16(1, 0).apply_udp(&mut u, 0));
         assert_eq!(u, [0xff, 0xff]);
-        assert_eq!(Change::NONE.and(Change::of16(5, 5)), Change::of16(5, 5));
+        // No change, however written, leaves a checksum as it was (0xffff and 0x0000
+        // aside, one value in one's complement).
+        for none in [
+            Change::NONE,
+            Change::of16(5, 5),
+            Change::NONE.and(Change::of32([1; 4], [1; 4])),
+        ] {
+            let mut c = 0x1234u16.to_be_bytes();
+            assert!(none.apply(&mut c, 0));
+            assert_eq!(c, 0x1234u16.to_be_bytes());
+        }
     }
 }
