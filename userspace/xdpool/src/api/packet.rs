@@ -625,7 +625,7 @@ impl<'a> Packet<'a> {
         if matches!(p.ip_proto(), Some(33 | 136)) && !later {
             return Err(NoHeader::Unsupported);
         }
-        if field == 16 && Self::source_route_under_way(&self.bytes()[l3..]) {
+        if field == 16 && Self::source_route_under_way(self.bytes().get(l3..).unwrap_or_default()) {
             return Err(NoHeader::Unsupported);
         }
         let at = l3 + field;
