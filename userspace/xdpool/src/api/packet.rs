@@ -1000,6 +1000,46 @@ mod tests {
         }
     }
 
+    proptest::proptest! {
+        /// No bytes make a setter panic, and a refusal leaves every byte as it was.
+        /// (Mutated real frames: an IPv4 header with options and a UDP or TCP one,
+        /// most bytes random.)
+        #[test]
+        fn setters_never_panic_and_refusals_change_nothing(
+            tcp in proptest::prelude::any::<bool>(),
+            flips in proptest::collection::vec((0usize..80, proptest::prelude::any::<u8>()), 0..12),
+            cut in 0usize..90,
+        ) {
+            use crate::wire::build::FrameBuilder;
+            let b = FrameBuilder::new()
+                .ipv4("198.18.0.1".parse().unwrap(), "198.18.0.2".parse().unwrap())
+                .ipv4_options(&[131, 7, 4, 198, 19, 7, 7, 1]);
+            let b = if tcp { b.tcp(1, 2, 0x10) } else { b.udp(1, 2) };
+            let mut f = b.payload(&[7; 16]).build().bytes;
+            for (at, v) in flips {
+                if let Some(x) = f.get_mut(at) {
+                    *x = v;
+                }
+            }
+            f.truncate(cut.max(1));
+            type Set = fn(&mut Packet<'_>) -> Result<(), NoHeader>;
+            let sets: [Set; 4] = [
+                |p| p.set_ipv4_src(std::net::Ipv4Addr::new(198, 18, 9, 9)),
+                |p| p.set_ipv4_dst(std::net::Ipv4Addr::new(198, 18, 9, 9)),
+                |p| p.set_src_port(4242),
+                |p| p.set_dst_port(4242),
+            ];
+            for set in sets {
+                let mut chunk = f.clone();
+                let len = chunk.len();
+                let mut p = Packet::new(&mut chunk, 0, len, meta(), None);
+                if set(&mut p).is_err() {
+                    proptest::prop_assert_eq!(p.bytes(), &f[..]);
+                }
+            }
+        }
+    }
+
     #[test]
     fn a_frame_without_the_header_is_left_as_it_was() {
         use crate::wire::build::FrameBuilder;
