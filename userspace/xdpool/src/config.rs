@@ -336,6 +336,9 @@ pub struct UmemConfig {
 /// ([`Config::size_default_frames`]).
 const DEFAULT_FRAMES: u32 = 8192;
 
+/// The most `umem.frames` (8 GiB of 2048-byte chunks).
+const MAX_FRAMES: u32 = 1 << 22;
+
 impl Default for UmemConfig {
     fn default() -> Self {
         UmemConfig {
@@ -864,7 +867,7 @@ impl Config {
     /// names no size is never refused for it. Given in the file, it is kept (and
     /// checked).
     fn size_default_frames(&mut self) {
-        if self.umem.frames.span() == (0..0) {
+        if self.frames_sized() {
             let frames = self.frames_needed().max(u64::from(DEFAULT_FRAMES));
             let frames = u32::try_from(frames).unwrap_or(u32::MAX);
             self.umem.frames = Spanned::new(0..0, frames);
@@ -876,7 +879,13 @@ impl Config {
     fn frames_needed(&self) -> u64 {
         let sockets: usize = self.ports().iter().map(|p| p.queues.len()).sum();
         let (fill, tx) = (*self.rings.fill.get_ref(), *self.rings.tx.get_ref());
-        (fill + tx + 256) as u64 * sockets as u64
+        // In u64: this runs before the rings' sizes are checked (any u32 may come).
+        (u64::from(fill) + u64::from(tx) + 256) * sockets as u64
+    }
+
+    /// Whether `umem.frames` was left out of the file (and so sized here).
+    pub fn frames_sized(&self) -> bool {
+        self.umem.frames.span() == (0..0)
     }
 
     /// Range and consistency checks that the decoder cannot do.
@@ -940,11 +949,16 @@ impl Config {
         if let Some(msg) = self.frames_shortfall() {
             return Err(err("umem.frames", self.umem.frames.span(), msg));
         }
-        if frames > (1 << 22) {
+        if frames > MAX_FRAMES {
+            let why = if self.frames_sized() {
+                " (left out of the file, it was sized for the queues: give fewer queues or smaller rings.fill / rings.tx)"
+            } else {
+                ""
+            };
             return Err(err(
                 "umem.frames",
                 self.umem.frames.span(),
-                format!("{frames} is too many: at most {}", 1 << 22),
+                format!("{frames} is too many: at most {MAX_FRAMES}{why}"),
             ));
         }
         let cores = self.workers.cores.get_ref();
@@ -1132,10 +1146,14 @@ impl Config {
             }
         }
         self.size_default_frames();
-        match self.frames_shortfall() {
-            Some(msg) => Err(format!("umem.frames: {msg} (queues = \"all\" plans a socket for every RX queue the device can have)")),
-            None => Ok(()),
+        if let Some(msg) = self.frames_shortfall() {
+            return Err(format!("umem.frames: {msg} (queues = \"all\" plans a socket for every RX queue the device can have)"));
         }
+        let frames = *self.umem.frames.get_ref();
+        if frames > MAX_FRAMES {
+            return Err(format!("umem.frames: the queues planned (queues = \"all\": a socket for every RX queue the device can have) need {frames} frames, over the limit of {MAX_FRAMES}: give fewer queues (a list) or smaller rings.fill / rings.tx"));
+        }
+        Ok(())
     }
 
     /// Each rule's `name`, in rule order.
@@ -1493,10 +1511,11 @@ fn rule_header(text: &str, i: usize) -> Option<usize> {
     let mut offset = 0;
     let mut seen = 0;
     for line in text.split_inclusive('\n') {
-        let t = line.trim_start();
-        if t.starts_with("[[rule]]") {
+        // The table headers as `key_at` reads them (`[[ rule ]]`, a trailing comment);
+        // like it, a header-like line inside a multi-line string is taken as one.
+        if header(line) == Some(("rule", true)) {
             if seen == i {
-                return Some(offset + (line.len() - t.len()));
+                return Some(offset + (line.len() - line.trim_start().len()));
             }
             seen += 1;
         }
@@ -2707,6 +2726,14 @@ mirror_to = "mon"
             "{e}"
         );
         assert_eq!(rule_header("rule = [{ action = \"drop\" }]", 0), None);
+        // Spaces in the brackets and a comment after them are still the header.
+        let spaced = two.replace("[[rule]]", "[[ rule ]] # a rule");
+        let e = Config::parse(&spaced).unwrap_err();
+        assert_eq!(
+            (e.key.as_str(), e.line),
+            ("rule[1].handler", Some(second)),
+            "{e}"
+        );
     }
 
     /// An unreadable file is named with the reason and what to give instead, not as a
@@ -2739,6 +2766,21 @@ mirror_to = "mon"
         let mut all = Config::parse(&one.replacen("queues = [0]", "queues = \"all\"", 1)).unwrap();
         all.resolve_all_queues(|_, _| 4).unwrap();
         assert_eq!(*all.umem.frames.get_ref(), 25600);
+        // Rings too large to sum in 32 bits: refused by their own check, no panic.
+        let huge = one.replacen("[[rule]]", "[rings]\nfill = 4294967295\n\n[[rule]]", 1);
+        assert!(Config::parse(&huge).is_err());
+        // Sized past the limit once resolved: refused, saying why.
+        let mut big = Config::parse(
+            &one.replacen("queues = [0]", "queues = \"all\"", 1)
+                .replacen(
+                    "[[rule]]",
+                    "[rings]\nfill = 32768\ntx = 32768\n\n[[rule]]",
+                    1,
+                ),
+        )
+        .unwrap();
+        let e = big.resolve_all_queues(|_, _| 64).unwrap_err();
+        assert!(e.contains("over the limit of 4194304"), "{e}");
         // Named, too few is still refused, with the number to use.
         let e = Config::parse(&three.replacen("[[rule]]", "[umem]\nframes = 8192\n\n[[rule]]", 1))
             .unwrap_err();

@@ -234,7 +234,7 @@ impl Reloader {
             ReloadError::Invalid(ConfigError {
                 key: "-".into(),
                 line: None,
-                message: format!("cannot read the file: {e}"),
+                message: format!("cannot read the config file: {e}"),
                 file: Some(path.clone()),
             })
         })?;

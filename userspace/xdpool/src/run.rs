@@ -469,6 +469,16 @@ pub fn run(cfg: &Config, opts: &RunOptions) -> Result<Summary, RunError> {
     })
     .map_err(RunError::Usage)?;
     let cfg = &cfg;
+    let frames = *cfg.umem.frames.get_ref();
+    if cfg.frames_sized() && frames > 8192 {
+        let sockets: usize = cfg.ports().iter().map(|p| p.queues.len()).sum();
+        tracing::info!(
+            frames,
+            sockets,
+            mib = (u64::from(frames) * u64::from(*cfg.umem.chunk_size.get_ref())) >> 20,
+            "umem.frames left out: sized for every queue's fill and TX rings (set it to choose)"
+        );
+    }
     // The process (every thread made from now on) lives in the first port's namespace.
     let netns = cfg.netns();
     if let Some(ns) = &netns {

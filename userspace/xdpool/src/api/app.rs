@@ -100,8 +100,8 @@ impl<H: HandlerSet> App<H> {
 
     /// Reads and checks the config against the registered handlers (a rule naming an
     /// unknown handler, or a handler declaring a port the config lacks, is an error
-    /// naming the file, the line and the key; so are two handlers with one name),
-    /// without running anything.
+    /// naming the file, the line and the key), without running anything. Two
+    /// handlers registered under one name are refused first.
     pub fn check(&self) -> Result<(), Error> {
         Config::load_with(&self.config, self.table()?)
             .map(|_| ())

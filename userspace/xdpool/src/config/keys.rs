@@ -71,7 +71,7 @@ pub const KEYS: &[Key] = &[
     key("interface", "zero_copy", "bool or string", "false", "`true`, `false`, `\"auto\"`", "Zero-copy AF_XDP: `true` (refused on veth and other drivers without it), `false` (copy mode), `\"auto\"`. The `[interface]` form defaults to copy mode."),
     key("interface", "multi_buffer", "bool", "false", "`true`, `false`", MULTI_BUFFER),
     key("interface", "queues", "list of integers or \"all\"", "[0]", "0..63, each once; or `\"all\"`", QUEUES),
-    key("umem", "frames", "integer", "8192", "enough for every queue's fill + tx rings + 256, at most 4194304", "Frames (chunks) in the UMEM. Left out, 8192, or (fill + tx + 256) for each queue where that is more, so that no number of queues is refused for it."),
+    key("umem", "frames", "integer", "8192", "enough for every queue's fill + tx rings + 256, at most 4194304", "Frames (chunks) in the UMEM. Left out, 8192, or (fill + tx + 256) for each queue where that is more (the run logs the size it took), up to the limit."),
     key("umem", "chunk_size", "integer", "2048", "2048, 4096", "Bytes per chunk; a frame takes one chunk less the kernel's 256-byte headroom (or a chain of them with multi_buffer)."),
     key("umem", "hugepages", "bool", "false", "`true`, `false`", "Back the UMEM with huge pages; falls back to normal pages with a warning when too few are free."),
     key("rings", "fill", "integer", "4096", "power of two, 64..32768, at least `rx`", "Fill ring: chunks handed to the kernel to receive into."),

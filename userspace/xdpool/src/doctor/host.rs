@@ -266,7 +266,7 @@ pub fn bpffs(root: &Path) -> Check {
     } else {
         Check::warn(
             "bpffs",
-            "no bpf filesystem on /sys/fs/bpf: xdpool run mounts it, and stops (exit 5) where it cannot",
+            "no bpf filesystem on /sys/fs/bpf: xdpool runs without it (it pins nothing); bpftool and xdp-loader want it",
             "mount -t bpf bpf /sys/fs/bpf (or `make setup`)",
         )
     }
