@@ -166,16 +166,19 @@ impl std::error::Error for NoRoom {}
 /// The frame has no header for that rewrite, or one whose checksums the rewrite
 /// could not keep right; it was left unchanged.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum NoHeader {
     /// Not an IPv4 packet (or its headers do not parse).
     Ipv4,
     /// No UDP or TCP header: another protocol, a fragment after the first, or headers
     /// that do not parse.
     Ports,
-    /// A checksum over the address that the setter does not update: UDP-Lite or DCCP
-    /// (their pseudo-header holds the addresses too), or, for the destination, an
-    /// IPv4 source route still under way (the UDP or TCP checksum then holds the
-    /// route's final destination, not the header's).
+    /// A checksum over the address that the setter does not update, so it refuses
+    /// rather than leave that checksum wrong: UDP-Lite or DCCP (their pseudo-header
+    /// holds the addresses too, in a header the setter does not read), or, for the
+    /// destination of a UDP or TCP frame, an IPv4 source route still under way (the
+    /// sender's checksum then holds the route's last address, not the header's
+    /// destination: which one a rewrite should change is the handler's call).
     Unsupported,
 }
 
@@ -194,6 +197,14 @@ impl fmt::Display for NoHeader {
 }
 
 impl std::error::Error for NoHeader {}
+
+/// Byte offsets of the fields the setters write: in the IPv4 header (checksum,
+/// source, destination), and of the checksum in a TCP or UDP header.
+const IPV4_CHECKSUM: usize = 10;
+const IPV4_SRC: usize = 12;
+const IPV4_DST: usize = 16;
+const TCP_CHECKSUM: usize = 16;
+const UDP_CHECKSUM: usize = 6;
 
 impl<'a> Packet<'a> {
     /// `chunk[head..tail]` is the frame. The caller checked `head <= tail <= len`,
@@ -562,7 +573,7 @@ impl<'a> Packet<'a> {
     /// [`NoHeader::Unsupported`] for UDP-Lite and DCCP, whose checksums this does not
     /// update.
     pub fn set_ipv4_src(&mut self, ip: std::net::Ipv4Addr) -> Result<(), NoHeader> {
-        self.set_ipv4_addr(12, ip)
+        self.set_ipv4_addr(IPV4_SRC, ip)
     }
 
     /// Sets the IPv4 destination address, as [`set_ipv4_src`](Self::set_ipv4_src)
@@ -582,7 +593,7 @@ impl<'a> Packet<'a> {
     /// # let _ = to_backend;
     /// ```
     pub fn set_ipv4_dst(&mut self, ip: std::net::Ipv4Addr) -> Result<(), NoHeader> {
-        self.set_ipv4_addr(16, ip)
+        self.set_ipv4_addr(IPV4_DST, ip)
     }
 
     /// Sets the UDP or TCP source port (IPv4 or IPv6), and updates that header's
@@ -604,8 +615,8 @@ impl<'a> Packet<'a> {
         let l4 = p.l4_offset()?;
         p.ports()?;
         match p.ip_proto()? {
-            6 => Some((l4 + 16, false)),
-            17 => Some((l4 + 6, true)),
+            wire::proto::TCP => Some((l4 + TCP_CHECKSUM, false)),
+            wire::proto::UDP => Some((l4 + UDP_CHECKSUM, true)),
             _ => None,
         }
     }
@@ -618,14 +629,19 @@ impl<'a> Packet<'a> {
             return Err(NoHeader::Ipv4);
         }
         let (l3, l4) = (p.l3_offset(), Self::l4_checksum(&p));
-        // UDP-Lite (136) and DCCP (33) checksum a pseudo-header with the addresses as
-        // UDP and TCP do, in a header this does not read: refused, unless this is a
-        // later fragment, which carries no such header.
+        // UDP-Lite and DCCP checksum a pseudo-header with the addresses as UDP and
+        // TCP do, in a header this does not read: refused, unless this is a later
+        // fragment, which carries no such header.
         let later = p.fragment().is_some_and(|f| f.offset != 0);
-        if matches!(p.ip_proto(), Some(33 | 136)) && !later {
+        if matches!(p.ip_proto(), Some(wire::proto::UDPLITE | wire::proto::DCCP)) && !later {
             return Err(NoHeader::Unsupported);
         }
-        if field == 16 && Self::source_route_under_way(self.bytes().get(l3..).unwrap_or_default()) {
+        // A source route under way: the L4 checksum is over its last address (without
+        // an L4 checksum, only the header's own checksum is over the destination).
+        if field == IPV4_DST
+            && l4.is_some()
+            && wire::source_route_under_way(self.bytes().get(l3..).unwrap_or_default())
+        {
             return Err(NoHeader::Unsupported);
         }
         let at = l3 + field;
@@ -645,42 +661,13 @@ impl<'a> Packet<'a> {
         let change = wire::checksum::Change::of32(old, new);
         let frame = self.bytes_mut();
         frame[at..at + 4].copy_from_slice(&new);
-        change.apply(frame, l3 + 10);
+        change.apply(frame, l3 + IPV4_CHECKSUM);
         match l4 {
             Some((c, true)) => change.apply_udp(frame, c),
             Some((c, false)) => change.apply(frame, c),
             None => true,
         };
         Ok(())
-    }
-
-    /// Whether an IPv4 header (`ip`, from its first byte) carries a loose or strict
-    /// source route (options 131, 137) with addresses still to visit: the sender's
-    /// UDP or TCP checksum then covers the route's last address, not the header's
-    /// destination (RFC 791, RFC 768/793's pseudo-header).
-    fn source_route_under_way(ip: &[u8]) -> bool {
-        let ihl = usize::from(ip.first().map_or(0, |b| b & 0xf)) * 4;
-        let mut opts = ip.get(20..ihl).unwrap_or_default();
-        while let [kind, rest @ ..] = opts {
-            match kind {
-                0 => break,
-                1 => opts = rest,
-                _ => {
-                    let len = usize::from(rest.first().copied().unwrap_or(0));
-                    if len < 2 || len > opts.len() {
-                        break;
-                    }
-                    // The pointer (1-based, to the next address) is past the route
-                    // once every address was visited.
-                    let ptr = usize::from(rest.get(1).copied().unwrap_or(0));
-                    if matches!(kind, 131 | 137) && ptr + 3 <= len {
-                        return true;
-                    }
-                    opts = &opts[len..];
-                }
-            }
-        }
-        false
     }
 
     /// The UDP or TCP port at `field` bytes into its header (0: source, 2:
@@ -892,10 +879,19 @@ mod tests {
 
     /// Whether the frame's IPv4 header checksum and its UDP or TCP checksum verify
     /// (summed anew over the header, and over the pseudo-header and the segment).
+    /// (A frame that does not parse does not verify.)
     fn checksums_verify(frame: &[u8]) -> bool {
         use crate::wire::build::checksum;
-        let p = wire::parse(frame).expect("parses");
+        let Ok(p) = wire::parse(frame) else {
+            return false;
+        };
         let l3 = p.l3_offset();
+        if let wire::L3::V4 { .. } = p.l3() {
+            let ihl = usize::from(frame[l3] & 0xf) * 4;
+            if checksum(&[&frame[l3..l3 + ihl]]) != 0 {
+                return false;
+            }
+        }
         let Some(l4) = p.l4_offset() else {
             return true;
         };
@@ -903,19 +899,13 @@ mod tests {
         let seg = &frame[l4..];
         let len = seg.len();
         let pseudo: Vec<u8> = match p.l3() {
-            wire::L3::V4 { src, dst } => {
-                let ihl = usize::from(frame[l3] & 0xf) * 4;
-                if checksum(&[&frame[l3..l3 + ihl]]) != 0 {
-                    return false;
-                }
-                [
-                    &src.octets()[..],
-                    &dst.octets(),
-                    &[0, proto],
-                    &(len as u16).to_be_bytes(),
-                ]
-                .concat()
-            }
+            wire::L3::V4 { src, dst } => [
+                &src.octets()[..],
+                &dst.octets(),
+                &[0, proto],
+                &(len as u16).to_be_bytes(),
+            ]
+            .concat(),
             wire::L3::V6 { src, dst } => [
                 &src.octets()[..],
                 &dst.octets(),
@@ -1029,12 +1019,16 @@ mod tests {
                 |p| p.set_src_port(4242),
                 |p| p.set_dst_port(4242),
             ];
+            let verified = checksums_verify(&f);
             for set in sets {
                 let mut chunk = f.clone();
                 let len = chunk.len();
                 let mut p = Packet::new(&mut chunk, 0, len, meta(), None);
-                if set(&mut p).is_err() {
-                    proptest::prop_assert_eq!(p.bytes(), &f[..]);
+                match set(&mut p) {
+                    Err(_) => proptest::prop_assert_eq!(p.bytes(), &f[..]),
+                    // A frame whose checksums verified still verifies.
+                    Ok(()) if verified => proptest::prop_assert!(checksums_verify(p.bytes())),
+                    Ok(()) => {}
                 }
             }
         }
@@ -1090,6 +1084,17 @@ mod tests {
             assert_eq!(p.set_ipv4_src(n), Ok(()));
         });
         assert_eq!(wire::parse(&out).unwrap().src_ip(), Some(n.into()));
+        assert!(checksums_verify(&out));
+        // DCCP, as UDP-Lite below: a pseudo-header checksum this does not update.
+        let dccp = FrameBuilder::new()
+            .ipv4(a, b)
+            .ip_proto(33)
+            .payload(&[0; 16])
+            .build();
+        let same = run(&dccp.bytes, &|p| {
+            assert_eq!(p.set_ipv4_dst(n), Err(NoHeader::Unsupported));
+        });
+        assert_eq!(same, dccp.bytes);
         // UDP-Lite's checksum holds the addresses too: refused, unless a later
         // fragment (no UDP-Lite header in it).
         let lite = FrameBuilder::new()
@@ -1121,6 +1126,28 @@ mod tests {
                 .build()
                 .bytes
         };
+        // A strict route behind a NOP and a record route: found all the same.
+        let ssrr = FrameBuilder::new()
+            .ipv4(a, b)
+            .ipv4_options(&[1, 7, 7, 4, 0, 0, 0, 0, 137, 7, 4, 198, 19, 7, 7, 1])
+            .udp(1000, 53)
+            .build()
+            .bytes;
+        let same = run(&ssrr, &|p| {
+            assert_eq!(p.set_ipv4_dst(n), Err(NoHeader::Unsupported));
+        });
+        assert_eq!(same, ssrr);
+        // Without an L4 checksum (ICMP) the route does not matter: only the header's
+        // own checksum is over the destination.
+        let icmp_routed = FrameBuilder::new()
+            .ipv4(a, b)
+            .ipv4_options(&[131, 7, 4, 198, 19, 7, 7, 1])
+            .ip_proto(1)
+            .payload(&[8, 0, 0, 0])
+            .build()
+            .bytes;
+        let out = run(&icmp_routed, &|p| assert_eq!(p.set_ipv4_dst(n), Ok(())));
+        assert!(checksums_verify(&out));
         let under_way = lsrr(4);
         let out = run(&under_way, &|p| {
             assert_eq!(p.set_ipv4_dst(n), Err(NoHeader::Unsupported));

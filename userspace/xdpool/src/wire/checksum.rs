@@ -45,6 +45,7 @@ impl Change {
 
     /// A 16-bit field (a port, an identifier) from `old` to `new`.
     #[inline]
+    #[must_use]
     pub fn of16(old: u16, new: u16) -> Change {
         // At most two words: unfolded, as `of32`'s four.
         Change(u32::from(!old) + u32::from(new))
@@ -52,6 +53,7 @@ impl Change {
 
     /// A 32-bit field (an IPv4 address, in network order) from `old` to `new`.
     #[inline]
+    #[must_use]
     pub fn of32(old: [u8; 4], new: [u8; 4]) -> Change {
         let word = |b: [u8; 4], i: usize| u32::from(u16::from_be_bytes([b[i], b[i + 1]]));
         Change((0xffff - word(old, 0)) + (0xffff - word(old, 2)) + word(new, 0) + word(new, 2))
@@ -59,6 +61,7 @@ impl Change {
 
     /// This change and `other` together (two fields under one checksum).
     #[inline]
+    #[must_use]
     pub fn and(self, other: Change) -> Change {
         Change(fold(fold(self.0) + fold(other.0)))
     }
@@ -152,6 +155,11 @@ mod tests {
         let mut u = 0xfffeu16.to_be_bytes();
         assert!(Change::of16(1, 0).apply_udp(&mut u, 0));
         assert_eq!(u, [0xff, 0xff]);
+        // A sum that needs the second fold: ~0x0000 + (~1 + 2) = 0x1ffff -> 0xfffe
+        // (one fold and a truncation would give 0xffff).
+        let mut c = [0u8, 0];
+        assert!(Change::of16(1, 2).apply(&mut c, 0));
+        assert_eq!(c, 0xfffeu16.to_be_bytes());
         // No change, however written, leaves a checksum as it was (0xffff and 0x0000
         // aside, one value in one's complement).
         for none in [

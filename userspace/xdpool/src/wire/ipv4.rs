@@ -136,26 +136,63 @@ impl<'a> Ipv4Header<'a> {
     }
 }
 
+/// The option TLVs of an IPv4 options area, in order, up to EOL: (kind, the
+/// option's bytes from its kind on; NOP is one byte). `Err(offset)`, and nothing
+/// after it, for an option whose length is missing, under 2 or past the area.
+fn option_tlvs(opts: &[u8]) -> impl Iterator<Item = Result<(u8, &[u8]), usize>> + '_ {
+    let mut i = 0;
+    std::iter::from_fn(move || {
+        let at = i;
+        let kind = *opts.get(at)?;
+        match kind {
+            OPT_EOL => None,
+            OPT_NOP => {
+                i += 1;
+                Some(Ok((kind, &opts[at..at + 1])))
+            }
+            _ => {
+                let len = opts.get(at + 1).map(|&l| usize::from(l));
+                match len {
+                    Some(len) if len >= 2 && at + len <= opts.len() => {
+                        i += len;
+                        Some(Ok((kind, &opts[at..at + len])))
+                    }
+                    _ => {
+                        i = opts.len();
+                        Some(Err(at))
+                    }
+                }
+            }
+        }
+    })
+}
+
+/// Option kinds (RFC 791): end of list, no-op, loose and strict source route.
+const OPT_EOL: u8 = 0;
+const OPT_NOP: u8 = 1;
+const OPT_LSRR: u8 = 131;
+const OPT_SSRR: u8 = 137;
+
 /// Walks the option TLVs: EOL ends the list, NOP is one byte, every other option
 /// carries a length of at least 2 that stays inside the options area (RFC 791; the
 /// kernel's ip_options_compile drops the same frames).
 fn check_options(opts: &[u8]) -> Result<(), ParseError> {
-    let mut i = 0;
-    while i < opts.len() {
-        match opts[i] {
-            0 => return Ok(()),
-            1 => i += 1,
-            _ => {
-                let Some(&len) = opts.get(i + 1) else {
-                    return Err(ParseError::BadIpv4Option { offset: i });
-                };
-                let len = usize::from(len);
-                if len < 2 || i + len > opts.len() {
-                    return Err(ParseError::BadIpv4Option { offset: i });
-                }
-                i += len;
-            }
-        }
+    match option_tlvs(opts).find_map(Result::err) {
+        Some(offset) => Err(ParseError::BadIpv4Option { offset }),
+        None => Ok(()),
     }
-    Ok(())
+}
+
+/// Whether the IPv4 header at the start of `header` carries a loose or strict source
+/// route with addresses still to visit (its pointer, 1-based, not yet past the
+/// route's last address): the sender's UDP or TCP checksum then covers the route's
+/// last address, not the header's destination (RFC 791; RFC 768 and 793's
+/// pseudo-header). False for a header too short to say.
+pub(crate) fn source_route_under_way(header: &[u8]) -> bool {
+    let ihl = usize::from(header.first().map_or(0, |b| b & 0xf)) * 4;
+    let opts = header.get(IPV4_MIN_HLEN..ihl).unwrap_or_default();
+    option_tlvs(opts).map_while(Result::ok).any(|(kind, o)| {
+        matches!(kind, OPT_LSRR | OPT_SSRR)
+            && o.get(2).is_some_and(|&ptr| usize::from(ptr) + 3 <= o.len())
+    })
 }

@@ -30,6 +30,7 @@ pub use ethernet::{
     swap_macs, EthernetHeader, VlanTag, ETHERTYPE_ARP, ETHERTYPE_IPV4, ETHERTYPE_IPV6,
     ETHERTYPE_QINQ, ETHERTYPE_VLAN, ETH_HLEN, MAX_VLAN_TAGS, VLAN_HLEN,
 };
+pub(crate) use ipv4::source_route_under_way;
 pub use ipv4::{Ipv4Header, IPV4_MIN_HLEN};
 pub use ipv6::{Ipv6Header, IPV6_HLEN, MAX_EXT_HEADERS};
 pub use l4::{TcpHeader, UdpHeader, TCP_MIN_HLEN, UDP_HLEN};
@@ -46,6 +47,8 @@ pub mod proto {
     pub const TCP: u8 = 6;
     /// UDP.
     pub const UDP: u8 = 17;
+    /// DCCP (its checksum covers a pseudo-header, as UDP's and TCP's do).
+    pub const DCCP: u8 = 33;
     /// IPv6 routing header.
     pub const IPV6_ROUTE: u8 = 43;
     /// IPv6 fragment header.
@@ -62,6 +65,8 @@ pub mod proto {
     pub const IPV6_OPTS: u8 = 60;
     /// IPv6 mobility header.
     pub const MOBILITY: u8 = 135;
+    /// UDP-Lite (its checksum covers a pseudo-header, as UDP's does).
+    pub const UDPLITE: u8 = 136;
 }
 
 /// Reads a big-endian u16 at `at`; callers have checked `at + 2 <= b.len()`.

@@ -432,3 +432,54 @@ fn a_reload_that_changes_an_arg_ends_a_controlled_list_one_that_does_not_keeps_i
     assert_eq!(used(&of, true), [1].into());
     h.check_accounting().unwrap();
 }
+
+/// A frame the lb's own rewrite does not take goes through `Packet::set_ipv4_dst`:
+/// IPv4 with options (rewritten there, every checksum verifies), UDP-Lite and a TCP
+/// frame whose source route is under way (refused: dropped and counted
+/// `unsupported`, never sent with a checksum left wrong).
+#[test]
+fn frames_with_options_or_other_checksums_go_through_the_setter() {
+    let mut h = Harness::builder(&config(B[0]))
+        .handler("lb", Lb)
+        .build()
+        .unwrap();
+    let (src, vip) = (Ipv4Addr::new(198, 18, 64, 1), Ipv4Addr::new(198, 19, 0, 1));
+    let with = |opts: &[u8]| {
+        FrameBuilder::new()
+            .ipv4(src, vip)
+            .ipv4_options(opts)
+            .tcp(1000, 80, 0x10)
+            .payload(&[7; 9])
+            .build()
+            .bytes
+    };
+    let lite = FrameBuilder::new()
+        .ipv4(src, vip)
+        .ip_proto(136)
+        .payload(&[0; 12])
+        .build()
+        .bytes;
+    for f in [
+        with(&[1, 1, 1, 1]),
+        lite,
+        with(&[131, 7, 4, 198, 19, 7, 7, 1]),
+    ] {
+        assert_eq!(h.send("in", &f), Steered::Worker);
+    }
+    h.run();
+    let out = h.sent("out");
+    assert_eq!(out.len(), 1, "only the frame with NOP options leaves");
+    let o = &out[0];
+    // IPv4 header of 24 bytes (one word of options), then TCP.
+    let (ip, l4) = (&o[14..38], &o[38..]);
+    assert_eq!(&ip[16..20], &[198, 18, 2, 1], "the backend's IP");
+    let len = (l4.len() as u16).to_be_bytes();
+    let pseudo = [&ip[12..20], &[0, 6], &len[..]].concat();
+    assert_eq!(
+        (sum(&[ip]), sum(&[&pseudo, l4])),
+        (0, 0),
+        "checksums verify"
+    );
+    assert_eq!(h.user_counter("in", "lb", "unsupported"), 2);
+    h.check_accounting().unwrap();
+}
