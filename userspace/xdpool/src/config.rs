@@ -1185,11 +1185,17 @@ impl Config {
         let table: toml::Table = toml::from_str(text).map_err(|e| decode_error(text, e))?;
         let cfg = if table.keys().any(|k| k != "rule") {
             let cfg = Config::parse_with(text, self.handlers.clone())?;
+            // `queues = "all"` as written, not as resolved: the running instance's
+            // list is the device's queues, the file's is not resolved yet.
             let key = |p: &PortDef| {
                 (
                     p.name.clone(),
                     p.interface.clone(),
-                    p.queues.clone(),
+                    if p.follow_queues {
+                        "\"all\"".to_string()
+                    } else {
+                        format!("{:?}", p.queues)
+                    },
                     p.netns.clone(),
                 )
             };
@@ -1198,9 +1204,9 @@ impl Config {
                 self.ports().iter().map(key).collect(),
             );
             if new != old {
-                let list = |v: &[(String, String, Vec<u32>, Option<String>)]| {
+                let list = |v: &[(String, String, String, Option<String>)]| {
                     v.iter()
-                        .map(|(n, i, q, _)| format!("{n} ({i}, queues {q:?})"))
+                        .map(|(n, i, q, _)| format!("{n} ({i}, queues {q})"))
                         .collect::<Vec<_>>()
                         .join(", ")
                 };
@@ -2797,6 +2803,13 @@ mirror_to = "mon"
         assert!(c.ports()[0].follow_queues);
         c.resolve_all_queues(|_, _| 2).unwrap();
         assert_eq!(c.ports()[0].queues, vec![0, 1]);
+        // A whole-file reload of the same text is the same ports ("all" as written),
+        // and a list in its place is not.
+        c.parse_rules(&all).unwrap();
+        let e = c
+            .parse_rules(&all.replacen("queues = \"all\"", "queues = [0, 1]", 1))
+            .unwrap_err();
+        assert!(e.to_string().contains("queues \"all\""), "{e}");
         assert!(!Config::parse(GOOD).unwrap().ports()[0].follow_queues);
         let bad =
             Config::parse(&GOOD.replacen("queues = [0]", "queues = \"some\"", 1)).unwrap_err();
