@@ -911,7 +911,6 @@ impl Config {
                 format!("{cs} is not valid: use 2048 or 4096"),
             ));
         }
-        let frames = *self.umem.frames.get_ref();
         for (key, v) in [
             ("rings.fill", &self.rings.fill),
             ("rings.completion", &self.rings.completion),
@@ -946,20 +945,8 @@ impl Config {
                 format!("{fill} is smaller than rings.rx = {rx}: the fill ring must hold at least the RX ring (with zero_copy also the device's RX ring, which the driver fills ahead of traffic), or frames the RX ring has room for find no buffer; use fill >= {rx} (zero-copy: >= {})", (rx * 2).next_power_of_two()),
             ));
         }
-        if let Some(msg) = self.frames_shortfall() {
+        if let Some(msg) = self.frames_shortfall().or_else(|| self.frames_excess()) {
             return Err(err("umem.frames", self.umem.frames.span(), msg));
-        }
-        if frames > MAX_FRAMES {
-            let why = if self.frames_sized() {
-                " (left out of the file, it was sized for the queues: give fewer queues or smaller rings.fill / rings.tx)"
-            } else {
-                ""
-            };
-            return Err(err(
-                "umem.frames",
-                self.umem.frames.span(),
-                format!("{frames} is too many: at most {MAX_FRAMES}{why}"),
-            ));
         }
         let cores = self.workers.cores.get_ref();
         if !cores.is_empty() {
@@ -1124,6 +1111,18 @@ impl Config {
         ((frames as u64) < needed).then(|| format!("{frames} frames cannot keep {sockets} queue(s) supplied (fill {fill} + tx {tx} + 256 cache per queue): use at least {needed}"))
     }
 
+    /// Why `umem.frames` is more than a UMEM may have, if it is.
+    pub fn frames_excess(&self) -> Option<String> {
+        let frames = *self.umem.frames.get_ref();
+        let why = if self.frames_sized() {
+            " (left out of the file, it was sized for the queues: give fewer queues or smaller rings.fill / rings.tx)"
+        } else {
+            ""
+        };
+        (frames > MAX_FRAMES)
+            .then(|| format!("{frames} frames are over the limit of {MAX_FRAMES}{why}"))
+    }
+
     /// Resolves every `queues = "all"` to `max_queues(interface)`, the most RX queues
     /// the device can have (run calls it once the namespace is entered); then checks
     /// that `umem.frames` supplies them all.
@@ -1146,14 +1145,10 @@ impl Config {
             }
         }
         self.size_default_frames();
-        if let Some(msg) = self.frames_shortfall() {
-            return Err(format!("umem.frames: {msg} (queues = \"all\" plans a socket for every RX queue the device can have)"));
+        match self.frames_shortfall().or_else(|| self.frames_excess()) {
+            Some(msg) => Err(format!("umem.frames: {msg} (queues = \"all\" plans a socket for every RX queue the device can have)")),
+            None => Ok(()),
         }
-        let frames = *self.umem.frames.get_ref();
-        if frames > MAX_FRAMES {
-            return Err(format!("umem.frames: the queues planned (queues = \"all\": a socket for every RX queue the device can have) need {frames} frames, over the limit of {MAX_FRAMES}: give fewer queues (a list) or smaller rings.fill / rings.tx"));
-        }
-        Ok(())
     }
 
     /// Each rule's `name`, in rule order.
@@ -2787,6 +2782,14 @@ mirror_to = "mon"
         .unwrap();
         let e = big.resolve_all_queues(|_, _| 64).unwrap_err();
         assert!(e.contains("over the limit of 4194304"), "{e}");
+        // Named, too many is refused for itself (not as a sized default).
+        let e = Config::parse(&GOOD.replacen("frames = 8192", "frames = 4194305", 1))
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.contains("4194305 frames are over the limit of 4194304") && !e.contains("left out"),
+            "{e}"
+        );
         // Named, too few is still refused, with the number to use.
         let e = Config::parse(&three.replacen("[[rule]]", "[umem]\nframes = 8192\n\n[[rule]]", 1))
             .unwrap_err();
