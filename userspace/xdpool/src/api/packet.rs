@@ -206,6 +206,30 @@ const IPV4_DST: usize = 16;
 const TCP_CHECKSUM: usize = 16;
 const UDP_CHECKSUM: usize = 6;
 
+/// A UDP or TCP checksum in a frame: its offset, and whether it is UDP's (whose 0,
+/// no checksum, stays 0).
+#[derive(Clone, Copy)]
+struct L4Sum {
+    at: usize,
+    udp: bool,
+}
+
+impl L4Sum {
+    /// Whether a frame of `len` bytes holds it.
+    fn fits(self, len: usize) -> bool {
+        self.at + 2 <= len
+    }
+
+    /// The checksum updated for `change`.
+    fn update(self, change: wire::checksum::Change, frame: &mut [u8]) {
+        if self.udp {
+            change.apply_udp(frame, self.at);
+        } else {
+            change.apply(frame, self.at);
+        }
+    }
+}
+
 impl<'a> Packet<'a> {
     /// `chunk[head..tail]` is the frame. The caller checked `head <= tail <= len`,
     /// and that the thread's kept parse ([`keep_parse`]), if any, is this frame's.
@@ -609,14 +633,20 @@ impl<'a> Packet<'a> {
         self.set_port(2, port)
     }
 
-    /// Where the UDP or TCP checksum is (an offset in the frame) and whether it is
-    /// UDP's; `None` without a header of either (a later fragment, another protocol).
-    fn l4_checksum(p: &wire::Parsed) -> Option<(usize, bool)> {
+    /// The frame's UDP or TCP checksum; `None` without a header of either (a later
+    /// fragment, another protocol).
+    fn l4_checksum(p: &wire::Parsed) -> Option<L4Sum> {
         let l4 = p.l4_offset()?;
         p.ports()?;
         match p.ip_proto()? {
-            wire::proto::TCP => Some((l4 + TCP_CHECKSUM, false)),
-            wire::proto::UDP => Some((l4 + UDP_CHECKSUM, true)),
+            wire::proto::TCP => Some(L4Sum {
+                at: l4 + TCP_CHECKSUM,
+                udp: false,
+            }),
+            wire::proto::UDP => Some(L4Sum {
+                at: l4 + UDP_CHECKSUM,
+                udp: true,
+            }),
             _ => None,
         }
     }
@@ -651,7 +681,7 @@ impl<'a> Packet<'a> {
         let Some(&old) = self.bytes().get(at..).and_then(|b| b.first_chunk::<4>()) else {
             return Err(NoHeader::Ipv4);
         };
-        if l4.is_some_and(|(c, _)| c + 2 > self.len()) {
+        if l4.is_some_and(|sum| !sum.fits(self.len())) {
             return Err(NoHeader::Ipv4);
         }
         let new = ip.octets();
@@ -662,11 +692,9 @@ impl<'a> Packet<'a> {
         let frame = self.bytes_mut();
         frame[at..at + 4].copy_from_slice(&new);
         change.apply(frame, l3 + IPV4_CHECKSUM);
-        match l4 {
-            Some((c, true)) => change.apply_udp(frame, c),
-            Some((c, false)) => change.apply(frame, c),
-            None => true,
-        };
+        if let Some(sum) = l4 {
+            sum.update(change, frame);
+        }
         Ok(())
     }
 
@@ -674,13 +702,13 @@ impl<'a> Packet<'a> {
     /// destination) set to `port`, the L4 checksum updated.
     fn set_port(&mut self, field: usize, port: u16) -> Result<(), NoHeader> {
         let p = self.parse().map_err(|_| NoHeader::Ports)?;
-        let (Some(l4), Some((c, udp))) = (p.l4_offset(), Self::l4_checksum(&p)) else {
+        let (Some(l4), Some(sum)) = (p.l4_offset(), Self::l4_checksum(&p)) else {
             return Err(NoHeader::Ports);
         };
         let at = l4 + field;
         let (Some(&old), true) = (
             self.bytes().get(at..).and_then(|b| b.first_chunk::<2>()),
-            c + 2 <= self.len(),
+            sum.fits(self.len()),
         ) else {
             return Err(NoHeader::Ports);
         };
@@ -691,11 +719,7 @@ impl<'a> Packet<'a> {
         let change = wire::checksum::Change::of16(old, port);
         let frame = self.bytes_mut();
         frame[at..at + 2].copy_from_slice(&port.to_be_bytes());
-        if udp {
-            change.apply_udp(frame, c);
-        } else {
-            change.apply(frame, c);
-        }
+        sum.update(change, frame);
         Ok(())
     }
 
@@ -1085,28 +1109,20 @@ mod tests {
         });
         assert_eq!(wire::parse(&out).unwrap().src_ip(), Some(n.into()));
         assert!(checksums_verify(&out));
-        // DCCP, as UDP-Lite below: a pseudo-header checksum this does not update.
-        let dccp = FrameBuilder::new()
-            .ipv4(a, b)
-            .ip_proto(33)
-            .payload(&[0; 16])
-            .build();
-        let same = run(&dccp.bytes, &|p| {
-            assert_eq!(p.set_ipv4_dst(n), Err(NoHeader::Unsupported));
-        });
-        assert_eq!(same, dccp.bytes);
-        // UDP-Lite's checksum holds the addresses too: refused, unless a later
-        // fragment (no UDP-Lite header in it).
-        let lite = FrameBuilder::new()
-            .ipv4(a, b)
-            .ip_proto(136)
-            .payload(&[0; 12])
-            .build();
-        let same = run(&lite.bytes, &|p| {
-            assert_eq!(p.set_ipv4_dst(n), Err(NoHeader::Unsupported));
-            assert_eq!(p.set_ipv4_src(n), Err(NoHeader::Unsupported));
-        });
-        assert_eq!(same, lite.bytes);
+        // DCCP's and UDP-Lite's checksums hold the addresses too: refused, unless a
+        // later fragment (no such header in it, below).
+        for proto in [wire::proto::DCCP, wire::proto::UDPLITE] {
+            let f = FrameBuilder::new()
+                .ipv4(a, b)
+                .ip_proto(proto)
+                .payload(&[0; 16])
+                .build();
+            let same = run(&f.bytes, &|p| {
+                assert_eq!(p.set_ipv4_dst(n), Err(NoHeader::Unsupported));
+                assert_eq!(p.set_ipv4_src(n), Err(NoHeader::Unsupported));
+            });
+            assert_eq!(same, f.bytes, "proto {proto}");
+        }
         let later = FrameBuilder::new()
             .ipv4(a, b)
             .ipv4_fragment(8, false, 7)
